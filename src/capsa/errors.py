@@ -1,0 +1,148 @@
+"""Every error capsa raises, in one tree.
+
+```
+Exception
+└── CapsaError                 what the data or the environment did
+    ├── IngestionRejected      a guard refused an attachment before any parser ran
+    ├── ExtractionFailed       the parser lost: raised, crashed, timed out, ran out of memory
+    ├── BudgetError            a packing request that no packet can satisfy
+    ├── CompactionRefused      earlier evidence exists but no ledger was carried
+    └── CaptureInvalid         a shadow capture saw something ambiguous and was discarded
+```
+
+A developer's mistake (a negative budget, an unknown option) is a `ValueError`
+raised when the object is built, not a `CapsaError`.
+
+Errors carry their facts as keyword-only attributes and pickle cleanly, because
+`IngestionRejected` and `ExtractionFailed` cross the extraction worker's pipe.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = [
+    "BudgetError",
+    "CapsaError",
+    "CaptureInvalid",
+    "CompactionRefused",
+    "ExtractionFailed",
+    "FailureCause",
+    "IngestionRejected",
+    "RejectionReason",
+    "Stage",
+]
+
+Stage = Literal["label", "size", "sniff", "archive", "preflight", "parser", "text", "set"]
+"""Where in the guard pipeline an attachment stopped.
+
+`size` raw byte ceiling; `sniff` type detection; `archive` zip central directory;
+`preflight` a format's own structural checks (XML constructs, pages, pixels,
+frames, MIME nesting), run before any text is produced; `parser` the isolated
+parser call; `text` the per-file text checks; `set` the set-wide ceiling.
+"""
+
+RejectionReason = Literal[
+    "empty",
+    "too_large",
+    "type_mismatch",
+    "unsupported_type",
+    "archive_too_large",
+    "archive_ratio",
+    "too_many_members",
+    "nested_too_deep",
+    "overlapping_members",
+    "duplicate_member",
+    "unsafe_member_name",
+    "encrypted",
+    "unsupported_compression",
+    "header_mismatch",
+    "corrupt",
+    "forbidden_xml",
+    "too_many_pages",
+    "image_too_large",
+    "too_many_frames",
+    "text_too_long",
+    "set_ceiling",
+    "no_text",
+    "undecodable",
+]
+"""Why a guard refused an attachment: a closed set a program can switch on."""
+
+FailureCause = Literal["raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol"]
+"""How a parser lost.
+
+`raised` it raised an exception; `timeout` it ran past the wall clock or CPU
+limit; `memory_limit` it hit the address-space ceiling; `crashed` its process
+died (a signal, `os._exit`, a file-size limit); `incomplete` it finished but said
+its output was partial; `protocol` the worker answered with something that was
+not a valid result.
+"""
+
+
+class CapsaError(Exception):
+    """Root of every error capsa raises about data or environment."""
+
+
+class IngestionRejected(CapsaError):
+    """A guard refused the attachment before any parser saw its bytes.
+
+    Raised by `capsa.guard.extract_attachment`; `extract_all` records the same
+    facts as an `Omission` instead. The message names the file, the limit and
+    the measured number, e.g. ``'q3.docx' refused at archive: declares
+    1073741824 uncompressed bytes, over the 8388608-byte limit``.
+    """
+
+    def __init__(self, detail: str, *, label: str, stage: Stage, reason: RejectionReason) -> None:
+        super().__init__(f"{label!r} refused at {stage}: {detail}")
+        self.detail = detail
+        self.label = label
+        self.stage: Stage = stage
+        self.reason: RejectionReason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.detail, {"label": self.label, "stage": self.stage,
+                                                    "reason": self.reason}))
+
+
+class ExtractionFailed(CapsaError):
+    """The parser ran and lost: it raised, crashed, timed out or ran out of memory.
+
+    Nothing a third-party parser raises leaves capsa untyped: it arrives here,
+    with `cause` saying how it lost. The worker pool survives every cause; the
+    next file is parsed by a fresh process.
+    """
+
+    def __init__(self, detail: str, *, label: str, cause: FailureCause) -> None:
+        super().__init__(f"{label!r} failed in the parser ({cause}): {detail}")
+        self.detail = detail
+        self.label = label
+        self.cause: FailureCause = cause
+        self.stage: Stage = "parser"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.detail, {"label": self.label, "cause": self.cause}))
+
+
+class BudgetError(CapsaError):
+    """No packet can satisfy the request, e.g. the budget cannot hold even the containers."""
+
+
+class CompactionRefused(CapsaError):
+    """Earlier evidence exists in the history but no ledger was carried to compact it.
+
+    Compacting without the ledger would have to guess what was cited from message
+    shapes; capsa refuses instead. Carry the `EvidenceLedger` beside the history.
+    """
+
+
+class CaptureInvalid(CapsaError):
+    """A shadow capture observed something ambiguous and must not be paired.
+
+    The request being served is unaffected; only the comparison row is lost,
+    and the count of invalidated captures says so.
+    """
+
+
+def _rebuild(cls: type[CapsaError], detail: str, kwargs: dict[str, Any]) -> CapsaError:
+    return cls(detail, **kwargs)

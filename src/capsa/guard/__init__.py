@@ -1,0 +1,58 @@
+"""Guarded extraction: untrusted attachment bytes become text only through bounded parsers.
+
+Every attachment passes, in order: a safe label; empty and size checks; zip
+central-directory inspection; sniffing its real kind; the parser, in an
+isolated worker with time and memory limits; normalisation and text
+ceilings. Each step can refuse with a typed reason; `extract_all` puts every
+refusal on the result, so nothing disappears silently.
+
+Example:
+    >>> from capsa.guard import Attachment, extract_all
+    >>> from capsa.guard.extractors import PlainTextExtractor
+    >>> result = extract_all([Attachment(label="a.txt", payload=b"hello")], PlainTextExtractor())
+    >>> result.extracted[0].text
+    'hello'
+"""
+
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard.archive import inspect_archive
+from capsa.guard.extract import (
+    Attachment,
+    Extracted,
+    ExtractionResult,
+    Omission,
+    default_extractor,
+    extract_all,
+    extract_attachment,
+    read_bounded,
+    render_blocks,
+)
+from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.labels import safe_label
+from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
+from capsa.guard.normalize import normalize
+from capsa.guard.port import TextExtractor
+from capsa.guard.sniff import EXTRACTABLE_KINDS, sniff
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "EXTRACTABLE_KINDS",
+    "Attachment",
+    "Extracted",
+    "ExtractionFailed",
+    "ExtractionLimits",
+    "ExtractionResult",
+    "IngestionRejected",
+    "IsolatedExtractor",
+    "Omission",
+    "TextExtractor",
+    "default_extractor",
+    "extract_all",
+    "extract_attachment",
+    "inspect_archive",
+    "normalize",
+    "read_bounded",
+    "render_blocks",
+    "safe_label",
+    "sniff",
+]

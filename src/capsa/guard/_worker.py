@@ -1,0 +1,273 @@
+"""The zygote: a warm, scrubbed worker that forks one rlimited child per file.
+
+Started by `IsolatedExtractor` as ``python -I -m capsa.guard._worker`` with a
+minimal environment (no API keys, no proxies, no cloud credentials). It
+imports and self-tests its extractor once, then, for every request, forks a
+child that applies its resource limits before it touches the bytes, parses,
+and writes one JSON result to a pipe. The zygote never parses anything
+itself, stays single-threaded (so `fork` is safe), and enforces the wall clock
+by killing the child's process group, which takes Tesseract and any
+grandchild with it.
+
+Protocol (stdin / a private copy of stdout; fd 1 is pointed at /dev/null so a
+parser's prints cannot corrupt it): length-prefixed frames. The parent sends
+pickles (it is the trusted side); everything that travels back is JSON that
+the parent re-validates, because a compromised child writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import pickle
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import IO, Any
+
+_LENGTH = struct.Struct(">I")
+_CLONE_NEWNET = 0x40000000
+_PR_SET_PDEATHSIG = 1
+
+
+def read_frame(stream: IO[bytes]) -> bytes | None:
+    """One length-prefixed frame, or None at end of stream."""
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    body = stream.read(size)
+    return body if len(body) == size else None
+
+
+def write_frame(stream: IO[bytes], body: bytes) -> None:
+    """Write one length-prefixed frame and flush."""
+    stream.write(_LENGTH.pack(len(body)) + body)
+    stream.flush()
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _die_with_parent() -> None:
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _isolate_network() -> str:
+    """Enter a fresh network namespace where the OS allows it; block Python sockets always."""
+    mode = "sockets-refused"
+    libc = _libc()
+    if libc is not None and libc.unshare(_CLONE_NEWNET) == 0:
+        mode = "namespace+sockets-refused"
+    _refuse_sockets()
+    return mode
+
+
+class _RefusingSocket(socket.socket):
+    def __init__(self, family: int = -1, *args: Any, **kwargs: Any) -> None:
+        if family in (-1, socket.AF_INET, socket.AF_INET6):
+            raise PermissionError(errno.EACCES, "network access is disabled in capsa's parser")
+        super().__init__(family, *args, **kwargs)
+
+
+def _refuse_sockets() -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(errno.EACCES, "network access is disabled in capsa's parser")
+
+    socket.socket = _RefusingSocket  # type: ignore[misc]
+    socket.create_connection = refuse
+    socket.getaddrinfo = refuse
+
+
+def _limit(kind: int, value: int) -> None:
+    try:
+        resource.setrlimit(kind, (value, value))
+    except (ValueError, OSError):
+        _, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY and value > hard:
+            resource.setrlimit(kind, (hard, hard))
+
+
+def _address_space() -> int:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[0])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: list[int]) -> None:
+    """Runs in the forked child; never returns."""
+    status = 0
+    try:
+        for fd in close_fds:
+            os.close(fd)
+        os.setpgid(0, 0)
+        _die_with_parent()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        _limit(resource.RLIMIT_CORE, 0)
+        _limit(resource.RLIMIT_CPU, int(request["cpu_s"]))
+        _limit(resource.RLIMIT_FSIZE, int(request["max_file_write_bytes"]))
+        _limit(resource.RLIMIT_NOFILE, 64)
+        _limit(resource.RLIMIT_AS, _address_space() + int(request["memory_bytes"]))
+        result = _run(extractor, request)
+    except BaseException as exc:  # noqa: BLE001 - the child reports every way it can lose
+        result = {"failed": {"cause": "raised", "detail": f"{type(exc).__name__}: {exc}"}}
+    try:
+        data = json.dumps(result, ensure_ascii=True).encode("ascii")
+        view = memoryview(data)
+        while view:
+            written = os.write(write_fd, view)
+            view = view[written:]
+    except BaseException:  # noqa: BLE001
+        status = 70
+    os._exit(status)
+
+
+def _run(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
+    from capsa.errors import ExtractionFailed, IngestionRejected
+    from capsa.guard.normalize import normalize
+
+    try:
+        raw = extractor.extract(request["kind"], request["media_type"], request["payload"],
+                                max_pages=int(request["max_pages"]))
+        if not isinstance(raw, str):
+            return {"failed": {"cause": "protocol",
+                               "detail": f"extractor returned {type(raw).__name__}, not str"}}
+        text = normalize(raw)
+        limit = int(request["max_text_chars"])
+        if len(text) > limit:
+            return {"rejected": {"reason": "text_too_long", "stage": "text",
+                                 "detail": f"extracted {len(text)} characters, over the "
+                                           f"limit of {limit}; dropped whole, never truncated"}}
+        return {"ok": text}
+    except MemoryError:
+        return {"failed": {"cause": "memory_limit",
+                           "detail": f"ran out of its {request['memory_bytes']}-byte allowance"}}
+    except RecursionError as exc:
+        return {"rejected": {"reason": "nested_too_deep", "stage": "parser",
+                             "detail": f"the parser's recursion limit was reached: {exc}"}}
+    except IngestionRejected as exc:
+        return {"rejected": {"reason": exc.reason, "stage": exc.stage, "detail": exc.detail}}
+    except ExtractionFailed as exc:
+        return {"failed": {"cause": exc.cause, "detail": exc.detail}}
+
+
+def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int) -> dict[str, Any]:
+    chunks: list[bytes] = []
+    size = 0
+    outcome: dict[str, Any] | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            outcome = {"failed": {"cause": "timeout", "detail": "wall-clock deadline passed"}}
+            break
+        ready, _, _ = select.select([read_fd], [], [], remaining)
+        if not ready:
+            continue
+        chunk = os.read(read_fd, 1 << 16)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > max_bytes:
+            outcome = {"failed": {"cause": "protocol",
+                                  "detail": f"result exceeded {max_bytes} bytes"}}
+            break
+        chunks.append(chunk)
+    os.close(read_fd)
+    _kill_group(pid)
+    _, status = os.waitpid(pid, 0)
+    if outcome is not None:
+        return outcome
+    if os.WIFSIGNALED(status):
+        return _signal_outcome(os.WTERMSIG(status))
+    if chunks:
+        try:
+            parsed = json.loads(b"".join(chunks))
+            return parsed if isinstance(parsed, dict) else _bad("result is not an object")
+        except ValueError:
+            return _bad("result is not valid JSON")
+    code = os.WEXITSTATUS(status)
+    return {"failed": {"cause": "crashed", "detail": f"parser process exited with status {code} "
+                                                     "and no result"}}
+
+
+def _bad(detail: str) -> dict[str, Any]:
+    return {"failed": {"cause": "protocol", "detail": detail}}
+
+
+def _signal_outcome(signum: int) -> dict[str, Any]:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = str(signum)
+    if signum == signal.SIGXCPU:
+        return {"failed": {"cause": "timeout", "detail": "CPU time limit reached (SIGXCPU)"}}
+    if signum == signal.SIGXFSZ:
+        return {"failed": {"cause": "crashed", "detail": "file-size limit reached (SIGXFSZ)"}}
+    return {"failed": {"cause": "crashed", "detail": f"parser process died (signal {name})"}}
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
+    """Read the start frame, warm up, then answer one request per frame until EOF."""
+    start = read_frame(inbound)
+    if start is None:
+        return
+    config = pickle.loads(start)
+    _die_with_parent()
+    network = _isolate_network()
+    sys.path.extend(p for p in config["sys_path"] if p not in sys.path)
+    extractor = pickle.loads(config["extractor"])
+    self_test: dict[str, str] = {}
+    test = getattr(extractor, "self_test", None)
+    if test is not None:
+        try:
+            self_test = {str(k): str(v) for k, v in test().items()}
+        except BaseException as exc:  # noqa: BLE001
+            self_test = {"*": f"{type(exc).__name__}: {exc}"}
+    write_frame(outbound, json.dumps({"ready": True, "pid": os.getpid(), "network": network,
+                                      "self_test": self_test}).encode())
+    while True:
+        frame = read_frame(inbound)
+        if frame is None:
+            return
+        request = pickle.loads(frame)
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _child(extractor, request, write_fd,
+                   [read_fd, inbound.fileno(), outbound.fileno()])
+        os.close(write_fd)
+        deadline = time.monotonic() + float(request["timeout_s"])
+        result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]))
+        write_frame(outbound, json.dumps(result).encode())
+
+
+def main() -> None:
+    """Entry point: move the protocol off fd 1, silence stdout, serve."""
+    protocol_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    serve(sys.stdin.buffer, protocol_out)
+
+
+if __name__ == "__main__":
+    main()

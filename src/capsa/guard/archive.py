@@ -1,0 +1,291 @@
+"""Zip containers judged by their central directory alone.
+
+Nothing here decompresses a byte. Sizes, ratios, member counts, names and
+layout are read from the end-of-central-directory record, the central
+directory and the local headers, with `struct`, so a 42 KB file that declares
+100 GB is refused in microseconds, and CPython's own `zipfile` (whose overlap
+check depends on the interpreter's patch level) is never trusted to catch a
+bomb. DOCX, XLSX, PPTX and EPUB are zips and pass through here first.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+from capsa.errors import IngestionRejected, RejectionReason
+from capsa.guard.limits import ExtractionLimits
+
+__all__ = ["ZipMember", "inspect_archive", "member_names", "read_directory"]
+
+_EOCD = struct.Struct("<4sHHHHIIH")
+_EOCD64_LOCATOR = struct.Struct("<4sIQI")
+_EOCD64 = struct.Struct("<4sQHHIIQQQQ")
+_CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")
+_LOCAL = struct.Struct("<4sHHHHHIIIHH")
+_MAX_COMMENT = 0xFFFF
+_FLAG_ENCRYPTED = 0x1
+_FLAG_DESCRIPTOR = 0x8
+_FLAG_STRONG = 0x40
+_FLAG_UTF8 = 0x800
+_ALLOWED_METHODS = frozenset({0, 8})
+_ARCHIVE_SUFFIXES = (".zip", ".jar", ".docx", ".xlsx", ".pptx", ".epub", ".odt", ".ods",
+                     ".odp", ".apk", ".docm", ".xlsm", ".pptm")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_S_IFMT, _S_IFLNK = 0o170000, 0o120000
+
+
+@dataclass(frozen=True, slots=True)
+class ZipMember:
+    """One central-directory entry, as declared (nothing here was decompressed)."""
+
+    name: str
+    method: int
+    flags: int
+    compressed: int
+    uncompressed: int
+    local_offset: int
+    is_symlink: bool
+
+
+class _Refusal(Exception):
+    def __init__(self, reason: RejectionReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason: RejectionReason = reason
+        self.detail = detail
+
+
+def read_directory(payload: bytes, *, max_members: int) -> tuple[list[ZipMember], int]:
+    """Parse the central directory; return its members and where it starts.
+
+    The member count in the end record is checked against `max_members`
+    *before* a single entry is parsed, so a 100 000-member archive costs one
+    `struct.unpack`.
+
+    Raises:
+        IngestionRejected: with label ``"<archive>"``; callers re-label it.
+    """
+    try:
+        return _read_directory(payload, max_members)
+    except _Refusal as refusal:
+        raise IngestionRejected(refusal.detail, label="<archive>", stage="archive",
+                                reason=refusal.reason) from None
+
+
+def member_names(payload: bytes) -> list[str]:
+    """Names in a zip's central directory (at most 65 536), for telling DOCX from XLSX."""
+    members, _ = read_directory(payload, max_members=65_536)
+    return [m.name for m in members]
+
+
+def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> None:
+    """Refuse a zip container whose declarations are dangerous, before any parser runs.
+
+    Checks, from the central directory and local headers only: member count;
+    declared uncompressed total (shared across nesting levels); per-member and
+    overall expansion ratio past `limits.ratio_floor_bytes`; encrypted members
+    and compression methods other than stored and deflate; absolute,
+    drive-letter, ``..`` and symlink member names; duplicate names (compared
+    casefolded, the DOCX parser-differential trick); local headers that
+    disagree with the central ones; members whose data overlap (the Fifield
+    "overlapping files" bomb); and nesting: a member that is itself an archive
+    counts one level deeper, and a stored one is inspected in turn. A deflated
+    nested archive within the depth limit is never opened by any capsa parser.
+
+    Raises:
+        IngestionRejected: stage ``archive``, with the reason and the numbers.
+
+    Example:
+        >>> import io, zipfile
+        >>> buf = io.BytesIO()
+        >>> with zipfile.ZipFile(buf, "w") as z:
+        ...     z.writestr("a.txt", "hello")
+        >>> inspect_archive(buf.getvalue(), ExtractionLimits(), label="a.zip")
+    """
+    try:
+        _inspect(payload, limits, depth=0, budget=[limits.max_uncompressed_bytes])
+    except _Refusal as refusal:
+        raise IngestionRejected(refusal.detail, label=label, stage="archive",
+                                reason=refusal.reason) from None
+
+
+def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int]) -> None:
+    if not payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        raise _Refusal("corrupt", "archive does not start with a local file header")
+    members, directory_start = _read_directory(payload, limits.max_members)
+    seen: set[str] = set()
+    spans: list[tuple[int, int, str]] = []
+    total_in = total_out = 0
+    for member in members:
+        _check_member(member, limits, seen)
+        start, end = _local_span(payload, member, directory_start)
+        spans.append((start, end, member.name))
+        total_in += member.compressed
+        total_out += member.uncompressed
+        budget[0] -= member.uncompressed
+        if budget[0] < 0:
+            raise _Refusal(
+                "archive_too_large",
+                f"members declare more than {limits.max_uncompressed_bytes} uncompressed bytes "
+                f"(at least {limits.max_uncompressed_bytes - budget[0]})",
+            )
+    _check_ratio(total_out, total_in, limits, "the archive")
+    _check_overlaps(spans)
+    for member in members:
+        if _looks_like_archive(payload, member):
+            if depth + 1 > limits.max_nesting_depth:
+                raise _Refusal(
+                    "nested_too_deep",
+                    f"member {member.name!r} is an archive at nesting depth {depth + 1}, "
+                    f"over the limit of {limits.max_nesting_depth}",
+                )
+            if member.method == 0:
+                start = _data_start(payload, member)
+                _inspect(payload[start:start + member.compressed], limits,
+                         depth=depth + 1, budget=budget)
+
+
+def _read_directory(payload: bytes, max_members: int) -> tuple[list[ZipMember], int]:
+    eocd_at = payload.rfind(b"PK\x05\x06", max(0, len(payload) - _EOCD.size - _MAX_COMMENT))
+    if eocd_at < 0 or eocd_at + _EOCD.size > len(payload):
+        raise _Refusal("corrupt", "no end-of-central-directory record (truncated archive?)")
+    _, disk, cd_disk, _, count, cd_size, cd_offset, _ = _EOCD.unpack_from(payload, eocd_at)
+    if disk != 0 or cd_disk != 0:
+        raise _Refusal("corrupt", "multi-disk archives are not supported")
+    if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
+        count, cd_size, cd_offset = _read_zip64_end(payload, eocd_at)
+    if count > max_members:
+        raise _Refusal("too_many_members",
+                       f"declares {count} members, over the limit of {max_members}")
+    if cd_offset + cd_size > len(payload):
+        raise _Refusal("corrupt", "central directory lies past the end of the file")
+    members: list[ZipMember] = []
+    pos = cd_offset
+    for _ in range(count):
+        members.append(_read_central(payload, pos))
+        pos += _CENTRAL.size + sum(_CENTRAL.unpack_from(payload, pos)[10:13])
+    if pos > cd_offset + cd_size:
+        raise _Refusal("corrupt", "central directory entries overrun its declared size")
+    return members, cd_offset
+
+
+def _read_zip64_end(payload: bytes, eocd_at: int) -> tuple[int, int, int]:
+    locator_at = eocd_at - _EOCD64_LOCATOR.size
+    if locator_at < 0 or payload[locator_at:locator_at + 4] != b"PK\x06\x07":
+        raise _Refusal("corrupt", "zip64 sizes without a zip64 end locator")
+    _, _, end_at, _ = _EOCD64_LOCATOR.unpack_from(payload, locator_at)
+    if end_at + _EOCD64.size > len(payload) or payload[end_at:end_at + 4] != b"PK\x06\x06":
+        raise _Refusal("corrupt", "zip64 end record missing")
+    fields = _EOCD64.unpack_from(payload, end_at)
+    return fields[7], fields[8], fields[9]
+
+
+def _read_central(payload: bytes, pos: int) -> ZipMember:
+    if pos + _CENTRAL.size > len(payload) or payload[pos:pos + 4] != b"PK\x01\x02":
+        raise _Refusal("corrupt", "central directory entry is missing or truncated")
+    (_, made_by, _, flags, method, _, _, _, compressed, uncompressed, name_len, extra_len,
+     _, _, _, external, offset) = _CENTRAL.unpack_from(payload, pos)
+    raw_name = payload[pos + _CENTRAL.size:pos + _CENTRAL.size + name_len]
+    extra = payload[pos + _CENTRAL.size + name_len:pos + _CENTRAL.size + name_len + extra_len]
+    compressed, uncompressed, offset = _apply_zip64(extra, compressed, uncompressed, offset)
+    name = raw_name.decode("utf-8" if flags & _FLAG_UTF8 else "cp437", "replace")
+    symlink = (made_by >> 8) == 3 and ((external >> 16) & _S_IFMT) == _S_IFLNK
+    return ZipMember(name, method, flags, compressed, uncompressed, offset, symlink)
+
+
+def _apply_zip64(extra: bytes, compressed: int, uncompressed: int, offset: int
+                 ) -> tuple[int, int, int]:
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, size = struct.unpack_from("<HH", extra, pos)
+        if tag == 0x0001:
+            values = extra[pos + 4:pos + 4 + size]
+            fields = [uncompressed, compressed, offset]
+            cursor = 0
+            for i, current in enumerate(fields):
+                if current == 0xFFFFFFFF and cursor + 8 <= len(values):
+                    fields[i] = int(struct.unpack_from("<Q", values, cursor)[0])
+                    cursor += 8
+            uncompressed, compressed, offset = fields
+        pos += 4 + size
+    return compressed, uncompressed, offset
+
+
+def _check_member(member: ZipMember, limits: ExtractionLimits, seen: set[str]) -> None:
+    name = member.name
+    if member.flags & (_FLAG_ENCRYPTED | _FLAG_STRONG) or member.method == 99:
+        raise _Refusal("encrypted", f"member {name!r} is encrypted")
+    if member.method not in _ALLOWED_METHODS:
+        raise _Refusal("unsupported_compression",
+                       f"member {name!r} uses compression method {member.method} "
+                       "(only stored and deflate are allowed)")
+    normal = name.replace("\\", "/")
+    if (normal.startswith("/") or _DRIVE.match(normal) or "\x00" in name
+            or ".." in normal.split("/")):
+        raise _Refusal("unsafe_member_name", f"member name {name!r} escapes the archive")
+    if member.is_symlink:
+        raise _Refusal("unsafe_member_name", f"member {name!r} is a symbolic link")
+    key = normal.casefold()
+    if key in seen:
+        raise _Refusal("duplicate_member",
+                       f"member {name!r} appears twice; parsers disagree on which one counts")
+    seen.add(key)
+    _check_ratio(member.uncompressed, member.compressed, limits, f"member {name!r}")
+
+
+def _check_ratio(out: int, into: int, limits: ExtractionLimits, what: str) -> None:
+    if out <= limits.ratio_floor_bytes:
+        return
+    ratio = out / max(1, into)
+    if ratio > limits.max_expansion_ratio:
+        raise _Refusal(
+            "archive_ratio",
+            f"{what} expands {into} bytes to {out} (ratio {ratio:.0f}), "
+            f"over the limit of {limits.max_expansion_ratio:g}",
+        )
+
+
+def _data_start(payload: bytes, member: ZipMember) -> int:
+    fields = _LOCAL.unpack_from(payload, member.local_offset)
+    return member.local_offset + _LOCAL.size + int(fields[9]) + int(fields[10])
+
+
+def _local_span(payload: bytes, member: ZipMember, directory_start: int) -> tuple[int, int]:
+    at = member.local_offset
+    if at + _LOCAL.size > directory_start or payload[at:at + 4] != b"PK\x03\x04":
+        raise _Refusal("header_mismatch",
+                       f"member {member.name!r} has no local header where the directory says")
+    (_, _, flags, method, _, _, _, compressed, uncompressed, name_len,
+     _) = _LOCAL.unpack_from(payload, at)
+    local_name = payload[at + _LOCAL.size:at + _LOCAL.size + name_len]
+    central_name = member.name.encode("utf-8" if member.flags & _FLAG_UTF8 else "cp437",
+                                      "replace")
+    sizes_differ = not flags & _FLAG_DESCRIPTOR and 0xFFFFFFFF not in (compressed, uncompressed) \
+        and (compressed, uncompressed) != (member.compressed, member.uncompressed)
+    if (local_name != central_name or method != member.method
+            or (flags & _FLAG_ENCRYPTED) != (member.flags & _FLAG_ENCRYPTED) or sizes_differ):
+        raise _Refusal("header_mismatch",
+                       f"local header of member {member.name!r} disagrees with the directory")
+    end = _data_start(payload, member) + member.compressed
+    if end > directory_start:
+        raise _Refusal("corrupt", f"member {member.name!r} runs into the central directory")
+    return at, end
+
+
+def _check_overlaps(spans: list[tuple[int, int, str]]) -> None:
+    previous_end, previous_name = -1, ""
+    for start, end, name in sorted(spans):
+        if start < previous_end:
+            raise _Refusal("overlapping_members",
+                           f"members {previous_name!r} and {name!r} share bytes (a zip bomb shape)")
+        previous_end, previous_name = end, name
+
+
+def _looks_like_archive(payload: bytes, member: ZipMember) -> bool:
+    if member.name.lower().endswith(_ARCHIVE_SUFFIXES):
+        return True
+    if member.method == 0 and member.compressed >= 4:
+        start = _data_start(payload, member)
+        return payload[start:start + 4] == b"PK\x03\x04"
+    return False

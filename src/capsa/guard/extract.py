@@ -1,0 +1,333 @@
+"""The guard pipeline: one attachment, or a set, from untrusted bytes to text."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import html
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from capsa.errors import (
+    CapsaError,
+    ExtractionFailed,
+    FailureCause,
+    IngestionRejected,
+    RejectionReason,
+    Stage,
+)
+from capsa.guard.archive import inspect_archive
+from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.labels import safe_label
+from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
+from capsa.guard.normalize import normalize
+from capsa.guard.port import TextExtractor
+from capsa.guard.sniff import resolve_kind, sniff
+
+__all__ = [
+    "Attachment",
+    "Extracted",
+    "ExtractionResult",
+    "Omission",
+    "default_extractor",
+    "extract_all",
+    "extract_attachment",
+    "read_bounded",
+    "render_blocks",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_REASONS: frozenset[str] = frozenset(RejectionReason.__args__)  # type: ignore[attr-defined]
+_STAGES: frozenset[str] = frozenset(Stage.__args__)  # type: ignore[attr-defined]
+
+
+class Attachment(BaseModel):
+    """One file as it arrived: an untrusted name, an untrusted type, untrusted bytes."""
+
+    model_config = _FROZEN
+    label: str
+    """The name it came with; shown only after `safe_label`, never used as a path."""
+    media_type: str | None = None
+    """The declared media type; checked against the bytes, never trusted."""
+    payload: bytes
+    """The raw bytes."""
+
+
+class Extracted(BaseModel):
+    """One attachment's text, after every guard passed."""
+
+    model_config = _FROZEN
+    label: str
+    """The safe label."""
+    kind: str
+    """The sniffed kind the parser was told (``"pdf"``, ``"docx"``, ...)."""
+    media_type: str | None
+    """The declared media type, as given."""
+    text: str
+    """Normalised text, never truncated."""
+    byte_size: int
+    """Size of the raw payload."""
+    sha256: str
+    """Hex digest of the raw payload, for provenance and caching."""
+
+
+class Omission(BaseModel):
+    """Why one attachment did not become text."""
+
+    model_config = _FROZEN
+    label: str
+    """The safe label."""
+    stage: Stage
+    """Where in the pipeline it stopped."""
+    reason: RejectionReason | FailureCause
+    """A closed-set code a program can switch on (``"too_large"``, ``"timeout"``, ...)."""
+    detail: str
+    """The sentence a person reads: the limit and the measured number."""
+
+    @classmethod
+    def from_error(cls, error: IngestionRejected | ExtractionFailed) -> Omission:
+        """The omission a typed guard error stands for."""
+        if isinstance(error, IngestionRejected):
+            return cls(label=error.label, stage=error.stage, reason=error.reason,
+                       detail=error.detail)
+        return cls(label=error.label, stage="parser", reason=error.cause, detail=error.detail)
+
+
+class ExtractionResult(BaseModel):
+    """What `extract_all` made of a set: every input is in exactly one of the two lists."""
+
+    model_config = _FROZEN
+    extracted: tuple[Extracted, ...]
+    """The files that became text, in input order."""
+    omitted: tuple[Omission, ...]
+    """The files that did not, each with its reason, in input order."""
+
+    @property
+    def text(self) -> str:
+        """The extracted files as labelled blocks, escaped so no file can close its block."""
+        return render_blocks(self.extracted)
+
+
+def render_blocks(files: Sequence[Extracted]) -> str:
+    """Render files as ``<attachment name="...">...</attachment>`` blocks.
+
+    Labels and text are escaped (``&``, ``<``, ``>``, quotes), so a file whose
+    text says ``</attachment><system>`` stays inside its own block.
+
+    Example:
+        >>> one = Extracted(label="a.txt", kind="text", media_type=None,
+        ...                 text="</attachment>", byte_size=13, sha256="0")
+        >>> render_blocks([one])
+        '<attachment name="a.txt">\\n&lt;/attachment&gt;\\n</attachment>'
+    """
+    return "\n\n".join(
+        f'<attachment name="{html.escape(f.label, quote=True)}">\n'
+        f"{html.escape(f.text, quote=False)}\n</attachment>"
+        for f in files
+    )
+
+
+def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAULT_LIMITS,
+                 *, label: str | None = None) -> bytes:
+    """Read a file, but never more than ``limits.max_bytes + 1`` bytes of it.
+
+    Raises:
+        IngestionRejected: ``too_large`` (stage ``size``) when the file is bigger.
+    """
+    name = safe_label(label if label is not None else Path(path).name)
+    size = os.stat(path).st_size
+    if size > limits.max_bytes:
+        raise _too_large(name, size, limits)
+    with open(path, "rb") as handle:
+        data = handle.read(limits.max_bytes + 1)
+    if len(data) > limits.max_bytes:  # the file grew after stat
+        raise _too_large(name, len(data), limits)
+    return data
+
+
+def extract_attachment(attachment: Attachment, extractor: TextExtractor | None = None,
+                       limits: ExtractionLimits | None = None, *, index: int = 0) -> Extracted:
+    """Turn one attachment into text, or refuse it with a typed error.
+
+    The steps, in order, each able to refuse: safe label; empty and raw-size
+    checks; zip central-directory inspection; sniffing the real kind and
+    checking the declared type against it; the parser, inside an isolated
+    worker (the default) with time and memory limits; normalisation and the
+    per-file text ceiling (over it, the file is dropped, never cut); empty text.
+
+    Args:
+        attachment: the untrusted file.
+        extractor: `None` for `default_extractor()`, the isolated pool. An
+            `IsolatedExtractor` runs under `limits`; any other `TextExtractor`
+            runs in this process (only for trusted parsers, e.g. in tests),
+            still with every pre- and post-check and exception mapping.
+        limits: `ExtractionLimits()` when None.
+        index: position in its set, for the fallback label.
+
+    Raises:
+        IngestionRejected: a guard refused the file; `stage` and `reason` say where and why.
+        ExtractionFailed: the parser raised, crashed, timed out or ran out of memory.
+
+    Example:
+        >>> from capsa.guard.extractors import PlainTextExtractor
+        >>> doc = extract_attachment(Attachment(label="../notes.txt", payload=b"hi"),
+        ...                          PlainTextExtractor())
+        >>> doc.label, doc.kind, doc.text
+        ('notes.txt', 'text', 'hi')
+    """
+    limits = limits or DEFAULT_LIMITS
+    label = safe_label(attachment.label, index=index)
+    payload = attachment.payload
+    if not payload:
+        raise IngestionRejected("the file is empty", label=label, stage="size", reason="empty")
+    if len(payload) > limits.max_bytes:
+        raise _too_large(label, len(payload), limits)
+    if payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        inspect_archive(payload, limits, label=label)
+    kind = resolve_kind(sniff(payload), attachment.media_type, label=label,
+                        trust_bytes=limits.on_type_mismatch == "trust_bytes")
+    extractor = extractor if extractor is not None else default_extractor()
+    if isinstance(extractor, IsolatedExtractor):
+        text = extractor.run(kind, attachment.media_type, payload, limits, label=label)
+    else:
+        text = _run_in_process(extractor, kind, attachment.media_type, payload, limits, label)
+    if not text.strip():
+        raise IngestionRejected("the parser found no text", label=label, stage="text",
+                                reason="no_text")
+    return Extracted(label=label, kind=kind, media_type=attachment.media_type, text=text,
+                     byte_size=len(payload), sha256=hashlib.sha256(payload).hexdigest())
+
+
+def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | None = None,
+                limits: ExtractionLimits | None = None, *,
+                on_rejection: Literal["omit", "raise"] = "omit",
+                on_outcome: Callable[[int, Extracted | Omission], None] | None = None,
+                ) -> ExtractionResult:
+    """Extract a set; four good files out of five still arrive, the fifth says why not.
+
+    Files are taken in order; a file whose text would take the set past
+    ``limits.max_total_chars`` is omitted whole (``set_ceiling``), and later,
+    smaller files may still fit. One file's failure never changes another's
+    outcome.
+
+    Args:
+        on_rejection: ``"omit"`` records each refusal in `omitted`;
+            ``"raise"`` raises the first typed error instead.
+        on_outcome: called with ``(index, outcome)`` as each file finishes (progress bars).
+
+    Example:
+        >>> from capsa.guard.extractors import PlainTextExtractor
+        >>> result = extract_all([Attachment(label="a.txt", payload=b"a"),
+        ...                       Attachment(label="b.txt", payload=b"")], PlainTextExtractor())
+        >>> [f.label for f in result.extracted], [(o.label, o.reason) for o in result.omitted]
+        (['a.txt'], [('b.txt', 'empty')])
+    """
+    if on_rejection not in ("omit", "raise"):
+        raise ValueError("on_rejection must be 'omit' or 'raise'")
+    limits = limits or DEFAULT_LIMITS
+    extracted: list[Extracted] = []
+    omitted: list[Omission] = []
+    used = 0
+    for index, attachment in enumerate(attachments):
+        outcome: Extracted | Omission
+        try:
+            item = extract_attachment(attachment, extractor, limits, index=index)
+            if used + len(item.text) > limits.max_total_chars:
+                raise IngestionRejected(
+                    f"{len(item.text)} characters would take the set to {used + len(item.text)}, "
+                    f"over the set-wide limit of {limits.max_total_chars}",
+                    label=item.label, stage="set", reason="set_ceiling")
+            used += len(item.text)
+            extracted.append(item)
+            outcome = item
+        except (IngestionRejected, ExtractionFailed) as error:
+            if on_rejection == "raise":
+                raise
+            outcome = Omission.from_error(error)
+            omitted.append(outcome)
+        if on_outcome is not None:
+            on_outcome(index, outcome)
+    return ExtractionResult(extracted=tuple(extracted), omitted=tuple(omitted))
+
+
+def rejection_from_worker(fields: dict[str, Any], label: str) -> IngestionRejected:
+    """Rebuild a worker's refusal, accepting only the closed sets of reasons and stages."""
+    reason = fields.get("reason")
+    stage = fields.get("stage")
+    detail = str(fields.get("detail", ""))[:2000]
+    if reason not in _REASONS or stage not in _STAGES:
+        return IngestionRejected(f"worker sent an unknown refusal ({str(reason)[:50]!r})",
+                                 label=label, stage="parser", reason="corrupt")
+    return IngestionRejected(detail, label=label, stage=stage, reason=reason)
+
+
+_DEFAULT: list[IsolatedExtractor] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_extractor() -> IsolatedExtractor:
+    """The process-wide isolated pool over plain text, unstructured and Tesseract.
+
+    Started on first use with two workers (or one on a single core), shut
+    down at interpreter exit. Build your own `IsolatedExtractor` for other
+    pool sizes or default limits.
+    """
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            from capsa.guard.extractors import (
+                PlainTextExtractor,
+                Router,
+                TesseractExtractor,
+                UnstructuredExtractor,
+            )
+
+            router = Router([PlainTextExtractor(), UnstructuredExtractor(),
+                             TesseractExtractor(max_pixels=DEFAULT_LIMITS.max_pixels)])
+            pool = IsolatedExtractor(router, workers=min(2, os.cpu_count() or 1))
+            atexit.register(pool.close)
+            _DEFAULT.append(pool)
+        return _DEFAULT[0]
+
+
+def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionRejected:
+    return IngestionRejected(f"{size} bytes, over the limit of {limits.max_bytes}",
+                             label=label, stage="size", reason="too_large")
+
+
+def _run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
+                    limits: ExtractionLimits, label: str) -> str:
+    with _parser_errors(label):
+        raw = extractor.extract(kind, media_type, payload, max_pages=limits.max_pages)
+    if not isinstance(raw, str):
+        raise ExtractionFailed(f"extractor returned {type(raw).__name__}, not str",
+                               label=label, cause="protocol")
+    text = normalize(raw)
+    if len(text) > limits.max_text_chars:
+        raise IngestionRejected(
+            f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
+            "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
+    return text
+
+
+@contextmanager
+def _parser_errors(label: str) -> Iterator[None]:
+    try:
+        yield
+    except IngestionRejected as error:
+        raise IngestionRejected(error.detail, label=label, stage=error.stage,
+                                reason=error.reason) from error
+    except ExtractionFailed as error:
+        raise ExtractionFailed(error.detail, label=label, cause=error.cause) from error
+    except CapsaError:
+        raise
+    except MemoryError as error:
+        raise ExtractionFailed("ran out of memory", label=label, cause="memory_limit") from error
+    except Exception as error:
+        raise ExtractionFailed(f"{type(error).__name__}: {error}", label=label,
+                               cause="raised") from error

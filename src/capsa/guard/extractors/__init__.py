@@ -1,0 +1,53 @@
+"""Format extractors behind the `TextExtractor` port, and the router between them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from capsa.errors import IngestionRejected
+from capsa.guard.extractors.plain import PlainTextExtractor
+from capsa.guard.extractors.tesseract import TesseractExtractor
+from capsa.guard.extractors.unstructured import UnstructuredExtractor
+from capsa.guard.port import TextExtractor
+
+__all__ = ["PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredExtractor"]
+
+
+class Router:
+    """Sends each sniffed kind to the first extractor whose `kinds` names it.
+
+    Example:
+        >>> router = Router([PlainTextExtractor()])
+        >>> router.extract("markdown", None, b"# title", max_pages=1)
+        '# title'
+    """
+
+    def __init__(self, extractors: Iterable[Any]) -> None:
+        self.routes: dict[str, TextExtractor] = {}
+        self.extractors = list(extractors)
+        for extractor in self.extractors:
+            for kind in sorted(getattr(extractor, "kinds", ())):
+                self.routes.setdefault(kind, extractor)
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """Every kind some extractor handles."""
+        return frozenset(self.routes)
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        """Dispatch to the extractor for `kind`."""
+        extractor = self.routes.get(kind)
+        if extractor is None:
+            raise IngestionRejected(f"no extractor handles {kind}", label="<payload>",
+                                    stage="sniff", reason="unsupported_type")
+        return extractor.extract(kind, media_type, payload, max_pages=max_pages)
+
+    def self_test(self) -> dict[str, str]:
+        """Every extractor's self-test, merged by kind."""
+        report: dict[str, str] = {}
+        for extractor in self.extractors:
+            test = getattr(extractor, "self_test", None)
+            if test is not None:
+                report.update(test())
+        return report

@@ -1,0 +1,35 @@
+"""Plain text, markdown, CSV and JSON: the standard library is the whole parser."""
+
+from __future__ import annotations
+
+from capsa.errors import IngestionRejected
+from capsa.guard.normalize import UndecodableText, decode_text
+
+__all__ = ["PlainTextExtractor"]
+
+
+class PlainTextExtractor:
+    """Decodes text without guessing code pages (see `decode_text`).
+
+    Markdown, CSV and JSON are passed through as text: a language model reads
+    them as they are, and re-rendering them would only add a parser.
+
+    Example:
+        >>> PlainTextExtractor().extract("text", "text/plain", b"\\xef\\xbb\\xbfhi", max_pages=1)
+        'hi'
+    """
+
+    kinds = frozenset({"text", "markdown", "csv", "json"})
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        """Return the decoded text of `payload`."""
+        try:
+            return decode_text(payload)
+        except UndecodableText as exc:
+            raise IngestionRejected(str(exc), label="<payload>", stage="preflight",
+                                    reason="undecodable") from None
+
+    def self_test(self) -> dict[str, str]:
+        """Decode one sample; the plain extractor has no imports to warm."""
+        ok = self.extract("text", None, "héllo".encode(), max_pages=1) == "héllo"
+        return {kind: "ok" if ok else "wrong text" for kind in sorted(self.kinds)}

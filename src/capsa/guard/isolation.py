@@ -1,0 +1,301 @@
+"""Running a parser where it cannot hurt the application: `IsolatedExtractor`.
+
+Parsers are C underneath (lxml, zlib, Pillow's codecs, Tesseract) and read
+hostile bytes, so they never run in the application process, and the
+application process never `fork`s one (a forked child would inherit its API
+keys, in the environment and on the heap). Instead a small pool of warm
+"zygote" workers is started with `subprocess` and a scrubbed environment;
+each forks a fresh, rlimited child per file (see `capsa.guard._worker`). A
+fresh address space per file costs a few milliseconds and means one file's
+parser state can never leak into the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from types import TracebackType
+from typing import IO, Any, Self
+
+from capsa.errors import ExtractionFailed, FailureCause, IngestionRejected
+from capsa.guard._worker import write_frame
+from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
+from capsa.guard.port import TextExtractor
+
+__all__ = ["IsolatedExtractor", "WorkerHealth"]
+
+_GRACE_S = 5.0
+_START_TIMEOUT_S = 180.0
+_PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX")
+_CAUSES: tuple[FailureCause, ...] = (
+    "raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol")
+
+
+class WorkerHealth(dict[str, Any]):
+    """What a worker reported when it started: network mode and self-test per kind."""
+
+
+class _Zygote:
+    """One warm worker process and its protocol pipes."""
+
+    def __init__(self, extractor: TextExtractor, scratch: str) -> None:
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "HOME": scratch,
+            "TMPDIR": scratch,
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "UNSTRUCTURED_DISABLE_NOTICE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-m", "capsa.guard._worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, cwd="/", start_new_session=True, close_fds=True,
+        )
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.stdin: IO[bytes] = self.process.stdin
+        self.stdout: IO[bytes] = self.process.stdout
+        extras = [p for p in sys.path if p and os.path.isdir(p)]
+        write_frame(self.stdin, pickle.dumps({"extractor": pickle.dumps(extractor),
+                                              "sys_path": extras}))
+        hello = self._read(_START_TIMEOUT_S)
+        if hello is None or not hello.get("ready"):
+            self.kill()
+            raise RuntimeError("the extraction worker did not start; is capsa installed "
+                               "in this interpreter's environment?")
+        self.health = WorkerHealth(hello)
+
+    def _read(self, timeout_s: float) -> dict[str, Any] | None:
+        fd = self.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        buffer = b""
+        need = 4
+        header_done = False
+        while len(buffer) < need:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, max(need - len(buffer), 1))
+            if not chunk:
+                return None
+            buffer += chunk
+            if not header_done and len(buffer) >= 4:
+                need = 4 + int.from_bytes(buffer[:4], "big")
+                header_done = True
+        try:
+            parsed = json.loads(buffer[4:need])
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        try:
+            write_frame(self.stdin, pickle.dumps(message))
+        except (BrokenPipeError, OSError):
+            return None
+        return self._read(timeout_s)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.process.kill()
+        self.process.wait()
+        for pipe in (self.stdin, self.stdout):
+            with contextlib.suppress(Exception):
+                pipe.close()
+
+
+class IsolatedExtractor:
+    """A pool of isolated workers that run `inner` on one file at a time each.
+
+    Every file gets a fresh child process with ``RLIMIT_AS``, ``RLIMIT_CPU``,
+    ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE`` and no core dumps, fed bytes over a
+    pipe, with stdout kept away from the protocol, no network (a network
+    namespace where the OS allows it; Python-level sockets refused in any
+    case), and a wall-clock deadline enforced by killing its process group. A
+    child that hangs, crashes, segfaults or runs out of memory fails that call
+    as `ExtractionFailed`; the pool carries on, and a worker that stops
+    answering is killed and replaced.
+
+    Workers start on first use (or on ``with``); `inner` must be picklable
+    and importable by the worker's interpreter. Safe to share across threads.
+
+    Args:
+        inner: the extractor to isolate (a `Router` by default in `default_extractor`).
+        workers: number of warm workers, each serving one file at a time.
+        limits: default limits for `extract`; `run` takes per-call limits.
+
+    Example:
+        >>> from capsa.guard.extractors import PlainTextExtractor
+        >>> with IsolatedExtractor(PlainTextExtractor()) as pool:
+        ...     pool.extract("text", "text/plain", b"hello", max_pages=1)
+        'hello'
+    """
+
+    def __init__(self, inner: TextExtractor, *, workers: int = 1,
+                 limits: ExtractionLimits = DEFAULT_LIMITS) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.inner = inner
+        self.workers = workers
+        self.limits = limits
+        self._idle: queue.LifoQueue[_Zygote] = queue.LifoQueue()
+        self._all: list[_Zygote] = []
+        self._lock = threading.Lock()
+        self._scratch: str | None = None
+        self._closed = False
+        self.restarts = 0
+        """How many workers were killed and replaced (hung or broken workers)."""
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The kinds the inner extractor handles."""
+        return frozenset(getattr(self.inner, "kinds", ()))
+
+    @property
+    def health(self) -> WorkerHealth:
+        """The first worker's start-up report (starting it if needed)."""
+        worker = self._acquire()
+        try:
+            return worker.health
+        finally:
+            self._idle.put(worker)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start every worker now instead of on first use."""
+        started = [self._acquire() for _ in range(self.workers)]
+        for worker in started:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        """Stop every worker and remove the scratch directory."""
+        with self._lock:
+            self._closed = True
+            workers, self._all = self._all, []
+        for worker in workers:
+            worker.kill()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        """The `TextExtractor` port, under this pool's default limits."""
+        limits = self.limits.model_copy(update={"max_pages": max_pages})
+        return self.run(kind, media_type, payload, limits, label="<payload>")
+
+    def run(self, kind: str, media_type: str | None, payload: bytes,
+            limits: ExtractionLimits, *, label: str) -> str:
+        """Extract `payload` in a fresh child under `limits`; return normalised text.
+
+        Raises:
+            IngestionRejected: the extractor refused the file (stage ``preflight``
+                or ``text``), with `label` filled in.
+            ExtractionFailed: the parser lost; `cause` says how.
+        """
+        message = {
+            "kind": kind, "media_type": media_type, "payload": payload,
+            "max_pages": limits.max_pages, "max_text_chars": limits.max_text_chars,
+            "timeout_s": limits.timeout_s, "cpu_s": limits.cpu_s,
+            "memory_bytes": limits.memory_bytes,
+            "max_file_write_bytes": limits.max_file_write_bytes,
+            "max_result_bytes": 4 * limits.max_text_chars + 65536,
+        }
+        self._check_self_test(kind, label)
+        worker = self._acquire()
+        answer = worker.request(message, limits.timeout_s + _GRACE_S)
+        if answer is None:
+            self._replace(worker)
+            raise ExtractionFailed("the worker stopped answering and was replaced",
+                                   label=label, cause="timeout")
+        self._idle.put(worker)
+        return _interpret(answer, label, limits)
+
+    def _check_self_test(self, kind: str, label: str) -> None:
+        report = self.health.get("self_test", {})
+        status = report.get(kind, report.get("*"))
+        if status is not None and status != "ok":
+            raise ExtractionFailed(f"the {kind} parser failed its start-up self-test: {status}",
+                                   label=label, cause="raised")
+
+    def _acquire(self) -> _Zygote:
+        with contextlib.suppress(queue.Empty):
+            return self._idle.get_nowait()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this IsolatedExtractor is closed")
+            if len(self._all) < self.workers:
+                if self._scratch is None:
+                    self._scratch = tempfile.mkdtemp(prefix="capsa-worker-")
+                worker = _Zygote(self.inner, self._scratch)
+                self._all.append(worker)
+                return worker
+        return self._idle.get()
+
+    def _replace(self, worker: _Zygote) -> None:
+        worker.kill()
+        with self._lock:
+            if worker in self._all:
+                self._all.remove(worker)
+            self.restarts += 1
+
+
+def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> str:
+    """Re-validate what a (possibly compromised) child sent back."""
+    from capsa.guard.normalize import normalize
+
+    if isinstance(answer.get("ok"), str):
+        text = normalize(answer["ok"])
+        if len(text) > limits.max_text_chars:
+            raise IngestionRejected(
+                f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
+                "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
+        return text
+    rejected = answer.get("rejected")
+    if isinstance(rejected, dict):
+        from capsa.guard.extract import rejection_from_worker
+
+        raise rejection_from_worker(rejected, label)
+    failed = answer.get("failed")
+    if isinstance(failed, dict):
+        cause = str(failed.get("cause"))
+        detail = str(failed.get("detail", ""))[:2000]
+        typed: FailureCause = "protocol"
+        for known in _CAUSES:
+            if cause == known:
+                typed = known
+        if typed == "protocol" and cause != "protocol":
+            detail = f"unknown failure cause {cause[:100]!r}"
+        raise ExtractionFailed(detail, label=label, cause=typed)
+    raise ExtractionFailed("the worker answered with an unrecognised message", label=label,
+                           cause="protocol")

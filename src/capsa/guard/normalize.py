@@ -1,0 +1,88 @@
+"""Text hygiene: decoding untrusted bytes and normalising whatever a parser returned."""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+
+__all__ = ["UndecodableText", "decode_text", "normalize"]
+
+_STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn"})
+_KEEP = frozenset("\t\n")
+_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_REPLACEMENT_SHARE = 0.05
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+class UndecodableText(ValueError):
+    """The bytes are not text in any encoding capsa is willing to assume."""
+
+
+def normalize(text: str) -> str:
+    """Return text that is safe to place in a prompt and stable to compare.
+
+    Unix newlines; lone surrogates become U+FFFD (so ``encode("utf-8")`` never
+    raises); NFC; control and format characters (C0/C1 except tab and newline,
+    bidi overrides, zero-width and tag characters, the BOM) removed; trailing
+    spaces removed; runs of more than two blank lines folded. Idempotent:
+    ``normalize(normalize(t)) == normalize(t)``.
+
+    Example:
+        >>> normalize("a\\r\\nb\\u200b  \\n\\x1b[2Jc")
+        'a\\nb\\n[2Jc'
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _SURROGATE.sub("\ufffd", text)
+    text = unicodedata.normalize("NFC", text)
+    text = "".join(
+        ch for ch in text if ch in _KEEP or unicodedata.category(ch) not in _STRIP_CATEGORIES
+    )
+    text = _TRAILING.sub("", text)
+    text = re.sub(r"\n{4,}", "\n\n\n", text)
+    # Removing characters can expose new trailing spaces or NFC compositions; a
+    # second pass is cheap and makes the function idempotent.
+    text = unicodedata.normalize("NFC", _TRAILING.sub("", text))
+    return text.strip("\n")
+
+
+def decode_text(payload: bytes) -> str:
+    """Decode bytes of unknown encoding without guessing code pages.
+
+    Order: a byte-order mark; strict UTF-8; UTF-16 when the share of NUL bytes
+    says so; otherwise UTF-8 with replacement, refused when more than 5 % of
+    the characters had to be replaced (silent mojibake is worse than a reason).
+
+    Raises:
+        UndecodableText: the replacement share is over 5 %.
+    """
+    for bom, encoding in _BOMS:
+        if payload.startswith(bom):
+            return payload[len(bom):].decode(encoding, "replace")
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    sample = payload[:4096]
+    if len(sample) >= 2:
+        even_nuls = sample[0::2].count(0) / max(1, len(sample[0::2]))
+        odd_nuls = sample[1::2].count(0) / max(1, len(sample[1::2]))
+        if odd_nuls > 0.3 and even_nuls < 0.05:
+            return payload.decode("utf-16-le", "replace")
+        if even_nuls > 0.3 and odd_nuls < 0.05:
+            return payload.decode("utf-16-be", "replace")
+    text = payload.decode("utf-8", "replace")
+    replaced = text.count("\ufffd")
+    if replaced > _MAX_REPLACEMENT_SHARE * max(1, len(text)):
+        raise UndecodableText(
+            f"{replaced} of {len(text)} characters are not valid UTF-8 "
+            f"(over the {_MAX_REPLACEMENT_SHARE:.0%} share capsa accepts)"
+        )
+    return text

@@ -1,0 +1,194 @@
+"""What a payload really is, from its bytes: never from its name or declared type."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from capsa.errors import IngestionRejected
+from capsa.guard.archive import member_names
+from capsa.guard.normalize import UndecodableText, decode_text
+
+__all__ = ["EXTRACTABLE_KINDS", "Kind", "kind_for_media_type", "resolve_kind", "sniff"]
+
+Kind = Literal[
+    "pdf", "docx", "pptx", "xlsx", "epub", "zip", "html", "eml", "rtf",
+    "png", "jpeg", "tiff", "webp", "text", "markdown", "csv", "json",
+    "ole", "postscript", "gif", "binary",
+]
+"""Every kind `sniff` can name. Only `EXTRACTABLE_KINDS` reach a parser."""
+
+EXTRACTABLE_KINDS: frozenset[Kind] = frozenset({
+    "pdf", "docx", "pptx", "xlsx", "epub", "html", "eml", "rtf",
+    "png", "jpeg", "tiff", "webp", "text", "markdown", "csv", "json",
+})
+_TEXTUAL: frozenset[Kind] = frozenset({"text", "markdown", "csv", "json", "html", "eml"})
+_PLAIN: frozenset[Kind] = frozenset({"text", "markdown", "csv", "json"})
+_IMAGES: frozenset[Kind] = frozenset({"png", "jpeg", "tiff", "webp"})
+
+_MEDIA_TYPES: dict[str, Kind] = {
+    "application/pdf": "pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "application/epub+zip": "epub",
+    "application/zip": "zip",
+    "application/x-zip-compressed": "zip",
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "message/rfc822": "eml",
+    "application/rtf": "rtf",
+    "text/rtf": "rtf",
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/tiff": "tiff",
+    "image/webp": "webp",
+    "image/gif": "gif",
+    "text/plain": "text",
+    "text/markdown": "markdown",
+    "text/x-markdown": "markdown",
+    "text/csv": "csv",
+    "application/json": "json",
+    "application/msword": "ole",
+    "application/vnd.ms-excel": "ole",
+    "application/vnd.ms-outlook": "ole",
+    "application/postscript": "postscript",
+}
+_NO_CLAIM = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+_HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,40}:[ \t]", re.MULTILINE)
+_MAIL_HEADERS = (b"from", b"to", b"subject", b"date", b"mime-version", b"received",
+                 b"message-id", b"content-type", b"return-path", b"cc")
+
+
+def sniff(payload: bytes) -> Kind:
+    """Name the kind of `payload` from its leading bytes and structure.
+
+    Zip containers are told apart by their central directory (a DOCX has
+    ``word/document.xml``), never by decompressing anything. Text is told from
+    binary by decoding, HTML and e-mail by their first lines; markdown, CSV and
+    JSON cannot be told from plain text by bytes alone and sniff as ``text``.
+
+    Example:
+        >>> sniff(b"%PDF-1.7\\n...")
+        'pdf'
+        >>> sniff(b"\\x89PNG\\r\\n\\x1a\\n....")
+        'png'
+        >>> sniff(b"plain words")
+        'text'
+    """
+    head = payload[:16]
+    if head.startswith(b"%PDF-"):
+        return "pdf"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return _zip_kind(payload)
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if head.startswith((b"II*\x00", b"MM\x00*")):
+        return "tiff"
+    if head.startswith(b"RIFF") and payload[8:12] == b"WEBP":
+        return "webp"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "gif"
+    if head.startswith(b"{\\rtf"):
+        return "rtf"
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return "ole"
+    if head.startswith((b"%!PS", b"\xc5\xd0\xd3\xc6")):
+        return "postscript"
+    return _text_kind(payload)
+
+
+def kind_for_media_type(media_type: str | None) -> Kind | None:
+    """The kind a declared media type claims, or None when it claims nothing.
+
+    Parameters such as ``; charset=utf-8`` are ignored; unknown types claim nothing.
+    """
+    if media_type is None:
+        return None
+    base = media_type.split(";", 1)[0].strip().lower()
+    if base in _NO_CLAIM:
+        return None
+    return _MEDIA_TYPES.get(base)
+
+
+def resolve_kind(
+    sniffed: Kind, declared: str | None, *, label: str, trust_bytes: bool = False
+) -> Kind:
+    """Decide the kind a parser will be told, refusing contradictions.
+
+    The bytes decide. A declared type only refines within a family: sniffed
+    text declared as markdown is markdown, and a textual declaration keeps an
+    HTML-looking file as plain text (parsing it more simply is always safe).
+    Any other disagreement, such as PNG bytes declared ``application/pdf``, is
+    refused unless `trust_bytes` is set, when the sniffed kind wins.
+
+    Raises:
+        IngestionRejected: ``type_mismatch`` or ``unsupported_type``.
+    """
+    claimed = kind_for_media_type(declared)
+    kind: Kind = sniffed
+    if claimed is not None and claimed != sniffed:
+        if (claimed in _PLAIN and sniffed in _TEXTUAL) or (
+                claimed in _TEXTUAL and sniffed == "text"):
+            kind = claimed
+        elif claimed in _IMAGES and sniffed in _IMAGES:
+            kind = sniffed
+        elif not trust_bytes:
+            raise IngestionRejected(
+                f"declared {declared!r} ({claimed}) but the bytes are {sniffed}; "
+                "a declared type that contradicts the content is refused",
+                label=label, stage="sniff", reason="type_mismatch",
+            )
+    if kind not in EXTRACTABLE_KINDS:
+        raise IngestionRejected(
+            f"content is {kind}, which capsa does not extract "
+            f"(supported: {', '.join(sorted(EXTRACTABLE_KINDS))})",
+            label=label, stage="sniff", reason="unsupported_type",
+        )
+    return kind
+
+
+def _zip_kind(payload: bytes) -> Kind:
+    try:
+        names = member_names(payload)
+    except IngestionRejected:
+        return "zip"  # archive inspection will give the precise reason
+    lowered = {name.lower() for name in names}
+    if "[content_types].xml" in lowered:
+        if "word/document.xml" in lowered:
+            return "docx"
+        if "ppt/presentation.xml" in lowered:
+            return "pptx"
+        if "xl/workbook.xml" in lowered:
+            return "xlsx"
+    if "mimetype" in lowered and b"application/epub+zip" in payload[:200]:
+        return "epub"
+    return "zip"
+
+
+def _text_kind(payload: bytes) -> Kind:
+    sample = payload[:65536]
+    if b"\x00" in sample and not sample.startswith((b"\xff\xfe", b"\xfe\xff")):
+        nul_share = sample.count(0) / len(sample)
+        if not 0.3 < nul_share < 0.6:  # UTF-16 text is about half NULs
+            return "binary"
+    try:
+        text = decode_text(sample)
+    except UndecodableText:
+        return "binary"
+    start = text.lstrip("\ufeff \t\r\n")[:1024].lower()
+    if start.startswith(("<!doctype html", "<html", "<?xml")) and "<html" in start:
+        return "html"
+    if start.startswith("<!doctype html") or start.startswith("<html"):
+        return "html"
+    head = sample.lstrip()[:4096]
+    if _HEADER_LINE.match(head):
+        names = {m.group(0).split(b":", 1)[0].strip().lower()
+                 for m in _HEADER_LINE.finditer(head.split(b"\n\n", 1)[0])}
+        if len(names.intersection(_MAIL_HEADERS)) >= 2:
+            return "eml"
+    return "text"
+
