@@ -32,7 +32,7 @@ from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import normalize
 from capsa.guard.port import TextExtractor
-from capsa.guard.sniff import EXTRACTABLE_KINDS, sniff
+from capsa.guard.sniff import EXTRACTABLE_KINDS, media_type_for_name, sniff
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -50,6 +50,7 @@ __all__ = [
     "extract_all",
     "extract_attachment",
     "inspect_archive",
+    "media_type_for_name",
     "normalize",
     "read_bounded",
     "render_blocks",

@@ -9,7 +9,10 @@ from capsa.errors import IngestionRejected
 from capsa.guard.archive import member_names
 from capsa.guard.normalize import UndecodableText, decode_text
 
-__all__ = ["EXTRACTABLE_KINDS", "Kind", "kind_for_media_type", "resolve_kind", "sniff"]
+__all__ = [
+    "EXTRACTABLE_KINDS", "Kind", "kind_for_media_type", "media_type_for_name", "resolve_kind",
+    "sniff",
+]
 
 Kind = Literal[
     "pdf", "docx", "pptx", "xlsx", "epub", "zip", "html", "eml", "rtf",
@@ -54,6 +57,22 @@ _MEDIA_TYPES: dict[str, Kind] = {
     "application/vnd.ms-excel": "ole",
     "application/vnd.ms-outlook": "ole",
     "application/postscript": "postscript",
+}
+_EXTENSIONS: dict[str, str] = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "epub": "application/epub+zip", "zip": "application/zip",
+    "html": "text/html", "htm": "text/html", "xhtml": "application/xhtml+xml",
+    "eml": "message/rfc822", "rtf": "application/rtf",
+    "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "tif": "image/tiff",
+    "tiff": "image/tiff", "webp": "image/webp", "gif": "image/gif",
+    "txt": "text/plain", "text": "text/plain", "log": "text/plain", "md": "text/markdown",
+    "markdown": "text/markdown", "csv": "text/csv", "json": "application/json",
+    "doc": "application/msword", "xls": "application/vnd.ms-excel",
+    "msg": "application/vnd.ms-outlook", "ps": "application/postscript",
+    "eps": "application/postscript",
 }
 _NO_CLAIM = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 _HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,40}:[ \t]", re.MULTILINE)
@@ -112,6 +131,23 @@ def kind_for_media_type(media_type: str | None) -> Kind | None:
     if base in _NO_CLAIM:
         return None
     return _MEDIA_TYPES.get(base)
+
+
+def media_type_for_name(name: str) -> str | None:
+    """The media type a file name's extension declares, from capsa's own fixed table.
+
+    A file read from disk declares its type through its extension; like any
+    declaration it is checked against the bytes, never trusted. The table is
+    fixed (not the system's mime.types), so results do not vary by machine.
+
+    Example:
+        >>> media_type_for_name("invoice.PDF")
+        'application/pdf'
+        >>> media_type_for_name("README") is None
+        True
+    """
+    _, dot, ext = name.rpartition(".")
+    return _EXTENSIONS.get(ext.lower()) if dot else None
 
 
 def resolve_kind(
