@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from capsa.errors import IngestionRejected
 from capsa.guard import (
@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     extract.add_argument("--strict", action="store_true",
                          help="exit with status 2 when any file was omitted")
     extract.add_argument("--workers", type=int, default=2, help="isolated parser workers")
+    extract.add_argument("--dask", metavar="SCHEDULER",
+                         help="run on a Dask cluster (scheduler address, e.g. tcp://host:8786)")
     for name, kind in _LIMIT_FLAGS.items():
         extract.add_argument(f"--{name.replace('_', '-')}", type=kind, dest=name,
                              help=ExtractionLimits.model_fields[name].description)
@@ -83,7 +85,6 @@ def _files(paths: Sequence[Path]) -> Iterator[Path]:
 def _extract(options: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import Progress
-    from rich.table import Table
 
     from capsa.guard import IsolatedExtractor
     from capsa.guard.extract import default_extractor
@@ -92,6 +93,8 @@ def _extract(options: argparse.Namespace) -> int:
                                  if getattr(options, name) is not None})
     console = Console(stderr=True)
     files = list(_files(options.paths))
+    if options.dask:
+        return _extract_on_dask(options, files, limits, console)
     omitted: list[Omission] = []
     out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
     pool: IsolatedExtractor | None = None
@@ -123,13 +126,44 @@ def _extract(options: argparse.Namespace) -> int:
             out.close()
         if pool is not None:
             pool.close()
-    console.print(f"extracted {extracted} of {len(files)} files; omitted {len(omitted)}")
+    return _report(console, extracted, len(files), omitted, options.strict)
+
+
+def _extract_on_dask(options: argparse.Namespace, files: list[Path], limits: ExtractionLimits,
+                     console: Any) -> int:
+    from distributed import Client
+
+    from capsa.guard.dask import extract_bag
+
+    client = Client(options.dask)  # type: ignore[no-untyped-call]
+    with client, console.status(f"extracting {len(files)} files on {options.dask}"):
+        records = extract_bag(files, client=client, limits=limits).compute()
+    out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
+    omitted = [Omission(**{k: r[k] for k in ("label", "stage", "reason", "detail")})
+               for r in records if r["outcome"] == "omitted"]
+    try:
+        for record in records:
+            if record["outcome"] == "extracted":
+                out.write(json.dumps({key: record[key] for key in (
+                    "label", "kind", "sha256", "text")} | {"id": record["sha256"],
+                                                          "bytes": record["byte_size"]}) + "\n")
+    finally:
+        if options.out:
+            out.close()
+    return _report(console, len(records) - len(omitted), len(files), omitted, options.strict)
+
+
+def _report(console: Any, extracted: int, total: int, omitted: list[Omission],
+            strict: bool) -> int:
+    from rich.table import Table
+
+    console.print(f"extracted {extracted} of {total} files; omitted {len(omitted)}")
     if omitted:
         table = Table("file", "stage", "reason", "detail", title="omitted")
         for item in omitted:
             table.add_row(item.label, item.stage, item.reason, item.detail)
         console.print(table)
-    return 2 if omitted and options.strict else 0
+    return 2 if omitted and strict else 0
 
 
 def _one(path: Path, index: int, extractor: object, limits: ExtractionLimits

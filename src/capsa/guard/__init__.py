@@ -16,6 +16,7 @@ Example:
 
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import inspect_archive
+from capsa.guard.bulk import BulkSource, Skipped, extract_many
 from capsa.guard.extract import (
     Attachment,
     Extracted,
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "EXTRACTABLE_KINDS",
     "Attachment",
+    "BulkSource",
     "Extracted",
     "ExtractionFailed",
     "ExtractionLimits",
@@ -45,10 +47,12 @@ __all__ = [
     "IngestionRejected",
     "IsolatedExtractor",
     "Omission",
+    "Skipped",
     "TextExtractor",
     "default_extractor",
     "extract_all",
     "extract_attachment",
+    "extract_many",
     "inspect_archive",
     "media_type_for_name",
     "normalize",

@@ -231,7 +231,9 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
     if start is None:
         return
     config = pickle.loads(start)
-    _die_with_parent()
+    # No PR_SET_PDEATHSIG here: it fires when the *thread* that started the
+    # zygote exits, and applications start pools from short-lived threads.
+    # The zygote notices its parent's death as end-of-file on stdin instead.
     network = _isolate_network()
     sys.path.extend(p for p in config["sys_path"] if p not in sys.path)
     extractor = pickle.loads(config["extractor"])

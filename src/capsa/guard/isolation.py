@@ -84,6 +84,9 @@ class _Zygote:
                                "in this interpreter's environment?")
         self.health = WorkerHealth(hello)
 
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
     def _read(self, timeout_s: float) -> dict[str, Any] | None:
         fd = self.stdout.fileno()
         deadline = time.monotonic() + timeout_s
@@ -235,7 +238,11 @@ class IsolatedExtractor:
         worker = self._acquire()
         answer = worker.request(message, limits.timeout_s + _GRACE_S)
         if answer is None:
+            died = not worker.alive()
             self._replace(worker)
+            if died:
+                raise ExtractionFailed("the worker process died during this file and was "
+                                       "replaced", label=label, cause="crashed")
             raise ExtractionFailed("the worker stopped answering and was replaced",
                                    label=label, cause="timeout")
         self._idle.put(worker)
@@ -250,7 +257,11 @@ class IsolatedExtractor:
 
     def _acquire(self) -> _Zygote:
         with contextlib.suppress(queue.Empty):
-            return self._idle.get_nowait()
+            while True:
+                worker = self._idle.get_nowait()
+                if worker.alive():
+                    return worker
+                self._replace(worker)  # died while idle: not this file's fault
         with self._lock:
             if self._closed:
                 raise RuntimeError("this IsolatedExtractor is closed")
