@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsa-installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint typecheck bench docs corpus system-deps venv clean
+.PHONY: demo test lint bench docs corpus notebooks fuzz system-deps venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,9 +35,24 @@ lint: $(STAMP)
 
 test: $(STAMP) system-deps lint
 	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --nbmake --nbmake-timeout=600 -p no:cacheprovider notebooks/*.ipynb
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir .site
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir .site
+
+notebooks: $(STAMP)
+	$(VENV)/bin/jupytext --to ipynb notebooks/src/*.py
+	mv notebooks/src/*.ipynb notebooks/
+
+fuzz: $(STAMP)
+	CAPSA_FUZZ_EXAMPLES=20000 $(VENV)/bin/pytest -q tests/fuzz
 
 bench: $(STAMP) system-deps
 	$(PY) benchmarks/extraction.py
+	$(PY) benchmarks/compression.py
+	$(PY) benchmarks/capsule.py
+	$(PY) benchmarks/soak.py
 
 corpus: $(STAMP) system-deps
 	$(PY) scripts/make_corpus.py
