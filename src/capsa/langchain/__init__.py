@@ -22,6 +22,7 @@ _NAMES = {
     "CitationCapsuleEdit": "middleware",
     "capsule_messages": "middleware",
     "capsa_retriever_tool": "middleware",
+    "cite_tool": "middleware",
     "ShadowRetriever": "shadow",
 }
 

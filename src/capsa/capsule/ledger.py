@@ -1,0 +1,284 @@
+"""The evidence ledger: per question, what was retrieved and what the answer cited.
+
+A question is identified by the number of messages in the history when it
+arrived. That number is a fact the host knows at the moment the question comes
+in; it is never worked out later from message shapes, because mid-question a
+user-role message is as likely to be tool results, pictures or an injected notice
+as a new question, and mistaking one for a question would strip evidence the model
+is still answering from. Identities therefore only grow, and the stored history
+may only grow with them.
+
+The ledger holds no framework objects and is JSON-serialisable: the host carries
+it beside the history (in agent state, in memory) and it round-trips unchanged.
+Every method returns a new ledger; none changes the one it is called on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, NonNegativeInt
+
+from capsa.capsule.citations import parse_citations, resolve_citations
+from capsa.capsule.messages import Evidence, Message
+
+__all__ = ["EvidenceLedger", "LedgerEntry", "record_messages"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+def _add(questions: tuple[int, ...], question: int) -> tuple[int, ...]:
+    return questions if question in questions else (*questions, question)
+
+
+class LedgerEntry(BaseModel):
+    """One chunk the conversation has retrieved, with the questions that used it."""
+
+    model_config = _CONFIG
+
+    evidence: Evidence
+    """The chunk as the model was last shown it."""
+    tool: str
+    """The evidence tool that first returned it."""
+    retrieved_in: tuple[NonNegativeInt, ...] = ()
+    """Identities of the questions that retrieved it, in order."""
+    cited_in: tuple[NonNegativeInt, ...] = ()
+    """Identities of the questions whose answers cited it, in order."""
+
+
+class EvidenceLedger(BaseModel):
+    """What each question of a conversation retrieved and cited.
+
+    Example:
+        >>> chunk = Evidence(chunk_id="c1", content="EUR 230 a night.", document_id="travel")
+        >>> ledger = EvidenceLedger().begin_question(0)
+        >>> ledger = ledger.record_retrieval([chunk], tool="search").record_citations(["c1"])
+        >>> ledger.cited_ids(0)
+        ('c1',)
+        >>> EvidenceLedger.from_json(ledger.to_json()) == ledger
+        True
+    """
+
+    model_config = _CONFIG
+
+    question: NonNegativeInt | None = None
+    """Identity of the current (or last) question: the history's length when it arrived."""
+    in_progress: bool = False
+    """True from `begin_question` until `end_question`; a question still in progress
+    resumes (tool results returning, a retry) under the same identity."""
+    first_question: NonNegativeInt | None = None
+    """Identity of the first question this ledger saw. Evidence in the history below
+    it was never recorded, so compaction refuses rather than lose it."""
+    ended_at: NonNegativeInt | None = None
+    """History length when the last question ended: where the next one begins."""
+    entries: tuple[LedgerEntry, ...] = ()
+    """Every chunk an answer cited, and every chunk the current question retrieved, in
+    order of first retrieval; `end_question` drops the ones never cited."""
+
+    def begin_question(self, boundary: int) -> EvidenceLedger:
+        """Start a question that arrived when the history held `boundary` messages.
+
+        Raises:
+            ValueError: `boundary` is negative, not above the current question, or
+                below where the last question ended: identities only grow.
+        """
+        if boundary < 0:
+            raise ValueError(f"a question's identity is a message count, got {boundary}")
+        if self.question is not None and boundary <= self.question:
+            raise ValueError(
+                f"question {boundary} cannot begin: question {self.question} already did, "
+                "and identities only grow (was the stored history shortened?)"
+            )
+        if self.ended_at is not None and boundary < self.ended_at:
+            raise ValueError(
+                f"question {boundary} cannot begin inside the previous question, "
+                f"which ended with {self.ended_at} messages"
+            )
+        first = self.first_question if self.first_question is not None else boundary
+        return self.model_copy(
+            update={"question": boundary, "in_progress": True, "first_question": first}
+        )
+
+    def end_question(self, history_length: int) -> EvidenceLedger:
+        """Mark the current question answered; the history then held `history_length` messages.
+
+        Chunks that no answer has cited leave the ledger here: once their question is
+        over they are not citable and no capsule shows them, and keeping their text
+        would make the ledger (which the host stores on every update) grow with every
+        retrieval instead of with every citation. Retrieved again later, a chunk is
+        simply recorded afresh.
+
+        Raises:
+            ValueError: no question began, or `history_length` is below its identity.
+        """
+        question = self._require_question("end a question")
+        if history_length < question:
+            raise ValueError(
+                f"question {question} cannot end with only {history_length} messages"
+            )
+        kept = tuple(entry for entry in self.entries if entry.cited_in)
+        return self.model_copy(
+            update={"in_progress": False, "ended_at": history_length, "entries": kept}
+        )
+
+    def record_retrieval(
+        self, evidence: Evidence | Sequence[Evidence], *, tool: str
+    ) -> EvidenceLedger:
+        """Record chunks an evidence tool returned for the current question.
+
+        Recording the same chunk twice in one question changes nothing, so a host
+        may replay a question's tool returns safely. A chunk seen before keeps its
+        history and takes the newer content, the text the model last saw.
+
+        Raises:
+            ValueError: no question has begun.
+        """
+        question = self._require_question("record a retrieval")
+        chunks = [evidence] if isinstance(evidence, Evidence) else list(evidence)
+        entries = list(self.entries)
+        position = {entry.evidence.chunk_id: i for i, entry in enumerate(entries)}
+        for chunk in chunks:
+            at = position.get(chunk.chunk_id)
+            if at is None:
+                position[chunk.chunk_id] = len(entries)
+                entries.append(LedgerEntry(evidence=chunk, tool=tool, retrieved_in=(question,)))
+                continue
+            entry = entries[at]
+            retrieved = _add(entry.retrieved_in, question)
+            if retrieved != entry.retrieved_in or entry.evidence != chunk:
+                update = {"evidence": chunk, "retrieved_in": retrieved}
+                entries[at] = entry.model_copy(update=update)
+        return self._with_entries(entries)
+
+    def record_citations(self, chunk_ids: Iterable[str]) -> EvidenceLedger:
+        """Record that the current question's answer cited these chunks.
+
+        Pass ids already checked with `cite_ids`, `parse_citations` or
+        `resolve_citations`; citing the same chunk again changes nothing.
+
+        Raises:
+            ValueError: no question has begun, or an id was never retrieved (the
+                ledger has no content to keep for it).
+        """
+        question = self._require_question("record citations")
+        wanted = list(dict.fromkeys(chunk_ids))
+        entries = list(self.entries)
+        position = {entry.evidence.chunk_id: i for i, entry in enumerate(entries)}
+        unknown = [chunk_id for chunk_id in wanted if chunk_id not in position]
+        if unknown:
+            raise ValueError(f"cannot cite chunks that were never retrieved: {unknown}")
+        for chunk_id in wanted:
+            entry = entries[position[chunk_id]]
+            cited = _add(entry.cited_in, question)
+            if cited != entry.cited_in:
+                entries[position[chunk_id]] = entry.model_copy(update={"cited_in": cited})
+        return self._with_entries(entries)
+
+    def entry(self, chunk_id: str) -> LedgerEntry | None:
+        """The entry for `chunk_id`, or None when it was never retrieved."""
+        return next((e for e in self.entries if e.evidence.chunk_id == chunk_id), None)
+
+    def retrieved_ids(self, question: int | None = None) -> tuple[str, ...]:
+        """Ids retrieved in `question` (default: the current one), in ledger order."""
+        asked = self.question if question is None else question
+        return tuple(e.evidence.chunk_id for e in self.entries if asked in e.retrieved_in)
+
+    def cited_ids(self, question: int | None = None) -> tuple[str, ...]:
+        """Ids cited in `question` (default: the current one), in ledger order."""
+        asked = self.question if question is None else question
+        return tuple(e.evidence.chunk_id for e in self.entries if asked in e.cited_in)
+
+    def citable(self) -> tuple[Evidence, ...]:
+        """What the model can cite now: this question's retrieval, then earlier cited chunks.
+
+        Earlier cited chunks are visible in the evidence capsule; chunks an earlier
+        question retrieved but never cited are receipts only, and not citable.
+        """
+        current = self.question
+        live = [e.evidence for e in self.entries if current in e.retrieved_in]
+        kept = [
+            e.evidence
+            for e in self.entries
+            if current not in e.retrieved_in and any(q != current for q in e.cited_in)
+        ]
+        return (*live, *kept)
+
+    def citable_ids(self) -> tuple[str, ...]:
+        """Ids of `citable()`, in the same order."""
+        return tuple(e.chunk_id for e in self.citable())
+
+    def to_json(self) -> str:
+        """Serialise to JSON; `from_json` restores an equal ledger."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> EvidenceLedger:
+        """Restore a ledger written by `to_json`."""
+        return cls.model_validate_json(text)
+
+    def _require_question(self, action: str) -> int:
+        if self.question is None:
+            raise ValueError(f"cannot {action} before a question began (call begin_question)")
+        return self.question
+
+    def _with_entries(self, entries: list[LedgerEntry]) -> EvidenceLedger:
+        if tuple(entries) == self.entries:
+            return self
+        return self.model_copy(update={"entries": tuple(entries)})
+
+
+def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
+    return {call.id: call.name for m in messages for call in m.tool_calls}
+
+
+def record_messages(
+    ledger: EvidenceLedger, messages: Sequence[Message], *, owned_tools: Iterable[str]
+) -> EvidenceLedger:
+    """Record what the current question's messages retrieved and cited.
+
+    Reads the messages from the current question's identity onward, in order:
+    returns of evidence tools that carry `Message.evidence` are recorded as
+    retrievals; `Message.citations` (a cite tool's acknowledgement, native
+    annotations) and ``[chunk_id]`` markers in assistant text are recorded as
+    citations, each accepted only for chunks the model could see at that point.
+    Replaying the same messages changes nothing, so an adapter may call this before
+    every model call.
+
+    Args:
+        ledger: The ledger carried so far; returned as is when no question began.
+        messages: The whole stored history (positions are question identities).
+        owned_tools: Names of the evidence tools.
+
+    Returns:
+        The updated ledger (the same object when nothing new was seen).
+
+    Example:
+        >>> from capsa.capsule.messages import TextPart
+        >>> chunk = Evidence(chunk_id="c1", content="EUR 230 a night.", document_id="d")
+        >>> history = [
+        ...     Message(role="user", parts=(TextPart(text="Hotel cap?"),)),
+        ...     Message(role="tool", tool_name="search", evidence=(chunk,)),
+        ...     Message(role="assistant", parts=(TextPart(text="EUR 230 [c1]."),)),
+        ... ]
+        >>> ledger = record_messages(EvidenceLedger().begin_question(0), history,
+        ...                          owned_tools={"search"})
+        >>> ledger.cited_ids()
+        ('c1',)
+    """
+    if ledger.question is None:
+        return ledger
+    owned = frozenset(owned_tools)
+    names = _tool_names(messages)
+    for message in messages[ledger.question :]:
+        if message.role == "tool" and message.evidence is not None:
+            tool = message.tool_name or names.get(message.tool_call_id or "")
+            if tool in owned:
+                ledger = ledger.record_retrieval(message.evidence, tool=tool or "")
+        cited: list[str] = []
+        if message.citations:
+            cited.extend(resolve_citations(message.citations, ledger.citable()))
+        if message.role == "assistant" and message.text:
+            cited.extend(parse_citations(message.text, ledger.citable_ids()))
+        if cited:
+            ledger = ledger.record_citations(cited)
+    return ledger

@@ -1,0 +1,482 @@
+"""Citation capsules in LangChain agents, context edits and chains, over the sample corpus."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from pydantic import PrivateAttr
+
+from capsa.capsule import CAPSULE_HEADER, RECEIPT, Evidence, EvidenceLedger
+from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
+from capsa.errors import CompactionRefused
+from capsa.langchain.middleware import (
+    LEDGER_KEY,
+    CitationCapsuleEdit,
+    CitationCapsuleMiddleware,
+    capsa_retriever_tool,
+    capsule_messages,
+    cite_tool,
+)
+
+# -- the corpus as retrievable chunks -----------------------------------------------------------
+
+
+def _chunks() -> list[Document]:
+    """Every paragraph of every document, headings folded into the paragraph after them."""
+    chunks: list[Document] = []
+    for doc in DOCUMENTS:
+        stem = doc.name.rsplit(".", 1)[0]
+        heading = ""
+        for block in doc.text.split("\n\n"):
+            if len(block) < 80:
+                heading = f"{heading}\n{block}".strip()
+                continue
+            text = f"{heading}\n{block}".strip()
+            heading = ""
+            digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+            chunk_id = f"{stem}-{len([c for c in chunks if c.metadata['source'] == doc.name]):02d}"
+            chunks.append(
+                Document(
+                    page_content=text,
+                    id=f"{chunk_id}-{digest}",
+                    metadata={"title": doc.title, "source": doc.name, "document_id": doc.name},
+                )
+            )
+    return chunks
+
+
+CHUNKS = _chunks()
+_WORD = re.compile(r"[a-z0-9]{3,}")
+_STOP = {"the", "and", "for", "what", "how", "who", "which", "does", "with", "much", "many"}
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+class LexicalRetriever(BaseRetriever):
+    """Top-k chunks by shared query terms; ties broken by id, so results are fixed."""
+
+    k: int = 3
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        wanted = _terms(query)
+        scored = sorted(CHUNKS, key=lambda d: (-len(wanted & _terms(d.page_content)), d.id))
+        return scored[: self.k]
+
+
+def _answer_chunk(question) -> Document:
+    return next(d for d in CHUNKS if question.answer in d.page_content)
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """Plays scripted replies and remembers every message list it was sent."""
+
+    _seen: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+
+    @property
+    def seen(self) -> list[list[BaseMessage]]:
+        return self._seen
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, Any]:
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self._seen.append(list(messages))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        self._seen.append(list(messages))
+        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def _search(call_id: str, query: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "search", "args": {"query": query}, "id": call_id}])
+
+
+def _cite(call_id: str, *ids: str) -> AIMessage:
+    return AIMessage(
+        "", tool_calls=[{"name": "cite", "args": {"chunk_ids": list(ids)}, "id": call_id}]
+    )
+
+
+SEARCH = capsa_retriever_tool(LexicalRetriever(), name="search")
+CONFIG = {"configurable": {"thread_id": "northwind"}}
+
+
+def _ask(path, question: str, script: list[AIMessage], **middleware_options):
+    """One question in a fresh process: new connection, new agent, same thread."""
+    connection = sqlite3.connect(str(path), check_same_thread=False)
+    try:
+        model = ScriptedModel(messages=iter(script))
+        middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH], **middleware_options)
+        agent = create_agent(
+            model, tools=[SEARCH], middleware=[middleware], checkpointer=SqliteSaver(connection)
+        )
+        agent.invoke({"messages": [HumanMessage(question)]}, CONFIG)
+        return model.seen, agent.get_state(CONFIG).values
+    finally:
+        connection.close()
+
+
+def _tool_contents(messages, name="search"):
+    return [m.content for m in messages if isinstance(m, ToolMessage) and m.name == name]
+
+
+# -- the five-question conversation ---------------------------------------------------------------
+
+HOTEL, HOLD, SCANNER, STIPEND = (
+    QUESTIONS[0],  # hotel cap, travel policy
+    QUESTIONS[4],  # litigation hold, retention schedule
+    QUESTIONS[5],  # barcode scanner, price list
+    QUESTIONS[14],  # internet stipend, remote work
+)
+
+
+def test_five_question_conversation_through_sqlite_checkpoints(tmp_path):
+    path = tmp_path / "threads.sqlite"
+    hotel, hold = _answer_chunk(HOTEL), _answer_chunk(HOLD)
+    scanner, stipend = _answer_chunk(SCANNER), _answer_chunk(STIPEND)
+    for question, chunk in ((HOTEL, hotel), (HOLD, hold), (SCANNER, scanner), (STIPEND, stipend)):
+        assert chunk in LexicalRetriever().invoke(question.question), question
+
+    # Q1: retrieve, cite, answer.
+    seen, state = _ask(
+        path,
+        HOTEL.question,
+        [
+            _search("q1-s", HOTEL.question),
+            _cite("q1-c", hotel.id),
+            AIMessage(f"EUR 230 [{hotel.id}]."),
+        ],
+    )
+    assert [type(m) for m in seen[0]] == [HumanMessage]
+    assert hotel.page_content in seen[1][-1].content  # live evidence while answering Q1
+
+    # Q2: the model copies the id with its last character lost; it is repaired.
+    damaged = hold.id[:-1]
+    seen, state = _ask(
+        path,
+        HOLD.question,
+        [_search("q2-s", HOLD.question), _cite("q2-c", damaged), AIMessage("Renata Duarte.")],
+    )
+    (q1_return,) = _tool_contents(seen[0])
+    assert q1_return.startswith(CAPSULE_HEADER)
+    assert hotel.page_content in q1_return
+    others = [d for d in LexicalRetriever().invoke(HOTEL.question) if d.id != hotel.id]
+    assert all(d.page_content not in q1_return for d in others)
+    assert _tool_contents(seen[0], "cite") == [f"Recorded 1 citation: {hotel.id}."]
+    assert _tool_contents(seen[2], "cite")[-1] == f"Recorded 1 citation: {hold.id}."
+
+    # Q3: a follow-up answered from the capsule alone: no retrieval, cites a Q1 chunk.
+    seen, state = _ask(
+        path,
+        "Remind me, what was that hotel cap again?",
+        [_cite("q3-c", hotel.id), AIMessage(f"Still EUR 230 [{hotel.id}].")],
+    )
+    q1_return, q2_return = _tool_contents(seen[0])
+    assert q1_return == RECEIPT
+    assert q2_return.startswith(CAPSULE_HEADER)
+    assert q2_return.index(hold.page_content) < q2_return.index(hotel.page_content)
+    assert _tool_contents(seen[1], "cite")[-1] == f"Recorded 1 citation: {hotel.id}."
+
+    # Q4: cites by a [chunk_id] marker only.
+    seen, state = _ask(
+        path,
+        SCANNER.question,
+        [_search("q4-s", SCANNER.question), AIMessage(f"It costs EUR 1475 [{scanner.id}].")],
+    )
+    q1_return, q2_return = _tool_contents(seen[0])
+    assert q1_return == RECEIPT
+    # The hotel chunk moved to the group of Q3, its newest citing question.
+    assert q2_return.index(hotel.page_content) < q2_return.index(hold.page_content)
+    assert q2_return.count(hotel.page_content) == 1
+
+    # Q5: everything cited so far is visible; only Q4's return carries it.
+    seen, state = _ask(
+        path,
+        STIPEND.question,
+        [_search("q5-s", STIPEND.question), _cite("q5-c", stipend.id), AIMessage("EUR 30.")],
+    )
+    *receipts, carrier = _tool_contents(seen[0])
+    assert receipts == [RECEIPT, RECEIPT]
+    for chunk in (scanner, hotel, hold):
+        assert chunk.page_content in carrier
+    live = _tool_contents(seen[1])[-1]
+    assert stipend.page_content in live and not live.startswith(CAPSULE_HEADER)
+
+    # What was stored: the real history, every tool call answered, and the ledger.
+    stored = state["messages"]
+    assert all(m.content for m in stored if isinstance(m, ToolMessage))
+    for original in _tool_contents(stored):
+        assert not original.startswith(CAPSULE_HEADER) and original != RECEIPT
+    assert hotel.page_content in _tool_contents(stored)[0]
+    calls = [c["id"] for m in stored if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert calls == [m.tool_call_id for m in stored if isinstance(m, ToolMessage)]
+    ledger = EvidenceLedger.from_json(state[LEDGER_KEY])
+    assert ledger.to_json() == state[LEDGER_KEY]
+    assert not ledger.in_progress
+    assert ledger.ended_at == len(stored)
+    questions = [i for i, m in enumerate(stored) if isinstance(m, HumanMessage)]
+    assert ledger.question == questions[-1]
+    cited = {e.evidence.chunk_id: e.cited_in for e in ledger.entries if e.cited_in}
+    assert cited == {
+        hotel.id: (questions[0], questions[2]),
+        hold.id: (questions[1],),
+        scanner.id: (questions[3],),
+        stipend.id: (questions[4],),
+    }
+
+
+async def test_async_agent_compacts_through_awrap_model_call():
+    saver = InMemorySaver()
+    hotel = _answer_chunk(HOTEL)
+    middleware = CitationCapsuleMiddleware(evidence_tools=["search"])
+    first = ScriptedModel(
+        messages=iter([_search("a1", HOTEL.question), AIMessage(f"EUR 230 [{hotel.id}]")])
+    )
+    agent = create_agent(first, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    await agent.ainvoke({"messages": [HumanMessage(HOTEL.question)]}, CONFIG)
+    second = ScriptedModel(messages=iter([AIMessage("Noted.")]))
+    agent = create_agent(second, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    await agent.ainvoke({"messages": [HumanMessage("thanks")]}, CONFIG)
+    (carrier,) = _tool_contents(second.seen[0])
+    assert carrier.startswith(CAPSULE_HEADER)
+    assert hotel.page_content in carrier
+    stored = (await agent.aget_state(CONFIG)).values["messages"]
+    assert not _tool_contents(stored)[0].startswith(CAPSULE_HEADER)
+
+
+def test_resumed_question_keeps_its_identity_after_an_error():
+    saver = InMemorySaver()
+    middleware = CitationCapsuleMiddleware(evidence_tools=["search"])
+    hotel = _answer_chunk(HOTEL)
+
+    class Failing(ScriptedModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if len(self.seen) == 1:
+                self._seen.append(list(messages))
+                raise RuntimeError("provider outage")
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    broken = Failing(messages=iter([_search("r1", HOTEL.question)]))
+    agent = create_agent(broken, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    with pytest.raises(RuntimeError, match="provider outage"):
+        agent.invoke({"messages": [HumanMessage(HOTEL.question)]}, CONFIG)
+    assert EvidenceLedger.from_json(agent.get_state(CONFIG).values[LEDGER_KEY]).in_progress
+
+    retry = ScriptedModel(messages=iter([AIMessage(f"EUR 230 [{hotel.id}]")]))
+    agent = create_agent(retry, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage("please try again")]}, CONFIG)
+    # The retry belongs to the same question: its retrieval is still live evidence.
+    assert hotel.page_content in _tool_contents(retry.seen[0])[0]
+    ledger = EvidenceLedger.from_json(agent.get_state(CONFIG).values[LEDGER_KEY])
+    assert ledger.question == 0
+    assert ledger.cited_ids(0) == (hotel.id,)
+
+
+def test_middleware_refuses_when_the_thread_lost_its_ledger():
+    saver = InMemorySaver()
+    plain = ScriptedModel(messages=iter([_search("p1", HOTEL.question), AIMessage("EUR 230")]))
+    agent = create_agent(plain, tools=[SEARCH], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage(HOTEL.question)]}, CONFIG)
+    model = ScriptedModel(messages=iter([AIMessage("unused")]))
+    middleware = CitationCapsuleMiddleware(evidence_tools=["search"])
+    agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    with pytest.raises(CompactionRefused, match="predates the ledger"):
+        agent.invoke({"messages": [HumanMessage("follow-up")]}, CONFIG)
+    assert model.seen == []
+
+
+def test_middleware_reattaches_cited_pictures_and_reports_the_compaction():
+    saver = InMemorySaver()
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+
+    class PictureRetriever(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager):
+            return [
+                Document(
+                    page_content="Closure dates are shown in the figure.",
+                    id="notice-figure-0001",
+                    metadata={"title": "Office Notice", "picture_refs": ["#/pictures/0"]},
+                )
+            ]
+
+    search = capsa_retriever_tool(PictureRetriever(), name="search", collection="notices")
+    events: list[dict[str, Any]] = []
+
+    class Listener(BaseCallbackHandler):
+        def on_custom_event(self, name, data, **kwargs):
+            if name == "capsa.capsule":
+                events.append(data)
+
+    middleware = CitationCapsuleMiddleware(evidence_tools=[search], fetch_picture=lambda p: png)
+    first = ScriptedModel(
+        messages=iter([_search("f1", "closures"), AIMessage("See [notice-figure-0001].")])
+    )
+    agent = create_agent(first, tools=[search], middleware=[middleware], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage("closures?")]}, CONFIG)
+    second = ScriptedModel(messages=iter([AIMessage("ok")]))
+    agent = create_agent(second, tools=[search], middleware=[middleware], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage("and?")]}, {**CONFIG, "callbacks": [Listener()]})
+    view = second.seen[0]
+    assert [type(m) for m in view] == [
+        HumanMessage,
+        AIMessage,
+        ToolMessage,
+        HumanMessage,
+        AIMessage,
+        HumanMessage,
+    ]
+    label, image = view[3].content
+    assert "[notice-figure-0001]" in label["text"] and '"notices"' in label["text"]
+    assert image["type"] == "image" and image["mime_type"] == "image/png"
+    stored = agent.get_state(CONFIG).values["messages"]
+    assert [m.content for m in stored if isinstance(m, HumanMessage)] == ["closures?", "and?"]
+    assert events[-1]["attached_pictures"] == ["#/pictures/0"]
+    assert events[-1]["capsule_chunk_ids"] == ["notice-figure-0001"]
+
+
+def test_middleware_records_native_citation_annotations():
+    saver = InMemorySaver()
+    hotel = _answer_chunk(HOTEL)
+    quote = HOTEL.answer
+    annotated = AIMessage(
+        content=[
+            {
+                "type": "text",
+                "text": "The cap is EUR 230.",
+                "annotations": [{"type": "citation", "cited_text": f"{quote}"}],
+            }
+        ]
+    )
+    model = ScriptedModel(messages=iter([_search("n1", HOTEL.question), annotated]))
+    middleware = CitationCapsuleMiddleware(evidence_tools=["search"], cite_tool_name=None)
+    agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage(HOTEL.question)]}, CONFIG)
+    ledger = EvidenceLedger.from_json(agent.get_state(CONFIG).values[LEDGER_KEY])
+    assert ledger.cited_ids(0) == (hotel.id,)
+    assert middleware.tools == []
+
+
+def test_middleware_requires_an_evidence_tool():
+    with pytest.raises(ValueError, match="at least one evidence tool"):
+        CitationCapsuleMiddleware(evidence_tools=[])
+
+
+# -- tools -------------------------------------------------------------------------------------
+
+
+def test_retriever_tool_shows_ids_and_returns_stamped_documents():
+    message = SEARCH.invoke(
+        {"type": "tool_call", "name": "search", "args": {"query": HOTEL.question}, "id": "t1"}
+    )
+    assert isinstance(message, ToolMessage)
+    docs = message.artifact
+    assert [d.id for d in docs] == [d.id for d in LexicalRetriever().invoke(HOTEL.question)]
+    assert all(d.metadata["capsa_chunk_id"] == d.id for d in docs)
+    assert message.content.startswith(f'[{docs[0].id}] Source: "')
+    assert docs[0].page_content in message.content
+
+
+def test_retriever_tool_gives_documents_without_ids_a_stable_id():
+    class Anonymous(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager):
+            return [Document(page_content="no id here", metadata={"source": "a.md"})]
+
+    tool = capsa_retriever_tool(Anonymous(), collection="misc")
+    call = {"type": "tool_call", "name": tool.name, "args": {"query": "x"}, "id": "t1"}
+    first, second = tool.invoke(call).artifact[0], tool.invoke(call).artifact[0]
+    assert first.id == second.id and len(first.id) == 16
+    assert first.metadata["collection"] == "misc"
+
+
+async def test_retriever_tool_has_an_async_path():
+    message = await SEARCH.ainvoke(
+        {"type": "tool_call", "name": "search", "args": {"query": HOLD.question}, "id": "t1"}
+    )
+    assert _answer_chunk(HOLD).id in message.content
+
+
+def test_cite_tool_is_named_and_takes_chunk_ids():
+    tool = cite_tool("declare")
+    assert tool.name == "declare"
+    assert list(tool.args) == ["chunk_ids"]
+
+
+# -- context edit and chain step -------------------------------------------------------------------
+
+
+def _history_and_ledger():
+    hotel = _answer_chunk(HOTEL)
+    docs = LexicalRetriever().invoke(HOTEL.question)
+    history: list[BaseMessage] = [
+        HumanMessage(HOTEL.question),
+        _search("h1", HOTEL.question),
+        ToolMessage("full results", tool_call_id="h1", name="search", artifact=docs),
+        AIMessage(f"EUR 230 [{hotel.id}]"),
+        HumanMessage("follow-up"),
+    ]
+    evidence = [
+        Evidence(chunk_id=d.id, content=d.page_content, document_id=d.metadata["source"])
+        for d in docs
+    ]
+    ledger = EvidenceLedger().begin_question(0).record_retrieval(evidence, tool="search")
+    ledger = ledger.record_citations([hotel.id]).end_question(4).begin_question(4)
+    return history, ledger, hotel
+
+
+def test_capsule_messages_compacts_a_copy():
+    history, ledger, hotel = _history_and_ledger()
+    before = [m.model_copy(deep=True) for m in history]
+    view = capsule_messages(history, ledger=ledger, evidence_tools=["search"])
+    assert hotel.page_content in view[2].content
+    assert view[2].artifact == history[2].artifact
+    assert history == before
+    assert view[0] is history[0] and view[4] is history[4]
+
+
+def test_capsule_messages_without_messages_is_a_runnable_reading_the_ledger_each_call():
+    history, ledger, hotel = _history_and_ledger()
+    current = {"ledger": None}
+    step = capsule_messages(ledger=lambda: current["ledger"], evidence_tools=["search"])
+    with pytest.raises(CompactionRefused):
+        step.invoke(history)
+    current["ledger"] = ledger
+    assert hotel.page_content in step.invoke(history)[2].content
+
+
+def test_capsule_edit_rewrites_in_place_inside_context_editing():
+    history, ledger, hotel = _history_and_ledger()
+    edit = CitationCapsuleEdit(ledger=ledger, evidence_tools=["search"])
+    clear = ClearToolUsesEdit(trigger=0, keep=0, exclude_tools=["search"])
+    ContextEditingMiddleware(edits=[edit, clear])  # accepted as a ContextEdit
+    messages = list(history)
+    edit.apply(messages, count_tokens=count_tokens_approximately)
+    assert hotel.page_content in messages[2].content
+    assert history[2].content == "full results"
+
+
+def test_capsule_edit_waits_for_its_trigger():
+    history, ledger, _ = _history_and_ledger()
+    edit = CitationCapsuleEdit(ledger=ledger, evidence_tools=["search"], trigger=10_000)
+    messages = list(history)
+    edit.apply(messages, count_tokens=count_tokens_approximately)
+    assert messages == history

@@ -1,0 +1,309 @@
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from capsa.capsule import (
+    CAPSULE_HEADER,
+    RECEIPT,
+    EvidenceLedger,
+    ImagePart,
+    Message,
+    TextPart,
+    compact,
+    compact_with_report,
+)
+from capsa.errors import CompactionRefused
+
+OWNED = {"search"}
+
+
+def _tool_texts(messages, name="search"):
+    return [m.text for m in messages if m.role == "tool" and m.tool_name == name]
+
+
+def test_compact_leaves_the_first_question_unchanged(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    talk.search(make_chunk("c1"))
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view == talk.messages
+    assert all(a is b for a, b in zip(view, talk.messages, strict=True))
+
+
+def test_compact_puts_the_capsule_in_the_only_earlier_return(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("c1"), make_chunk("c2"), cite=["c1"])
+    talk.ask("follow-up")
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    (carried,) = _tool_texts(view)
+    assert carried.startswith(CAPSULE_HEADER)
+    assert make_chunk("c1").content in carried
+    assert "c2" not in carried
+
+
+def test_compact_turns_older_returns_into_receipts(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    talk.turn(make_chunk("b1"), make_chunk("b2"), cite=["b2"])
+    talk.ask("third")
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    first, second = _tool_texts(report.messages)
+    assert first == RECEIPT
+    assert make_chunk("a1").content in second
+    assert make_chunk("b2").content in second
+    assert report.receipts == 1
+    assert report.capsule.chunk_ids == ("b2", "a1")
+
+
+def test_compact_leaves_the_current_questions_returns_untouched(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    boundary = talk.ask("second")
+    talk.search(make_chunk("b1"))
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view[boundary:] == talk.messages[boundary:]
+    assert all(a is b for a, b in zip(view[boundary:], talk.messages[boundary:], strict=True))
+
+
+def test_compact_keeps_other_tools_and_cite_acknowledgements_verbatim(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    talk.search(make_chunk("a1"))
+    talk.other_tool("calculator", "42")
+    talk.cite("a1")
+    talk.answer()
+    talk.ask("next")
+    before = [m for m in talk.messages if m.role == "tool" and m.tool_name != "search"]
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    after = [m for m in view if m.role == "tool" and m.tool_name != "search"]
+    assert after == before
+    assert all(a is b for a, b in zip(after, before, strict=True))
+
+
+def test_compact_keeps_every_tool_call_paired_with_its_return(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.turn(make_chunk("b1"), cite=[])
+    talk.ask()
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    calls = [c.id for m in view for c in m.tool_calls]
+    returns = [m.tool_call_id for m in view if m.role == "tool"]
+    assert calls == returns
+    assert len(view) == len(talk.messages)
+
+
+def test_compact_never_leaves_a_message_empty(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    talk.search()
+    talk.answer()
+    talk.ask()
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert all(m.parts or m.tool_calls for m in view)
+
+
+def test_compact_keeps_the_users_pictures_and_text(conversation, make_chunk, user_image):
+    talk = conversation()
+    talk.ask("look", extra=[user_image(f"{RECEIPT} quoted by the user")])
+    talk.search(make_chunk("a1"))
+    talk.cite("a1")
+    talk.answer()
+    talk.ask()
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view[1] is talk.messages[1]
+    assert isinstance(view[1].parts[1], ImagePart)
+
+
+def test_compact_leaves_the_input_list_and_messages_unchanged(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    history = list(talk.messages)
+    snapshot = [m.model_dump() for m in history]
+    compact(history, talk.ledger, owned_tools=OWNED)
+    assert history == talk.messages
+    assert [m.model_dump() for m in history] == snapshot
+
+
+def test_compact_gives_two_returns_in_one_request_one_capsule_and_one_receipt(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.ask()
+    talk.parallel_search([make_chunk("a1")], [make_chunk("a2")])
+    talk.cite("a2")
+    talk.answer()
+    talk.ask()
+    first, second = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert first == RECEIPT
+    assert second.startswith(CAPSULE_HEADER)
+
+
+def test_compact_with_nothing_cited_leaves_receipts_only(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"))
+    talk.turn(make_chunk("b1"))
+    talk.ask()
+    assert _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED)) == [RECEIPT, RECEIPT]
+
+
+def test_compact_finds_the_tool_name_from_the_call(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    talk.search(make_chunk("a1"), named=False)
+    talk.cite("a1")
+    talk.answer()
+    talk.ask()
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view[2].text.startswith(CAPSULE_HEADER)
+
+
+def test_compact_keeps_a_resumed_questions_live_evidence(conversation, make_chunk, user):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    boundary = talk.ask("second")
+    talk.search(make_chunk("b1"))
+    talk.messages.append(user("[notice] tool budget reached"))  # user-role, not a question
+    talk.search(make_chunk("b2"))
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view[boundary:] == talk.messages[boundary:]
+    assert make_chunk("b1").content in view[boundary + 2].text
+
+
+def test_compact_refuses_without_a_ledger(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    with pytest.raises(CompactionRefused, match="no evidence ledger"):
+        compact(talk.messages, None, owned_tools=OWNED)
+    with pytest.raises(CompactionRefused):
+        compact(talk.messages, EvidenceLedger(), owned_tools=OWNED)
+
+
+def test_compact_without_a_ledger_proceeds_when_no_evidence_exists(user):
+    history = [user("hello"), Message(role="assistant", parts=(TextPart(text="hi"),))]
+    assert compact(history, None, owned_tools=OWNED) == history
+
+
+def test_compact_refuses_when_evidence_predates_the_ledger(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    fresh = EvidenceLedger().begin_question(len(talk.messages))  # the ledger was lost
+    talk.ask()
+    with pytest.raises(CompactionRefused, match="predates the ledger"):
+        compact(talk.messages, fresh, owned_tools=OWNED)
+
+
+def test_compact_proceeds_with_a_late_ledger_when_no_evidence_predates_it(conversation, user):
+    talk = conversation()
+    talk.messages.extend(
+        [user("small talk"), Message(role="assistant", parts=(TextPart(text="ok"),))]
+    )
+    talk.ask()
+    assert talk.ledger.first_question == 2
+    assert compact(talk.messages, talk.ledger, owned_tools=OWNED) == talk.messages
+
+
+def test_compact_refuses_when_the_history_was_shortened(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    with pytest.raises(CompactionRefused, match="shortened"):
+        compact(talk.messages[:2], talk.ledger, owned_tools=OWNED)
+
+
+def test_compact_attaches_cited_pictures_after_the_capsules_returns(conversation, make_chunk, png):
+    talk = conversation()
+    talk.ask()
+    talk.parallel_search([make_chunk("a1", picture_refs=["#/pictures/0"])], [make_chunk("a2")])
+    talk.cite("a1")
+    talk.answer()
+    talk.ask()
+    report = compact_with_report(
+        talk.messages, talk.ledger, owned_tools=OWNED, fetch_picture=lambda p: png
+    )
+    view = report.messages
+    assert len(view) == len(talk.messages) + 1
+    attached = view[4]
+    assert [m.role for m in view[1:6]] == ["assistant", "tool", "tool", "user", "assistant"]
+    assert isinstance(attached.parts[0], TextPart)
+    assert "[a1]" in attached.parts[0].text
+    assert isinstance(attached.parts[1], ImagePart)
+    assert attached.parts[1].mime_type == "image/png"
+    assert base64.b64decode(attached.parts[1].base64 or "") == png
+    assert [p.chunk_id for p in report.attached] == ["a1"]
+
+
+@pytest.mark.parametrize(
+    ("fetch", "reason"),
+    [
+        (lambda p: (_ for _ in ()).throw(OSError("store offline")), "fetch_failed"),
+        (lambda p: None, "missing"),
+        (lambda p: b"not an image", "undecodable"),
+    ],
+)
+def test_compact_drops_an_unusable_picture_with_its_label(conversation, make_chunk, fetch, reason):
+    talk = conversation()
+    talk.turn(make_chunk("a1", picture_refs=["#/pictures/0"]), cite=["a1"])
+    talk.ask()
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, fetch_picture=fetch)
+    assert len(report.messages) == len(talk.messages)
+    assert not any("#/pictures/0" in m.text for m in report.messages)
+    assert [d.reason for d in report.dropped] == [reason]
+    assert report.messages[2].text.startswith(CAPSULE_HEADER)
+
+
+def test_compact_drops_only_the_picture_that_fails(conversation, make_chunk, png):
+    talk = conversation()
+    talk.turn(
+        make_chunk("a1", document_id="good", picture_refs=["#/pictures/0"]),
+        make_chunk("a2", document_id="bad", picture_refs=["#/pictures/0"]),
+        cite=["a1", "a2"],
+    )
+    talk.ask()
+    report = compact_with_report(
+        talk.messages,
+        talk.ledger,
+        owned_tools=OWNED,
+        fetch_picture=lambda p: png if p.document_id == "good" else None,
+    )
+    (attached,) = [m for m in report.messages if any(isinstance(p, ImagePart) for p in m.parts)]
+    assert len(attached.parts) == 2
+    assert "[a1]" in attached.parts[0].text
+    assert [d.picture.chunk_id for d in report.dropped] == ["a2"]
+
+
+def test_compact_without_a_fetcher_attaches_no_pictures(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1", picture_refs=["#/pictures/0"]), cite=["a1"])
+    talk.ask()
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert len(report.messages) == len(talk.messages)
+    assert report.attached == ()
+
+
+def test_compact_passes_max_tokens_to_the_capsule(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.turn(make_chunk("b1"), cite=["b1"])
+    talk.ask()
+    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED).capsule.tokens
+    report = compact_with_report(
+        talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=full - 10
+    )
+    assert report.capsule.omitted == ("a1",)
+    assert report.capsule.tokens <= full - 10
+
+
+def test_compact_is_deterministic(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a2"])
+    talk.turn(make_chunk("b1"), cite=["b1", "a2"])
+    talk.ask()
+    first = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    second = compact(
+        list(talk.messages), EvidenceLedger.from_json(talk.ledger.to_json()), owned_tools=OWNED
+    )
+    assert [m.model_dump_json() for m in first] == [m.model_dump_json() for m in second]

@@ -1,0 +1,103 @@
+"""Invariants of `compact` over generated conversations."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from capsa.capsule import CAPSULE_HEADER, RECEIPT, EvidenceLedger, compact
+
+OWNED = {"search"}
+POOL = [f"chunk-{i:02d}" for i in range(12)]
+
+_settings = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def _grow(data, conversation, make_chunk):
+    """Draw a conversation of finished questions followed by one in progress."""
+    talk = conversation()
+    questions = data.draw(st.integers(min_value=0, max_value=6), label="finished questions")
+    for _ in range(questions + 1):
+        talk.ask()
+        for _ in range(data.draw(st.integers(min_value=0, max_value=2))):
+            ids = data.draw(st.lists(st.sampled_from(POOL), max_size=3, unique=True))
+            talk.search(*(make_chunk(i) for i in ids))
+        if data.draw(st.booleans()):
+            talk.other_tool()
+        citable = list(talk.ledger.citable_ids())
+        if citable:
+            cited = data.draw(st.lists(st.sampled_from(citable), max_size=3, unique=True))
+            if cited:
+                talk.cite(*cited)
+        talk.answer()
+    return talk
+
+
+@_settings
+@given(data=st.data())
+def test_compact_never_changes_the_stored_history(data, conversation, make_chunk):
+    talk = _grow(data, conversation, make_chunk)
+    history = list(talk.messages)
+    snapshot = [m.model_dump() for m in history]
+    compact(history, talk.ledger, owned_tools=OWNED)
+    assert [m.model_dump() for m in history] == snapshot
+    assert history == talk.messages
+
+
+@_settings
+@given(data=st.data())
+def test_compact_rewrites_only_earlier_evidence_returns(data, conversation, make_chunk):
+    talk = _grow(data, conversation, make_chunk)
+    boundary = talk.ledger.question
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert len(view) == len(talk.messages)
+    for index, (before, after) in enumerate(zip(talk.messages, view, strict=True)):
+        assert (after.role, after.tool_call_id, after.tool_calls) == (
+            before.role,
+            before.tool_call_id,
+            before.tool_calls,
+        )
+        if index >= boundary or before.role != "tool" or before.tool_name not in OWNED:
+            assert after is before
+
+
+@_settings
+@given(data=st.data())
+def test_compact_places_exactly_one_capsule_and_receipts_elsewhere(data, conversation, make_chunk):
+    talk = _grow(data, conversation, make_chunk)
+    boundary = talk.ledger.question
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    earlier = [m.text for m in view[:boundary] if m.role == "tool" and m.tool_name in OWNED]
+    carriers = [text for text in earlier if text.startswith(CAPSULE_HEADER)]
+    assert len(carriers) <= 1
+    assert all(text == RECEIPT for text in earlier if text not in carriers)
+    if carriers:
+        assert earlier[-1] == carriers[0]
+
+
+@_settings
+@given(data=st.data())
+def test_compact_keeps_every_earlier_cited_chunk_visible(data, conversation, make_chunk):
+    talk = _grow(data, conversation, make_chunk)
+    boundary = talk.ledger.question
+    cited = {
+        e.evidence.chunk_id for e in talk.ledger.entries if any(q < boundary for q in e.cited_in)
+    }
+    has_earlier_return = any(
+        m.role == "tool" and m.tool_name in OWNED for m in talk.messages[:boundary]
+    )
+    wire = "\n".join(m.text for m in compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    if has_earlier_return:
+        assert all(make_chunk(chunk_id).content in wire for chunk_id in cited)
+
+
+@_settings
+@given(data=st.data())
+def test_compact_is_idempotent_and_deterministic(data, conversation, make_chunk):
+    talk = _grow(data, conversation, make_chunk)
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    restored = EvidenceLedger.from_json(talk.ledger.to_json())
+    assert compact(list(talk.messages), restored, owned_tools=OWNED) == view
+    assert compact(view, talk.ledger, owned_tools=OWNED) == view
