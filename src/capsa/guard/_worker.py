@@ -7,7 +7,8 @@ child that applies its resource limits before it touches the bytes, parses,
 and writes one JSON result to a pipe. The zygote never parses anything
 itself, stays single-threaded (so `fork` is safe), and enforces the wall clock
 by killing the child's process group, which takes Tesseract and any
-grandchild with it.
+grandchild with it. The only files the zygote parses itself are the trusted
+self-test samples it is started with.
 
 Protocol (stdin / a private copy of stdout; fd 1 is pointed at /dev/null so a
 parser's prints cannot corrupt it): length-prefixed frames. The parent sends
@@ -92,9 +93,9 @@ def _refuse_sockets() -> None:
     socket.getaddrinfo = refuse
 
 
-def _limit(kind: int, value: int) -> None:
+def _limit(kind: int, value: int, hard: int | None = None) -> None:
     try:
-        resource.setrlimit(kind, (value, value))
+        resource.setrlimit(kind, (value, value if hard is None else hard))
     except (ValueError, OSError):
         _, hard = resource.getrlimit(kind)
         if hard != resource.RLIM_INFINITY and value > hard:
@@ -118,7 +119,9 @@ def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: li
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         _limit(resource.RLIMIT_CORE, 0)
-        _limit(resource.RLIMIT_CPU, int(request["cpu_s"]))
+        # soft < hard, so the kernel sends SIGXCPU (reported as a timeout)
+        # before the SIGKILL at the hard limit.
+        _limit(resource.RLIMIT_CPU, int(request["cpu_s"]), int(request["cpu_s"]) + 1)
         _limit(resource.RLIMIT_FSIZE, int(request["max_file_write_bytes"]))
         _limit(resource.RLIMIT_NOFILE, 64)
         _limit(resource.RLIMIT_AS, _address_space() + int(request["memory_bytes"]))

@@ -90,11 +90,12 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
     own_pool = extractor is None
     pool: TextExtractor = extractor if extractor is not None else _default_pool(workers, limits)
     book = _Manifest(Path(manifest)) if manifest is not None else None
+    skip = Path(manifest).resolve() if manifest is not None else None
     bar = _Progress() if progress else None
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="capsa-bulk") as threads:
             pending: set[Future[Extracted | Omission | Skipped]] = set()
-            for index, source in enumerate(_expand(sources)):
+            for index, source in enumerate(_expand(sources, skip)):
                 if len(pending) >= 2 * workers:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     yield from _finish(done, bar)
@@ -122,10 +123,11 @@ def _default_pool(workers: int, limits: ExtractionLimits) -> IsolatedExtractor:
     return IsolatedExtractor(router, workers=workers, limits=limits)
 
 
-def _expand(sources: Iterable[BulkSource]) -> Iterator[BulkSource]:
+def _expand(sources: Iterable[BulkSource], skip: Path | None) -> Iterator[BulkSource]:
     for source in sources:
         if not isinstance(source, tuple) and Path(source).is_dir():
-            yield from sorted(p for p in Path(source).rglob("*") if p.is_file())
+            yield from sorted(p for p in Path(source).rglob("*")
+                              if p.is_file() and p.resolve() != skip)
         else:
             yield source
 
@@ -179,6 +181,8 @@ class _Manifest:
                     entry = json.loads(line)
                 except ValueError:
                     continue  # a line cut by a crash; that file is simply redone
+                if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+                    continue
                 if entry.get("outcome") == "extracted":
                     self.done[entry["sha256"]] = "extracted"
                 elif entry.get("outcome") == "omitted" and entry.get("reason") not in _RETRYABLE:

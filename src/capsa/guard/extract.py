@@ -15,7 +15,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from capsa.errors import (
-    CapsaError,
     ExtractionFailed,
     FailureCause,
     IngestionRejected,
@@ -324,8 +323,6 @@ def _parser_errors(label: str) -> Iterator[None]:
                                 reason=error.reason) from error
     except ExtractionFailed as error:
         raise ExtractionFailed(error.detail, label=label, cause=error.cause) from error
-    except CapsaError:
-        raise
     except MemoryError as error:
         raise ExtractionFailed("ran out of memory", label=label, cause="memory_limit") from error
     except Exception as error:

@@ -72,6 +72,7 @@ class _Zygote:
         )
         assert self.process.stdin is not None
         assert self.process.stdout is not None
+        self.closed = False
         self.stdin: IO[bytes] = self.process.stdin
         self.stdout: IO[bytes] = self.process.stdout
         extras = [p for p in sys.path if p and os.path.isdir(p)]
@@ -88,6 +89,7 @@ class _Zygote:
         return self.process.poll() is None
 
     def _read(self, timeout_s: float) -> dict[str, Any] | None:
+        self.closed = False
         fd = self.stdout.fileno()
         deadline = time.monotonic() + timeout_s
         buffer = b""
@@ -102,6 +104,7 @@ class _Zygote:
                 continue
             chunk = os.read(fd, max(need - len(buffer), 1))
             if not chunk:
+                self.closed = True  # end of file: the worker died, it did not stall
                 return None
             buffer += chunk
             if not header_done and len(buffer) >= 4:
@@ -117,6 +120,7 @@ class _Zygote:
         try:
             write_frame(self.stdin, pickle.dumps(message))
         except (BrokenPipeError, OSError):
+            self.closed = True
             return None
         return self._read(timeout_s)
 
@@ -238,7 +242,7 @@ class IsolatedExtractor:
         worker = self._acquire()
         answer = worker.request(message, limits.timeout_s + _GRACE_S)
         if answer is None:
-            died = not worker.alive()
+            died = worker.closed or not worker.alive()
             self._replace(worker)
             if died:
                 raise ExtractionFailed("the worker process died during this file and was "

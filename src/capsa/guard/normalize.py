@@ -65,20 +65,25 @@ def decode_text(payload: bytes) -> str:
     """
     for bom, encoding in _BOMS:
         if payload.startswith(bom):
-            return payload[len(bom):].decode(encoding, "replace")
-    try:
-        return payload.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
+            return _checked(payload[len(bom):].decode(encoding, "replace"))
+    # UTF-16 of mostly ASCII text is also valid UTF-8 (full of NULs), so the
+    # NUL pattern is checked before strict UTF-8.
     sample = payload[:4096]
     if len(sample) >= 2:
         even_nuls = sample[0::2].count(0) / max(1, len(sample[0::2]))
         odd_nuls = sample[1::2].count(0) / max(1, len(sample[1::2]))
         if odd_nuls > 0.3 and even_nuls < 0.05:
-            return payload.decode("utf-16-le", "replace")
+            return _checked(payload.decode("utf-16-le", "replace"))
         if even_nuls > 0.3 and odd_nuls < 0.05:
-            return payload.decode("utf-16-be", "replace")
-    text = payload.decode("utf-8", "replace")
+            return _checked(payload.decode("utf-16-be", "replace"))
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    return _checked(payload.decode("utf-8", "replace"))
+
+
+def _checked(text: str) -> str:
     replaced = text.count("\ufffd")
     if replaced > _MAX_REPLACEMENT_SHARE * max(1, len(text)):
         raise UndecodableText(

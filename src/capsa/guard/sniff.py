@@ -214,7 +214,10 @@ def _text_kind(payload: bytes) -> Kind:
     try:
         text = decode_text(sample)
     except UndecodableText:
-        return "binary"
+        # No NULs, yet not text in any encoding capsa assumes (a legacy code
+        # page, say): the plain extractor refuses it as undecodable, which
+        # says more than "binary".
+        return "text"
     start = text.lstrip("\ufeff \t\r\n")[:1024].lower()
     if start.startswith(("<!doctype html", "<html", "<?xml")) and "<html" in start:
         return "html"

@@ -135,3 +135,93 @@ _BEHAVIOURS = {
     "huge_result": _huge_result, "surrogate": _surrogate, "raise": _raise,
     "garbage": _garbage,
 }
+
+
+# --- Seeded fault injection, for soak tests ------------------------------------------------
+# Appended after the misbehaviours above, which it reuses; its imports sit here for that reason.
+
+import hashlib  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from capsa.guard.port import TextExtractor
+
+__all__ += ["FAULTS", "Fault", "FaultInjectingExtractor"]
+
+Fault = Literal["hang", "crash", "segfault", "allocate", "raise", "garbage"]
+"""What `FaultInjectingExtractor` can do instead of parsing."""
+
+FAULTS: tuple[Fault, ...] = ("hang", "crash", "segfault", "allocate", "raise", "garbage")
+"""Every fault, in the fixed order in which `FaultInjectingExtractor` draws them."""
+
+_FAULT_BEHAVIOURS = {
+    "hang": _hang, "crash": _exit, "segfault": _segfault, "allocate": _allocate,
+    "raise": _raise, "garbage": _garbage,
+}
+
+
+class FaultInjectingExtractor:
+    """Runs `inner`, except on a seeded share of payloads, where it misbehaves instead.
+
+    Chaos for soak tests. Which fault a payload draws (or none) is a pure
+    function of the payload's bytes and `seed`, never of time or order, so a
+    run is reproducible, the parent can predict each file's fate with
+    `fault_for` before the worker sees it, and a retry of the same bytes fails
+    the same way. Faults: ``hang`` (a busy loop), ``crash`` (``os._exit``),
+    ``segfault``, ``allocate`` (until the address-space limit), ``raise``
+    (a `KeyError`) and ``garbage`` (returns an ``int``, not a ``str``).
+
+    Args:
+        inner: the extractor for payloads that draw no fault; None echoes them as UTF-8.
+        seed: varies which payloads draw which fault.
+        rates: probability of each fault per payload, e.g. ``{"crash": 0.01}``;
+            at most 1 in total.
+
+    Raises:
+        ValueError: an unknown fault, a negative rate, or rates summing past 1.
+
+    Example:
+        >>> FaultInjectingExtractor(seed=7, rates={"raise": 1.0}).fault_for(b"anything")
+        'raise'
+        >>> FaultInjectingExtractor(seed=7).extract("text", None, b"fine", max_pages=1)
+        'fine'
+    """
+
+    def __init__(self, inner: TextExtractor | None = None, *, seed: int = 0,
+                 rates: dict[str, float] | None = None) -> None:
+        given = dict(rates or {})
+        unknown = sorted(set(given) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; choose from {list(FAULTS)}")
+        if any(rate < 0 for rate in given.values()) or sum(given.values()) > 1.0:
+            raise ValueError("fault rates must be non-negative and sum to at most 1")
+        self.inner = inner
+        self.seed = seed
+        self.rates: dict[str, float] = {fault: float(given.get(fault, 0.0)) for fault in FAULTS}
+        self.kinds: frozenset[str] = frozenset(
+            getattr(inner, "kinds", ()) if inner is not None else MisbehavingExtractor.kinds)
+
+    def fault_for(self, payload: bytes) -> Fault | None:
+        """The fault `extract` will inject for `payload`, or None when it will parse it."""
+        digest = hashlib.sha256(self.seed.to_bytes(8, "big", signed=True) + payload).digest()
+        draw = int.from_bytes(digest[:8], "big") / 2.0**64
+        cumulative = 0.0
+        for fault in FAULTS:
+            cumulative += self.rates[fault]
+            if draw < cumulative:
+                return fault
+        return None
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        """Misbehave if `payload` drew a fault; otherwise parse it with `inner`."""
+        fault = self.fault_for(payload)
+        if fault is not None:
+            return _FAULT_BEHAVIOURS[fault](payload)
+        if self.inner is None:
+            return payload.decode("utf-8", "replace")
+        return self.inner.extract(kind, media_type, payload, max_pages=max_pages)
+
+    def self_test(self) -> dict[str, str]:
+        """The inner extractor's self-test; faults are never injected here."""
+        test = getattr(self.inner, "self_test", None)
+        return {str(k): str(v) for k, v in test().items()} if test is not None else {}

@@ -1,0 +1,534 @@
+"""`inspect_archive`: a zip is judged by its central directory and local headers, never inflated.
+
+Hostile shapes are written byte by byte with `_zips.build_zip`, because
+`zipfile` will not write most of them; well-formed ones come from `zipfile`.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from capsa.errors import IngestionRejected
+from capsa.guard import ExtractionLimits, inspect_archive
+from capsa.guard.archive import member_names, read_directory
+from capsa.guard.extractors._samples import SAMPLES
+
+from ._zips import (
+    FLAG_ENCRYPTED,
+    FLAG_UTF8,
+    LOCAL,
+    SYMLINK_MODE,
+    UNIX,
+    Entry,
+    build_zip,
+    real_zip,
+)
+
+LIMITS = ExtractionLimits()
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+def assert_accepted(payload: bytes, limits: ExtractionLimits = LIMITS) -> None:
+    try:
+        inspect_archive(payload, limits, label="upload.zip")
+    except IngestionRejected as error:
+        pytest.fail(f"a harmless archive was refused: {error}")
+
+
+def refusal(payload: bytes, limits: ExtractionLimits = LIMITS) -> IngestionRejected:
+    with pytest.raises(IngestionRejected) as caught:
+        inspect_archive(payload, limits, label="upload.zip")
+    assert caught.value.label == "upload.zip"
+    assert caught.value.stage == "archive"
+    return caught.value
+
+
+# well-formed archives
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_inspect_archive_accepts_an_ordinary_zip(method: int) -> None:
+    payload = real_zip({"a.txt": b"hello", "dir/b.csv": b"a,b\n1,2\n"}, method=method)
+
+    assert_accepted(payload)
+
+
+@pytest.mark.parametrize("kind", ["docx", "pptx", "xlsx", "epub"])
+def test_inspect_archive_accepts_real_office_and_epub_files(kind: str) -> None:
+    assert_accepted(SAMPLES[kind]())
+
+
+def test_inspect_archive_accepts_members_written_with_data_descriptors() -> None:
+    class Unseekable(io.RawIOBase):
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, chunk: bytes) -> int:  # type: ignore[override]
+            self.data += chunk
+            return len(chunk)
+
+    sink = Unseekable()
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("streamed.txt", b"streamed " * 100)
+    assert zipfile.ZipFile(io.BytesIO(bytes(sink.data))).infolist()[0].flag_bits & 0x8
+
+    assert_accepted(bytes(sink.data))
+
+
+def test_inspect_archive_accepts_an_empty_archive() -> None:
+    assert_accepted(build_zip([]))
+
+
+def test_inspect_archive_accepts_names_that_only_contain_dots() -> None:
+    payload = build_zip([Entry("a..b.txt", b"x"), Entry("..hidden", b"y"),
+                         Entry("dir/.../c", b"z")])
+
+    assert_accepted(payload)
+
+
+def test_read_directory_reports_declared_members_without_decompressing() -> None:
+    payload = build_zip([Entry("a.txt", b"abc", method=8, uncompressed=500),
+                         Entry("b.txt", b"hello")])
+
+    members, directory_start = read_directory(payload, max_members=10)
+
+    assert [(m.name, m.method, m.compressed, m.uncompressed) for m in members] == [
+        ("a.txt", 8, 3, 500), ("b.txt", 0, 5, 5)]
+    assert [m.local_offset for m in members] == [0, LOCAL.size + 5 + 3]
+    assert payload[directory_start:directory_start + 4] == b"PK\x01\x02"
+
+
+def test_read_directory_decodes_names_as_utf8_only_when_flagged() -> None:
+    payload = build_zip([Entry("résumé.txt", b"x", flags=FLAG_UTF8), Entry("caf\u00e9", b"y")])
+
+    members, _ = read_directory(payload, max_members=10)
+
+    assert [m.name for m in members] == ["résumé.txt", "caf\u00e9"]
+
+
+def test_member_names_lists_the_central_directory() -> None:
+    assert member_names(real_zip({"b": b"1", "a/c": b"2"})) == ["b", "a/c"]
+
+
+# member count
+
+
+def test_inspect_archive_refuses_too_many_members_with_the_declared_count() -> None:
+    payload = real_zip({f"m{i}.txt": b"" for i in range(11)})
+
+    error = refusal(payload, ExtractionLimits(max_members=10))
+
+    assert error.reason == "too_many_members"
+    assert "11 members" in error.detail
+    assert "limit of 10" in error.detail
+
+
+def test_inspect_archive_accepts_exactly_the_member_limit() -> None:
+    payload = real_zip({f"m{i}.txt": b"" for i in range(10)})
+
+    assert_accepted(payload, ExtractionLimits(max_members=10))
+
+
+def test_read_directory_refuses_the_end_record_count_before_parsing_any_entry() -> None:
+    # One real entry, but the end record declares 100 000 (via zip64): the
+    # count alone decides, so the missing 99 999 entries are never looked for.
+    payload = build_zip([Entry("a", b"x")], zip64_count=100_000)
+
+    with pytest.raises(IngestionRejected) as caught:
+        read_directory(payload, max_members=1024)
+
+    assert caught.value.reason == "too_many_members"
+    assert "100000 members" in caught.value.detail
+    assert caught.value.label == "<archive>"
+
+
+def test_inspect_archive_checks_the_member_count_before_a_garbled_directory() -> None:
+    payload = bytearray(build_zip([Entry("a", b"x")], count=60_000))
+    directory_at = payload.index(b"PK\x01\x02")
+    payload[directory_at:directory_at + 4] = b"XXXX"
+
+    error = refusal(bytes(payload))
+
+    assert error.reason == "too_many_members"
+    assert "60000" in error.detail
+
+
+# declared sizes and ratios
+
+
+def test_inspect_archive_refuses_a_zip64_member_declaring_ten_gib_by_its_ratio() -> None:
+    payload = build_zip([Entry("bomb.txt", b"x" * 100, uncompressed=10 * GiB, zip64=True)])
+
+    error = refusal(payload)
+
+    assert error.reason == "archive_ratio"
+    assert str(10 * GiB) in error.detail
+    assert "limit of 100" in error.detail
+
+
+def test_read_directory_reads_sizes_from_the_zip64_extra_field() -> None:
+    payload = build_zip([Entry("bomb.txt", b"x" * 100, uncompressed=10 * GiB, zip64=True)])
+
+    (member,), _ = read_directory(payload, max_members=10)
+
+    assert (member.compressed, member.uncompressed) == (100, 10 * GiB)
+
+
+def test_inspect_archive_refuses_a_declared_total_over_the_uncompressed_limit() -> None:
+    payload = build_zip([Entry("bomb.txt", b"x" * 100, uncompressed=10 * GiB, zip64=True)])
+
+    error = refusal(payload, ExtractionLimits(max_expansion_ratio=1e12))
+
+    assert error.reason == "archive_too_large"
+    assert str(8 * MiB) in error.detail
+    assert str(10 * GiB) in error.detail
+
+
+def test_inspect_archive_refuses_a_four_gib_declaration_that_holds_two_bytes() -> None:
+    error = refusal(build_zip([Entry("big.bin", b"xx", uncompressed=0xFFFFFFFE)]))
+
+    assert error.reason == "archive_ratio"
+    assert "2 bytes to 4294967294" in error.detail
+
+
+def test_inspect_archive_sums_declared_sizes_across_members() -> None:
+    members = [Entry(f"part{i}.bin", b"x" * 100_000, uncompressed=3 * MiB) for i in range(3)]
+
+    error = refusal(build_zip(members))
+
+    assert error.reason == "archive_too_large"
+    assert f"at least {9 * MiB}" in error.detail
+
+
+def test_inspect_archive_ignores_the_ratio_of_a_member_at_the_floor() -> None:
+    payload = build_zip([Entry("a.bin", b"x" * 10, uncompressed=MiB)])
+
+    assert_accepted(payload)
+
+
+def test_inspect_archive_refuses_the_ratio_of_a_member_one_byte_over_the_floor() -> None:
+    error = refusal(build_zip([Entry("a.bin", b"x" * 10, uncompressed=MiB + 1)]))
+
+    assert error.reason == "archive_ratio"
+    assert "member 'a.bin' expands 10 bytes to 1048577" in error.detail
+
+
+def test_inspect_archive_accepts_a_ratio_at_the_limit_past_the_floor() -> None:
+    payload = build_zip([Entry("a.bin", b"x" * 20_000, uncompressed=2_000_000)])
+
+    assert_accepted(payload)
+
+
+def test_inspect_archive_refuses_a_real_deflated_ratio_bomb() -> None:
+    error = refusal(real_zip({"zeros.bin": bytes(2 * MiB)}))
+
+    assert error.reason == "archive_ratio"
+    assert "zeros.bin" in error.detail
+
+
+def test_inspect_archive_accepts_a_highly_compressible_member_under_the_floor() -> None:
+    assert_accepted(real_zip({"zeros.bin": bytes(MiB)}))
+
+
+def test_inspect_archive_refuses_an_overall_ratio_made_of_small_members() -> None:
+    payload = real_zip({f"zeros{i}.bin": bytes(512 * 1024) for i in range(3)})
+
+    error = refusal(payload)
+
+    assert error.reason == "archive_ratio"
+    assert error.detail.startswith("the archive expands")
+
+
+def test_inspect_archive_honours_a_raised_ratio_limit() -> None:
+    payload = real_zip({"zeros.bin": bytes(2 * MiB)})
+
+    assert_accepted(payload, ExtractionLimits(max_expansion_ratio=5000))
+
+
+# encryption and compression methods
+
+
+@pytest.mark.parametrize("flags", [FLAG_ENCRYPTED, 0x40, FLAG_ENCRYPTED | 0x40])
+def test_inspect_archive_refuses_encrypted_members(flags: int) -> None:
+    error = refusal(build_zip([Entry("secret.txt", b"x" * 12, flags=flags)]))
+
+    assert error.reason == "encrypted"
+    assert "secret.txt" in error.detail
+
+
+def test_inspect_archive_refuses_aes_method_99_as_encrypted() -> None:
+    error = refusal(build_zip([Entry("aes.txt", b"x", method=99)]))
+
+    assert error.reason == "encrypted"
+
+
+@pytest.mark.parametrize("method", [1, 9, 12, 14, 93, 95])
+def test_inspect_archive_refuses_methods_other_than_stored_and_deflate(method: int) -> None:
+    error = refusal(build_zip([Entry("packed.txt", b"x", method=method)]))
+
+    assert error.reason == "unsupported_compression"
+    assert f"method {method}" in error.detail
+
+
+# names
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../evil.txt", "a/../../evil.txt", "/etc/passwd", "C:\\Windows\\x.dll", "c:relative.txt",
+     "..\\..\\evil.txt", "dir\\..\\..\\evil", "nul\x00byte.txt"],
+)
+def test_inspect_archive_refuses_member_names_that_escape_the_archive(name: str) -> None:
+    error = refusal(build_zip([Entry(name, b"x")]))
+
+    assert error.reason == "unsafe_member_name"
+    assert repr(name) in error.detail
+
+
+def test_inspect_archive_refuses_a_symlink_member_written_by_zipfile() -> None:
+    info = zipfile.ZipInfo("link")
+    info.create_system = 3
+    info.external_attr = SYMLINK_MODE
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(info, "/etc/passwd")
+
+    error = refusal(buffer.getvalue())
+
+    assert error.reason == "unsafe_member_name"
+    assert "symbolic link" in error.detail
+
+
+def test_inspect_archive_accepts_a_regular_unix_file_mode() -> None:
+    payload = build_zip([Entry("plain.txt", b"x", made_by=UNIX | 20, external=0o100644 << 16)])
+
+    assert_accepted(payload)
+
+
+def test_inspect_archive_ignores_symlink_mode_bits_from_a_non_unix_creator() -> None:
+    payload = build_zip([Entry("plain.txt", b"x", made_by=20, external=SYMLINK_MODE)])
+
+    assert_accepted(payload)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("word/document.xml", "word/document.xml"), ("word/document.xml", "WORD/Document.XML"),
+     ("dir/a.txt", "dir\\a.txt"), ("straße.txt", "STRASSE.txt")],
+)
+def test_inspect_archive_refuses_duplicate_names_compared_casefolded(first: str,
+                                                                      second: str) -> None:
+    payload = build_zip([Entry(first, b"one", flags=FLAG_UTF8),
+                         Entry(second, b"two", flags=FLAG_UTF8)])
+
+    error = refusal(payload)
+
+    assert error.reason == "duplicate_member"
+    assert repr(second) in error.detail
+
+
+# layout: overlaps and disagreeing headers
+
+
+def test_inspect_archive_refuses_a_member_whose_data_quotes_the_next_local_header() -> None:
+    # The Fifield "quoted overlap": a.txt's stored data contains b.txt's whole
+    # local header and data, so inflating both reads b's bytes twice.
+    b_local = LOCAL.pack(b"PK\x03\x04", 20, 0, 0, 0, 0, 0, 4, 4, 5, 0) + b"b.txt" + b"BBBB"
+    payload = build_zip([Entry("a.txt", b_local),
+                         Entry("b.txt", b"BBBB", write_local=False, offset=LOCAL.size + 5)])
+
+    error = refusal(payload)
+
+    assert error.reason == "overlapping_members"
+    assert "'a.txt'" in error.detail
+    assert "'b.txt'" in error.detail
+
+
+def test_inspect_archive_refuses_two_entries_sharing_one_local_header() -> None:
+    payload = build_zip([Entry("a.txt", b"AAAA"),
+                         Entry("b.txt", b"AAAA", write_local=False, offset=0)])
+
+    assert refusal(payload).reason == "header_mismatch"
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        Entry("local.txt", b"x", central_name="central.txt"),
+        Entry("a.txt", b"x", central_method=8),
+        Entry("a.txt", b"xyz", central_compressed=2),
+        Entry("a.txt", b"xyz", central_uncompressed=300),
+        Entry("a.txt", b"x", flags=FLAG_ENCRYPTED, central_flags=0),
+    ],
+    ids=["name", "method", "compressed-size", "uncompressed-size", "encryption-flag"],
+)
+def test_inspect_archive_refuses_a_local_header_that_disagrees_with_the_directory(
+    entry: Entry,
+) -> None:
+    error = refusal(build_zip([entry]))
+
+    assert error.reason == "header_mismatch"
+    assert "disagrees" in error.detail
+
+
+def test_inspect_archive_refuses_a_directory_entry_with_no_local_header_behind_it() -> None:
+    payload = build_zip([Entry("a.txt", b"PAYLOAD-WITHOUT-A-HEADER"),
+                         Entry("b.txt", b"x", offset=LOCAL.size + 5 + 3)])
+
+    error = refusal(payload)
+
+    assert error.reason == "header_mismatch"
+    assert "'b.txt' has no local header" in error.detail
+
+
+def test_inspect_archive_refuses_member_data_that_runs_into_the_directory() -> None:
+    error = refusal(build_zip([Entry("a.txt", b"x", compressed=500, central_compressed=500)]))
+
+    assert error.reason == "corrupt"
+    assert "runs into the central directory" in error.detail
+
+
+# nesting
+
+
+def test_inspect_archive_allows_a_stored_archive_at_depth_one() -> None:
+    inner = real_zip({"inner.txt": b"hi"})
+
+    assert_accepted(real_zip({"inner.zip": inner}, method=zipfile.ZIP_STORED))
+
+
+def test_inspect_archive_refuses_a_stored_archive_at_depth_two() -> None:
+    innermost = real_zip({"deep.txt": b"hi"})
+    middle = real_zip({"deep.zip": innermost}, method=zipfile.ZIP_STORED)
+
+    error = refusal(real_zip({"middle.zip": middle}, method=zipfile.ZIP_STORED))
+
+    assert error.reason == "nested_too_deep"
+    assert "'deep.zip'" in error.detail
+    assert "depth 2" in error.detail
+    assert "limit of 1" in error.detail
+
+
+def test_inspect_archive_refuses_any_nested_archive_when_the_depth_limit_is_zero() -> None:
+    payload = real_zip({"inner.zip": real_zip({"a": b"x"})})
+
+    error = refusal(payload, ExtractionLimits(max_nesting_depth=0))
+
+    assert error.reason == "nested_too_deep"
+    assert "depth 1" in error.detail
+
+
+def test_inspect_archive_counts_office_suffixes_as_nested_archives() -> None:
+    payload = real_zip({"word/embeddings/sheet.xlsx": b"not inspected because deflated"})
+
+    assert refusal(payload, ExtractionLimits(max_nesting_depth=0)).reason == "nested_too_deep"
+
+
+def test_inspect_archive_recognises_a_stored_archive_by_its_magic_whatever_its_name() -> None:
+    innermost = real_zip({"deep.txt": b"hi"})
+    middle = real_zip({"data.bin": innermost}, method=zipfile.ZIP_STORED)
+
+    error = refusal(real_zip({"payload.dat": middle}, method=zipfile.ZIP_STORED))
+
+    assert error.reason == "nested_too_deep"
+    assert "'data.bin'" in error.detail
+
+
+def test_inspect_archive_inspects_a_stored_nested_archive_for_its_own_dangers() -> None:
+    inner = build_zip([Entry("../escape.txt", b"x")])
+
+    error = refusal(real_zip({"inner.zip": inner}, method=zipfile.ZIP_STORED))
+
+    assert error.reason == "unsafe_member_name"
+    assert "escape.txt" in error.detail
+
+
+def test_inspect_archive_shares_the_uncompressed_budget_across_nesting_levels() -> None:
+    inner = build_zip([Entry("inner.bin", b"x" * 1000, uncompressed=5 * MiB)])
+    outer = build_zip([Entry("inner.zip", inner), Entry("outer.bin", b"y" * 1000,
+                                                        uncompressed=4 * MiB)])
+    limits = ExtractionLimits(max_expansion_ratio=1e9)
+
+    error = refusal(outer, limits)
+
+    assert error.reason == "archive_too_large"
+
+
+def test_inspect_archive_refuses_a_stored_member_named_like_an_archive_that_is_not_one() -> None:
+    error = refusal(real_zip({"fake.zip": b"just text"}, method=zipfile.ZIP_STORED))
+
+    assert error.reason == "corrupt"
+
+
+# structure
+
+
+def test_inspect_archive_refuses_bytes_before_the_first_local_header() -> None:
+    error = refusal(build_zip([Entry("a.txt", b"x")], prefix=b"MZ self-extractor stub"))
+
+    assert error.reason == "corrupt"
+    assert "local file header" in error.detail
+
+
+def test_inspect_archive_refuses_a_truncated_archive() -> None:
+    error = refusal(real_zip({"a.txt": b"hello" * 100})[:-40])
+
+    assert error.reason == "corrupt"
+
+
+def test_inspect_archive_refuses_an_archive_with_no_end_record() -> None:
+    error = refusal(b"PK\x03\x04" + b"\x00" * 100)
+
+    assert error.reason == "corrupt"
+    assert "end-of-central-directory" in error.detail
+
+
+def test_inspect_archive_refuses_multi_disk_archives() -> None:
+    payload = bytearray(build_zip([Entry("a.txt", b"x")]))
+    end = payload.rindex(b"PK\x05\x06")
+    payload[end + 4:end + 6] = (1).to_bytes(2, "little")
+
+    assert "multi-disk" in refusal(bytes(payload)).detail
+
+
+def test_inspect_archive_refuses_a_directory_that_lies_past_the_end() -> None:
+    payload = bytearray(build_zip([Entry("a.txt", b"x")]))
+    end = payload.rindex(b"PK\x05\x06")
+    payload[end + 16:end + 20] = (10_000).to_bytes(4, "little")
+
+    error = refusal(bytes(payload))
+
+    assert error.reason == "corrupt"
+    assert "past the end" in error.detail
+
+
+def test_inspect_archive_refuses_zip64_markers_without_a_zip64_end_record() -> None:
+    payload = bytearray(build_zip([Entry("a.txt", b"x")]))
+    end = payload.rindex(b"PK\x05\x06")
+    payload[end + 10:end + 12] = b"\xff\xff"
+
+    error = refusal(bytes(payload))
+
+    assert error.reason == "corrupt"
+    assert "zip64" in error.detail
+
+
+def test_inspect_archive_finds_the_end_record_behind_an_archive_comment() -> None:
+    payload = build_zip([Entry("a.txt", b"x")], comment=b"a comment " * 50)
+
+    assert_accepted(payload)
+
+
+def test_read_directory_labels_its_refusals_for_the_caller_to_relabel() -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        read_directory(b"not a zip", max_members=10)
+
+    assert (caught.value.label, caught.value.stage, caught.value.reason) == (
+        "<archive>", "archive", "corrupt")

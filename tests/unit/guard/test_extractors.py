@@ -1,0 +1,410 @@
+"""The format extractors and the router between them.
+
+`PlainTextExtractor`, the `Router` and the pre-flight checks that run before
+any third-party parser are tested in process. The real parsers (unstructured,
+pypdf, Tesseract) run only through the isolated default pool, on the trusted
+samples from `capsa.guard.extractors._samples`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import shutil
+import struct
+import zipfile
+import zlib
+from typing import Any
+
+import pytest
+
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard import (
+    Attachment,
+    ExtractionLimits,
+    IsolatedExtractor,
+    default_extractor,
+    extract_attachment,
+)
+from capsa.guard.extractors import (
+    PlainTextExtractor,
+    Router,
+    TesseractExtractor,
+    UnstructuredExtractor,
+)
+from capsa.guard.extractors._samples import SAMPLES, make_pdf
+
+from ._zips import real_zip
+
+UNSTRUCTURED_KINDS = ["pdf", "docx", "pptx", "xlsx", "epub", "html", "eml", "rtf"]
+needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
+                                     reason="needs the tesseract binary")
+
+
+# plain text
+
+
+@pytest.mark.parametrize(
+    ("bom", "encoding"),
+    [(codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+     (codecs.BOM_UTF16_BE, "utf-16-be"), (codecs.BOM_UTF32_LE, "utf-32-le"),
+     (codecs.BOM_UTF32_BE, "utf-32-be")],
+)
+def test_plain_text_extractor_decodes_by_byte_order_mark(bom: bytes, encoding: str) -> None:
+    payload = bom + "naïve café".encode(encoding)
+
+    assert PlainTextExtractor().extract("text", None, payload, max_pages=1) == "naïve café"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_plain_text_extractor_decodes_utf16_without_a_bom(encoding: str) -> None:
+    payload = "naïve café, crème brûlée".encode(encoding)
+
+    text = PlainTextExtractor().extract("text", None, payload, max_pages=1)
+
+    assert text == "naïve café, crème brûlée"
+
+
+def test_plain_text_extractor_refuses_mostly_invalid_utf8_as_undecodable() -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        PlainTextExtractor().extract("text", "text/plain", b"abc" + b"\xff" * 10, max_pages=1)
+
+    assert (caught.value.stage, caught.value.reason) == ("preflight", "undecodable")
+    assert "10 of 13 characters" in caught.value.detail
+
+
+def test_plain_text_extractor_replaces_a_few_invalid_bytes() -> None:
+    text = PlainTextExtractor().extract("text", None, b"a" * 40 + b"\xff", max_pages=1)
+
+    assert text == "a" * 40 + "\ufffd"
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [("markdown", b"# Title\n\n- item"), ("csv", b"a,b\n1,2\n"), ("json", b'{"k": [1]}')],
+)
+def test_plain_text_extractor_passes_markdown_csv_and_json_through(kind: str,
+                                                                   payload: bytes) -> None:
+    assert PlainTextExtractor().extract(kind, None, payload, max_pages=1) == payload.decode()
+
+
+def test_plain_text_extractor_self_test_reports_every_kind_ok() -> None:
+    assert PlainTextExtractor().self_test() == {"csv": "ok", "json": "ok", "markdown": "ok",
+                                                "text": "ok"}
+
+
+# router
+
+
+class Named:
+    """A trusted fake extractor that says which one answered."""
+
+    def __init__(self, name: str, kinds: set[str], report: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.kinds = frozenset(kinds)
+        self.calls: list[tuple[str, str | None, bytes, int]] = []
+        if report is not None:
+            self.self_test = lambda: report
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        self.calls.append((kind, media_type, payload, max_pages))
+        return self.name
+
+
+def test_router_sends_each_kind_to_the_first_extractor_that_names_it() -> None:
+    first, second = Named("first", {"text"}), Named("second", {"text", "pdf"})
+    router = Router([first, second])
+
+    answers = [router.extract(kind, None, b"x", max_pages=1) for kind in ("text", "pdf")]
+
+    assert answers == ["first", "second"]
+
+
+def test_router_passes_media_type_payload_and_page_limit_through() -> None:
+    inner = Named("only", {"pdf"})
+
+    Router([inner]).extract("pdf", "application/pdf", b"%PDF", max_pages=9)
+
+    assert inner.calls == [("pdf", "application/pdf", b"%PDF", 9)]
+
+
+def test_router_refuses_a_kind_no_extractor_handles() -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        Router([PlainTextExtractor()]).extract("pdf", None, b"%PDF", max_pages=1)
+
+    assert (caught.value.stage, caught.value.reason) == ("sniff", "unsupported_type")
+    assert "no extractor handles pdf" in caught.value.detail
+
+
+def test_router_kinds_are_the_union_of_its_extractors() -> None:
+    router = Router([Named("a", {"text"}), Named("b", {"pdf", "png"})])
+
+    assert router.kinds == {"text", "pdf", "png"}
+
+
+def test_router_merges_self_tests_and_skips_extractors_without_one() -> None:
+    router = Router([Named("a", {"text"}, {"text": "ok"}), Named("b", {"csv"}),
+                     Named("c", {"pdf"}, {"pdf": "ImportError: pypdf"})])
+
+    assert router.self_test() == {"text": "ok", "pdf": "ImportError: pypdf"}
+
+
+def test_default_router_covers_each_kind_with_the_intended_extractor() -> None:
+    router = default_extractor().inner
+    assert isinstance(router, Router)
+
+    owners = {kind: type(extractor).__name__ for kind, extractor in router.routes.items()}
+
+    assert {owners[k] for k in ("text", "markdown", "csv", "json")} == {"PlainTextExtractor"}
+    assert {owners[k] for k in UNSTRUCTURED_KINDS} == {"UnstructuredExtractor"}
+    assert {owners[k] for k in ("png", "jpeg", "tiff", "webp")} == {"TesseractExtractor"}
+
+
+# pre-flight checks that run before any third-party parser
+
+
+def preflight_refusal(kind: str, payload: bytes, max_pages: int = 20) -> IngestionRejected:
+    with pytest.raises(IngestionRejected) as caught:
+        UnstructuredExtractor().extract(kind, None, payload, max_pages=max_pages)
+    assert caught.value.stage == "preflight"
+    return caught.value
+
+
+@pytest.mark.parametrize("part", ["word/document.xml", "word/_rels/document.xml.rels",
+                                  "docProps/core.xml"])
+def test_unstructured_refuses_an_ooxml_part_with_a_doctype(part: str) -> None:
+    payload = real_zip({"[Content_Types].xml": b"<Types/>", "word/document.xml": b"<d/>",
+                        part: b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "b">]><d>&a;</d>'})
+
+    error = preflight_refusal("docx", payload)
+
+    assert error.reason == "forbidden_xml"
+    assert repr(part) in error.detail
+
+
+def test_unstructured_refuses_an_epub_part_that_declares_entities() -> None:
+    payload = real_zip({"mimetype": b"application/epub+zip",
+                        "c.xhtml": b'<!DOCTYPE html [<!ENTITY lol "lol">]><html>&lol;</html>'})
+
+    assert preflight_refusal("epub", payload).reason == "forbidden_xml"
+
+
+def test_unstructured_refuses_a_deck_with_more_slides_than_pages_allowed() -> None:
+    slides = {f"ppt/slides/slide{i}.xml": b"<p:sld/>" for i in range(1, 26)}
+    payload = real_zip({"[Content_Types].xml": b"<Types/>", "ppt/presentation.xml": b"<p/>",
+                        **slides})
+
+    error = preflight_refusal("pptx", payload)
+
+    assert error.reason == "too_many_pages"
+    assert error.detail == "25 slides, over the limit of 20"
+
+
+def test_unstructured_refuses_a_pdf_with_more_pages_than_allowed() -> None:
+    error = preflight_refusal("pdf", make_pdf([f"page {i}" for i in range(25)]))
+
+    assert error.reason == "too_many_pages"
+    assert error.detail == "25 pages, over the limit of 20"
+
+
+def test_unstructured_extracts_a_pdf_at_the_page_limit() -> None:
+    text = UnstructuredExtractor().extract("pdf", None, make_pdf(["alpha", "beta"]), max_pages=2)
+
+    assert text == "alpha\n\nbeta"
+
+
+def test_unstructured_refuses_an_encrypted_pdf_without_trying_passwords() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["secret"]))))
+    writer.encrypt("password", algorithm="RC4-128")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+
+    assert preflight_refusal("pdf", buffer.getvalue()).reason == "encrypted"
+
+
+def test_unstructured_refuses_deeply_nested_mime() -> None:
+    headers = "".join(f'Content-Type: multipart/mixed; boundary="b{i}"\n' for i in range(21))
+    payload = f"From: a@x\nTo: b@x\n{headers}\nbody".encode()
+
+    error = preflight_refusal("eml", payload)
+
+    assert error.reason == "nested_too_deep"
+    assert "21 multipart boundaries" in error.detail
+
+
+def test_unstructured_refuses_an_email_with_too_many_parts() -> None:
+    parts = "".join("--b\nContent-Type: text/plain\n\npart\n" for _ in range(201))
+    payload = f'From: a@x\nTo: b@x\nContent-Type: multipart/mixed; boundary="b"\n\n{parts}--b--'
+
+    error = preflight_refusal("eml", payload.encode())
+
+    assert error.reason == "too_many_members"
+    assert "over the limit of 200" in error.detail
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"max_pixels": 0}, {"timeout_s": 0}, {"max_pixels": -5}]
+)
+def test_tesseract_extractor_refuses_non_positive_settings(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        TesseractExtractor(**kwargs)
+
+
+# real parsers, isolated: the trusted samples
+
+
+@pytest.fixture(scope="module")
+def full_pool() -> IsolatedExtractor:
+    """The process-wide default pool (shared, never closed here)."""
+    return default_extractor()
+
+
+@pytest.mark.slow
+def test_default_pool_self_test_passes_for_every_unstructured_kind(
+    full_pool: IsolatedExtractor,
+) -> None:
+    report = full_pool.health["self_test"]
+
+    assert {kind: report[kind] for kind in UNSTRUCTURED_KINDS} == dict.fromkeys(
+        UNSTRUCTURED_KINDS, "ok")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", UNSTRUCTURED_KINDS)
+def test_unstructured_extracts_each_trusted_sample_in_the_isolated_pool(
+    full_pool: IsolatedExtractor, kind: str,
+) -> None:
+    doc = extract_attachment(Attachment(label=f"sample.{kind}", payload=SAMPLES[kind]()),
+                             full_pool)
+
+    assert doc.kind == kind
+    assert "capsa self-test" in doc.text
+
+
+@pytest.mark.slow
+def test_unstructured_reads_spreadsheet_cells_in_the_isolated_pool(
+    full_pool: IsolatedExtractor,
+) -> None:
+    doc = extract_attachment(Attachment(label="s.xlsx", payload=SAMPLES["xlsx"]()), full_pool)
+
+    assert doc.text.split() == ["name", "value", "capsa", "self-test", "1"]
+
+
+# real OCR, isolated
+
+
+def image_sample(fmt: str) -> bytes:
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(SAMPLES["png"]()))
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that declares `width` x `height` grey pixels but carries one row."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * (width + 1))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(
+        b"IEND", b"")
+
+
+def ocr(pool: IsolatedExtractor, kind: str, payload: bytes,
+        limits: ExtractionLimits | None = None) -> str:
+    return pool.run(kind, None, payload, limits or ExtractionLimits(), label=f"scan.{kind}")
+
+
+@pytest.mark.slow
+@pytest.mark.ocr
+@needs_tesseract
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "TIFF", "WEBP"])
+def test_tesseract_reads_the_sample_line_in_every_image_format(
+    full_pool: IsolatedExtractor, fmt: str,
+) -> None:
+    doc = extract_attachment(Attachment(label=f"scan.{fmt.lower()}", payload=image_sample(fmt)),
+                             full_pool)
+
+    assert doc.kind == {"PNG": "png", "JPEG": "jpeg", "TIFF": "tiff", "WEBP": "webp"}[fmt]
+    assert "capsa" in doc.text.lower()
+
+
+@pytest.mark.slow
+@pytest.mark.ocr
+@needs_tesseract
+@pytest.mark.parametrize(("width", "height"), [(100_000, 100_000), (8_000, 6_000)])
+def test_tesseract_refuses_too_many_pixels_before_decoding(
+    full_pool: IsolatedExtractor, width: int, height: int,
+) -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        ocr(full_pool, "png", png_header(width, height))
+
+    assert (caught.value.stage, caught.value.reason) == ("preflight", "image_too_large")
+    assert str(width * height) in caught.value.detail
+
+
+@pytest.mark.slow
+@pytest.mark.ocr
+@needs_tesseract
+def test_tesseract_refuses_a_side_longer_than_tesseract_accepts(
+    full_pool: IsolatedExtractor,
+) -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        ocr(full_pool, "png", png_header(40_000, 8))
+
+    assert caught.value.reason == "image_too_large"
+    assert "40000x8" in caught.value.detail
+
+
+@pytest.mark.slow
+@pytest.mark.ocr
+@needs_tesseract
+def test_tesseract_refuses_more_frames_than_pages_allowed(full_pool: IsolatedExtractor) -> None:
+    from PIL import Image
+
+    frames = [Image.new("L", (16, 16), shade) for shade in (0, 128, 255)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="TIFF", save_all=True, append_images=frames[1:])
+
+    with pytest.raises(IngestionRejected) as caught:
+        ocr(full_pool, "tiff", buffer.getvalue(), ExtractionLimits(max_pages=2))
+
+    assert caught.value.reason == "too_many_frames"
+    assert caught.value.detail == "3 frames, over the limit of 2"
+
+
+@pytest.mark.slow
+@pytest.mark.ocr
+@needs_tesseract
+def test_tesseract_opens_only_the_format_it_was_told(full_pool: IsolatedExtractor) -> None:
+    with pytest.raises(ExtractionFailed) as caught:
+        ocr(full_pool, "png", image_sample("JPEG"))
+
+    assert caught.value.cause == "raised"
+    assert "UnidentifiedImageError" in caught.value.detail
+
+
+def test_samples_cover_every_unstructured_kind_and_png() -> None:
+    assert set(SAMPLES) == {*UNSTRUCTURED_KINDS, "png"}
+
+
+def test_make_pdf_writes_one_page_per_line() -> None:
+    payload = make_pdf(["one", "two (2)", "three"])
+
+    assert payload.startswith(b"%PDF-1.4")
+    assert b"/Count 3" in payload
+    assert b"two \\(2\\)" in payload
+
+
+def test_epub_sample_stores_its_mimetype_first() -> None:
+    with zipfile.ZipFile(io.BytesIO(SAMPLES["epub"]())) as book:
+        first = book.infolist()[0]
+
+    assert (first.filename, first.compress_type) == ("mimetype", zipfile.ZIP_STORED)

@@ -1,0 +1,524 @@
+"""`IsolatedExtractor`: a pool of scrubbed zygote workers, one fresh rlimited child per file.
+
+Misbehaviour comes from `capsa.guard.testing.MisbehavingExtractor`; a payload
+starting with ``echo:`` is always echoed, so one pool can serve a hostile file
+and then prove it still works. Limits are short (2 s wall clock) to keep the
+module fast; nothing here asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard import ExtractionLimits, IsolatedExtractor
+from capsa.guard.extractors import PlainTextExtractor, TesseractExtractor
+from capsa.guard.isolation import _interpret
+from capsa.guard.testing import Behaviour, MisbehavingExtractor
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the worker needs Linux"),
+    pytest.mark.timeout(120),
+]
+
+MiB = 1024 * 1024
+LIMITS = ExtractionLimits(timeout_s=2, cpu_s=10, memory_bytes=256 * MiB,
+                          max_file_write_bytes=1 * MiB)
+SCRUBBED_ENV = {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "OMP_NUM_THREADS",
+                "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "UNSTRUCTURED_DISABLE_NOTICE",
+                "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONDONTWRITEBYTECODE",
+                "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX"}
+
+
+def worker_pids() -> set[int]:
+    """Live extraction workers that are children of this test process."""
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == os.getpid() and state != "Z" and b"capsa.guard._worker" in command:
+            found.add(int(entry))
+    return found
+
+
+def is_dead(pid: int) -> bool:
+    """True once `pid` has exited (a zombie waiting to be reaped counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(400):
+        if condition():
+            return
+        time.sleep(0.025)
+    raise AssertionError(f"gave up waiting until {what}")
+
+
+@pytest.fixture(scope="module")
+def pools() -> Iterator[Callable[[Behaviour], IsolatedExtractor]]:
+    """One started single-worker pool per behaviour, shared by the module."""
+    started: dict[str, IsolatedExtractor] = {}
+
+    def get(behaviour: Behaviour) -> IsolatedExtractor:
+        if behaviour not in started:
+            started[behaviour] = IsolatedExtractor(MisbehavingExtractor(behaviour))
+            started[behaviour].start()
+        return started[behaviour]
+
+    yield get
+    for pool in started.values():
+        pool.close()
+
+
+def run(pool: IsolatedExtractor, payload: bytes = b"x",
+        limits: ExtractionLimits = LIMITS) -> str:
+    return pool.run("text", None, payload, limits, label="f.txt")
+
+
+def failure(pool: IsolatedExtractor, limits: ExtractionLimits = LIMITS) -> ExtractionFailed:
+    with pytest.raises(ExtractionFailed) as caught:
+        run(pool, limits=limits)
+    assert caught.value.label == "f.txt"
+    assert run(pool, b"echo:next") == "echo:next", "the pool must carry on after a failure"
+    return caught.value
+
+
+# lifecycle
+
+
+def test_isolated_extractor_starts_no_worker_when_built() -> None:
+    before = worker_pids()
+
+    pool = IsolatedExtractor(PlainTextExtractor(), workers=2)
+
+    assert worker_pids() == before
+    pool.close()
+
+
+def test_isolated_extractor_start_launches_every_worker_and_close_stops_them() -> None:
+    before = worker_pids()
+    pool = IsolatedExtractor(PlainTextExtractor(), workers=2)
+
+    pool.start()
+    started = worker_pids() - before
+    pool.close()
+
+    assert len(started) == 2
+    assert worker_pids() & started == set()
+
+
+def test_isolated_extractor_reports_its_first_worker_in_health() -> None:
+    before = worker_pids()
+    with IsolatedExtractor(PlainTextExtractor()) as pool:
+        health = pool.health
+        started = worker_pids() - before
+
+    assert health["ready"] is True
+    assert started == {health["pid"]}
+    assert health["network"] in {"namespace+sockets-refused", "sockets-refused"}
+    assert health["self_test"] == {"csv": "ok", "json": "ok", "markdown": "ok", "text": "ok"}
+
+
+def test_isolated_extractor_as_context_manager_starts_and_stops_its_workers() -> None:
+    before = worker_pids()
+
+    with IsolatedExtractor(PlainTextExtractor()) as pool:
+        inside = worker_pids() - before
+        text = pool.extract("text", "text/plain", b"hello", max_pages=1)
+
+    assert isinstance(pool, IsolatedExtractor)
+    assert (len(inside), text) == (1, "hello")
+    assert worker_pids() & inside == set()
+
+
+def test_isolated_extractor_removes_its_scratch_directory_on_close() -> None:
+    with IsolatedExtractor(MisbehavingExtractor("env")) as pool:
+        env = dict(line.split("=", 1) for line in run(pool).splitlines())
+        scratch = Path(env["HOME"])
+        assert scratch.is_dir()
+
+    assert env["TMPDIR"] == env["HOME"]
+    assert not scratch.exists()
+
+
+def test_isolated_extractor_refuses_work_after_close() -> None:
+    pool = IsolatedExtractor(PlainTextExtractor())
+    pool.start()
+    pool.close()
+
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.extract("text", None, b"hello", max_pages=1)
+
+
+def test_isolated_extractor_refuses_fewer_than_one_worker() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        IsolatedExtractor(PlainTextExtractor(), workers=0)
+
+
+def test_isolated_extractor_exposes_the_kinds_of_its_inner_extractor() -> None:
+    pool = IsolatedExtractor(PlainTextExtractor())
+
+    assert pool.kinds == PlainTextExtractor.kinds
+
+
+def test_isolated_extractor_port_method_applies_the_pool_default_limits() -> None:
+    limits = ExtractionLimits(max_text_chars=5)
+    with IsolatedExtractor(PlainTextExtractor(), limits=limits) as pool, \
+            pytest.raises(IngestionRejected) as caught:
+        pool.extract("text", None, b"abcdef", max_pages=1)
+
+    assert (caught.value.label, caught.value.reason) == ("<payload>", "text_too_long")
+
+
+def test_isolated_extractor_refuses_a_kind_whose_parser_failed_its_self_test() -> None:
+    with IsolatedExtractor(TesseractExtractor(lang="no-such-language")) as pool, \
+            pytest.raises(ExtractionFailed) as caught:
+        pool.run("png", None, b"\x89PNG\r\n\x1a\n", LIMITS, label="scan.png")
+
+    assert caught.value.cause == "raised"
+    assert "png parser failed its start-up self-test" in caught.value.detail
+
+
+# concurrency
+
+
+def test_two_workers_serve_other_threads_while_one_file_hangs() -> None:
+    with IsolatedExtractor(MisbehavingExtractor("hang"), workers=2) as pool:
+        hung_done = threading.Event()
+
+        def hang() -> None:
+            try:
+                run(pool)
+            except ExtractionFailed:
+                hung_done.set()
+
+        hanging = threading.Thread(target=hang)
+        hanging.start()
+        # The pool exposes no "busy" count; its idle queue is the only way to know
+        # the hanging file really holds a worker before the other thread starts.
+        wait_until(lambda: pool._idle.qsize() == 1, "the hanging file holds one worker")
+        served = [run(pool, f"echo:{i}".encode()) for i in range(3)]
+        still_hanging = not hung_done.is_set()
+        hanging.join()
+
+    assert served == ["echo:0", "echo:1", "echo:2"]
+    assert still_hanging
+    assert hung_done.is_set()
+
+
+def test_concurrent_threads_each_get_their_own_text_back() -> None:
+    payloads = [f"echo:thread-{t}-file-{f}".encode() for t in range(4) for f in range(5)]
+
+    with IsolatedExtractor(MisbehavingExtractor("echo"), workers=2) as pool, \
+            ThreadPoolExecutor(max_workers=4) as threads:
+        texts = list(threads.map(lambda p: run(pool, p), payloads))
+
+    assert texts == [p.decode() for p in payloads]
+
+
+# a parser that loses: the call fails with a cause, the pool carries on
+
+
+def test_hung_parser_times_out_and_the_same_worker_serves_the_next_file(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    pool = pools("hang")
+    pid = pool.health["pid"]
+
+    error = failure(pool)
+
+    assert (error.cause, error.detail) == ("timeout", "wall-clock deadline passed")
+    assert pool.restarts == 0
+    assert pool.health["pid"] == pid
+
+
+def test_parser_sleeping_inside_c_times_out(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    assert failure(pools("sleep")).cause == "timeout"
+
+
+def test_parser_over_its_cpu_seconds_is_stopped_by_rlimit_cpu(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    error = failure(pools("hang"), LIMITS.model_copy(update={"cpu_s": 1, "timeout_s": 60}))
+
+    assert error.cause == "timeout"
+    assert "SIGXCPU" in error.detail
+
+
+def test_parser_over_its_cpu_seconds_is_killed_before_the_wall_clock(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    error = failure(pools("hang"), LIMITS.model_copy(update={"cpu_s": 1, "timeout_s": 60}))
+
+    assert error.detail != "wall-clock deadline passed"
+
+
+def test_parser_over_its_memory_allowance_fails_as_memory_limit(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    error = failure(pools("allocate"))
+
+    assert error.cause == "memory_limit"
+    assert str(256 * MiB) in error.detail
+
+
+def test_parser_that_exits_fails_as_crashed_with_its_status(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    error = failure(pools("exit"))
+
+    assert error.cause == "crashed"
+    assert "status 3" in error.detail
+
+
+def test_parser_that_segfaults_fails_as_crashed_with_the_signal(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    error = failure(pools("segfault"))
+
+    assert error.cause == "crashed"
+    assert "SIGSEGV" in error.detail
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "cause", "detail"),
+    [
+        ("raise", "raised", "KeyError: 'the parser tripped over its own feet'"),
+        ("sys_exit", "raised", "SystemExit: 0"),
+        ("garbage", "protocol", "extractor returned int, not str"),
+    ],
+)
+def test_parser_errors_arrive_typed_with_a_cause(
+    pools: Callable[[Behaviour], IsolatedExtractor], behaviour: Behaviour, cause: str,
+    detail: str,
+) -> None:
+    error = failure(pools(behaviour))
+
+    assert (error.cause, error.detail) == (cause, detail)
+
+
+def test_parser_flooding_stdout_cannot_corrupt_the_protocol(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    assert run(pools("stdout_flood")) == "after the flood"
+
+
+def test_parser_cannot_open_a_network_socket(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    error = failure(pools("socket"))
+
+    assert error.cause == "raised"
+    assert "network access is disabled" in error.detail
+
+
+def test_parser_cannot_write_a_file_over_the_size_limit(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    error = failure(pools("big_write"))
+
+    # Python ignores SIGXFSZ, so RLIMIT_FSIZE surfaces as EFBIG from write().
+    assert (error.cause, error.detail) == ("raised", "OSError: [Errno 27] File too large")
+
+
+def test_parser_sees_only_a_scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPSA_TEST_API_KEY", "sk-test-secret")
+
+    with IsolatedExtractor(MisbehavingExtractor("env")) as pool:
+        text = run(pool)
+
+    names = {line.split("=", 1)[0] for line in text.splitlines()}
+    assert "sk-test-secret" not in text
+    assert names <= SCRUBBED_ENV
+
+
+def test_parser_result_over_the_text_ceiling_is_dropped_whole(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    pool = pools("huge_result")
+
+    with pytest.raises(IngestionRejected) as caught:
+        run(pool)
+
+    assert (caught.value.stage, caught.value.reason) == ("text", "text_too_long")
+    assert "extracted 2000000 characters, over the limit of 50000" in caught.value.detail
+
+
+def test_parser_lone_surrogate_arrives_as_a_replacement_character(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    assert run(pools("surrogate")) == "before \ufffd after"
+
+
+def sleeping_grandchildren() -> set[int]:
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if command == b"sleep\x003600\x00" and state != "Z":
+                found.add(int(entry))
+    return found
+
+
+def test_parser_grandchild_dies_with_the_timed_out_parser(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    before = sleeping_grandchildren()
+
+    assert failure(pools("grandchild")).cause == "timeout"
+
+    wait_until(lambda: sleeping_grandchildren() <= before, "the grandchild is gone")
+
+
+# a worker that stops answering is replaced
+
+
+def test_worker_that_died_while_idle_is_replaced_before_the_next_file() -> None:
+    with IsolatedExtractor(MisbehavingExtractor("echo")) as pool:
+        old = pool.health["pid"]
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: is_dead(old), "the worker is dead")
+
+        text = run(pool, b"echo:fresh")
+        new = pool.health["pid"]
+
+    assert (text, pool.restarts) == ("echo:fresh", 1)
+    assert new != old
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def kill_worker_mid_file(pool: IsolatedExtractor) -> ExtractionFailed:
+    """Send a hanging file, SIGKILL its worker once the parser child runs; return the failure."""
+    worker = pool.health["pid"]
+    outcome: list[ExtractionFailed] = []
+
+    def hang() -> None:
+        try:
+            run(pool)
+        except ExtractionFailed as error:
+            outcome.append(error)
+
+    hanging = threading.Thread(target=hang)
+    hanging.start()
+    wait_until(lambda: bool(children(worker)), "the worker has forked the parser child")
+    os.kill(worker, signal.SIGKILL)
+    hanging.join()
+    (error,) = outcome
+    return error
+
+
+def test_worker_killed_during_a_file_fails_that_file_and_is_replaced() -> None:
+    with IsolatedExtractor(MisbehavingExtractor("hang")) as pool:
+        old = pool.health["pid"]
+
+        error = kill_worker_mid_file(pool)
+        after = run(pool, b"echo:fresh")
+        new = pool.health["pid"]
+
+    assert error.cause in {"crashed", "timeout"}
+    assert "replaced" in error.detail
+    assert pool.restarts == 1
+    assert (after, new != old) == ("echo:fresh", True)
+
+
+def test_worker_killed_during_a_file_is_always_reported_as_crashed() -> None:
+    with IsolatedExtractor(MisbehavingExtractor("hang")) as pool:
+        causes = [kill_worker_mid_file(pool).cause for _ in range(5)]
+
+    assert causes == ["crashed"] * 5
+
+
+@pytest.mark.slow
+def test_hung_worker_is_killed_after_the_grace_period_and_replaced() -> None:
+    limits = LIMITS.model_copy(update={"timeout_s": 1})
+    with IsolatedExtractor(MisbehavingExtractor("echo")) as pool:
+        old = pool.health["pid"]
+        os.kill(old, signal.SIGSTOP)
+
+        with pytest.raises(ExtractionFailed) as caught:
+            run(pool, b"echo:never", limits)
+        after = run(pool, b"echo:fresh", limits)
+        new = pool.health["pid"]
+
+    assert (caught.value.cause, pool.restarts) == ("timeout", 1)
+    assert "stopped answering" in caught.value.detail
+    assert (after, new != old) == ("echo:fresh", True)
+    assert old not in worker_pids()
+
+
+# the parent re-validates whatever a (possibly compromised) child sent
+
+
+def interpreted(answer: dict[str, Any], limits: ExtractionLimits = LIMITS) -> str:
+    return _interpret(answer, "f.txt", limits)
+
+
+def test_interpret_normalises_text_from_the_child() -> None:
+    assert interpreted({"ok": "a\r\nb\u202e \ud800  "}) == "a\nb \ufffd"
+
+
+def test_interpret_applies_the_text_ceiling_itself() -> None:
+    with pytest.raises(IngestionRejected, match="extracted 11 characters, over the limit of 10"):
+        interpreted({"ok": "a" * 11}, ExtractionLimits(max_text_chars=10))
+
+
+def test_interpret_turns_an_unknown_failure_cause_into_protocol() -> None:
+    with pytest.raises(ExtractionFailed) as caught:
+        interpreted({"failed": {"cause": "rm -rf", "detail": "trust me"}})
+
+    assert caught.value.cause == "protocol"
+    assert caught.value.detail == "unknown failure cause 'rm -rf'"
+
+
+def test_interpret_keeps_a_known_failure_cause_and_caps_its_detail() -> None:
+    with pytest.raises(ExtractionFailed) as caught:
+        interpreted({"failed": {"cause": "incomplete", "detail": "x" * 5000}})
+
+    assert (caught.value.cause, len(caught.value.detail)) == ("incomplete", 2000)
+
+
+def test_interpret_rebuilds_a_refusal_with_the_callers_label() -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        interpreted({"rejected": {"reason": "forbidden_xml", "stage": "preflight",
+                                  "detail": "DOCTYPE"}})
+
+    assert (caught.value.label, caught.value.reason) == ("f.txt", "forbidden_xml")
+
+
+@pytest.mark.parametrize("answer", [{}, {"ok": 42}, {"rejected": "x"}, {"failed": ["raised"]}])
+def test_interpret_refuses_an_unrecognised_answer_as_protocol(answer: dict[str, Any]) -> None:
+    with pytest.raises(ExtractionFailed) as caught:
+        interpreted(answer)
+
+    assert caught.value.cause == "protocol"

@@ -1,0 +1,137 @@
+"""`normalize` and `decode_text`: prompt-safe text, decoded without guessing code pages."""
+
+from __future__ import annotations
+
+import codecs
+
+import pytest
+
+from capsa.guard import normalize
+from capsa.guard.normalize import UndecodableText, decode_text
+
+
+def test_normalize_turns_every_newline_style_into_unix() -> None:
+    assert normalize("a\r\nb\rc\nd") == "a\nb\nc\nd"
+
+
+def test_normalize_replaces_lone_surrogates_so_utf8_encoding_never_raises() -> None:
+    text = normalize("before \ud800 after \udfff")
+
+    assert text == "before \ufffd after \ufffd"
+    assert text.encode("utf-8")
+
+
+def test_normalize_composes_to_nfc() -> None:
+    assert normalize("cafe\u0301") == "caf\u00e9"
+
+
+def test_normalize_composes_characters_that_a_removed_one_kept_apart() -> None:
+    assert normalize("e\u200b\u0301") == "\u00e9"
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    ["\x00", "\x07", "\x1b", "\x7f", "\x85", "\u200b", "\u200e", "\u202e", "\u2066", "\ufeff",
+     "\U000e0041", "\ue000"],
+)
+def test_normalize_removes_control_format_and_private_use_characters(hidden: str) -> None:
+    assert normalize(f"ab{hidden}cd") == "abcd"
+
+
+def test_normalize_keeps_tabs_and_newlines_inside_text() -> None:
+    assert normalize("a\tb\nc") == "a\tb\nc"
+
+
+def test_normalize_strips_ansi_escape_introducers_but_keeps_their_printable_tail() -> None:
+    assert normalize("\x1b[31mred\x1b[0m") == "[31mred[0m"
+
+
+def test_normalize_removes_trailing_spaces_and_tabs_on_every_line() -> None:
+    assert normalize("a  \nb\t\t\nc \t ") == "a\nb\nc"
+
+
+def test_normalize_removes_spaces_exposed_by_removed_characters() -> None:
+    assert normalize("a \u200b\nb") == "a\nb"
+
+
+def test_normalize_folds_runs_of_blank_lines_to_two() -> None:
+    assert normalize("a\n\n\n\n\n\nb") == "a\n\n\nb"
+
+
+def test_normalize_folds_blank_lines_that_held_only_white_space() -> None:
+    assert normalize("a\n \n\t\n  \n \nb") == "a\n\n\nb"
+
+
+def test_normalize_strips_leading_and_trailing_newlines() -> None:
+    assert normalize("\n\n  \ntext\n\n") == "text"
+
+
+def test_normalize_is_idempotent_on_a_messy_sample() -> None:
+    messy = "\ufeff\r\n  Title \u202e\r\n\r\n\r\n\r\n\r\nbody\x00 e\u0301  \t\n\ud800"
+    once = normalize(messy)
+
+    assert normalize(once) == once
+
+
+def test_decode_text_reads_strict_utf8() -> None:
+    assert decode_text("héllo wörld".encode()) == "héllo wörld"
+
+
+@pytest.mark.parametrize(
+    ("bom", "encoding"),
+    [
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+        (codecs.BOM_UTF32_LE, "utf-32-le"),
+        (codecs.BOM_UTF32_BE, "utf-32-be"),
+    ],
+)
+def test_decode_text_follows_a_byte_order_mark_and_drops_it(bom: bytes, encoding: str) -> None:
+    assert decode_text(bom + "Grüße, мир".encode(encoding)) == "Grüße, мир"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_decode_text_recognises_utf16_without_a_bom_from_its_nul_bytes(encoding: str) -> None:
+    assert decode_text("héllo wörld".encode(encoding)) == "héllo wörld"
+
+
+def test_decode_text_reads_utf16_without_a_bom_even_when_its_bytes_are_valid_utf8() -> None:
+    assert decode_text("Főző".encode("utf-16-le")) == "Főző"
+
+
+def test_decode_text_replaces_a_few_invalid_bytes() -> None:
+    payload = b"a" * 99 + b"\xff"
+
+    assert decode_text(payload) == "a" * 99 + "\ufffd"
+
+
+def test_decode_text_accepts_exactly_five_percent_replacements() -> None:
+    payload = b"a" * 95 + b"\xff" * 5
+
+    assert decode_text(payload).count("\ufffd") == 5
+
+
+def test_decode_text_refuses_more_than_five_percent_invalid_bytes() -> None:
+    payload = b"a" * 94 + b"\xff" * 6
+
+    with pytest.raises(UndecodableText, match="6 of 100 characters"):
+        decode_text(payload)
+
+
+def test_decode_text_refuses_binary_rather_than_guessing_a_code_page() -> None:
+    with pytest.raises(UndecodableText, match="not valid UTF-8"):
+        decode_text(bytes(range(128, 256)) * 4)
+
+
+def test_decode_text_refuses_invalid_utf8_after_a_utf8_bom() -> None:
+    with pytest.raises(UndecodableText):
+        decode_text(codecs.BOM_UTF8 + b"\xff" * 100)
+
+
+def test_decode_text_returns_an_empty_string_for_no_bytes() -> None:
+    assert decode_text(b"") == ""
+
+
+def test_undecodable_text_is_a_value_error() -> None:
+    assert issubclass(UndecodableText, ValueError)
