@@ -26,16 +26,19 @@ import os
 import pickle
 import resource
 import select
+import shutil
 import signal
 import socket
 import struct
 import sys
+import tempfile
 import time
 from typing import IO, Any
 
 _LENGTH = struct.Struct(">I")
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def read_frame(stream: IO[bytes]) -> bytes | None:
@@ -108,53 +111,68 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: list[int]) -> None:
+def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: list[int],
+           scratch: str) -> None:
     """Runs in the forked child; never returns."""
-    status = 0
+    status = 70
     try:
-        for fd in close_fds:
-            os.close(fd)
-        os.setpgid(0, 0)
-        _die_with_parent()
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        _limit(resource.RLIMIT_CORE, 0)
-        # soft < hard, so the kernel sends SIGXCPU (reported as a timeout)
-        # before the SIGKILL at the hard limit.
-        _limit(resource.RLIMIT_CPU, int(request["cpu_s"]), int(request["cpu_s"]) + 1)
-        _limit(resource.RLIMIT_FSIZE, int(request["max_file_write_bytes"]))
-        _limit(resource.RLIMIT_NOFILE, 64)
-        _limit(resource.RLIMIT_AS, _address_space() + int(request["memory_bytes"]))
-        result = _run(extractor, request)
-    except BaseException as exc:  # noqa: BLE001 - the child reports every way it can lose
-        result = {"failed": {"cause": "raised", "detail": f"{type(exc).__name__}: {exc}"}}
-    try:
-        data = json.dumps(result, ensure_ascii=True).encode("ascii")
+        try:
+            for fd in close_fds:
+                os.close(fd)
+            os.setpgid(0, 0)
+            _die_with_parent()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.environ["TMPDIR"] = scratch
+            tempfile.tempdir = scratch
+            _limit(resource.RLIMIT_CORE, 0)
+            # soft < hard, so the kernel sends SIGXCPU (reported as a timeout)
+            # before the SIGKILL at the hard limit.
+            _limit(resource.RLIMIT_CPU, int(request["cpu_s"]), int(request["cpu_s"]) + 1)
+            _limit(resource.RLIMIT_FSIZE, int(request["max_file_write_bytes"]))
+            _limit(resource.RLIMIT_NOFILE, 64)
+            _limit(resource.RLIMIT_AS, _address_space() + int(request["memory_bytes"]))
+            result = _run(extractor, request)
+        except BaseException as exc:  # noqa: BLE001 - the child reports every way it can lose
+            result = {"failed": {"cause": "raised", "detail": _describe(exc)}}
+        data = json.dumps(result, ensure_ascii=False).encode("utf-8", "replace")
         view = memoryview(data)
         while view:
             written = os.write(write_fd, view)
             view = view[written:]
-    except BaseException:  # noqa: BLE001
-        status = 70
-    os._exit(status)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except BaseException:  # noqa: BLE001 - an exception whose str() raises
+        return type(exc).__name__
 
 
 def _run(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
     from capsa.errors import ExtractionFailed, IngestionRejected
+    from capsa.guard.limits import ExtractionLimits
     from capsa.guard.normalize import normalize
 
     try:
+        limits = ExtractionLimits.model_validate_json(request["limits"])
+        configure = getattr(extractor, "with_limits", None)
+        if configure is not None:
+            extractor = configure(limits)
         raw = extractor.extract(request["kind"], request["media_type"], request["payload"],
-                                max_pages=int(request["max_pages"]))
+                                max_pages=limits.max_pages)
         if not isinstance(raw, str):
             return {"failed": {"cause": "protocol",
                                "detail": f"extractor returned {type(raw).__name__}, not str"}}
         text = normalize(raw)
-        limit = int(request["max_text_chars"])
-        if len(text) > limit:
+        if len(text) > limits.max_text_chars:
             return {"rejected": {"reason": "text_too_long", "stage": "text",
                                  "detail": f"extracted {len(text)} characters, over the "
-                                           f"limit of {limit}; dropped whole, never truncated"}}
+                                           f"limit of {limits.max_text_chars}; dropped whole, "
+                                           "never truncated"}}
         return {"ok": text}
     except MemoryError:
         return {"failed": {"cause": "memory_limit",
@@ -169,42 +187,73 @@ def _run(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int) -> dict[str, Any]:
+    """Read the child's result until it exits, the deadline passes, or it sends too much.
+
+    A grandchild that escaped into its own session may still hold the pipe
+    open, so end-of-file is not waited for once the child itself has exited.
+    """
     chunks: list[bytes] = []
     size = 0
     outcome: dict[str, Any] | None = None
+    status: int | None = None
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             outcome = {"failed": {"cause": "timeout", "detail": "wall-clock deadline passed"}}
             break
-        ready, _, _ = select.select([read_fd], [], [], remaining)
-        if not ready:
+        ready, _, _ = select.select([read_fd], [], [], min(remaining, 0.05))
+        if ready:
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > max_bytes:
+                outcome = {"failed": {"cause": "protocol",
+                                      "detail": f"result exceeded {max_bytes} bytes"}}
+                break
+            chunks.append(chunk)
             continue
-        chunk = os.read(read_fd, 1 << 16)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > max_bytes:
-            outcome = {"failed": {"cause": "protocol",
-                                  "detail": f"result exceeded {max_bytes} bytes"}}
-            break
-        chunks.append(chunk)
+        if status is not None:
+            break  # the child is gone and nothing more is pending
+        done, waited = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = waited
     os.close(read_fd)
     _kill_group(pid)
-    _, status = os.waitpid(pid, 0)
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    _reap_orphans()
     if outcome is not None:
         return outcome
     if os.WIFSIGNALED(status):
         return _signal_outcome(os.WTERMSIG(status))
     if chunks:
         try:
-            parsed = json.loads(b"".join(chunks))
+            parsed = json.loads(b"".join(chunks).decode("utf-8", "replace"))
             return parsed if isinstance(parsed, dict) else _bad("result is not an object")
         except ValueError:
             return _bad("result is not valid JSON")
     code = os.WEXITSTATUS(status)
     return {"failed": {"cause": "crashed", "detail": f"parser process exited with status {code} "
                                                      "and no result"}}
+
+
+def _reap_orphans() -> None:
+    """Kill and reap every process left under this zygote (it is their subreaper)."""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry), 0)
 
 
 def _bad(detail: str) -> dict[str, Any]:
@@ -238,6 +287,9 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
     # zygote exits, and applications start pools from short-lived threads.
     # The zygote notices its parent's death as end-of-file on stdin instead.
     network = _isolate_network()
+    libc = _libc()
+    if libc is not None:  # orphans of a parser (setsid grandchildren) become ours to kill
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     sys.path.extend(p for p in config["sys_path"] if p not in sys.path)
     extractor = pickle.loads(config["extractor"])
     self_test: dict[str, str] = {}
@@ -254,14 +306,16 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
         if frame is None:
             return
         request = pickle.loads(frame)
+        scratch = tempfile.mkdtemp(prefix="file-")  # one private directory per file
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
             _child(extractor, request, write_fd,
-                   [read_fd, inbound.fileno(), outbound.fileno()])
+                   [read_fd, inbound.fileno(), outbound.fileno()], scratch)
         os.close(write_fd)
         deadline = time.monotonic() + float(request["timeout_s"])
         result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]))
+        shutil.rmtree(scratch, ignore_errors=True)
         write_frame(outbound, json.dumps(result).encode())
 
 

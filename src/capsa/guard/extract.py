@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from capsa.errors import (
     ExtractionFailed,
@@ -25,7 +25,7 @@ from capsa.guard.archive import inspect_archive
 from capsa.guard.isolation import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
-from capsa.guard.normalize import normalize
+from capsa.guard.normalize import clean_detail, normalize
 from capsa.guard.port import TextExtractor
 from capsa.guard.sniff import resolve_kind, sniff
 
@@ -56,6 +56,16 @@ class Attachment(BaseModel):
     """The declared media type; checked against the bytes, never trusted."""
     payload: bytes
     """The raw bytes."""
+
+    @field_validator("media_type")
+    @classmethod
+    def _printable_media_type(cls, value: str | None) -> str | None:
+        # Declared types are echoed into results and reports; keep them to
+        # printable ASCII so nothing downstream has to guess.
+        if value is None:
+            return None
+        cleaned = "".join(ch for ch in value if " " <= ch <= "~")[:255].strip()
+        return cleaned or None
 
 
 class Extracted(BaseModel):
@@ -91,11 +101,11 @@ class Omission(BaseModel):
 
     @classmethod
     def from_error(cls, error: IngestionRejected | ExtractionFailed) -> Omission:
-        """The omission a typed guard error stands for."""
+        """The omission a typed guard error stands for (its detail cleaned for printing)."""
+        detail = clean_detail(error.detail)
         if isinstance(error, IngestionRejected):
-            return cls(label=error.label, stage=error.stage, reason=error.reason,
-                       detail=error.detail)
-        return cls(label=error.label, stage="parser", reason=error.cause, detail=error.detail)
+            return cls(label=error.label, stage=error.stage, reason=error.reason, detail=detail)
+        return cls(label=error.label, stage="parser", reason=error.cause, detail=detail)
 
 
 class ExtractionResult(BaseModel):
@@ -259,7 +269,7 @@ def rejection_from_worker(fields: dict[str, Any], label: str) -> IngestionReject
     """Rebuild a worker's refusal, accepting only the closed sets of reasons and stages."""
     reason = fields.get("reason")
     stage = fields.get("stage")
-    detail = str(fields.get("detail", ""))[:2000]
+    detail = clean_detail(fields.get("detail", ""))
     if reason not in _REASONS or stage not in _STAGES:
         return IngestionRejected(f"worker sent an unknown refusal ({str(reason)[:50]!r})",
                                  label=label, stage="parser", reason="corrupt")
@@ -302,6 +312,9 @@ def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionReje
 def _run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
                     limits: ExtractionLimits, label: str) -> str:
     with _parser_errors(label):
+        configure = getattr(extractor, "with_limits", None)
+        if configure is not None:
+            extractor = configure(limits)
         raw = extractor.extract(kind, media_type, payload, max_pages=limits.max_pages)
     if not isinstance(raw, str):
         raise ExtractionFailed(f"extractor returned {type(raw).__name__}, not str",
@@ -326,5 +339,5 @@ def _parser_errors(label: str) -> Iterator[None]:
     except MemoryError as error:
         raise ExtractionFailed("ran out of memory", label=label, cause="memory_limit") from error
     except Exception as error:
-        raise ExtractionFailed(f"{type(error).__name__}: {error}", label=label,
+        raise ExtractionFailed(clean_detail(f"{type(error).__name__}: {error}"), label=label,
                                cause="raised") from error

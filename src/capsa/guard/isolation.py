@@ -232,7 +232,7 @@ class IsolatedExtractor:
         """
         message = {
             "kind": kind, "media_type": media_type, "payload": payload,
-            "max_pages": limits.max_pages, "max_text_chars": limits.max_text_chars,
+            "limits": limits.model_dump_json(),
             "timeout_s": limits.timeout_s, "cpu_s": limits.cpu_s,
             "memory_bytes": limits.memory_bytes,
             "max_file_write_bytes": limits.max_file_write_bytes,
@@ -287,7 +287,7 @@ class IsolatedExtractor:
 
 def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> str:
     """Re-validate what a (possibly compromised) child sent back."""
-    from capsa.guard.normalize import normalize
+    from capsa.guard.normalize import clean_detail, normalize
 
     if isinstance(answer.get("ok"), str):
         text = normalize(answer["ok"])
@@ -304,7 +304,7 @@ def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> 
     failed = answer.get("failed")
     if isinstance(failed, dict):
         cause = str(failed.get("cause"))
-        detail = str(failed.get("detail", ""))[:2000]
+        detail = clean_detail(failed.get("detail", ""))
         typed: FailureCause = "protocol"
         for known in _CAUSES:
             if cause == known:

@@ -6,7 +6,7 @@ import codecs
 import re
 import unicodedata
 
-__all__ = ["UndecodableText", "decode_text", "normalize"]
+__all__ = ["UndecodableText", "clean_detail", "decode_text", "normalize"]
 
 _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn"})
 _KEEP = frozenset("\t\n")
@@ -51,6 +51,20 @@ def normalize(text: str) -> str:
     # second pass is cheap and makes the function idempotent.
     text = unicodedata.normalize("NFC", _TRAILING.sub("", text))
     return text.strip("\n")
+
+
+def clean_detail(detail: object, *, limit: int = 2000) -> str:
+    """A refusal's detail made safe to print and serialise: one normalised line, capped.
+
+    Parser error messages are attacker-influenced (they quote the file); this
+    removes terminal escapes' control characters, lone surrogates and line breaks.
+
+    Example:
+        >>> clean_detail("bad \x1b]8;;x\x07link\n\ud800")
+        'bad ]8;;xlink \ufffd'
+    """
+    text = " ".join(normalize(str(detail)).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def decode_text(payload: bytes) -> str:

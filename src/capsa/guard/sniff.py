@@ -209,7 +209,9 @@ def _text_kind(payload: bytes) -> Kind:
     sample = payload[:65536]
     if b"\x00" in sample and not sample.startswith((b"\xff\xfe", b"\xfe\xff")):
         nul_share = sample.count(0) / len(sample)
-        if not 0.3 < nul_share < 0.6:  # UTF-16 text is about half NULs
+        # UTF-16 text is about half NULs; a stray NUL or two in text is
+        # stripped by normalisation; anything else is binary.
+        if nul_share >= 0.01 and not 0.3 < nul_share < 0.6:
             return "binary"
     try:
         text = decode_text(sample)

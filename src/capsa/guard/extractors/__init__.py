@@ -43,6 +43,14 @@ class Router:
                                     stage="sniff", reason="unsupported_type")
         return extractor.extract(kind, media_type, payload, max_pages=max_pages)
 
+    def with_limits(self, limits: Any) -> Router:
+        """A router whose extractors honour per-call limits (e.g. `max_pixels`)."""
+        configured = []
+        for extractor in self.extractors:
+            configure = getattr(extractor, "with_limits", None)
+            configured.append(configure(limits) if configure is not None else extractor)
+        return Router(configured)
+
     def self_test(self) -> dict[str, str]:
         """Every extractor's self-test, merged by kind."""
         report: dict[str, str] = {}

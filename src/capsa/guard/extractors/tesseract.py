@@ -44,6 +44,11 @@ class TesseractExtractor:
         self.timeout_s = timeout_s
         self.lang = lang
 
+    def with_limits(self, limits: Any) -> TesseractExtractor:
+        """A copy whose pixel ceiling is the call's `ExtractionLimits.max_pixels`."""
+        return TesseractExtractor(max_pixels=limits.max_pixels, timeout_s=self.timeout_s,
+                                  lang=self.lang)
+
     def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
         """Return the recognised text of every frame, frames separated by blank lines."""
         image_module, pytesseract = _imports()
@@ -54,10 +59,11 @@ class TesseractExtractor:
             warnings.simplefilter("error", image_module.DecompressionBombWarning)
             try:
                 image = image_module.open(io.BytesIO(payload), formats=[_FORMATS[kind]])
-            except image_module.DecompressionBombError as exc:
+            except (image_module.DecompressionBombError,
+                    image_module.DecompressionBombWarning) as exc:
                 raise _refuse("image_too_large", str(exc)) from None
-            except image_module.DecompressionBombWarning as exc:
-                raise _refuse("image_too_large", str(exc)) from None
+            except (image_module.UnidentifiedImageError, SyntaxError, ValueError) as exc:
+                raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
             frames = getattr(image, "n_frames", 1)
             if frames > max_pages:
                 raise _refuse("too_many_frames", f"{frames} frames, over the limit of {max_pages}")
@@ -69,7 +75,10 @@ class TesseractExtractor:
                     raise _refuse("image_too_large",
                                   f"frame {index} is {width}x{height} pixels, over the limit of "
                                   f"{self.max_pixels} pixels or {_MAX_SIDE} per side")
-                frame = image.convert("L")
+                try:
+                    frame = image.convert("L")
+                except (OSError, ValueError, SyntaxError) as exc:  # truncated, bad chunks
+                    raise _refuse("corrupt", f"frame {index}: {exc}") from None
                 texts.append(pytesseract.image_to_string(frame, lang=self.lang,
                                                          timeout=self.timeout_s))
         return "\n\n".join(text.strip() for text in texts if text.strip())

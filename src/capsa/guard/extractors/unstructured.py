@@ -31,8 +31,8 @@ from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
 __all__ = ["UnstructuredExtractor"]
 
 _OOXML = frozenset({"docx", "pptx", "xlsx"})
-_DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
-_ENTITY = re.compile(rb"<!ENTITY", re.IGNORECASE)
+_DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
+_ENTITY = re.compile(r"<!ENTITY", re.IGNORECASE)
 _MAX_MIME_PARTS = 200
 _MAX_MIME_NESTING = 20
 
@@ -64,7 +64,10 @@ class UnstructuredExtractor:
         if kind == "eml":
             _check_mime_shape(payload)
         partition = _partitioner(kind)
-        elements = partition(payload)
+        try:
+            elements = partition(payload)
+        except _corruption_errors() as exc:
+            raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
         return "\n\n".join(str(element) for element in elements if str(element).strip())
 
     def self_test(self) -> dict[str, str]:
@@ -79,6 +82,18 @@ class UnstructuredExtractor:
             except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
                 report[kind] = f"{type(exc).__name__}: {exc}"
         return report
+
+
+def _corruption_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "this file is broken", as opposed to "the parser lost"."""
+    errors: list[type[BaseException]] = [zipfile.BadZipFile]
+    try:
+        from lxml.etree import XMLSyntaxError
+
+        errors.append(XMLSyntaxError)
+    except ImportError:
+        pass
+    return tuple(errors)
 
 
 def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
@@ -149,20 +164,39 @@ def _require_defused_openpyxl() -> None:
         raise RuntimeError("openpyxl is running without defusedxml; install defusedxml")
 
 
-def _scan_xml_parts(payload: bytes, *, forbid: re.Pattern[bytes]) -> None:
-    # Sizes were bounded by the archive inspection; zipfile never returns more
-    # than a member's declared size.
+def _scan_xml_parts(payload: bytes, *, forbid: re.Pattern[str]) -> None:
+    # Whole parts are read and decoded: a DTD can hide behind a long prolog or
+    # in UTF-16. Sizes were bounded by the archive inspection, and zipfile never
+    # returns more than a member's declared size.
     with zipfile.ZipFile(io.BytesIO(payload)) as archive:
         for info in archive.infolist():
             if not info.filename.lower().endswith((".xml", ".rels", ".xhtml", ".html",
                                                    ".opf", ".ncx", ".htm")):
                 continue
             with archive.open(info) as part:
-                head = part.read(64 * 1024)
-            if forbid.search(head):
+                text = _decode_xml(part.read(), info.filename)
+            if forbid.search(text):
                 raise _refuse("forbidden_xml",
                               f"part {info.filename!r} declares a DTD or entities "
                               "(entity expansion and external entities are never allowed)")
+
+
+_XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+_SAFE_XML_ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii", "iso-8859-1",
+                                 "latin-1", "latin1", "windows-1252", "cp1252"})
+
+
+def _decode_xml(data: bytes, name: str) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or data[:2] in (b"<\x00", b"\x00<"):
+        return data.decode("utf-16", "replace")
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) or data[:4] in (
+            b"<\x00\x00\x00", b"\x00\x00\x00<"):
+        raise _refuse("forbidden_xml", f"part {name!r} is UTF-32, which capsa does not scan")
+    declared = _XML_ENCODING.match(data.lstrip(b"\xef\xbb\xbf"))
+    if declared and declared.group(1).decode().lower() not in _SAFE_XML_ENCODINGS:
+        raise _refuse("forbidden_xml", f"part {name!r} declares the encoding "
+                                       f"{declared.group(1).decode()!r}, which capsa does not scan")
+    return data.decode("utf-8", "replace")
 
 
 def _count_slides(payload: bytes, max_pages: int) -> None:
@@ -210,8 +244,17 @@ def _extract_pdf(payload: bytes, max_pages: int) -> str:
         from pypdf.errors import FileNotDecryptedError
     except ImportError as exc:
         raise ImportError("PDF extraction needs: pip install 'capsa[unstructured]'") from exc
+    from pypdf.errors import PdfReadError, PdfStreamError
+
+    try:
+        return _read_pdf(PdfReader, payload, max_pages, FileNotDecryptedError)
+    except (PdfReadError, PdfStreamError) as exc:
+        raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
+
+
+def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: Any) -> str:
     with _pypdf_warnings() as warnings_seen:
-        reader = PdfReader(io.BytesIO(payload), strict=False)
+        reader = reader_type(io.BytesIO(payload), strict=False)
         if reader.is_encrypted:
             raise _refuse("encrypted", "the PDF is encrypted; capsa never tries passwords")
         pages = len(reader.pages)  # walks the page tree; /Count is never trusted
@@ -219,7 +262,7 @@ def _extract_pdf(payload: bytes, max_pages: int) -> str:
             raise _refuse("too_many_pages", f"{pages} pages, over the limit of {max_pages}")
         try:
             texts = [page.extract_text() or "" for page in reader.pages]
-        except FileNotDecryptedError:
+        except not_decrypted:
             raise _refuse("encrypted", "the PDF is encrypted") from None
     limits_hit = [w for w in warnings_seen if "exceed" in w.lower() or "limit" in w.lower()]
     if limits_hit:
