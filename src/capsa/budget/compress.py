@@ -1,0 +1,496 @@
+"""Choosing what to keep: sentence selection under a token budget.
+
+Every passage is split into sentences (`capsa.budget.sentences`); each sentence
+gets a utility, and a greedy pass keeps the most useful sentences that still
+fit, paying for each document's tags the first time one of its sentences is
+kept. The utility of a sentence is
+
+    relevance × novelty + passage prior + lead bonus
+
+- *relevance*: the scorer's score for the sentence, divided by the best
+  sentence's score;
+- *novelty*: the IDF-weighted share of the query terms in the sentence that no
+  kept sentence covers yet (a covered term counts `_COVERAGE_DECAY` as much
+  each time it is covered again), so the packet spreads over the whole query
+  instead of repeating its easiest part: on multi-hop questions the second hop
+  shares few terms with the question;
+- *passage prior*: the scorer's score for the whole passage (normalised) plus
+  the retriever's own score (min-max normalised), each weighted;
+- *lead bonus*: a small bonus for a passage's first sentence, which usually
+  says what the passage is about.
+
+Utilities only fall as coverage grows, so the greedy pass is evaluated lazily
+(a heap, re-scored on pop), which keeps packing fast on large inputs. The
+weights were set on half of HotpotQA's distractor questions and checked on the
+other half (``benchmarks/compression.py``); none of them is specific to it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from capsa.budget.packet import Group, Passage, Shape
+from capsa.budget.relevance import Scorer, analyze, idf
+from capsa.budget.render import (
+    CLOSE_CONTEXT,
+    CLOSE_DOCUMENT,
+    ELLIPSIS,
+    open_context,
+    open_document,
+    truncation_marker,
+)
+from capsa.budget.sentences import split_sentences
+from capsa.budget.tokens import Tokenizer
+
+_PASSAGE_WEIGHT = 0.3
+"""Weight of the scorer's whole-passage relevance in every sentence's utility."""
+_RETRIEVER_WEIGHT = 0.5
+"""Weight of the retriever's own (normalised) score."""
+_LEAD_BONUS = 0.1
+"""Bonus for a passage's first sentence."""
+_COVERAGE_DECAY = 0.2
+"""How much a query term counts each further time it is covered."""
+_NEAR_DUPLICATE = 0.85
+"""Word-set Jaccard similarity above which two sentences count as the same."""
+
+_WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\w*\d\w*")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One sentence of a passage, with what selection needs to know about it."""
+
+    start: int
+    end: int
+    tokens: int
+    relevance: float
+    terms: tuple[str, ...]
+    key: str
+    words: frozenset[str]
+    numbers: frozenset[str]
+    prefix: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """One input passage, segmented and scored."""
+
+    index: int
+    group: Group
+    passage: Passage
+    units: tuple[Unit, ...]
+    joins: tuple[int, ...]
+    tokens_full: int
+    whole_tokens: int
+    overhead: int
+    prior: float
+
+    @property
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        return tuple((unit.start, unit.end) for unit in self.units)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """Everything about the inputs that does not depend on the budget."""
+
+    query: str
+    tokenizer: Tokenizer
+    attached: tuple[Doc, ...]
+    retrieved: tuple[Doc, ...]
+    weights: dict[str, float]
+    gap: int
+    bullet: int
+    context: dict[Group, int]
+
+
+@dataclass(slots=True)
+class Choice:
+    """What selection kept of one document: unit indices, and a cut if truncated."""
+
+    kept: list[int]
+    cut: int | None = None
+
+
+@dataclass(slots=True)
+class Selection:
+    """The outcome of selecting within one group."""
+
+    chosen: dict[int, Choice] = field(default_factory=dict)
+    """Kept documents by index, in the order they were first chosen."""
+    used: int = 0
+    """Planned tokens, group container included when anything was kept."""
+    duplicate: set[int] = field(default_factory=set)
+    capped: set[int] = field(default_factory=set)
+
+
+def prepare(
+    query: str,
+    attachments: Sequence[Passage],
+    passages: Sequence[Passage],
+    *,
+    tokenizer: Tokenizer,
+    scorer: Scorer,
+) -> Prepared:
+    """Segment, count and score every input once, for any number of budgets."""
+    inputs: list[tuple[Group, Passage]] = [("attached", p) for p in attachments]
+    inputs += [("retrieved", p) for p in passages]
+    spans = [split_sentences(p.text) for _, p in inputs]
+    texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
+             for s, e in doc_spans]
+    unit_scores = _normalise(scorer.score(query, texts))
+    passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
+    incoming = _min_max([p.score for _, p in inputs])
+    query_terms = set(analyze(query))
+    weights = idf(query_terms, [analyze(t) for t in texts]) if texts else {}
+    lowered = [text.lower() for text in texts]
+    words = [_WORD.findall(text) for text in lowered]
+    frequency: Counter[str] = Counter(word for unit_words in words for word in set(unit_words))
+    docs: list[Doc] = []
+    position = 0
+    counters: dict[Group, int] = {"attached": 0, "retrieved": 0}
+    join_tokens: dict[str, int] = {}
+    for n, ((group, passage), doc_spans) in enumerate(zip(inputs, spans, strict=True)):
+        units = []
+        for start, end in doc_spans:
+            units.append(Unit(
+                start=start, end=end, tokens=tokenizer(texts[position]),
+                relevance=unit_scores[position],
+                terms=tuple(sorted(query_terms.intersection(analyze(texts[position])))),
+                key=" ".join(words[position]), words=frozenset(words[position]),
+                numbers=frozenset(_NUMBER.findall(lowered[position])),
+                prefix=_prefix(words[position], frequency),
+            ))
+            position += 1
+        joins = []
+        for (_, end), (start, _) in itertools.pairwise(doc_spans):
+            between = passage.text[end:start]
+            if between not in join_tokens:
+                join_tokens[between] = tokenizer(between)
+            joins.append(join_tokens[between])
+        whole = sum(u.tokens for u in units) + sum(joins)
+        docs.append(Doc(
+            index=counters[group], group=group, passage=passage, units=tuple(units),
+            joins=tuple(joins),
+            tokens_full=tokenizer(passage.text), whole_tokens=whole,
+            overhead=tokenizer(f"{open_document(passage)}{CLOSE_DOCUMENT}\n"),
+            prior=_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n],
+        ))
+        counters[group] += 1
+    return Prepared(
+        query=query, tokenizer=tokenizer,
+        attached=tuple(d for d in docs if d.group == "attached"),
+        retrieved=tuple(d for d in docs if d.group == "retrieved"),
+        weights=weights, gap=tokenizer(f" {ELLIPSIS} "), bullet=tokenizer("\n- "),
+        context={g: tokenizer(f"{open_context(g)}\n\n{CLOSE_CONTEXT}\n")
+                 for g in ("attached", "retrieved")},
+    )
+
+
+def select(
+    prepared: Prepared,
+    docs: Sequence[Doc],
+    budget: int,
+    *,
+    shape: Shape,
+    max_items: int | None = None,
+    context: int = 0,
+    seen: Seen | None = None,
+) -> Selection:
+    """Greedily keep the most useful sentences of `docs` within `budget` tokens.
+
+    Args:
+        prepared: the scored inputs.
+        docs: the documents competing for this budget.
+        budget: tokens available, the group container's `context` included.
+        shape: layout, which sets per-sentence costs (and one sentence per
+            document for ``brief``).
+        max_items: at most this many documents are kept.
+        context: tokens of the group container, paid once if anything is kept.
+        seen: sentences already packed elsewhere; duplicates of them are skipped,
+            and the sentences kept here are appended.
+    """
+    state = _State(prepared, docs, shape, budget - context, max_items,
+                   Seen() if seen is None else seen)
+    state.run()
+    state.fallback_cut()
+    selection = Selection(duplicate=state.duplicate_only(), capped=state.capped)
+    for n in state.order:
+        kept = sorted(state.kept[n])
+        doc = docs[n]
+        if state.cut.get(n) is None and _body_cost(prepared, doc, kept, shape) >= _body_cost(
+                prepared, doc, list(range(len(doc.units))), shape):
+            kept = list(range(len(doc.units)))
+        selection.chosen[n] = Choice(kept, state.cut.get(n))
+    if selection.chosen:
+        selection.used = budget - state.remaining
+    return selection
+
+
+def select_whole(
+    prepared: Prepared, docs: Sequence[Doc], budget: int, *, shape: Shape,
+    max_items: int | None = None, context: int = 0,
+) -> Selection:
+    """Keep whole passages in relevance order; cut the first one if it alone is too big."""
+    selection = Selection()
+    remaining = budget - context
+    keys: set[str] = set()
+    for n in sorted(range(len(docs)), key=lambda n: (-docs[n].prior, n)):
+        doc = docs[n]
+        if not doc.units:
+            continue
+        key = " ".join(u.key for u in doc.units)
+        if key in keys:
+            selection.duplicate.add(n)
+            continue
+        if max_items is not None and len(selection.chosen) >= max_items:
+            selection.capped.add(n)
+            continue
+        everything = list(range(len(doc.units)))
+        cost = doc.overhead + _body_cost(prepared, doc, everything, shape)
+        if cost <= remaining:
+            selection.chosen[n] = Choice(everything)
+            remaining -= cost
+            keys.add(key)
+        elif not selection.chosen:
+            choice = _cut_prefix(prepared, doc, remaining - doc.overhead, shape)
+            if choice is not None:
+                selection.chosen[n] = choice
+                body = _body_cost(prepared, doc, choice.kept, shape, choice.cut)
+                remaining -= doc.overhead + body
+                keys.add(key)
+    if selection.chosen:
+        selection.used = budget - remaining
+    return selection
+
+
+class _State:
+    """The lazy greedy pass of `select`, one group at a time."""
+
+    def __init__(self, prepared: Prepared, docs: Sequence[Doc], shape: Shape, budget: int,
+                 max_items: int | None, seen: Seen) -> None:
+        self.prepared, self.docs, self.shape = prepared, docs, shape
+        self.remaining, self.max_items, self.seen = budget, max_items, seen
+        self.kept: dict[int, set[int]] = {}
+        self.order: list[int] = []
+        self.cut: dict[int, int | None] = {}
+        self.covered: dict[str, int] = defaultdict(int)
+        self.deferred: dict[int, list[int]] = defaultdict(list)
+        self.duplicates: dict[int, int] = defaultdict(int)
+        self.capped: set[int] = set()
+        self.heap = [(-self.utility(n, k), n, k) for n, doc in enumerate(docs)
+                     for k in range(len(doc.units))]
+        heapq.heapify(self.heap)
+        self.ranked = sorted(self.heap)
+
+    def utility(self, n: int, k: int) -> float:
+        doc = self.docs[n]
+        unit = doc.units[k]
+        mass = sum(self.prepared.weights[t] for t in unit.terms)
+        novelty = 1.0
+        if mass > 0:
+            novelty = sum(self.prepared.weights[t] * _COVERAGE_DECAY ** self.covered[t]
+                          for t in unit.terms) / mass
+        return unit.relevance * novelty + doc.prior + (_LEAD_BONUS if k == 0 else 0.0)
+
+    def run(self) -> None:
+        while self.heap:
+            negative, n, k = heapq.heappop(self.heap)
+            current = self.utility(n, k)
+            if current < -negative - 1e-12:
+                heapq.heappush(self.heap, (-current, n, k))
+                continue
+            self.consider(n, k)
+
+    def consider(self, n: int, k: int) -> None:
+        doc, unit = self.docs[n], self.docs[n].units[k]
+        opened = n in self.kept
+        if self.shape == "brief" and opened:
+            return
+        if self.seen.covers(unit):
+            self.duplicates[n] += 1
+            return
+        if not opened and self.max_items is not None and len(self.kept) >= self.max_items:
+            self.capped.add(n)
+            return
+        kept = self.kept.get(n, set())
+        cost = self.added_cost(doc, kept, k) + (0 if opened else doc.overhead)
+        if cost > self.remaining:
+            self.deferred[n].append(k)
+            return
+        self.remaining -= cost
+        if not opened:
+            self.kept[n] = set()
+            self.order.append(n)
+        self.kept[n].add(k)
+        self.seen.add(unit)
+        for term in unit.terms:
+            self.covered[term] += 1
+        for waiting in self.deferred.pop(n, []):
+            heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting))
+
+    def added_cost(self, doc: Doc, kept: set[int], k: int) -> int:
+        before = _body_cost(self.prepared, doc, sorted(kept), self.shape) if kept else 0
+        return _body_cost(self.prepared, doc, sorted(kept | {k}), self.shape) - before
+
+    def fallback_cut(self) -> None:
+        """Nothing fit whole: cut the most useful sentence to the room left."""
+        if self.kept:
+            return
+        for _, n, k in self.ranked:
+            doc = self.docs[n]
+            if self.seen.covers(doc.units[k]) or n in self.capped:
+                continue
+            choice = _cut_unit(self.prepared, doc, k, self.remaining - doc.overhead, self.shape)
+            if choice is None:
+                return
+            self.kept[n] = set(choice.kept)
+            self.cut[n] = choice.cut
+            self.order.append(n)
+            self.remaining -= doc.overhead + _body_cost(self.prepared, doc, choice.kept,
+                                                        self.shape, choice.cut)
+            self.seen.add(doc.units[k])
+            return
+
+    def duplicate_only(self) -> set[int]:
+        return {n for n, count in self.duplicates.items()
+                if n not in self.kept and count == len(self.docs[n].units)}
+
+
+def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
+               cut: int | None = None) -> int:
+    """Planned tokens of a document body: kept sentences, joins and markers."""
+    if not kept:
+        return 0
+    units = doc.units
+    if cut is not None:
+        last = units[kept[-1]]
+        marker = prepared.tokenizer(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
+        head = sum(units[k].tokens for k in kept[:-1])
+        tail = prepared.tokenizer(doc.passage.text[last.start:cut])
+        joins = _joins(prepared, doc, kept) if shape == "passages" else 0
+        lead = prepared.gap if kept[0] > 0 and shape != "features" else 0
+        bullets = prepared.bullet * len(kept) + 1 if shape == "features" else 0
+        return head + tail + marker + joins + lead + bullets
+    tokens = sum(units[k].tokens for k in kept)
+    if shape == "features":
+        return tokens + prepared.bullet * len(kept) + 1
+    joins = _joins(prepared, doc, kept)
+    markers = (kept[0] > 0) + (kept[-1] < len(units) - 1)
+    return tokens + joins + markers * prepared.gap
+
+
+def _joins(prepared: Prepared, doc: Doc, kept: Sequence[int]) -> int:
+    """Tokens between kept sentences: original whitespace when adjacent, else a gap."""
+    total = 0
+    for a, b in itertools.pairwise(kept):
+        total += doc.joins[a] if b == a + 1 else prepared.gap
+    return total
+
+
+def _cut_prefix(prepared: Prepared, doc: Doc, room: int, shape: Shape) -> Choice | None:
+    """The longest run of leading sentences that fits `room` with a truncation marker."""
+    best: Choice | None = None
+    for k in range(len(doc.units)):
+        candidate = Choice(list(range(k + 1)), doc.units[k].end)
+        if _body_cost(prepared, doc, candidate.kept, shape, candidate.cut) > room:
+            break
+        best = candidate
+    return best if best is not None else _cut_unit(prepared, doc, 0, room, shape)
+
+
+def _cut_unit(prepared: Prepared, doc: Doc, k: int, room: int, shape: Shape) -> Choice | None:
+    """Cut sentence `k` at the last word boundary (or character) that fits `room`."""
+    unit = doc.units[k]
+    text = doc.passage.text
+    boundaries = [m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])]
+    candidates = [unit.start + b for b in boundaries if b > 0]
+    if not candidates:
+        candidates = list(range(unit.start + 1, unit.end))
+
+    def fits(cut: int) -> bool:
+        return _body_cost(prepared, doc, [k], shape, cut) <= room
+
+    low, high, best = 0, len(candidates) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        if fits(candidates[middle]):
+            best, low = candidates[middle], middle + 1
+        else:
+            high = middle - 1
+    return None if best is None else Choice([k], best)
+
+
+class Seen:
+    """Sentences already packed, indexed so duplicate checks stay fast.
+
+    Exact duplicates (same words) are found by key. Near duplicates (word-set
+    Jaccard similarity of at least `_NEAR_DUPLICATE`, same numbers, six words
+    or more) are found by prefix filtering: two such sets must share one of the
+    first few words of each in a fixed order, so only sentences sharing one are
+    compared.
+    """
+
+    def __init__(self) -> None:
+        self._keys: set[str] = set()
+        self._by_word: dict[str, list[Unit]] = defaultdict(list)
+
+    def add(self, unit: Unit) -> None:
+        self._keys.add(unit.key)
+        for word in unit.prefix:
+            self._by_word[word].append(unit)
+
+    def covers(self, unit: Unit) -> bool:
+        """True when `unit` says what an already packed sentence says."""
+        if unit.key in self._keys:
+            return True
+        size = len(unit.words)
+        checked: set[int] = set()
+        for word in unit.prefix:
+            for other in self._by_word.get(word, ()):
+                if id(other) in checked:
+                    continue
+                checked.add(id(other))
+                if (unit.numbers == other.numbers
+                        and _NEAR_DUPLICATE * size <= len(other.words)
+                        and _NEAR_DUPLICATE * len(other.words) <= size
+                        and len(unit.words & other.words)
+                        >= _NEAR_DUPLICATE * len(unit.words | other.words)):
+                    return True
+        return False
+
+    def copy(self) -> Seen:
+        clone = Seen()
+        clone._keys = set(self._keys)
+        clone._by_word = defaultdict(list, {w: list(us) for w, us in self._by_word.items()})
+        return clone
+
+
+def _prefix(words: Sequence[str], frequency: Counter[str]) -> tuple[str, ...]:
+    """The rarest words of a sentence: any near duplicate shares at least one of them."""
+    distinct = sorted(set(words), key=lambda word: (frequency[word], word))
+    if len(distinct) < 6:
+        return ()
+    return tuple(distinct[:len(distinct) - math.ceil(_NEAR_DUPLICATE * len(distinct)) + 1])
+
+
+def _normalise(scores: Sequence[float]) -> list[float]:
+    top = max((s for s in scores), default=0.0)
+    if top <= 0:
+        return [0.0] * len(scores)
+    return [max(s, 0.0) / top for s in scores]
+
+
+def _min_max(scores: Sequence[float | None]) -> list[float]:
+    known = [s for s in scores if s is not None]
+    if len(known) < 2 or max(known) == min(known):
+        return [0.0] * len(scores)
+    low, span = min(known), max(known) - min(known)
+    return [0.0 if s is None else (s - low) / span for s in scores]

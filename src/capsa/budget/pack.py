@@ -1,0 +1,373 @@
+"""`pack()`: passages and attachments into one packet that fits its budget.
+
+The plan is built in three steps, each a pure function of the inputs:
+
+1. *share the window*: attachments get `Budget.attachment_share` of it, divided
+   fairly among them (the smallest first, each taking no more than it needs);
+   what they leave unused goes to retrieval, and what retrieval leaves unused
+   goes back to them;
+2. *select* within each share (`capsa.budget.compress`);
+3. *render and measure*: the rendered packet is counted with the caller's
+   tokenizer. Planning adds up per-sentence counts, which a real tokenizer
+   need not honour exactly, so when the measured packet is over budget the
+   plan is rebuilt for a smaller target until it fits, and as a last resort
+   nothing is kept. The budget is a promise about the rendered text, not a plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from capsa.budget.compress import (
+    Choice,
+    Doc,
+    Prepared,
+    Seen,
+    Selection,
+    prepare,
+    select,
+    select_whole,
+)
+from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
+from capsa.budget.relevance import LexicalScorer, Scorer, analyze
+from capsa.budget.render import Body, build_body, render_document, render_packet
+from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.errors import BudgetError
+
+__all__ = ["compress_text", "pack"]
+
+_QUICK_ATTEMPTS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    attached: Selection
+    retrieved: Selection
+
+
+def pack(
+    query: str,
+    passages: Sequence[Passage],
+    budget: Budget,
+    *,
+    attachments: Sequence[Passage] = (),
+    compress: bool = True,
+    tokenizer: Tokenizer | None = None,
+    scorer: Scorer | None = None,
+) -> Packet:
+    """Pack passages (and attachments) into a packet that fits `budget`, best first.
+
+    Passages that fit whole stay whole. When they do not all fit, the packet
+    keeps the most relevant sentences across passages, in their original order,
+    with ``…`` where sentences were left out; duplicate sentences are packed
+    once; a single sentence too large for the room left is cut at a word
+    boundary behind a ``<truncated shown=… total=…/>`` marker. With
+    ``compress=False``, passages are packed whole in relevance order and only
+    the first one is ever cut. Either way ``tokenizer(packet.render()) <=
+    budget.max_tokens``, tags and markers included; when not even the
+    containers fit, the packet is empty and every receipt says so.
+
+    Args:
+        query: what the passages should answer; ranks sentences and passages.
+        passages: retrieved passages, in the retriever's order; ids unique.
+        budget: the token ceiling, item cap, attachment share and layout.
+        attachments: texts the user attached; packed first, in their own
+            container, under `Budget.attachment_share`.
+        compress: keep the relevant sentences of passages that do not fit whole.
+        tokenizer: the counter the budget is measured with; `estimate_tokens`
+            when None. Pass the target model's counter for exact budgets.
+        scorer: ranks sentences and passages; `LexicalScorer` when None.
+
+    Returns:
+        The packet, with one receipt per input passage.
+
+    Raises:
+        ValueError: two inputs share an id.
+        BudgetError: the tokenizer charges more than the budget for an empty string.
+
+    Example:
+        >>> passages = [Passage(id="a", text="Trains are booked in standard class. "
+        ...                     "The hotel cap is EUR 165. Taxis need a receipt.")]
+        >>> packet = pack("hotel cap", passages, Budget(max_tokens=33))
+        >>> packet.texts[0]
+        '… The hotel cap is EUR 165. …'
+        >>> packet.receipts[0].kept_spans
+        ((37, 62),)
+        >>> packet.used_tokens <= 33
+        True
+    """
+    _check_ids([*attachments, *passages])
+    prepared = prepare(query, attachments, passages, tokenizer=tokenizer or estimate_tokens,
+                       scorer=scorer or LexicalScorer())
+    return pack_prepared(prepared, budget, compress=compress)
+
+
+def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
+    """Pack already segmented and scored inputs for one budget (see `pack`)."""
+    ceiling = budget.max_tokens
+    empty = prepared.tokenizer("")
+    if empty > ceiling:
+        raise BudgetError(f"the tokenizer counts {empty} tokens for an empty packet, "
+                          f"over the {ceiling}-token budget")
+    target = ceiling
+    for _ in range(_QUICK_ATTEMPTS):
+        packet = _attempt(prepared, budget, target, compress)
+        if packet.used_tokens <= ceiling:
+            return packet
+        target -= max(packet.used_tokens - ceiling, 1)
+        if target <= 0:
+            return _attempt(prepared, budget, 0, compress)
+    best = _attempt(prepared, budget, 0, compress)
+    low, high = 1, target - 1
+    while low <= high:
+        middle = (low + high) // 2
+        packet = _attempt(prepared, budget, middle, compress)
+        if packet.used_tokens <= ceiling:
+            best, low = packet, middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def compress_text(
+    text: str,
+    query: str,
+    max_tokens: int,
+    *,
+    tokenizer: Tokenizer | None = None,
+    scorer: Scorer | None = None,
+) -> str:
+    """Shrink one text to its sentences most relevant to `query`, within `max_tokens`.
+
+    The same selection as `pack`, without containers: kept sentences in their
+    original order, ``…`` for gaps, a truncation marker if even the best
+    sentence had to be cut. A text that already fits comes back unchanged.
+
+    Args:
+        text: the text to compress.
+        query: what the kept sentences should be relevant to.
+        max_tokens: ceiling on ``tokenizer(result)``; 0 gives ``""``.
+        tokenizer: the counter; `estimate_tokens` when None.
+        scorer: the sentence ranker; `LexicalScorer` when None.
+
+    Returns:
+        The compressed text, ``""`` when nothing fits.
+
+    Raises:
+        ValueError: `max_tokens` is negative.
+
+    Example:
+        >>> compress_text("Intro here. The hotel cap is EUR 165. Outro.", "hotel cap", 9)
+        '… The hotel cap is EUR 165. …'
+    """
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    count = tokenizer or estimate_tokens
+    if count(text) <= max_tokens:
+        return text
+    prepared = prepare(query, (), [Passage(id="text", text=text)], tokenizer=count,
+                       scorer=scorer or LexicalScorer())
+    doc = replace(prepared.retrieved[0], overhead=0)
+    prepared = replace(prepared, retrieved=(doc,))
+    target = max_tokens
+    while target > 0:
+        selection = select(prepared, [doc], target, shape="passages")
+        choice = selection.chosen.get(0)
+        if choice is None:
+            return ""
+        result = _body(doc, choice, "passages").raw
+        used = count(result)
+        if used <= max_tokens:
+            return result
+        target -= max(used - max_tokens, 1)
+    return ""
+
+
+def _attempt(prepared: Prepared, budget: Budget, target: int, compress: bool) -> Packet:
+    plan = _plan(prepared, budget, target, compress)
+    return _packet(prepared, budget, plan)
+
+
+def _plan(prepared: Prepared, budget: Budget, target: int, compress: bool) -> _Plan:
+    shape = budget.shape
+    attached_demand = _demand(prepared, prepared.attached, "attached", shape)
+    retrieved_demand = _demand(prepared, prepared.retrieved, "retrieved", shape)
+    share = int(target * budget.attachment_share)
+    if attached_demand + retrieved_demand <= target or attached_demand <= share:
+        allowance = attached_demand
+    elif retrieved_demand <= target - share:
+        allowance = target - retrieved_demand
+    else:
+        allowance = share
+    seen = Seen()
+    attached = _attachments(prepared, max(allowance, 0), shape, compress, seen)
+    retrieved = _retrieval(prepared, budget, target - attached.used, compress, seen.copy())
+    spare = target - attached.used - retrieved.used
+    if spare > 0 and attached.used < attached_demand and allowance < target:
+        seen = Seen()
+        attached = _attachments(prepared, target - retrieved.used, shape, compress, seen)
+        retrieved = _retrieval(prepared, budget, target - attached.used, compress, seen.copy())
+    return _Plan(_settle(prepared, prepared.attached, attached),
+                 _settle(prepared, prepared.retrieved, retrieved))
+
+
+def _retrieval(prepared: Prepared, budget: Budget, room: int, compress: bool,
+               seen: Seen) -> Selection:
+    context = prepared.context["retrieved"]
+    docs = prepared.retrieved
+    if compress:
+        return select(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
+                      context=context, seen=seen)
+    return select_whole(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
+                        context=context)
+
+
+def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
+                 seen: Seen) -> Selection:
+    """Water-fill the attachments' room: smallest first, each at most an equal share."""
+    docs = prepared.attached
+    context = prepared.context["attached"]
+    result = Selection()
+    inner = room - context
+    order = sorted((_doc_demand(prepared, doc, shape), n) for n, doc in enumerate(docs)
+                   if doc.units)
+    for left, (demand, n) in zip(range(len(order), 0, -1), order, strict=True):
+        allowance = min(demand, max(inner, 0) // left)
+        if compress:
+            one = select(prepared, [docs[n]], allowance, shape=shape, seen=seen)
+        else:
+            one = select_whole(prepared, [docs[n]], allowance, shape=shape)
+        if 0 in one.chosen:
+            result.chosen[n] = one.chosen[0]
+        if 0 in one.duplicate:
+            result.duplicate.add(n)
+        inner -= one.used
+    if result.chosen:
+        result.used = room - inner
+        result.chosen = {n: result.chosen[n] for n in sorted(result.chosen)}
+    return result
+
+
+def _settle(prepared: Prepared, docs: Sequence[Doc], selection: Selection) -> Selection:
+    """Swap any compressed body that costs at least the whole passage for the whole."""
+    for n, choice in selection.chosen.items():
+        doc = docs[n]
+        everything = list(range(len(doc.units)))
+        if choice.kept == everything and choice.cut is None:
+            continue
+        if prepared.tokenizer(_body(doc, choice, "passages").raw) >= doc.tokens_full:
+            selection.chosen[n] = Choice(everything)
+    return selection
+
+
+def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
+    kept: list[Passage] = []
+    texts: list[str] = []
+    rendered: dict[Group, list[str]] = {"attached": [], "retrieved": []}
+    receipts: list[Receipt] = []
+    ranks: dict[tuple[Group, int], int] = {}
+    groups: tuple[tuple[Group, Selection, tuple[Doc, ...]], ...] = (
+        ("attached", plan.attached, prepared.attached),
+        ("retrieved", plan.retrieved, prepared.retrieved),
+    )
+    for group, selection, docs in groups:
+        for n, choice in selection.chosen.items():
+            body = _body(docs[n], choice, budget.shape)
+            ranks[(group, n)] = len(kept)
+            kept.append(docs[n].passage)
+            texts.append(body.raw)
+            rendered[group].append(render_document(docs[n].passage, body))
+    text = render_packet(rendered.items())
+    nothing = not kept
+    for group, selection, docs in groups:
+        for n, doc in enumerate(docs):
+            kept_choice = selection.chosen.get(n)
+            prose = None if kept_choice is None else _body(doc, kept_choice, "passages").raw
+            receipts.append(_receipt(prepared, doc, kept_choice, ranks.get((group, n)), prose,
+                                     selection, budget, nothing))
+    return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
+                  receipts=tuple(receipts), used_tokens=prepared.tokenizer(text), rendered=text)
+
+
+def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | None,
+             text: str | None, selection: Selection, budget: Budget, nothing: bool) -> Receipt:
+    common = {"passage_id": doc.passage.id, "group": doc.group, "source": doc.passage.source,
+              "tokens_full": doc.tokens_full}
+    if choice is None or rank is None or text is None:
+        reason, detail = _why_dropped(doc, selection, budget, nothing)
+        return Receipt(**common, tokens_kept=0, dropped=reason, detail=detail,
+                       query_terms_preserved=_preserved(prepared.query, doc, ()))
+    spans = _spans(doc, choice)
+    whole = choice.cut is None and len(choice.kept) == len(doc.units)
+    if whole:
+        detail = "kept whole"
+    elif choice.cut is not None:
+        shown = sum(end - start for start, end in spans)
+        detail = f"cut to {shown} of {len(doc.passage.text)} characters"
+    else:
+        detail = f"kept {len(choice.kept)} of {len(doc.units)} sentences"
+    return Receipt(**common, tokens_kept=prepared.tokenizer(text), kept_spans=spans,
+                   truncated=choice.cut is not None, whole=whole, rank=rank, detail=detail,
+                   query_terms_preserved=_preserved(prepared.query, doc, spans))
+
+
+def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
+                 nothing: bool) -> tuple[str, str]:
+    index = doc.index
+    if not doc.units:
+        return "empty", "the passage has no text"
+    if index in selection.duplicate:
+        return "duplicate", "everything it says was already packed from another passage"
+    if index in selection.capped:
+        return "max_items", f"the packet already holds {budget.max_items} passages"
+    if nothing:
+        return "budget", "the budget cannot hold this passage with its containers"
+    return "budget", "no room left in the budget"
+
+
+def _preserved(query: str, doc: Doc, spans: Sequence[tuple[int, int]]) -> float | None:
+    present = set(analyze(query)).intersection(analyze(doc.passage.text))
+    if not present:
+        return None
+    kept_terms: set[str] = set()
+    for start, end in spans:
+        kept_terms.update(analyze(doc.passage.text[start:end]))
+    return len(present & kept_terms) / len(present)
+
+
+def _spans(doc: Doc, choice: Choice) -> tuple[tuple[int, int], ...]:
+    """Kept character spans, adjacent sentences merged into one span."""
+    spans: list[tuple[int, int]] = []
+    for position, k in enumerate(choice.kept):
+        start, end = doc.units[k].start, doc.units[k].end
+        if choice.cut is not None and position == len(choice.kept) - 1:
+            end = choice.cut
+        if spans and position and choice.kept[position - 1] == k - 1:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return tuple(spans)
+
+
+def _body(doc: Doc, choice: Choice, shape: Shape) -> Body:
+    return build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut)
+
+
+def _demand(prepared: Prepared, docs: Sequence[Doc], group: Group, shape: Shape) -> int:
+    demands = [_doc_demand(prepared, doc, shape) for doc in docs if doc.units]
+    return prepared.context[group] + sum(demands) if demands else 0
+
+
+def _doc_demand(prepared: Prepared, doc: Doc, shape: Shape) -> int:
+    if shape == "features":
+        return doc.overhead + doc.whole_tokens + len(doc.units) * prepared.bullet + 1
+    return doc.overhead + doc.whole_tokens
+
+
+def _check_ids(passages: Sequence[Passage]) -> None:
+    seen: set[str] = set()
+    for passage in passages:
+        if passage.id in seen:
+            raise ValueError(f"two passages share the id {passage.id!r}; ids must be unique")
+        seen.add(passage.id)

@@ -1,0 +1,194 @@
+"""The records of budgeted packing: what goes in, what comes out, what happened.
+
+`Passage` and `Budget` go into `pack()`; a `Packet` comes out, carrying the
+rendered text, the kept passages and one `Receipt` per input passage. All are
+frozen pydantic models, so they can cross process and framework boundaries
+and be compared, hashed in tests and serialised as JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+
+__all__ = ["Budget", "DropReason", "Group", "Packet", "Passage", "Receipt", "Shape"]
+
+Shape = Literal["passages", "brief", "features"]
+"""How kept passages are laid out.
+
+``passages``: each passage's kept sentences in their original order, gaps shown
+as ``…``; ``brief``: one line per passage, its single most relevant sentence;
+``features``: one kept sentence per line, as a bullet list.
+"""
+
+Group = Literal["attached", "retrieved"]
+"""Which container a passage belongs to: files the user attached, or retrieval."""
+
+DropReason = Literal["budget", "max_items", "duplicate", "empty"]
+"""Why a passage kept nothing.
+
+``budget``: no room left (or not even room for the containers); ``max_items``:
+the packet already held `Budget.max_items` passages; ``duplicate``: everything
+it says was already packed from another passage; ``empty``: it had no text.
+"""
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class Passage(BaseModel):
+    """One retrieved passage or attached text, as handed to `pack()`.
+
+    Example:
+        >>> Passage(id="p1", text="The cap is EUR 165.", source="travel.pdf").source
+        'travel.pdf'
+    """
+
+    model_config = _FROZEN
+
+    id: str = Field(min_length=1)
+    """Identifier, unique within one `pack()` call; rendered as the document's ``id``."""
+    text: str
+    """The passage text; receipts' offsets index into it."""
+    source: str | None = None
+    """Where it came from (file name, URL); rendered as the document's ``source``."""
+    score: float | None = None
+    """The retriever's score, higher meaning more relevant; combined with capsa's own."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Caller's data, carried through untouched and never rendered."""
+
+
+class Budget(BaseModel):
+    """How much room a packet may take, and how it is laid out.
+
+    Impossible settings fail here, at construction (a `ValueError`).
+
+    Example:
+        >>> Budget(max_tokens=1000, max_items=5).attachment_share
+        0.7
+    """
+
+    model_config = _FROZEN
+
+    max_tokens: PositiveInt
+    """Hard ceiling on the rendered packet, tags and markers included, in tokenizer units."""
+    max_items: PositiveInt | None = None
+    """At most this many retrieved passages are kept; None for no limit."""
+    attachment_share: float = Field(default=0.7, ge=0.0, le=1.0)
+    """Share of `max_tokens` reserved for attachments when both kinds compete for room.
+
+    Divided fairly among the attachments; whatever they leave unused goes to
+    retrieval, and whatever retrieval leaves unused goes to them.
+    """
+    shape: Shape = "passages"
+    """Layout of the rendered packet (see `Shape`)."""
+
+
+class Receipt(BaseModel):
+    """What happened to one input passage inside `pack()`.
+
+    Every input passage, attached or retrieved, gets exactly one receipt, so a
+    caller can always say what the model did not see, and why.
+    """
+
+    model_config = _FROZEN
+
+    passage_id: str
+    """The passage's `Passage.id`."""
+    group: Group
+    """Whether it was attached or retrieved."""
+    source: str | None = None
+    """The passage's `Passage.source`."""
+    tokens_full: NonNegativeInt
+    """Tokens in the passage as given, counted by the packet's tokenizer."""
+    tokens_kept: NonNegativeInt
+    """Tokens of what reached the packet, laid out as prose with its ``…`` and cut markers.
+
+    Never more than `tokens_full`; 0 when dropped. The bullets and line breaks
+    of the ``features`` and ``brief`` shapes are layout and are not counted here.
+    """
+    query_terms_preserved: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Share of the query terms present in the passage that survived; None if it had none."""
+    kept_spans: tuple[tuple[NonNegativeInt, NonNegativeInt], ...] = ()
+    """Character offsets ``(start, end)`` into `Passage.text` of every kept piece."""
+    truncated: bool = False
+    """True when a piece was cut mid-sentence; the text then ends with a `<truncated/>` marker."""
+    dropped: DropReason | None = None
+    """Why nothing was kept; None when the passage reached the packet."""
+    detail: str | None = None
+    """A human-readable note on what happened (``"kept 2 of 5 sentences"``)."""
+    whole: bool = False
+    """True when every sentence of the passage reached the packet, uncut."""
+    rank: NonNegativeInt | None = None
+    """Position among the packet's kept passages, in rendered order; None when dropped."""
+
+
+class Packet(BaseModel):
+    """The result of `pack()`: the text for the model and the account of it.
+
+    Example:
+        >>> from capsa.budget import pack
+        >>> packet = pack("hotel cap", [Passage(id="p1", text="The hotel cap is EUR 165.")],
+        ...               Budget(max_tokens=100))
+        >>> print(packet.render())
+        <context source="retrieved">
+        <document id="p1">The hotel cap is EUR 165.</document>
+        </context>
+        >>> packet.used_tokens <= 100 and packet.receipts[0].whole
+        True
+    """
+
+    model_config = _FROZEN
+
+    query: str
+    """The query the passages were ranked against."""
+    budget: Budget
+    """The budget the packet was built for."""
+    passages: tuple[Passage, ...]
+    """The kept input passages (attachments first), in rendered order, as given."""
+    texts: tuple[str, ...]
+    """What of each kept passage reached the packet, markers included, before escaping."""
+    receipts: tuple[Receipt, ...]
+    """One receipt per input passage: attachments first, then retrieval, in input order."""
+    used_tokens: NonNegativeInt
+    """Tokens of `render()`, counted by the tokenizer the packet was built with."""
+    rendered: str
+    """The exact text `render()` returns."""
+
+    @property
+    def dropped(self) -> tuple[Receipt, ...]:
+        """Receipts of the passages that kept nothing, with their reasons."""
+        return tuple(receipt for receipt in self.receipts if receipt.dropped is not None)
+
+    def render(self) -> str:
+        """Return the provenance-tagged text to put in the model's context.
+
+        Attachments come in ``<context source="attached">``, retrieval in
+        ``<context source="retrieved">``, each passage in a ``<document>``
+        element; passage text is escaped so it can never close or forge one.
+        An empty packet renders as the empty string.
+        """
+        return self.rendered
+
+    def provenance(self) -> list[dict[str, Any]]:
+        """Return where every kept piece came from, in rendered order, as JSON-ready dicts.
+
+        Each entry has the passage ``id``, ``source``, ``group``, the kept
+        character ``spans`` into the original text and whether it was
+        ``truncated``: enough to cite or highlight the evidence in the source.
+        """
+        kept = sorted((r for r in self.receipts if r.rank is not None), key=lambda r: r.rank or 0)
+        return [
+            {
+                "id": passage.id,
+                "source": passage.source,
+                "group": receipt.group,
+                "spans": [list(span) for span in receipt.kept_spans],
+                "truncated": receipt.truncated,
+            }
+            for passage, receipt in zip(self.passages, kept, strict=True)
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the whole packet as JSON-ready data, rendered text included."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,213 @@
+"""Relevance: how well a sentence or a passage answers the query.
+
+A `Scorer` turns a query and a list of texts into one number per text, higher
+meaning more relevant. The packer calls it twice per packing, once over every
+sentence and once over the whole passages, and combines both with the
+retriever's own score (see `capsa.budget.compress`).
+
+`LexicalScorer`, the default, is BM25 over the texts it is given, with
+stemming-light matching (plurals, ``-ed``, ``-ing``), an English stop list and
+per-character matching for CJK. It needs no model and is deterministic.
+`EmbeddingScorer` wraps any embedding function and scores by cosine similarity.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer"]
+
+_WORD = re.compile(r"\w+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_STOPWORDS = frozenset({
+    "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",
+    "are", "as", "at", "be", "been", "before", "being", "below", "between", "both", "but", "by",
+    "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from",
+    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how",
+    "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no",
+    "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs",
+    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
+    "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
+    "whom", "whose", "why", "will", "with", "would", "you", "your", "yours",
+})
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores texts against a query; higher is more relevant.
+
+    Implementations must be deterministic and return one finite number per
+    text, in order. The scale is free: the packer normalises by the largest
+    score of each call, and treats negative scores as zero.
+    """
+
+    def score(self, query: str, texts: Sequence[str]) -> Sequence[float]:
+        """Return one relevance score per text."""
+        ...
+
+
+class LexicalScorer(BaseModel):
+    """BM25 over the given texts, with light stemming; the default scorer.
+
+    Document frequencies come from the texts of the call itself (the sentences
+    or passages being packed), so no corpus statistics are needed. Each query
+    term counts once, however often the query repeats it.
+
+    Example:
+        >>> scorer = LexicalScorer()
+        >>> scores = scorer.score("hotel cap", ["The hotel cap is EUR 165.", "Trains are fine."])
+        >>> scores[0] > scores[1] == 0.0
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    k1: float = Field(default=0.3, ge=0.0)
+    """Term-frequency saturation: 0 counts each matched term once, higher rewards repeats."""
+    b: float = Field(default=0.2, ge=0.0, le=1.0)
+    """Length normalisation: 0 ignores length, 1 fully penalises long texts."""
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Return the BM25 score of each text for the query's distinct terms."""
+        query_terms = set(analyze(query))
+        if not query_terms or not texts:
+            return [0.0] * len(texts)
+        docs = [analyze(text) for text in texts]
+        weights = idf(query_terms, docs)
+        average = sum(len(doc) for doc in docs) / len(docs) or 1.0
+        scores = []
+        for doc in docs:
+            counts = Counter(term for term in doc if term in weights)
+            norm = self.k1 * (1.0 - self.b + self.b * len(doc) / average)
+            scores.append(
+                sum(
+                    (w * counts[t] * (self.k1 + 1.0) / (counts[t] + norm)
+                     for t, w in weights.items() if counts[t]),
+                    0.0,
+                )
+            )
+        return scores
+
+
+class EmbeddingScorer(BaseModel):
+    """Scores by cosine similarity between embeddings of the query and each text.
+
+    `embed` is any function from a list of strings to a list of vectors, such
+    as LangChain's ``Embeddings.embed_documents`` or a sentence-transformers
+    model's ``encode``. It is called once per `score` call, with the query
+    first, so a batching embedder pays one round trip.
+
+    Example:
+        >>> def embed(texts):
+        ...     return [[float("hotel" in t), float("train" in t), 1.0] for t in texts]
+        >>> EmbeddingScorer(embed=embed).score("hotel", ["hotel cap", "train"])[0] > 0.8
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    embed: Callable[[Sequence[str]], Sequence[Sequence[float]]]
+    """Embedding function: texts in, one vector per text out."""
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Return the cosine similarity of each text's embedding to the query's."""
+        if not texts:
+            return []
+        vectors = self.embed([query, *texts])
+        if len(vectors) != len(texts) + 1:
+            raise ValueError(f"embed returned {len(vectors)} vectors for {len(texts) + 1} texts")
+        head = vectors[0]
+        return [_cosine(head, vector) for vector in vectors[1:]]
+
+
+def analyze(text: str) -> tuple[str, ...]:
+    """Lower-case, split, drop stop words and stem: the terms BM25 matches on.
+
+    CJK characters become one term each, since those scripts do not separate
+    words with spaces. Sentence-sized texts are cached, since packing analyses
+    each sentence more than once; long texts are not, to bound memory.
+
+    Example:
+        >>> analyze("The hotels were booked")
+        ('hotel', 'book')
+    """
+    if len(text) > _CACHED_TEXT_CHARS:
+        return _analyze_cached.__wrapped__(text)
+    return _analyze_cached(text)
+
+
+_CACHED_TEXT_CHARS = 2000
+
+
+@lru_cache(maxsize=8192)
+def _analyze_cached(text: str) -> tuple[str, ...]:
+    terms: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        term = _TERMS.get(word)
+        if term is None:
+            term = _term(word)
+            if len(_TERMS) > _TERM_CACHE_SIZE:
+                _TERMS.clear()
+            _TERMS[word] = term
+        if term:
+            terms.extend(term.split(" ") if " " in term else (term,))
+    return tuple(terms)
+
+
+_TERMS: dict[str, str] = {}
+_TERM_CACHE_SIZE = 200_000
+
+
+def _term(word: str) -> str:
+    """The term(s) of one lower-cased word, space-separated; "" for a stop word."""
+    if not word.isascii() and _CJK.search(word):
+        return " ".join(ch for ch in word if ch != "_")
+    word = word.strip("_")
+    if not word or word in _STOPWORDS:
+        return ""
+    return _stem(word)
+
+
+def idf(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Return the BM25 inverse document frequency of each query term over `docs`."""
+    total = len(docs)
+    frequency: Counter[str] = Counter()
+    for doc in docs:
+        frequency.update(query_terms.intersection(doc))
+    return {
+        term: math.log(1.0 + (total - frequency[term] + 0.5) / (frequency[term] + 0.5))
+        for term in sorted(query_terms)
+    }
+
+
+def _stem(word: str) -> str:
+    """Strip the commonest English inflections, so "seated" matches "seat"."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+    elif word.endswith("ed") and len(word) > 4:
+        word = word[:-2]
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word
+
+
+def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
+    dot = sum(a * b for a, b in zip(left, right, strict=True))
+    norms = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
+    return dot / norms if norms else 0.0

@@ -1,0 +1,168 @@
+"""Sentence segmentation with character offsets into the original text.
+
+Compression keeps and drops whole sentences, and receipts cite the kept ones
+by offset, so the splitter returns spans, never copies. It is rule-based and
+deterministic: no model, no download. The rules cover what retrieved text
+actually contains:
+
+- prose: a boundary after ``.``, ``!``, ``?`` or ``…`` (and any closing quotes or
+  brackets) followed by whitespace, except after a known abbreviation
+  (``Dr.``, ``e.g.``, ``U.S.``), a single-letter initial (``John F. Kennedy``) or
+  ``No.`` before a number; decimals (``3.14``) never split;
+- CJK full stops (``。！？``) end a sentence without any whitespace after them;
+- a blank line always ends a unit; a single newline does too before a list
+  item, heading or table row, or after a line that ends a sentence, but not
+  inside hard-wrapped prose;
+- a fenced code block (three backticks or tildes) is one unit;
+- a unit longer than `MAX_UNIT_CHARS` (a table, a minified blob, a long code
+  block) is cut at line or word boundaries, so no single unit is unpackable.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_UNIT_CHARS", "split_sentences"]
+
+MAX_UNIT_CHARS = 1200
+"""Longest unit the splitter returns; longer stretches are cut at line or word breaks."""
+
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
+_LINE_START = re.compile(r"[ \t]*(?:[-*+•▪‣◦]\s|\d{1,3}[.)]\s|#{1,6}\s|\|)")
+_END = re.compile(r"[.!?…]+[\"'’”)\]]*(?=\s)|[。！？]+[」』）\"”]*")
+_NEXT_START = re.compile(r"\s+([\"'“‘(\[]*[A-Z0-9À-ÖØ-Þ\u0370-\u03ff\u0400-\u04ff]|[^\x00-\x7f])")
+_ABBREVIATIONS = frozenset({
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "cf", "al", "fig",
+    "figs", "vol", "vols", "ed", "eds", "dept", "est", "approx", "inc", "ltd", "co", "corp", "plc",
+    "llc", "bros", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
+    "dec", "gen", "gov", "sen", "rep", "lt", "col", "capt", "sgt", "rev", "hon", "pres", "adm",
+    "cmdr", "maj", "messrs", "mme", "mlle",
+})
+
+
+def split_sentences(text: str) -> tuple[tuple[int, int], ...]:
+    """Split `text` into sentence-like units, returned as ``(start, end)`` offsets.
+
+    Each span is stripped of surrounding whitespace, spans are in order and
+    never overlap, and together they cover every non-whitespace character of
+    `text`, so ``"".join`` of the spans' text plus the whitespace between them
+    is the original. Compression ranks these units; receipts report them.
+
+    Args:
+        text: any text: prose, lists, Markdown, code, CJK.
+
+    Returns:
+        The spans, empty for an empty or all-whitespace text.
+
+    Example:
+        >>> text = "Dr. Ng paid EUR 3.50 for it. Then she left."
+        >>> [text[s:e] for s, e in split_sentences(text)]
+        ['Dr. Ng paid EUR 3.50 for it.', 'Then she left.']
+    """
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for fence in _FENCE.finditer(text):
+        _split_prose_blocks(text, cursor, fence.start(), spans)
+        _add_capped(text, fence.start(), fence.end(), spans, by_line=True)
+        cursor = fence.end()
+    _split_prose_blocks(text, cursor, len(text), spans)
+    return tuple(spans)
+
+
+def _split_prose_blocks(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
+    block_start = start
+    for blank in _BLANK_LINE.finditer(text, start, end):
+        _split_lines(text, block_start, blank.start(), out)
+        block_start = blank.end()
+    _split_lines(text, block_start, end, out)
+
+
+def _split_lines(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
+    """Group a block's lines into runs of prose, breaking at list items and the like."""
+    run_start = start
+    line_start = start
+    while line_start < end:
+        newline = text.find("\n", line_start, end)
+        line_end = end if newline < 0 else newline
+        next_start = line_end + 1
+        if newline >= 0 and next_start < end and _breaks_after(text, line_start, line_end,
+                                                                  next_start, end):
+            _split_run(text, run_start, line_end, out)
+            run_start = next_start
+        line_start = next_start
+    _split_run(text, run_start, end, out)
+
+
+def _breaks_after(text: str, line_start: int, line_end: int, next_start: int, end: int) -> bool:
+    line = text[line_start:line_end].rstrip()
+    if not line:
+        return True
+    if "\t" in line or _LINE_START.match(text, line_start) or line.endswith((":", "|")):
+        return True
+    if line.endswith((".", "!", "?", "…", "。", "！", "？", '."', ".”")):
+        return True
+    following = text[next_start:end]
+    return bool(_LINE_START.match(following)) or "\t" in following.split("\n", 1)[0]
+
+
+def _split_run(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
+    """Split one run of prose at sentence ends."""
+    sentence_start = start
+    for match in _END.finditer(text, start, end):
+        stop = match.end()
+        if match.group()[0] in "。！？":
+            if text[stop:end].strip():
+                _add_capped(text, sentence_start, stop, out)
+                sentence_start = stop
+            continue
+        follower = _NEXT_START.match(text, stop, end)
+        if follower is None or _is_abbreviation(text, sentence_start, match.start(), follower):
+            continue
+        _add_capped(text, sentence_start, stop, out)
+        sentence_start = stop
+    _add_capped(text, sentence_start, end, out)
+
+
+def _is_abbreviation(text: str, start: int, dot: int, follower: re.Match[str]) -> bool:
+    if text[dot] != ".":
+        return False
+    word_start = dot
+    while word_start > start and not text[word_start - 1].isspace() and text[word_start - 1] != "(":
+        word_start -= 1
+    word = text[word_start:dot].lstrip("\"'“‘([")
+    lowered = word.lower()
+    if not word:
+        return False
+    if len(word) == 1 and word.isalpha() and word.isupper():
+        return True  # an initial: "John F. Kennedy"
+    if "." in word and all(len(part) <= 2 for part in word.split(".")):
+        return True  # "e.g.", "U.S.", "Ph.D"
+    if lowered == "no":
+        return follower.group(1)[-1].isdigit()
+    if word.isdigit() and word_start == start:
+        return True  # a numbered list item, "1. First"
+    return lowered in _ABBREVIATIONS
+
+
+def _add_capped(
+    text: str, start: int, end: int, out: list[tuple[int, int]], *, by_line: bool = False
+) -> None:
+    """Append the stripped span, cut into pieces of at most MAX_UNIT_CHARS."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    while end - start > MAX_UNIT_CHARS:
+        limit = start + MAX_UNIT_CHARS
+        cut = text.rfind("\n", start + 1, limit) if by_line else -1
+        if cut <= start:
+            cut = max(text.rfind(" ", start + 1, limit), text.rfind("\n", start + 1, limit))
+        if cut <= start:
+            cut = limit
+        _add_capped(text, start, cut, out)
+        start = cut
+        while start < end and text[start].isspace():
+            start += 1
+    if end > start:
+        out.append((start, end))

@@ -1,0 +1,117 @@
+"""LangChain retriever wrapper: any retriever's results, packed into a token budget.
+
+`BudgetedRetriever` does what ``ContextualCompressionRetriever(CapsaCompressor)``
+does, without needing langchain-classic, and adds a ``k`` cap that can be set
+per call, as LangChain's standard retriever tests expect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+    adispatch_custom_event,
+    dispatch_custom_event,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever, RetrieverLike
+from pydantic import ConfigDict, Field, PositiveInt
+
+from capsa.budget import Budget, Scorer
+from capsa.langchain.compressors import (
+    REPORT_EVENT,
+    LanguageModel,
+    PackSettings,
+    compress,
+    counter,
+)
+
+__all__ = ["BudgetedRetriever"]
+
+
+class BudgetedRetriever(BaseRetriever):
+    """Wraps a retriever and packs what it returns into a token budget.
+
+    The wrapped retriever fetches candidates as usual; capsa keeps the best of
+    them within `budget` (whole where they fit, their relevant sentences where
+    they do not) and at most `k` documents. Kept documents are new
+    `Document`s with a ``capsa_receipt`` in their metadata; the full report
+    goes out as a ``capsa.compression_report`` custom event on this
+    retriever's run.
+
+    Setup:
+        ``pip install 'capsa[langchain]'``
+
+    Key init args:
+        retriever: any retriever (or runnable from a query to documents).
+        budget: the token ceiling on the rendered packet, and its shape.
+        k: at most this many documents come back; a ``k`` invoke kwarg overrides it.
+        model: a chat model whose ``get_num_tokens`` counts the budget.
+
+    Instantiate:
+        >>> from langchain_core.documents import Document
+        >>> from langchain_core.runnables import RunnableLambda
+        >>> from capsa.budget import Budget
+        >>> docs = [Document(page_content="The hotel cap is EUR 165."),
+        ...         Document(page_content="Trains are booked in standard class.")]
+        >>> base = RunnableLambda(lambda query: docs)
+        >>> retriever = BudgetedRetriever(retriever=base, budget=Budget(max_tokens=500), k=2)
+
+    Usage:
+        >>> [d.page_content for d in retriever.invoke("hotel cap", k=1)]
+        ['The hotel cap is EUR 165.']
+
+    Use within a chain:
+        ``{"context": retriever | format_packet, "question": RunnablePassthrough()}
+        | prompt | model``
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    retriever: RetrieverLike
+    """Fetches the candidates; its own settings decide how many."""
+    budget: Budget
+    """Token ceiling on the rendered packet, attachment share and shape."""
+    k: PositiveInt | None = None
+    """At most this many documents are returned; None leaves only `Budget.max_items`."""
+    compress: bool = True
+    """Keep the relevant sentences of documents that do not fit whole."""
+    model: LanguageModel | None = None
+    """Counts tokens with this model's ``get_num_tokens`` when `tokenizer` is None."""
+    tokenizer: Callable[[str], int] | None = Field(default=None, exclude=True)
+    """Token counter; capsa's offline estimate when neither this nor `model` is set."""
+    scorer: Scorer | None = Field(default=None, exclude=True)
+    """Relevance scorer; capsa's lexical BM25 when None."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None, **kwargs: Any,
+    ) -> list[Document]:
+        candidates = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()},
+                                           **kwargs)
+        kept, report = compress(candidates, query, self._settings(k))
+        dispatch_custom_event(REPORT_EVENT, report, config={"callbacks": run_manager.get_child()})
+        return kept
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None, **kwargs: Any,
+    ) -> list[Document]:
+        candidates = await self.retriever.ainvoke(
+            query, config={"callbacks": run_manager.get_child()}, **kwargs)
+        kept, report = compress(candidates, query, self._settings(k))
+        await adispatch_custom_event(REPORT_EVENT, report,
+                                     config={"callbacks": run_manager.get_child()})
+        return kept
+
+    def _settings(self, k: int | None) -> PackSettings:
+        cap = self.k if k is None else k
+        budget = self.budget
+        if cap is not None:
+            limit = cap if budget.max_items is None else min(cap, budget.max_items)
+            budget = budget.model_copy(update={"max_items": limit})
+        return PackSettings(budget, self.compress, counter(self.tokenizer, self.model),
+                            self.scorer)

@@ -1,0 +1,134 @@
+"""BudgetedRetriever: LangChain's standard retriever tests, events, and an LCEL chain."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from uuid import UUID
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+
+from capsa.budget import Budget, estimate_tokens
+from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
+from capsa.langchain import BudgetedRetriever, format_packet
+
+
+def corpus() -> list[Document]:
+    """The sample corpus, one document per paragraph."""
+    return [Document(page_content=block, id=f"{doc.name}#{n}", metadata={"source": doc.name})
+            for doc in DOCUMENTS
+            for n, block in enumerate(re.split(r"\n\s*\n", doc.text)) if block.strip()]
+
+
+def everything() -> RunnableLambda[str, list[Document]]:
+    return RunnableLambda(lambda query: corpus())
+
+
+class TestBudgetedRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[BudgetedRetriever]:
+        return BudgetedRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        store = InMemoryVectorStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+        return {"retriever": store.as_retriever(search_kwargs={"k": 6}),
+                "budget": Budget(max_tokens=4000), "k": 2}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "What is the nightly hotel cap?"
+
+
+class Messages(BaseCallbackHandler):
+    """Records what chat models were sent, and capsa's custom events."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[BaseMessage]] = []
+        self.events: list[tuple[str, Any]] = []
+
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]],
+                            **kwargs: Any) -> None:
+        self.sent.extend(messages)
+
+    def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.events.append((name, data))
+
+
+def test_retriever_caps_documents_at_k_and_the_k_kwarg_overrides_it() -> None:
+    retriever = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=2000), k=3)
+    assert len(retriever.invoke("hotel cap")) == 3
+    assert len(retriever.invoke("hotel cap", k=1)) == 1
+
+
+def test_retriever_k_never_lifts_the_budgets_own_item_cap() -> None:
+    budget = Budget(max_tokens=2000, max_items=2)
+    assert len(BudgetedRetriever(retriever=everything(), budget=budget, k=5).invoke("hotel")) == 2
+
+
+def test_retriever_keeps_the_packet_within_the_budget() -> None:
+    retriever = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=150))
+    kept = retriever.invoke("What is the nightly hotel cap in high-cost cities?")
+    assert estimate_tokens(format_packet.invoke(kept)) <= 150
+    assert "EUR 230" in format_packet.invoke(kept)
+
+
+def test_retriever_returns_new_documents_with_receipts() -> None:
+    kept = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=150)).invoke("hotel")
+    assert all(d.metadata["capsa_receipt"]["dropped"] is None for d in kept)
+    assert all(d.metadata["source"] for d in kept)
+
+
+def test_retriever_reports_kept_and_dropped_as_a_custom_event() -> None:
+    handler = Messages()
+    retriever = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=150))
+    kept = retriever.invoke("hotel cap", config={"callbacks": [handler]})
+    [(name, report)] = handler.events
+    assert name == "capsa.compression_report"
+    assert report["kept"] == [d.metadata["capsa_receipt"]["passage_id"] for d in kept]
+    assert len(report["kept"]) + len(report["dropped"]) == len(corpus())
+
+
+async def test_retriever_async_path_packs_and_reports() -> None:
+    retriever = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=150), k=2)
+    events = [e async for e in retriever.astream_events("hotel cap", version="v2")
+              if e["event"] in ("on_custom_event", "on_retriever_end")]
+    assert [e["event"] for e in events] == ["on_custom_event", "on_retriever_end"]
+    assert len(events[1]["data"]["output"]) == 2
+
+
+def test_retriever_counts_with_the_chat_model_it_is_given() -> None:
+    model = FakeListChatModel(responses=["ok"], custom_get_token_ids=lambda text: [0] * len(text))
+    retriever = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=400),
+                                  model=model)
+    assert len(format_packet.invoke(retriever.invoke("hotel cap"))) <= 400
+
+
+@pytest.mark.parametrize("sample", QUESTIONS, ids=lambda q: q.question[:40])
+def test_lcel_chain_sends_the_model_a_packet_that_fits_and_holds_the_answer(sample: Any) -> None:
+    handler = Messages()
+    retriever: BaseRetriever = BudgetedRetriever(retriever=everything(),
+                                                 budget=Budget(max_tokens=200))
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", "Answer from the documents only.\n{context}"), ("human", "{question}")])
+    chain = ({"context": retriever | format_packet, "question": RunnablePassthrough()}
+             | prompt | FakeListChatModel(responses=["noted"]) | StrOutputParser())
+
+    assert chain.invoke(sample.question, config={"callbacks": [handler]}) == "noted"
+    [[system, human]] = handler.sent
+    packet = format_packet.invoke(retriever.invoke(sample.question))
+    assert system.content == f"Answer from the documents only.\n{packet}"
+    assert human.content == sample.question
+    assert estimate_tokens(packet) <= 200
+    assert sample.answer in packet

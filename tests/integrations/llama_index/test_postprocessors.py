@@ -1,0 +1,199 @@
+"""CapsaNodePostprocessor alone, in a query engine and in a chat engine, with MockLLM."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.chat_engine import ContextChatEngine
+from llama_index.core.embeddings import BaseEmbedding
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.llms import ChatMessage
+from llama_index.core.llms.mock import MockLLM
+from llama_index.core.memory import BaseMemory
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+
+from capsa.budget import Budget, estimate_tokens
+from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
+from capsa.llama_index import CapsaNodePostprocessor
+from capsa.llama_index.postprocessors import CapsaCompressionEvent
+
+HOTEL = ("Flights are booked in economy class. The nightly hotel cap is EUR 165. "
+         "In high-cost cities the hotel cap is EUR 230. Taxis need a receipt.")
+TRAINS = "Rail travel is booked in standard class. Tickets are bought 14 days ahead."
+
+
+class HashEmbedding(BaseEmbedding):
+    """Deterministic bag-of-words vectors: texts sharing words are similar."""
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * 64
+        for word in re.findall(r"\w+", text.lower()):
+            vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
+        return vector
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HashEmbedding"
+
+
+class Events(BaseEventHandler):
+    """Collects capsa's instrumentation events."""
+
+    seen: list[BaseEvent] = []
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        if isinstance(event, CapsaCompressionEvent):
+            self.seen.append(event)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Events"
+
+
+class ListMemory(BaseMemory):
+    """Chat memory in a list (the default `Memory` opens an SQLite engine per engine)."""
+
+    messages: list[ChatMessage] = []
+
+    @classmethod
+    def from_defaults(cls, **kwargs: Any) -> ListMemory:
+        return cls(messages=[])
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        return list(self.messages)
+
+    def get_all(self) -> list[ChatMessage]:
+        return list(self.messages)
+
+    def put(self, message: ChatMessage) -> None:
+        self.messages = [*self.messages, message]
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        self.messages = list(messages)
+
+    def reset(self) -> None:
+        self.messages = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ListMemory"
+
+
+@pytest.fixture
+def events() -> Iterator[Events]:
+    handler = Events(seen=[])
+    dispatcher = get_dispatcher()
+    dispatcher.add_event_handler(handler)
+    yield handler
+    dispatcher.event_handlers.remove(handler)
+
+
+@pytest.fixture(scope="module")
+def index() -> VectorStoreIndex:
+    documents = [Document(text=d.text, metadata={"file_name": d.name}, id_=d.name)
+                 for d in DOCUMENTS]
+    return VectorStoreIndex.from_documents(documents, embed_model=HashEmbedding())
+
+
+def nodes() -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=TRAINS, id_="trains"), score=0.2),
+            NodeWithScore(node=TextNode(text=HOTEL, id_="hotel", metadata={"page": 2}), score=0.1)]
+
+
+def test_postprocessor_returns_new_nodes_and_leaves_the_originals_alone() -> None:
+    originals = nodes()
+    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=45)).postprocess_nodes(
+        originals, query_str="hotel cap in high-cost cities")
+    assert [n.node.node_id for n in kept] == ["hotel"]
+    assert kept[0].node.get_content() != HOTEL and "EUR 230" in kept[0].node.get_content()
+    assert kept[0].score == 0.1 and kept[0].node.metadata["page"] == 2
+    assert originals[1].node.get_content() == HOTEL
+    assert "capsa_receipt" not in originals[1].node.metadata
+    assert originals[1].node.excluded_llm_metadata_keys == []
+
+
+def test_postprocessor_hides_its_receipt_from_the_llm_and_the_embedder() -> None:
+    [kept, *_] = CapsaNodePostprocessor(budget=Budget(max_tokens=500)).postprocess_nodes(
+        nodes(), query_str="hotel")
+    assert kept.node.metadata["capsa_receipt"]["whole"]
+    assert "capsa_receipt" not in kept.node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "capsa_receipt" not in kept.node.get_content(metadata_mode=MetadataMode.EMBED)
+
+
+def test_postprocessor_emits_an_instrumentation_event_with_the_report(events: Events) -> None:
+    CapsaNodePostprocessor(budget=Budget(max_tokens=45)).postprocess_nodes(
+        nodes(), query_str="hotel cap")
+    [event] = events.seen
+    assert event.kept == ["hotel"] and event.max_tokens == 45
+    assert event.dropped == [{"id": "trains", "reason": "budget",
+                              "detail": "no room left in the budget"}]
+
+
+async def test_postprocessor_async_path_matches_the_sync_one(events: Events) -> None:
+    post = CapsaNodePostprocessor(budget=Budget(max_tokens=45))
+    sync = post.postprocess_nodes(nodes(), query_str="hotel cap")
+    result = await post.apostprocess_nodes(nodes(), query_bundle=QueryBundle("hotel cap"))
+    assert [(n.node.node_id, n.node.get_content()) for n in result] == [
+        (n.node.node_id, n.node.get_content()) for n in sync]
+    assert len(events.seen) == 2
+
+
+def test_postprocessor_needs_the_query() -> None:
+    with pytest.raises(ValueError, match="needs the query"):
+        CapsaNodePostprocessor(budget=Budget(max_tokens=45)).postprocess_nodes(nodes())
+
+
+def test_postprocessor_serialises_under_its_class_name() -> None:
+    data = CapsaNodePostprocessor(budget=Budget(max_tokens=45)).to_dict()
+    assert data["class_name"] == "CapsaNodePostprocessor" and data["budget"]["max_tokens"] == 45
+
+
+@pytest.mark.parametrize("sample", QUESTIONS, ids=lambda q: q.question[:40])
+def test_query_engine_sends_mockllm_exactly_the_packed_nodes(index: VectorStoreIndex,
+                                                            sample: Any) -> None:
+    engine = index.as_query_engine(
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=250))],
+        llm=MockLLM(), similarity_top_k=4)
+    response = engine.query(sample.question)
+    context = "\n\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM)
+                          for n in response.source_nodes)
+    template = engine.get_prompts()["response_synthesizer:text_qa_template"]
+    assert response.response == template.format(context_str=context, query_str=sample.question)
+    assert "capsa_receipt" not in response.response
+    assert estimate_tokens(context) <= 250
+    assert all(n.node.metadata["capsa_receipt"]["dropped"] is None for n in response.source_nodes)
+
+
+def test_query_engine_keeps_the_answer_on_the_sample_corpus(index: VectorStoreIndex) -> None:
+    engine = index.as_query_engine(
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=250))],
+        llm=MockLLM(), similarity_top_k=4)
+    found = [sample.answer in str(engine.query(sample.question).response) for sample in QUESTIONS]
+    assert sum(found) >= len(QUESTIONS) - 2
+
+
+def test_chat_engine_packs_the_context_it_sends(index: VectorStoreIndex) -> None:
+    engine = ContextChatEngine.from_defaults(
+        retriever=index.as_retriever(similarity_top_k=4), llm=MockLLM(),
+        memory=ListMemory.from_defaults(),
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=200))])
+    response = engine.chat("What is the nightly hotel cap in high-cost cities?")
+    assert response.source_nodes
+    assert all("capsa_receipt" in n.node.metadata for n in response.source_nodes)
+    assert "EUR 230" in response.response

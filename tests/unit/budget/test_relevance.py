@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from capsa.budget import EmbeddingScorer, LexicalScorer, Scorer
+from capsa.budget.relevance import analyze
+
+
+def test_analyze_drops_stop_words_and_strips_inflections() -> None:
+    assert analyze("The hotels were booked and seated") == ("hotel", "book", "seat")
+
+
+def test_analyze_matches_word_forms_to_one_term() -> None:
+    assert len({*analyze("seat seats seated seating")}) == 1
+
+
+def test_analyze_splits_cjk_into_characters() -> None:
+    assert analyze("東京") == ("東", "京")
+
+
+def test_lexical_scorer_ranks_the_text_with_the_query_terms_first() -> None:
+    scores = LexicalScorer().score("hotel cap", ["Trains are slow.", "The hotel cap is EUR 165."])
+    assert scores[1] > scores[0] == 0.0
+
+
+def test_lexical_scorer_weighs_rare_terms_above_common_ones() -> None:
+    texts = ["the policy covers the hotel", "the policy covers travel",
+             "the policy covers meals", "the policy covers rules"]
+    scores = LexicalScorer().score("policy hotel", texts)
+    assert scores[0] == max(scores)
+    assert scores[1] == scores[2] == scores[3] > 0.0
+
+
+def test_lexical_scorer_counts_a_term_once_when_k1_is_zero() -> None:
+    scores = LexicalScorer(k1=0.0).score("hotel", ["hotel hotel hotel", "hotel", "taxi"])
+    assert scores[0] == scores[1] > 0.0
+
+
+def test_lexical_scorer_scores_zero_without_query_terms() -> None:
+    assert LexicalScorer().score("the of and", ["the hotel"]) == [0.0]
+
+
+def test_lexical_scorer_rejects_a_length_normalisation_above_one() -> None:
+    with pytest.raises(ValueError, match="b"):
+        LexicalScorer(b=1.5)
+
+
+def test_embedding_scorer_scores_by_cosine_similarity() -> None:
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] if "hotel" in t else [0.0, 1.0] for t in texts]
+
+    assert EmbeddingScorer(embed=embed).score("hotel", ["a hotel", "a train"]) == [1.0, 0.0]
+
+
+def test_embedding_scorer_embeds_query_and_texts_in_one_call() -> None:
+    calls: list[list[str]] = []
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        calls.append(list(texts))
+        return [[1.0] for _ in texts]
+
+    EmbeddingScorer(embed=embed).score("q", ["a", "b"])
+    assert calls == [["q", "a", "b"]]
+
+
+def test_embedding_scorer_rejects_a_wrong_number_of_vectors() -> None:
+    with pytest.raises(ValueError, match="3 texts"):
+        EmbeddingScorer(embed=lambda texts: [[1.0]]).score("q", ["a", "b"])
+
+
+def test_scorers_satisfy_the_scorer_protocol() -> None:
+    assert isinstance(LexicalScorer(), Scorer)
+    assert isinstance(EmbeddingScorer(embed=lambda texts: [[1.0]] * len(texts)), Scorer)

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from capsa.budget import split_sentences
+from capsa.budget.sentences import MAX_UNIT_CHARS
+
+
+def sentences(text: str) -> list[str]:
+    return [text[start:end] for start, end in split_sentences(text)]
+
+
+def test_split_sentences_splits_prose_at_full_stops() -> None:
+    assert sentences("It rained. We stayed in! Did you? Yes.") == [
+        "It rained.", "We stayed in!", "Did you?", "Yes."]
+
+
+@pytest.mark.parametrize("text", [
+    "Dr. Ng arrived late.",
+    "Bring tools, e.g. a hammer and nails.",
+    "He moved to the U.S. in 1990.",
+    "John F. Kennedy spoke.",
+    "See No. 5 for details.",
+    "Mr. and Mrs. Smith met Prof. Lee at St. Mary.",
+])
+def test_split_sentences_keeps_abbreviations_and_initials_inside_a_sentence(text: str) -> None:
+    assert sentences(text) == [text]
+
+
+def test_split_sentences_never_splits_decimals() -> None:
+    assert sentences("The rate is EUR 0.32 per km. Pi is 3.14.") == [
+        "The rate is EUR 0.32 per km.", "Pi is 3.14."]
+
+
+def test_split_sentences_treats_list_items_as_units() -> None:
+    text = "You need:\n- a passport\n- a visa\n1. apply online\n2. wait"
+    assert sentences(text) == [
+        "You need:", "- a passport", "- a visa", "1. apply online", "2. wait"]
+
+
+def test_split_sentences_joins_hard_wrapped_lines() -> None:
+    assert sentences("A long sentence that\nwraps onto a second line. Then another.") == [
+        "A long sentence that\nwraps onto a second line.", "Then another."]
+
+
+def test_split_sentences_breaks_at_blank_lines_and_headings() -> None:
+    assert sentences("# Hotels\nThe cap is EUR 165\n\nTaxis are fine") == [
+        "# Hotels", "The cap is EUR 165", "Taxis are fine"]
+
+
+def test_split_sentences_keeps_a_fenced_code_block_whole() -> None:
+    text = "Run this:\n```python\nx = 1. \ny = 2. Z\n```\nThen stop."
+    assert sentences(text) == ["Run this:", "```python\nx = 1. \ny = 2. Z\n```", "Then stop."]
+
+
+def test_split_sentences_splits_at_cjk_full_stops_without_spaces() -> None:
+    assert sentences("東京は首都です。人口は多い！本当？はい") == [
+        "東京は首都です。", "人口は多い！", "本当？", "はい"]
+
+
+def test_split_sentences_keeps_quoted_sentence_ends_with_their_sentence() -> None:
+    assert sentences('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
+
+
+def test_split_sentences_treats_table_rows_as_units() -> None:
+    assert sentences("item\tprice\nscanner\t1475") == ["item\tprice", "scanner\t1475"]
+
+
+def test_split_sentences_caps_units_without_boundaries() -> None:
+    text = "word " * 1000
+    spans = split_sentences(text)
+    assert len(spans) > 1
+    assert all(end - start <= MAX_UNIT_CHARS for start, end in spans)
+
+
+def test_split_sentences_returns_nothing_for_blank_text() -> None:
+    assert split_sentences("  \n\t ") == ()
+
+
+def test_split_sentences_spans_cover_every_visible_character_in_order() -> None:
+    text = "  Hi there.  How are you?\n\n- fine\n```\ncode. More\n```\n東京。はい "
+    spans = split_sentences(text)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    covered = "".join(text[start:end] for start, end in spans)
+    assert "".join(covered.split()) == "".join(text.split())
