@@ -1,0 +1,443 @@
+"""One route's decisions for one query, held in process until pairing.
+
+A `RouteCapture` records, per candidate passage, what a retrieval route did
+with it: the score it gave, whether its gate admitted it and why not, whether
+ranking selected it, whether it reached the rendered context block, and whether
+that block was visible in the messages sent to the model. Source identities and
+texts live only inside the capture; they exist to join two routes in
+`capsa.shadow.pair` and never leave it.
+
+A capture is strict and single-use. Anything it cannot attribute with
+certainty (the same source twice, a gate that contradicts the admitted set, a
+block that is not made of the selected passages) is refused with
+`CaptureInvalid` and the capture is discarded: a wrong comparison row is worse
+than a missing one. Refusing never touches the request being served.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from capsa.errors import CaptureInvalid
+
+__all__ = [
+    "GATE_REASONS",
+    "Candidate",
+    "CaptureState",
+    "GateObservation",
+    "GateReason",
+    "RenderedBlock",
+    "RouteCapture",
+    "Side",
+    "capture_retrieved",
+]
+
+Side = Literal["baseline", "candidate"]
+"""Which route a capture observes: the one being served, or the one on trial."""
+
+GateReason = Literal["admitted", "below_threshold", "over_budget", "filtered", "duplicate"]
+"""Why a route's gate let a candidate through or stopped it: a closed set.
+
+`admitted` passed the gate; `below_threshold` its score was under the route's
+cut-off; `over_budget` the route's item or token allowance ran out before it;
+`filtered` a metadata or policy filter removed it; `duplicate` the route kept
+another copy of the same content instead.
+"""
+
+GATE_REASONS: frozenset[str] = frozenset(get_args(GateReason))
+"""Every value `GateReason` allows, for checks at run time."""
+
+CaptureState = Literal["fresh", "observed", "finalized", "paired", "invalid"]
+"""Where a capture is in its one life: observe, finalize, pair; or discarded."""
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class Candidate(BaseModel):
+    """One passage a route considered for one query.
+
+    It carries the source identity and the text, so it never leaves the
+    process: `pair` reads it and releases only numbers.
+    """
+
+    model_config = _CONFIG
+
+    source_id: str = Field(min_length=1)
+    """Stable identity of the source passage, the same on both routes (a chunk id)."""
+    score: float = Field(strict=True)
+    """The route's relevance score, normalised by the route into [0, 1]."""
+    text: str
+    """Exactly what the route renders into the context block if it selects this passage."""
+
+
+class GateObservation(BaseModel):
+    """What a route's gate decided about one candidate, as the gate reported it."""
+
+    model_config = _CONFIG
+
+    source_id: str
+    """The candidate the decision is about."""
+    reason: GateReason
+    """`admitted`, or why the gate stopped the candidate."""
+
+
+class RenderedBlock(BaseModel):
+    """The context block a route rendered for one query, verbatim.
+
+    `scaffold` declares what the renderer added around the passages (headers,
+    container tags); anything else in `text` that is not a selected passage
+    makes the block unattributable.
+    """
+
+    model_config = _CONFIG
+
+    query: str
+    """The query the block was rendered for; must match the observed query."""
+    text: str
+    """The block exactly as it was handed on towards the model."""
+    scaffold: tuple[str, ...] = ()
+    """Strings the renderer wrapped around the passages; whitespace needs no declaring."""
+
+
+class _Decision(BaseModel):
+    """One candidate's decisions on one side; internal, it still knows the source."""
+
+    model_config = _CONFIG
+
+    source_id: str
+    score: float
+    reason: GateReason
+    admitted: bool
+    selected: bool
+    included: bool = False
+
+
+class RouteCapture:
+    """Observe one route for one query, then hand it to `pair`.
+
+    The life of a capture is `observe` (what the gate and ranking did),
+    `finalize` (what reached the rendered block), optionally `observe_provider`
+    (whether that block was on the wire), then `pair`. Each step happens at
+    most once; any refusal discards the capture.
+
+    Args:
+        side: ``"baseline"`` for the route being served, ``"candidate"`` for the
+            route on trial.
+
+    Raises:
+        ValueError: `side` is neither.
+
+    Example:
+        >>> capture = RouteCapture("baseline")
+        >>> capture.observe(
+        ...     "refund window",
+        ...     [Candidate(source_id="a", score=0.9, text="Refunds within 30 days.")],
+        ...     admitted=["a"], selected=["a"],
+        ...     observed_gate=[GateObservation(source_id="a", reason="admitted")],
+        ... )
+        >>> capture.finalize(RenderedBlock(query="refund window", text="Refunds within 30 days."))
+        >>> capture.state
+        'finalized'
+    """
+
+    def __init__(self, side: Side) -> None:
+        if side not in ("baseline", "candidate"):
+            raise ValueError(f"side must be 'baseline' or 'candidate', not {side!r}")
+        self.side: Side = side
+        self._state: CaptureState = "fresh"
+        self._query: str | None = None
+        self._decisions: dict[str, _Decision] = {}
+        self._texts: dict[str, str] = {}
+        self._included_texts: tuple[str, ...] = ()
+        self._block = ""
+        self._visible: bool | None = None
+        self._wire_observed = False
+
+    @property
+    def state(self) -> CaptureState:
+        """`fresh`, `observed`, `finalized`, `paired` (spent) or `invalid` (discarded)."""
+        return self._state
+
+    @property
+    def query(self) -> str | None:
+        """The observed query, or None before `observe` and after a discard."""
+        return self._query
+
+    def observe(
+        self,
+        query: str,
+        candidates: Sequence[Candidate],
+        admitted: Sequence[str],
+        selected: Sequence[str],
+        observed_gate: Sequence[GateObservation] | None,
+    ) -> None:
+        """Record the gate's and the ranking's decisions, once.
+
+        Args:
+            query: The query the route answered.
+            candidates: Every passage the route scored, in its own order.
+            admitted: Source ids the gate let through.
+            selected: Source ids ranking chose from the admitted ones.
+            observed_gate: The gate's own report, one entry per candidate.
+                None (not observed) is refused: admission would be a guess.
+
+        Raises:
+            CaptureInvalid: the capture was used before, an identity repeats, a
+                score is not a finite number in [0, 1], the gate report is
+                missing or disagrees with `admitted`, or `selected` is not a
+                subset of `admitted`. The capture is discarded.
+        """
+        with self._discard_on_refusal():
+            if self._state != "fresh":
+                raise CaptureInvalid(f"a capture observes once; this one is {self._state}")
+            self._decisions, self._texts = _decide(candidates, admitted, selected, observed_gate)
+            self._query = query
+            self._state = "observed"
+
+    def finalize(self, block: RenderedBlock) -> None:
+        """Resolve which selected passages reached the rendered block, once.
+
+        A selected passage is included when its text occurs exactly once in
+        the block. The block must consist of included passages, declared
+        scaffold and whitespace; anything else means it was transformed and
+        inclusion cannot be attributed.
+
+        Args:
+            block: The block the route rendered for the observed query.
+
+        Raises:
+            CaptureInvalid: the capture is not freshly observed, the block is
+                for another query, two selected texts overlap or one is empty,
+                a selected text occurs more than once, or the block holds text
+                that is neither a selected passage nor scaffold. The capture is
+                discarded.
+        """
+        with self._discard_on_refusal():
+            if self._state != "observed":
+                raise CaptureInvalid(f"finalize needs an observed capture, not a {self._state} one")
+            if block.query != self._query:
+                raise CaptureInvalid("the rendered block is from a different query")
+            selected = {sid: self._texts[sid] for sid, d in self._decisions.items() if d.selected}
+            included = _locate(block, selected)
+            self._decisions = {
+                sid: d.model_copy(update={"included": sid in included})
+                for sid, d in self._decisions.items()
+            }
+            self._included_texts = tuple(selected[sid] for sid in sorted(included))
+            self._block = block.text
+            self._state = "finalized"
+
+    def observe_provider(self, messages: Sequence[object]) -> None:
+        """Record whether the block was visible in the messages sent to the model, once.
+
+        Messages may be strings, mappings with a ``content`` key, or objects
+        with a ``content`` attribute; content may be a string or a list of
+        strings and ``{"type": "text", "text": ...}`` parts (other parts, such
+        as images, are skipped). A message of any other shape makes the wire
+        unobservable: visibility stays unknown and the capture stays valid.
+
+        Raises:
+            CaptureInvalid: the capture is not finalized, the wire was already
+                observed, or the wire holds some of the included passages but
+                not the block as rendered (it was transformed on the way). Every
+                refusal discards the capture.
+        """
+        with self._discard_on_refusal():
+            if self._state != "finalized" or self._wire_observed:
+                raise CaptureInvalid("provider messages are observed once, after finalize")
+            self._wire_observed = True
+            texts = _wire_texts(messages)
+            if texts is not None:
+                self._visible = _block_visible(self._block, self._included_texts, texts)
+
+    def invalidate(self) -> None:
+        """Discard the capture; the request being served is not affected."""
+        self._state = "invalid"
+        self._query = None
+        self._decisions = {}
+        self._texts = {}
+        self._included_texts = ()
+        self._block = ""
+        self._visible = None
+        self._wire_observed = False
+
+    def _release(self) -> tuple[str, dict[str, _Decision], bool | None]:
+        """Hand the decisions to `pair` and spend the capture."""
+        if self._state != "finalized" or self._query is None:
+            raise CaptureInvalid(f"pairing needs a finalized capture; this one is {self._state}")
+        query, decisions, visible = self._query, self._decisions, self._visible
+        self.invalidate()
+        self._state = "paired"
+        return query, decisions, visible
+
+    @contextmanager
+    def _discard_on_refusal(self) -> Iterator[None]:
+        """Any `CaptureInvalid` raised inside discards the capture, then propagates."""
+        try:
+            yield
+        except CaptureInvalid:
+            self.invalidate()
+            raise
+
+
+def capture_retrieved(
+    side: Side, query: str, retrieved: Sequence[Candidate], *, separator: str = "\n\n"
+) -> RouteCapture:
+    """Capture a plain retriever's answer: everything returned was admitted and selected.
+
+    A retriever that only returns documents exposes no gate and no renderer,
+    so this records each returned passage as admitted and selected, renders
+    them joined by `separator` (as prompt templates usually do) and finalizes
+    against that. Scores, selection and rank order are what such a comparison
+    measures; visibility stays unknown.
+
+    Raises:
+        CaptureInvalid: as `RouteCapture.observe` and `RouteCapture.finalize`.
+
+    Example:
+        >>> docs = [Candidate(source_id="a", score=1.0, text="Refunds within 30 days.")]
+        >>> capture_retrieved("candidate", "refunds", docs).state
+        'finalized'
+    """
+    capture = RouteCapture(side)
+    ids = [c.source_id for c in retrieved]
+    gate = [GateObservation(source_id=sid, reason="admitted") for sid in ids]
+    capture.observe(query, retrieved, ids, ids, gate)
+    block = separator.join(c.text for c in retrieved)
+    capture.finalize(RenderedBlock(query=query, text=block, scaffold=(separator,)))
+    return capture
+
+
+def _decide(
+    candidates: Sequence[Candidate],
+    admitted: Sequence[str],
+    selected: Sequence[str],
+    observed_gate: Sequence[GateObservation] | None,
+) -> tuple[dict[str, _Decision], dict[str, str]]:
+    ids = [c.source_id for c in candidates]
+    if len(set(ids)) != len(ids):
+        raise CaptureInvalid("duplicate candidate identities cannot be paired")
+    admitted_ids, selected_ids = _unique(admitted, "admitted"), _unique(selected, "selected")
+    if not admitted_ids <= set(ids):
+        raise CaptureInvalid("an admitted id is not among the candidates")
+    if not selected_ids <= admitted_ids:
+        raise CaptureInvalid("a selected id was not admitted by the gate")
+    reasons = _gate_reasons(observed_gate, ids)
+    decisions: dict[str, _Decision] = {}
+    for candidate in candidates:
+        sid, score = candidate.source_id, candidate.score
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise CaptureInvalid("a score is not a number")
+        if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+            raise CaptureInvalid("a score is not a finite number in [0, 1]")
+        if (reasons[sid] == "admitted") != (sid in admitted_ids):
+            raise CaptureInvalid("the gate observation disagrees with the admitted set")
+        decisions[sid] = _Decision(
+            source_id=sid,
+            score=float(score),
+            reason=reasons[sid],
+            admitted=sid in admitted_ids,
+            selected=sid in selected_ids,
+        )
+    return decisions, {c.source_id: c.text for c in candidates}
+
+
+def _unique(ids: Sequence[str], what: str) -> set[str]:
+    found = set(ids)
+    if len(found) != len(ids):
+        raise CaptureInvalid(f"an id repeats in {what}")
+    return found
+
+
+def _gate_reasons(
+    observed_gate: Sequence[GateObservation] | None, ids: Sequence[str]
+) -> dict[str, GateReason]:
+    if observed_gate is None:
+        raise CaptureInvalid("the gate was not observed")
+    reasons: dict[str, GateReason] = {}
+    for observation in observed_gate:
+        if observation.source_id in reasons:
+            raise CaptureInvalid("the gate reported one candidate twice")
+        if observation.reason not in GATE_REASONS:
+            raise CaptureInvalid("the gate reported a reason outside the closed set")
+        reasons[observation.source_id] = observation.reason
+    if set(reasons) != set(ids):
+        raise CaptureInvalid("the gate observations do not cover exactly the candidates")
+    return reasons
+
+
+def _locate(block: RenderedBlock, selected: Mapping[str, str]) -> set[str]:
+    """Return the selected ids whose text occurs in the block; refuse anything ambiguous."""
+    texts = list(selected.values())
+    if any(not t.strip() for t in texts):
+        raise CaptureInvalid("a selected passage renders as empty text")
+    for i, a in enumerate(texts):
+        for b in texts[i + 1 :]:
+            if a in b or b in a:
+                raise CaptureInvalid("two selected passages overlap; inclusion is ambiguous")
+    spans: list[tuple[int, int]] = []
+    included: set[str] = set()
+    for sid, text in selected.items():
+        count = block.text.count(text)
+        if count > 1:
+            raise CaptureInvalid("a selected passage occurs more than once in the block")
+        if count == 1:
+            start = block.text.index(text)
+            spans.append((start, start + len(text)))
+            included.add(sid)
+    spans.sort()
+    if any(prev[1] > nxt[0] for prev, nxt in itertools.pairwise(spans)):
+        raise CaptureInvalid("selected passages overlap inside the block")
+    residue, cursor = [], 0
+    for start, end in spans:
+        residue.append(block.text[cursor:start])
+        cursor = end
+    residue.append(block.text[cursor:])
+    rest = "\n".join(residue)
+    for piece in block.scaffold:
+        if piece:
+            rest = rest.replace(piece, "\n")
+    if rest.strip():
+        raise CaptureInvalid("the block was transformed: it holds text that is no selected passage")
+    return included
+
+
+def _wire_texts(messages: Sequence[object]) -> list[str] | None:
+    """Every text part on the wire, or None when some message cannot be read."""
+    texts: list[str] = []
+    for message in messages:
+        if isinstance(message, str):
+            texts.append(message)
+            continue
+        content = message.get("content") if isinstance(message, Mapping) else getattr(
+            message, "content", None
+        )
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, str):
+                    texts.append(part)
+                elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+                elif not isinstance(part, Mapping):
+                    return None
+        else:
+            return None
+    return texts
+
+
+def _block_visible(block: str, included: Sequence[str], texts: Sequence[str]) -> bool:
+    if not block.strip() or not included:
+        return False
+    if any(block.strip() in text for text in texts):
+        return True
+    if any(passage in text for passage in included for text in texts):
+        raise CaptureInvalid("the wire holds part of the block but not the block as rendered")
+    return False
