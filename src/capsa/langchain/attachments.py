@@ -1,0 +1,212 @@
+"""Attached files read through the guard, for models without file support."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.retrievers import BaseRetriever
+
+from capsa.budget import Budget, Passage
+from capsa.budget.attachments import AttachmentContext, attachment_context
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard import (
+    Attachment,
+    Extracted,
+    ExtractionLimits,
+    Omission,
+    TextExtractor,
+    extract_attachment,
+    safe_label,
+)
+
+__all__ = ["AttachmentMiddleware"]
+
+REPORT_EVENT = "capsa.attachments"
+_CACHE_SIZE = 256
+
+
+class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
+    """Turns the file blocks of the newest human message into guarded, packed text.
+
+    Many chat models cannot read ``{"type": "file", ...}`` content blocks, and
+    those that can parse untrusted bytes somewhere you cannot bound. This
+    middleware, in `wrap_model_call`, takes each base64 file block of the
+    newest human message through capsa's guard (isolated parsers, typed
+    refusals), packs the extracted text with `capsa.budget` as
+    ``<context source="attached">`` (beside retrieval, when a `retriever` is
+    given, under `Budget.attachment_share`), and tells the model which files
+    it is not reading and why ("report.pdf: parser failed (timeout)"). The
+    same report reaches the caller as a ``capsa.attachments`` custom event.
+
+    Only the request sent to the model changes; the checkpointed messages keep
+    the original file blocks. Extraction is cached by content hash, so a file
+    sent once is not parsed again on later turns.
+
+    Setup:
+        ``pip install 'capsa[langchain,unstructured,ocr]'``
+
+    Instantiate:
+        .. code-block:: python
+
+            agent = create_agent(model, tools, middleware=[
+                AttachmentMiddleware(budget=Budget(max_tokens=4000), retriever=retriever)])
+
+    Args:
+        budget: the token budget for attached plus retrieved context.
+        retriever: optional; queried with the newest human text.
+        extractor: the guard's extractor (`None`: the shared isolated pool).
+        limits: the guard's limits.
+        tokenizer: counts tokens; defaults to capsa's offline estimate.
+    """
+
+    def __init__(self, *, budget: Budget, retriever: BaseRetriever | None = None,
+                 extractor: TextExtractor | None = None,
+                 limits: ExtractionLimits | None = None,
+                 tokenizer: Callable[[str], int] | None = None) -> None:
+        super().__init__()
+        self.budget = budget
+        self.retriever = retriever
+        self.extractor = extractor
+        self.limits = limits
+        self.tokenizer = tokenizer
+        self._cache: OrderedDict[str, Extracted | Omission] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def wrap_model_call(self, request: ModelRequest[Any],
+                        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
+        """Rewrite the newest human message for this call only."""
+        found = _newest_human(request.messages)
+        if found is None or not _files(found[1]):
+            return handler(request)
+        index, message = found
+        docs = self.retriever.invoke(_text(message)) if self.retriever is not None else []
+        context = self._context(message, docs)
+        _dispatch(context)
+        return handler(request.override(messages=_replace(request.messages, index, message,
+                                                           context)))
+
+    async def awrap_model_call(self, request: ModelRequest[Any],
+                               handler: Callable[[ModelRequest[Any]],
+                                                 Awaitable[ModelResponse[Any]]]) -> Any:
+        """The async twin of `wrap_model_call`; extraction runs in a thread."""
+        found = _newest_human(request.messages)
+        if found is None or not _files(found[1]):
+            return await handler(request)
+        index, message = found
+        docs = await self.retriever.ainvoke(_text(message)) if self.retriever else []
+        context = await asyncio.to_thread(self._context, message, docs)
+        await _adispatch(context)
+        return await handler(request.override(messages=_replace(request.messages, index,
+                                                                 message, context)))
+
+    def _context(self, message: HumanMessage, docs: Sequence[Any]) -> AttachmentContext:
+        outcomes = [self._extract(position, block)
+                    for position, block in enumerate(_files(message))]
+        passages = [Passage(id=str(doc.id or f"retrieved-{i}"), text=doc.page_content,
+                            source=str(doc.metadata.get("source")) if doc.metadata else None)
+                    for i, doc in enumerate(docs)]
+        return attachment_context(
+            _text(message),
+            [o for o in outcomes if isinstance(o, Extracted)],
+            [o for o in outcomes if isinstance(o, Omission)],
+            self.budget, passages=passages, tokenizer=self.tokenizer)
+
+    def _extract(self, position: int, block: dict[str, Any]) -> Extracted | Omission:
+        label = safe_label(_filename(block), index=position)
+        if "base64" not in block:
+            where = "a URL" if "url" in block else "a provider file id"
+            return Omission(label=label, stage="sniff", reason="unsupported_type",
+                            detail=f"the file is given by {where}; capsa never fetches it")
+        try:
+            payload = base64.b64decode(block["base64"], validate=True)
+        except (binascii.Error, ValueError):
+            return Omission(label=label, stage="size", reason="corrupt",
+                            detail="the base64 data does not decode")
+        key = hashlib.sha256(payload).hexdigest() + "|" + label
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        outcome: Extracted | Omission
+        try:
+            outcome = extract_attachment(
+                Attachment(label=label, media_type=block.get("mime_type"), payload=payload),
+                self.extractor, self.limits, index=position)
+        except (IngestionRejected, ExtractionFailed) as error:
+            outcome = Omission.from_error(error)
+        with self._lock:
+            self._cache[key] = outcome
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return outcome
+
+
+def _newest_human(messages: Sequence[AnyMessage]) -> tuple[int, HumanMessage] | None:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage):
+            return index, message
+    return None
+
+
+def _files(message: HumanMessage) -> list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return []
+    return [b for b in message.content if isinstance(b, dict) and b.get("type") == "file"]
+
+
+def _filename(block: dict[str, Any]) -> str:
+    extras = block.get("extras") or {}
+    metadata = block.get("metadata") or {}
+    for candidate in (block.get("filename"), extras.get("filename"), metadata.get("filename"),
+                      block.get("name")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return ""
+
+
+def _text(message: HumanMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    return " ".join(b if isinstance(b, str) else str(b.get("text", ""))
+                    for b in message.content
+                    if isinstance(b, str) or b.get("type") in ("text", "text-plain"))
+
+
+def _replace(messages: Sequence[AnyMessage], index: int, message: HumanMessage,
+             context: AttachmentContext) -> list[AnyMessage]:
+    kept: list[str | dict[Any, Any]] = [
+        b for b in message.content if not (isinstance(b, dict) and b.get("type") == "file")]
+    rewritten = message.model_copy(update={
+        "content": [{"type": "text", "text": context.text}, *kept]})
+    return [*messages[:index], rewritten, *messages[index + 1:]]
+
+
+def _report(context: AttachmentContext) -> dict[str, Any]:
+    return {
+        "omitted": [o.model_dump(mode="json") for o in context.omitted],
+        "receipts": [r.model_dump(mode="json") for r in context.packet.receipts],
+        "notice": context.notice,
+        "used_tokens": context.packet.used_tokens,
+    }
+
+
+def _dispatch(context: AttachmentContext) -> None:
+    with contextlib.suppress(RuntimeError):  # outside a run the notice still reaches the model
+        dispatch_custom_event(REPORT_EVENT, _report(context))
+
+
+async def _adispatch(context: AttachmentContext) -> None:
+    with contextlib.suppress(RuntimeError):
+        await adispatch_custom_event(REPORT_EVENT, _report(context))

@@ -1,0 +1,138 @@
+"""AttachmentMiddleware inside a real `create_agent` graph."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
+
+from capsa.budget import Budget
+from capsa.demo.corpus_source import CORPUS_DIR
+from capsa.guard.extractors import PlainTextExtractor
+from capsa.langchain import AttachmentMiddleware
+
+
+class _Recorder(GenericFakeChatModel):
+    seen: list[list[BaseMessage]] = []
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.seen.append(list(messages))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+class _CountingExtractor(PlainTextExtractor):
+    calls = 0
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str:
+        type(self).calls += 1
+        return super().extract(kind, media_type, payload, max_pages=max_pages)
+
+
+class _Events(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        self.events.append((name, data))
+
+
+def _file(name: str, data: bytes, mime: str) -> dict[str, Any]:
+    return {"type": "file", "base64": base64.b64encode(data).decode(), "mime_type": mime,
+            "extras": {"filename": name}}
+
+
+def _model(replies: int = 2) -> _Recorder:
+    model = _Recorder(messages=iter([AIMessage(content=f"answer {i}") for i in range(replies)]))
+    model.seen = []
+    return model
+
+
+def _human(*files: dict[str, Any], text: str = "What is the hotel cap?") -> HumanMessage:
+    return HumanMessage(content=[{"type": "text", "text": text}, *files])
+
+
+@pytest.mark.slow
+def test_model_reads_guarded_files_and_is_told_what_was_refused() -> None:
+    model = _model()
+    agent = create_agent(model, middleware=[AttachmentMiddleware(budget=Budget(max_tokens=1500))],
+                         checkpointer=InMemorySaver())
+    events = _Events()
+    config = {"configurable": {"thread_id": "t"}, "callbacks": [events]}
+    pdf = (CORPUS_DIR / "travel-policy.pdf").read_bytes()
+    fake = (CORPUS_DIR / "invoice.pdf").read_bytes()
+    agent.invoke({"messages": [_human(_file("travel-policy.pdf", pdf, "application/pdf"),
+                                      _file("invoice.pdf", fake, "application/pdf"))]}, config)
+    (sent,) = model.seen
+    text = sent[-1].content[0]["text"]
+    assert '<context source="attached">' in text
+    assert "Travel and Expense Policy" in text
+    assert "invoice.pdf: refused (type mismatch)" in text
+    assert not any(b.get("type") == "file" for b in sent[-1].content if isinstance(b, dict))
+    stored = agent.get_state(config).values["messages"][0]
+    assert [b["type"] for b in stored.content] == ["text", "file", "file"]
+    (report,) = [data for name, data in events.events if name == "capsa.attachments"]
+    assert [o["label"] for o in report["omitted"]] == ["invoice.pdf"]
+
+
+def test_context_fits_the_budget_and_counts_the_notice() -> None:
+    model = _model(1)
+    budget = Budget(max_tokens=120)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=budget, extractor=PlainTextExtractor())])
+    long_text = ("The hotel cap is EUR 165 per night. " * 80).encode()
+    agent.invoke({"messages": [_human(_file("policy.txt", long_text, "text/plain"),
+                                      _file("gone.txt", b"", "text/plain"))]})
+    text = model.seen[0][-1].content[0]["text"]
+    from capsa.budget import estimate_tokens
+
+    assert estimate_tokens(text) <= budget.max_tokens
+    assert "gone.txt: refused (empty)" in text
+
+
+def test_extraction_is_cached_across_turns() -> None:
+    _CountingExtractor.calls = 0
+    model = _model(2)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=500), extractor=_CountingExtractor())],
+        checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "c"}}
+    note = _file("note.txt", b"The hotel cap is EUR 165.", "text/plain")
+    agent.invoke({"messages": [_human(note)]}, config)
+    agent.invoke({"messages": [_human(note, text="And again?")]}, config)
+    assert _CountingExtractor.calls == 1
+    assert "EUR 165" in model.seen[1][-1].content[0]["text"]
+
+
+def test_url_files_are_never_fetched_and_are_reported() -> None:
+    model = _model(1)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
+    block = {"type": "file", "url": "https://example.com/x.pdf", "mime_type": "application/pdf",
+             "extras": {"filename": "x.pdf"}}
+    agent.invoke({"messages": [_human(block)]})
+    assert "x.pdf: refused (unsupported type)" in model.seen[0][-1].content[0]["text"]
+
+
+def test_messages_without_files_pass_through_untouched() -> None:
+    model = _model(1)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
+    agent.invoke({"messages": [HumanMessage(content="hello")]})
+    assert model.seen[0][-1].content == "hello"
+
+
+async def test_async_path_rewrites_the_request_too() -> None:
+    model = _model(1)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
+    await agent.ainvoke({"messages": [_human(_file("a.txt", b"Cap: EUR 165.", "text/plain"))]})
+    assert "EUR 165" in model.seen[0][-1].content[0]["text"]
