@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command == "demo":
         from capsa.demo.run import main as demo_main
 
-        status: int = demo_main(json_output=options.json)
+        status: int = demo_main(json_output=options.json, model_name=options.model)
         return status
     parser.print_help()
     return 1
@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
                              help=ExtractionLimits.model_fields[name].description)
     demo = commands.add_parser("demo", help="run the offline end-to-end demo")
     demo.add_argument("--json", action="store_true", help="print JSON instead of the story")
+    demo.add_argument("--model", metavar="PROVIDER:NAME",
+                      help="any LangChain chat model (keys from the environment); "
+                           "default: a deterministic offline model")
     commands.add_parser("shadow", help="compare two retrieval routes (see capsa shadow -h)")
     return parser
 
