@@ -1,0 +1,227 @@
+"""benchmarks/extraction.py: its inputs are what they claim, its quick run reports every figure.
+
+No test here asserts on time: the quick run is checked for shape and internal
+consistency (every file measured on both sides with the same text, every bomb
+refused at the archive stage, every throughput file extracted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import math
+import sys
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from capsa.demo.corpus_source import DOCUMENTS, HOSTILE_FILES
+from capsa.errors import IngestionRejected
+from capsa.guard import ExtractionLimits, inspect_archive
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "extraction.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("capsa_bench_extraction", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick_run(bench: ModuleType, tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench") / "extraction.json"
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in bench._WORKER_ENV.items():
+            patch.setenv(name, value)  # restored afterwards, whatever main() sets
+        patch.delenv("OMP_THREAD_LIMIT", raising=False)
+        with contextlib.redirect_stdout(printed):
+            status = bench.main(["--quick", "--plain", "--out", str(out)])
+    assert status == 0
+    return json.loads(out.read_text()), printed.getvalue()
+
+
+# ---------------------------------------------------------------- inputs (fast)
+
+
+@pytest.mark.parametrize("declared", [10**9, 10**10, 10**11])
+def test_zip64_bomb_declares_its_size_to_zipfile_in_a_few_hundred_bytes(
+        bench: ModuleType, declared: int) -> None:
+    payload = bench.zip64_bomb(declared)
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        (member,) = archive.infolist()
+    assert member.file_size == declared
+    assert len(payload) < 1000
+
+
+@pytest.mark.parametrize("declared", [10**9, 10**10, 10**11])
+def test_many_member_bomb_splits_its_size_under_the_member_cap(
+        bench: ModuleType, declared: int) -> None:
+    payload = bench.many_member_bomb(declared)
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        members = archive.infolist()
+    assert sum(m.file_size for m in members) == declared
+    assert len(members) <= ExtractionLimits().max_members
+
+
+@pytest.mark.parametrize("builder", ["zip64_bomb", "many_member_bomb"])
+def test_bench_bombs_are_refused_by_archive_inspection(bench: ModuleType, builder: str) -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        inspect_archive(getattr(bench, builder)(10**11), ExtractionLimits(), label="b.zip")
+    assert caught.value.stage == "archive"
+
+
+def test_generated_samples_are_all_over_the_size_threshold(bench: ModuleType) -> None:
+    samples = bench.generated_samples()
+    assert len(samples) >= 4
+    assert all(len(s.payload) > bench.SIZE_THRESHOLD for s in samples)
+
+
+def test_summary_p95_is_the_nearest_rank(bench: ModuleType) -> None:
+    stats = bench._summary([i / 1000 for i in range(1, 21)])  # 1..20 ms
+    assert stats == {"median_ms": 10.5, "p95_ms": 19.0, "runs": 20}
+
+
+def test_aggregate_judges_only_files_over_the_threshold(bench: ModuleType) -> None:
+    def row(over: bool, raw: float, guarded: float) -> dict[str, Any]:
+        ratio = guarded / raw
+        return {"over_threshold": over, "raw": {"median_ms": raw},
+                "guarded": {"median_ms": guarded}, "ratio": ratio,
+                "meets_target": ratio <= bench.TARGET_RATIO if over else None}
+
+    result = bench.aggregate([row(True, 100, 110), row(True, 100, 200), row(False, 1, 50)])
+    assert result["files_over_threshold"] == 2
+    assert result["files_meeting_target"] == 1
+    assert result["pooled_ratio"] == pytest.approx(1.55)
+    assert result["meets_target_every_file"] is False
+
+
+# ---------------------------------------------------------------- the quick run (slow)
+
+
+@pytest.mark.slow
+def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -> None:
+    report, _ = quick_run
+    assert set(report) == {"meta", "overhead", "zip_bombs", "throughput"}
+    assert report["meta"]["quick"] is True
+    assert report["meta"]["raw_caches_cleared"] == [
+        "_process_cached", "word_tokenize", "pos_tag", "_tokenize_for_cache"]
+    assert {"files", "aggregate", "fork_roundtrip", "target_ratio"} <= set(report["overhead"])
+
+
+@pytest.mark.slow
+def test_quick_run_measures_every_good_corpus_file_and_generated_file(
+        quick_run: tuple[dict[str, Any], str], bench: ModuleType) -> None:
+    report, _ = quick_run
+    files = report["overhead"]["files"]
+    names = [f["name"] for f in files]
+    expected = [d.name for d in DOCUMENTS] + [s.name for s in bench.generated_samples()]
+    assert names == expected
+    assert [f["name"] for f in files if "error" in f] == []
+
+
+@pytest.mark.slow
+def test_quick_run_guarded_and_raw_produce_the_same_text(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    report, _ = quick_run
+    for row in report["overhead"]["files"]:
+        assert row["texts_match"] is True, row["name"]
+        assert row["chars"] > 0
+
+
+@pytest.mark.slow
+def test_quick_run_timings_are_consistent(quick_run: tuple[dict[str, Any], str]) -> None:
+    report, _ = quick_run
+    for row in report["overhead"]["files"]:
+        ocr = row["kind"] == "png"
+        sides = ("raw", "guarded", "fork_roundtrip") + (() if ocr else ("raw_in_fresh_fork",))
+        for side in sides:
+            stats = row[side]
+            assert stats["runs"] >= 1
+            assert 0 <= stats["median_ms"] <= stats["p95_ms"]
+        assert row["guarded"]["median_ms"] > 0
+        assert row["ratio"] == pytest.approx(
+            row["guarded"]["median_ms"] / max(row["raw"]["median_ms"], 1e-6), rel=1e-2)
+        parts = row["breakdown_ms"]
+        assert (parts["fresh_child_penalty"] is None) is ocr
+        total = sum(v for k, v in parts.items() if k != "overhead" and v is not None)
+        assert total == pytest.approx(parts["overhead"], abs=0.01)
+
+
+@pytest.mark.slow
+def test_quick_run_judges_the_target_only_over_the_threshold(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    report, _ = quick_run
+    overhead = report["overhead"]
+    for row in overhead["files"]:
+        over = row["bytes"] > overhead["size_threshold_bytes"]
+        assert row["over_threshold"] is over
+        if over:
+            assert row["meets_target"] is (row["ratio"] <= overhead["target_ratio"])
+        else:
+            assert row["meets_target"] is None
+    aggregate = overhead["aggregate"]
+    big = [r for r in overhead["files"] if r["over_threshold"]]
+    assert aggregate["files_over_threshold"] == len(big) >= 4
+    assert aggregate["files_meeting_target"] == sum(1 for r in big if r["meets_target"])
+
+
+@pytest.mark.slow
+def test_quick_run_marks_pdf_as_missing_from_unstructured_auto(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    report, _ = quick_run
+    by_kind = {row["kind"]: row["unstructured_auto"] for row in report["overhead"]["files"]}
+    assert "error" in by_kind["pdf"]
+    assert "median_ms" in by_kind["docx"]
+
+
+@pytest.mark.slow
+def test_quick_run_rejects_every_bomb_at_the_archive_stage(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    bombs = quick_run[0]["zip_bombs"]
+    assert bombs["all_rejected"] is True
+    zipped = [c for c in bombs["cases"] if c["shape"] != "corpus (hostile)"]
+    assert {c["declared_bytes"] for c in zipped} == {10**9, 10**10, 10**11}
+    for case in zipped:
+        assert case["stage"] == "archive"
+        assert case["declared_by_zipfile"] == case["declared_bytes"]
+        assert case["bytes_on_disk"] < 200_000
+        assert 0 < case["median_ms"] <= case["p95_ms"]
+    hostile = {c["label"]: c for c in bombs["cases"] if c["shape"] == "corpus (hostile)"}
+    assert set(hostile) == {h.name for h in HOSTILE_FILES}
+    assert all(not math.isinf(v) for v in bombs["spread"].values())
+    assert set(bombs["flat_by_shape"]) == set(bombs["spread"])
+    assert bombs["flat"] is all(bombs["flat_by_shape"].values())
+
+
+@pytest.mark.slow
+def test_quick_run_throughput_extracts_every_file_on_both_pools(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    flow = quick_run[0]["throughput"]
+    for workers in (1, 2):
+        assert flow[f"workers_{workers}"]["failures"] == 0
+        assert flow[f"workers_{workers}"]["files_per_s"] > 0
+    assert flow["batch_files"] > 0
+    assert flow["ratio"] == pytest.approx(
+        flow["workers_2"]["files_per_s"] / flow["workers_1"]["files_per_s"], rel=1e-2)
+
+
+@pytest.mark.slow
+def test_quick_run_prints_every_table(quick_run: tuple[dict[str, Any], str]) -> None:
+    _, printed = quick_run
+    for title in ("Guarded vs raw", "Where the overhead goes", "Zip-bomb rejection",
+                  "Throughput"):
+        assert title in printed
+    assert "travel-policy.pdf" in printed
