@@ -98,17 +98,23 @@ class LexicalScorer(BaseModel):
 
 
 class EmbeddingScorer(BaseModel):
-    """Scores by cosine similarity between embeddings of the query and each text.
+    """Scores by cosine similarity of embeddings, blended with lexical BM25.
 
     `embed` is any function from a list of strings to a list of vectors, such
     as LangChain's ``Embeddings.embed_documents`` or a sentence-transformers
     model's ``encode``. It is called once per `score` call, with the query
     first, so a batching embedder pays one round trip.
 
+    Embeddings catch paraphrase that term matching misses; term matching
+    catches names, numbers and rare words that small embedding models blur.
+    So by default half of each score is `LexicalScorer`'s (each part divided by
+    its best value in the call); set `lexical_weight` to 0 for cosine alone.
+
     Example:
         >>> def embed(texts):
         ...     return [[float("hotel" in t), float("train" in t), 1.0] for t in texts]
-        >>> EmbeddingScorer(embed=embed).score("hotel", ["hotel cap", "train"])[0] > 0.8
+        >>> scorer = EmbeddingScorer(embed=embed, lexical_weight=0.0)
+        >>> scorer.score("hotel", ["hotel cap", "train"])[0] > 0.8
         True
     """
 
@@ -116,16 +122,26 @@ class EmbeddingScorer(BaseModel):
 
     embed: Callable[[Sequence[str]], Sequence[Sequence[float]]]
     """Embedding function: texts in, one vector per text out."""
+    lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Share of the score that comes from `LexicalScorer`; 0 for cosine similarity alone."""
+    lexical: LexicalScorer = Field(default_factory=LexicalScorer)
+    """The lexical half's settings."""
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        """Return the cosine similarity of each text's embedding to the query's."""
+        """Return each text's cosine similarity to the query, blended with BM25."""
         if not texts:
             return []
         vectors = self.embed([query, *texts])
         if len(vectors) != len(texts) + 1:
             raise ValueError(f"embed returned {len(vectors)} vectors for {len(texts) + 1} texts")
         head = vectors[0]
-        return [_cosine(head, vector) for vector in vectors[1:]]
+        cosine = [_cosine(head, vector) for vector in vectors[1:]]
+        if self.lexical_weight == 0.0:
+            return cosine
+        lexical = _scaled(self.lexical.score(query, texts))
+        weight = self.lexical_weight
+        return [(1.0 - weight) * c + weight * w for c, w in zip(_scaled(cosine), lexical,
+                                                                 strict=True)]
 
 
 def analyze(text: str) -> tuple[str, ...]:
@@ -205,6 +221,12 @@ def _stem(word: str) -> str:
     if word.endswith("e") and len(word) > 3:
         word = word[:-1]
     return word
+
+
+def _scaled(scores: Sequence[float]) -> list[float]:
+    """Negative scores to zero, then divided by the best one (all zero stays zero)."""
+    top = max(scores, default=0.0)
+    return [max(s, 0.0) / top if top > 0 else 0.0 for s in scores]
 
 
 def _cosine(left: Sequence[float], right: Sequence[float]) -> float:

