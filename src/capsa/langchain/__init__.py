@@ -7,6 +7,8 @@ Install with ``pip install 'capsa[langchain]'``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from capsa._lazy import lazy_getattr, require
 
 require("langchain_core", "langchain", "capsa.langchain")
@@ -29,3 +31,16 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 __getattr__ = lazy_getattr(__name__, _NAMES)
 
+if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
+    from capsa.langchain.attachments import AttachmentMiddleware as AttachmentMiddleware
+    from capsa.langchain.compressors import CapsaCompressor as CapsaCompressor
+    from capsa.langchain.compressors import format_packet as format_packet
+    from capsa.langchain.loaders import CapsaBlobParser as CapsaBlobParser
+    from capsa.langchain.loaders import CapsaLoader as CapsaLoader
+    from capsa.langchain.middleware import CitationCapsuleEdit as CitationCapsuleEdit
+    from capsa.langchain.middleware import CitationCapsuleMiddleware as CitationCapsuleMiddleware
+    from capsa.langchain.middleware import capsa_retriever_tool as capsa_retriever_tool
+    from capsa.langchain.middleware import capsule_messages as capsule_messages
+    from capsa.langchain.middleware import cite_tool as cite_tool
+    from capsa.langchain.retrievers import BudgetedRetriever as BudgetedRetriever
+    from capsa.langchain.shadow import ShadowRetriever as ShadowRetriever

@@ -6,6 +6,8 @@ Each name is imported on first use. Install with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from capsa._lazy import lazy_getattr, require
 
 require("llama_index.core", "llama-index", "capsa.llama_index")
@@ -22,3 +24,10 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 __getattr__ = lazy_getattr(__name__, _NAMES)
 
+if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
+    from capsa.llama_index.memory import CapsuleMemory as CapsuleMemory
+    from capsa.llama_index.memory import CitationCapsuleBlock as CitationCapsuleBlock
+    from capsa.llama_index.postprocessors import CapsaNodePostprocessor as CapsaNodePostprocessor
+    from capsa.llama_index.readers import CapsaReader as CapsaReader
+    from capsa.llama_index.shadow import ShadowRetriever as ShadowRetriever
+    from capsa.llama_index.transforms import CapsaTransform as CapsaTransform
