@@ -187,11 +187,15 @@ _SAFE_XML_ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii", "iso-8859
 
 
 def _decode_xml(data: bytes, name: str) -> str:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or data[:2] in (b"<\x00", b"\x00<"):
-        return data.decode("utf-16", "replace")
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) or data[:4] in (
             b"<\x00\x00\x00", b"\x00\x00\x00<"):
         raise _refuse("forbidden_xml", f"part {name!r} is UTF-32, which capsa does not scan")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", "replace")  # the BOM says which byte order
+    if data[:2] == b"<\x00":
+        return data.decode("utf-16-le", "replace")
+    if data[:2] == b"\x00<":
+        return data.decode("utf-16-be", "replace")
     declared = _XML_ENCODING.match(data.lstrip(b"\xef\xbb\xbf"))
     if declared and declared.group(1).decode().lower() not in _SAFE_XML_ENCODINGS:
         raise _refuse("forbidden_xml", f"part {name!r} declares the encoding "
