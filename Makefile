@@ -19,12 +19,15 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# System packages: tesseract for OCR, pandoc comes from pypandoc-binary.
+# System packages: Tesseract for OCR, libmagic for unstructured's type checks.
+# pandoc comes from the pypandoc-binary wheel.
 system-deps:
-	@command -v tesseract >/dev/null 2>&1 || { \
-	  echo "installing tesseract-ocr (apt-get)"; \
+	@if ! command -v tesseract >/dev/null 2>&1 || ! ldconfig -p | grep -q libmagic.so.1; then \
+	  echo "installing tesseract-ocr and libmagic1 (apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	    tesseract-ocr tesseract-ocr-eng libmagic1 fonts-dejavu-core >/dev/null; \
+	fi
 
 demo: $(STAMP) system-deps
 	$(VENV)/bin/capsa demo
