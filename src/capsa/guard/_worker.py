@@ -112,7 +112,7 @@ def _address_space() -> int:
 
 
 def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: list[int],
-           scratch: str) -> None:
+           scratch: str, zygote: int) -> None:
     """Runs in the forked child; never returns."""
     status = 70
     try:
@@ -121,6 +121,8 @@ def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: li
                 os.close(fd)
             os.setpgid(0, 0)
             _die_with_parent()
+            if os.getppid() != zygote:  # the zygote died before the death signal was armed
+                os._exit(70)
             devnull = os.open(os.devnull, os.O_RDWR)
             os.dup2(devnull, 0)
             os.environ["TMPDIR"] = scratch
@@ -308,10 +310,11 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
         request = pickle.loads(frame)
         scratch = tempfile.mkdtemp(prefix="file-")  # one private directory per file
         read_fd, write_fd = os.pipe()
+        zygote = os.getpid()
         pid = os.fork()
         if pid == 0:
             _child(extractor, request, write_fd,
-                   [read_fd, inbound.fileno(), outbound.fileno()], scratch)
+                   [read_fd, inbound.fileno(), outbound.fileno()], scratch, zygote)
         os.close(write_fd)
         deadline = time.monotonic() + float(request["timeout_s"])
         result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]))

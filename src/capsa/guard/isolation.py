@@ -49,7 +49,11 @@ class WorkerHealth(dict[str, Any]):
 class _Zygote:
     """One warm worker process and its protocol pipes."""
 
-    def __init__(self, extractor: TextExtractor, scratch: str) -> None:
+    def __init__(self, extractor: TextExtractor, pool_scratch: str) -> None:
+        # Each worker has its own directory, removed when it dies, so files a
+        # killed worker's parser left behind are never seen by the next one.
+        scratch = tempfile.mkdtemp(prefix="worker-", dir=pool_scratch)
+        self.scratch = scratch
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -134,6 +138,7 @@ class _Zygote:
         for pipe in (self.stdin, self.stdout):
             with contextlib.suppress(Exception):
                 pipe.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class IsolatedExtractor:

@@ -211,7 +211,7 @@ def _text_kind(payload: bytes) -> Kind:
         nul_share = sample.count(0) / len(sample)
         # UTF-16 text is about half NULs; a stray NUL or two in text is
         # stripped by normalisation; anything else is binary.
-        if nul_share >= 0.01 and not 0.3 < nul_share < 0.6:
+        if sample.count(0) > 2 and nul_share >= 0.01 and not 0.3 < nul_share < 0.6:
             return "binary"
     try:
         text = decode_text(sample)

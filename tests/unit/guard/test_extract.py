@@ -265,6 +265,35 @@ def test_extract_attachment_maps_a_non_string_result_to_protocol() -> None:
     assert "bytes" in error.detail
 
 
+def test_extract_attachment_cleans_a_parser_error_into_one_printable_line() -> None:
+    error = failure(raising(ValueError("bad \udcff\n\x1b]8;;https://evil.example\x07link")))
+
+    assert error.detail == "ValueError: bad \ufffd ]8;;https://evil.examplelink"
+
+
+class Configurable(Recording):
+    """Records calls like `Recording`, and how `with_limits` configured each copy."""
+
+    def __init__(self, configured: list[ExtractionLimits] | None = None) -> None:
+        super().__init__(lambda p: f"configured {len(self.configured)} time(s)")
+        self.configured = configured if configured is not None else []
+
+    def with_limits(self, limits: ExtractionLimits) -> Configurable:
+        self.configured.append(limits)
+        return Configurable(self.configured)
+
+
+def test_extract_attachment_configures_an_extractor_with_the_call_limits() -> None:
+    extractor = Configurable()
+    limits = ExtractionLimits(max_pixels=1_000, max_pages=3)
+
+    doc = extract_attachment(Attachment(label="a.txt", payload=b"x"), extractor, limits)
+
+    assert doc.text == "configured 1 time(s)"
+    assert extractor.configured == [limits]
+    assert extractor.calls == []  # the configured copy ran, not the extractor handed in
+
+
 def test_extract_attachment_relabels_an_extractor_failure_keeping_its_cause() -> None:
     error = failure(raising(ExtractionFailed("pypdf stopped early", label="<payload>",
                                              cause="incomplete")))
@@ -449,6 +478,30 @@ def test_extract_all_never_changes_its_inputs() -> None:
     assert limits.model_dump() == limits_before
 
 
+@pytest.mark.parametrize(
+    ("declared", "kept"),
+    [
+        ("text/plain", "text/plain"),
+        ("text/plain\udcff", "text/plain"),
+        ("text/html\x1b]8;;x\x07\n", "text/html]8;;x"),
+        (" text/csv ", "text/csv"),
+        ("\x1b\x07\u202e", None),
+        ("   ", None),
+        (None, None),
+    ],
+)
+def test_attachment_keeps_only_printable_ascii_of_a_declared_media_type(
+    declared: str | None, kept: str | None,
+) -> None:
+    assert Attachment(label="a", media_type=declared, payload=b"x").media_type == kept
+
+
+def test_attachment_caps_a_declared_media_type_at_255_characters() -> None:
+    attachment = Attachment(label="a", media_type="text/" + "x" * 400, payload=b"x")
+
+    assert attachment.media_type == "text/" + "x" * 250
+
+
 def test_attachment_is_frozen_and_refuses_unknown_fields() -> None:
     attachment = Attachment(label="a.txt", payload=b"a")
 
@@ -524,6 +577,13 @@ def test_omission_from_a_failure_records_the_parser_stage_and_cause() -> None:
                                                   detail="wall-clock deadline passed")
 
 
+def test_omission_from_an_error_cleans_its_detail_for_printing() -> None:
+    error = IngestionRejected("part 'a.xml'\n\x1b[2Jbroken \udcff", label="a.docx",
+                              stage="preflight", reason="corrupt")
+
+    assert Omission.from_error(error).detail == "part 'a.xml' [2Jbroken \ufffd"
+
+
 def test_rejection_from_worker_keeps_a_known_reason_and_stage() -> None:
     error = rejection_from_worker({"reason": "too_many_pages", "stage": "preflight",
                                    "detail": "25 pages"}, "a.pdf")
@@ -550,6 +610,13 @@ def test_rejection_from_worker_caps_the_detail_a_child_can_send() -> None:
                                   "a.pdf")
 
     assert len(error.detail) == 2000
+
+
+def test_rejection_from_worker_cleans_the_detail_a_child_sends() -> None:
+    error = rejection_from_worker({"reason": "corrupt", "stage": "preflight",
+                                   "detail": "line one\r\nline two\x1b[0m"}, "a.pdf")
+
+    assert error.detail == "line one line two[0m"
 
 
 # rendering

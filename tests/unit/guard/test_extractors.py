@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.errors import IngestionRejected
 from capsa.guard import (
     Attachment,
     ExtractionLimits,
@@ -149,6 +149,40 @@ def test_router_merges_self_tests_and_skips_extractors_without_one() -> None:
     assert router.self_test() == {"text": "ok", "pdf": "ImportError: pypdf"}
 
 
+class Limited(Named):
+    """A `Named` extractor that takes per-call limits, remembering the last ones."""
+
+    def __init__(self, name: str, kinds: set[str],
+                 limits: ExtractionLimits | None = None) -> None:
+        super().__init__(name, kinds)
+        self.limits = limits
+
+    def with_limits(self, limits: ExtractionLimits) -> Limited:
+        return Limited(self.name, set(self.kinds), limits)
+
+
+def test_router_with_limits_reconfigures_only_the_extractors_that_take_limits() -> None:
+    plain, limited = Named("plain", {"text"}), Limited("limited", {"png"})
+    router = Router([plain, limited])
+    limits = ExtractionLimits(max_pixels=5)
+
+    configured = router.with_limits(limits)
+
+    assert configured.routes["text"] is plain
+    assert isinstance(configured.routes["png"], Limited)
+    assert configured.routes["png"].limits == limits
+    assert (router.routes["png"] is limited, limited.limits) == (True, None)  # unchanged
+
+
+def test_tesseract_with_limits_takes_the_pixel_ceiling_and_keeps_its_own_settings() -> None:
+    original = TesseractExtractor(max_pixels=40_000_000, timeout_s=7, lang="deu")
+
+    configured = original.with_limits(ExtractionLimits(max_pixels=99))
+
+    assert (configured.max_pixels, configured.timeout_s, configured.lang) == (99, 7, "deu")
+    assert original.max_pixels == 40_000_000
+
+
 def test_default_router_covers_each_kind_with_the_intended_extractor() -> None:
     router = default_extractor().inner
     assert isinstance(router, Router)
@@ -180,6 +214,46 @@ def test_unstructured_refuses_an_ooxml_part_with_a_doctype(part: str) -> None:
 
     assert error.reason == "forbidden_xml"
     assert repr(part) in error.detail
+
+
+def test_unstructured_reads_a_whole_part_to_find_a_doctype_behind_a_long_prolog() -> None:
+    document = (b'<?xml version="1.0"?><!--' + b"p" * 70_000 + b'-->'
+                b'<!DOCTYPE d [<!ENTITY a "b">]><d>&a;</d>')
+    payload = real_zip({"[Content_Types].xml": b"<Types/>", "word/document.xml": document})
+
+    assert preflight_refusal("docx", payload).reason == "forbidden_xml"
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le"])
+def test_unstructured_decodes_a_utf16_part_to_find_its_doctype(codec: str) -> None:
+    document = '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE d [<!ENTITY a "b">]><d/>'
+    payload = real_zip({"[Content_Types].xml": b"<Types/>",
+                        "word/document.xml": document.encode(codec)})
+
+    error = preflight_refusal("docx", payload)
+
+    assert error.reason == "forbidden_xml"
+    assert "declares a DTD" in error.detail
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        (codecs.BOM_UTF32_BE + '<?xml version="1.0"?><d/>'.encode("utf-32-be"), "UTF-32"),
+        ('<?xml version="1.0"?><d/>'.encode("utf-32-be"), "UTF-32"),
+        (b'<?xml version="1.0" encoding="UTF-7"?><d/>', "'UTF-7'"),
+        (b"<?xml version='1.0' encoding='ibm037'?><d/>", "'ibm037'"),
+    ],
+)
+def test_unstructured_refuses_an_ooxml_part_in_an_encoding_it_does_not_scan(
+    document: bytes, said: str,
+) -> None:
+    payload = real_zip({"[Content_Types].xml": b"<Types/>", "word/document.xml": document})
+
+    error = preflight_refusal("docx", payload)
+
+    assert error.reason == "forbidden_xml"
+    assert said in error.detail
 
 
 def test_unstructured_refuses_an_epub_part_that_declares_entities() -> None:
@@ -222,6 +296,24 @@ def test_unstructured_refuses_an_encrypted_pdf_without_trying_passwords() -> Non
     writer.write(buffer)
 
     assert preflight_refusal("pdf", buffer.getvalue()).reason == "encrypted"
+
+
+def test_unstructured_refuses_a_truncated_pdf_as_corrupt() -> None:
+    error = preflight_refusal("pdf", make_pdf(["alpha"])[:200])
+
+    assert error.reason == "corrupt"
+    assert "PdfStreamError" in error.detail
+
+
+def test_unstructured_refuses_malformed_ooxml_as_corrupt() -> None:
+    with zipfile.ZipFile(io.BytesIO(SAMPLES["docx"]())) as sample:
+        members = {name: sample.read(name) for name in sample.namelist()}
+    members["word/document.xml"] = b'<?xml version="1.0"?><w:document xmlns:w="x"><w:body>'
+
+    error = preflight_refusal("docx", real_zip(members))
+
+    assert error.reason == "corrupt"
+    assert "XMLSyntaxError" in error.detail
 
 
 def test_unstructured_refuses_deeply_nested_mime() -> None:
@@ -384,10 +476,10 @@ def test_tesseract_refuses_more_frames_than_pages_allowed(full_pool: IsolatedExt
 @pytest.mark.ocr
 @needs_tesseract
 def test_tesseract_opens_only_the_format_it_was_told(full_pool: IsolatedExtractor) -> None:
-    with pytest.raises(ExtractionFailed) as caught:
+    with pytest.raises(IngestionRejected) as caught:
         ocr(full_pool, "png", image_sample("JPEG"))
 
-    assert caught.value.cause == "raised"
+    assert (caught.value.stage, caught.value.reason) == ("preflight", "corrupt")
     assert "UnidentifiedImageError" in caught.value.detail
 
 

@@ -34,7 +34,8 @@ MiB = 1024 * 1024
 LIMITS = ExtractionLimits(timeout_s=2, cpu_s=10, memory_bytes=256 * MiB,
                           max_file_write_bytes=1 * MiB)
 SCRUBBED_ENV = {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "OMP_NUM_THREADS",
-                "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "UNSTRUCTURED_DISABLE_NOTICE",
+                "OMP_THREAD_LIMIT", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "UNSTRUCTURED_DISABLE_NOTICE",
                 "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONDONTWRITEBYTECODE",
                 "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX"}
 
@@ -156,8 +157,24 @@ def test_isolated_extractor_removes_its_scratch_directory_on_close() -> None:
         scratch = Path(env["HOME"])
         assert scratch.is_dir()
 
-    assert env["TMPDIR"] == env["HOME"]
+    assert Path(env["TMPDIR"]).parent == scratch
     assert not scratch.exists()
+
+
+def test_each_file_gets_its_own_scratch_directory_removed_after_it(
+    pools: Callable[[Behaviour], IsolatedExtractor],
+) -> None:
+    pool = pools("env")
+
+    first, second = (dict(line.split("=", 1) for line in run(pool).splitlines())
+                     for _ in range(2))
+
+    assert first["HOME"] == second["HOME"]
+    assert first["TMPDIR"] != second["TMPDIR"]
+    for env in (first, second):
+        tmpdir = Path(env["TMPDIR"])
+        assert (tmpdir.parent, tmpdir.name[:5]) == (Path(env["HOME"]), "file-")
+        assert not tmpdir.exists()
 
 
 def test_isolated_extractor_refuses_work_after_close() -> None:

@@ -1,4 +1,5 @@
-"""`normalize` and `decode_text`: prompt-safe text, decoded without guessing code pages."""
+"""`normalize`, `decode_text` and `clean_detail`: prompt-safe text, decoded without guessing
+code pages, and refusal details safe to print."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import codecs
 import pytest
 
 from capsa.guard import normalize
-from capsa.guard.normalize import UndecodableText, decode_text
+from capsa.guard.normalize import UndecodableText, clean_detail, decode_text
 
 
 def test_normalize_turns_every_newline_style_into_unix() -> None:
@@ -135,3 +136,33 @@ def test_decode_text_returns_an_empty_string_for_no_bytes() -> None:
 
 def test_undecodable_text_is_a_value_error() -> None:
     assert issubclass(UndecodableText, ValueError)
+
+
+# clean_detail
+
+
+def test_clean_detail_makes_one_line_without_control_characters() -> None:
+    assert clean_detail("bad\n\x1b[2Jline\t\x07end  ") == "bad [2Jline end"
+
+
+def test_clean_detail_replaces_lone_surrogates_so_the_detail_is_valid_utf8() -> None:
+    detail = clean_detail("header byte \udcff")
+
+    assert detail == "header byte \ufffd"
+    detail.encode("utf-8")
+
+
+def test_clean_detail_describes_any_object_by_its_str() -> None:
+    assert clean_detail(KeyError("part")) == "'part'"
+
+
+@pytest.mark.parametrize(("length", "limit"), [(3000, 2000), (7, 4)])
+def test_clean_detail_caps_a_long_detail_at_the_limit_and_marks_the_cut(length: int,
+                                                                        limit: int) -> None:
+    detail = clean_detail("x" * length, limit=limit)
+
+    assert detail == "x" * (limit - 1) + "\u2026"
+
+
+def test_clean_detail_keeps_a_detail_exactly_at_the_limit_whole() -> None:
+    assert clean_detail("x" * 2000) == "x" * 2000

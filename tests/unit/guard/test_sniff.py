@@ -138,6 +138,15 @@ def test_sniff_calls_non_text_binary(payload: bytes) -> None:
     assert sniff(payload) == "binary"
 
 
+def test_sniff_calls_text_with_a_stray_nul_byte_text() -> None:
+    # One NUL in 244 bytes: under 1 %, and normalisation strips it.
+    assert sniff(b"Northwind Harbor notes. " * 10 + b"\x00end") == "text"
+
+
+def test_sniff_calls_bytes_with_nuls_that_are_neither_stray_nor_utf16_binary() -> None:
+    assert sniff(b"abc\x00def" * 3) == "binary"
+
+
 def test_sniff_calls_nul_free_undecodable_bytes_text_for_the_plain_extractor_to_refuse() -> None:
     assert sniff(bytes(range(128, 256)) * 4) == "text"
 

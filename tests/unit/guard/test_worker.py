@@ -1,17 +1,20 @@
 """`capsa.guard._worker`: the length-prefixed framing both ends of the pipe rely on.
 
 The worker's behaviour under hostile parsers is exercised through the pool in
-`test_isolation.py`; this file pins the frame format and how a dead child is named.
+`test_isolation.py`; this file pins the frame format, how a dead child is named,
+and how a child applies the call's limits and reports an error, in process.
 """
 
 from __future__ import annotations
 
 import io
 import signal
+from typing import Any
 
 import pytest
 
-from capsa.guard._worker import _signal_outcome, read_frame, write_frame
+from capsa.guard import ExtractionLimits
+from capsa.guard._worker import _describe, _run, _signal_outcome, read_frame, write_frame
 
 
 def test_write_frame_prefixes_the_body_with_its_big_endian_length() -> None:
@@ -54,3 +57,50 @@ def test_signal_outcome_names_how_the_child_died(signum: int, cause: str, words:
 
 def test_signal_outcome_reports_an_unknown_signal_by_number() -> None:
     assert "signal 200" in _signal_outcome(200)["failed"]["detail"]
+
+
+class Configurable:
+    """A trusted extractor that reports the limits it was configured with and the pages asked."""
+
+    kinds = frozenset({"text"})
+
+    def __init__(self, limits: ExtractionLimits | None = None) -> None:
+        self.limits = limits
+
+    def with_limits(self, limits: ExtractionLimits) -> Configurable:
+        return Configurable(limits)
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        pixels = self.limits.max_pixels if self.limits is not None else None
+        return f"max_pixels={pixels} max_pages={max_pages}"
+
+
+def request(limits: ExtractionLimits) -> dict[str, Any]:
+    return {"kind": "text", "media_type": None, "payload": b"x",
+            "limits": limits.model_dump_json()}
+
+
+def test_run_configures_the_extractor_with_the_limits_of_the_call() -> None:
+    answer = _run(Configurable(), request(ExtractionLimits(max_pixels=123, max_pages=4)))
+
+    assert answer == {"ok": "max_pixels=123 max_pages=4"}
+
+
+def test_run_applies_the_text_ceiling_of_the_call() -> None:
+    answer = _run(Configurable(), request(ExtractionLimits(max_text_chars=5)))
+
+    assert answer["rejected"]["reason"] == "text_too_long"
+    assert "over the limit of 5" in answer["rejected"]["detail"]
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception cannot describe itself")
+
+
+def test_describe_names_an_exception_whose_str_raises_by_its_type() -> None:
+    assert _describe(_Unprintable()) == "_Unprintable"
+
+
+def test_describe_gives_type_and_message() -> None:
+    assert _describe(KeyError("part")) == "KeyError: 'part'"

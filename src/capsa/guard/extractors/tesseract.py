@@ -45,8 +45,9 @@ class TesseractExtractor:
         self.lang = lang
 
     def with_limits(self, limits: Any) -> TesseractExtractor:
-        """A copy whose pixel ceiling is the call's `ExtractionLimits.max_pixels`."""
-        return TesseractExtractor(max_pixels=limits.max_pixels, timeout_s=self.timeout_s,
+        """A copy whose pixel ceiling is the lower of its own and the call's."""
+        return TesseractExtractor(max_pixels=min(self.max_pixels, limits.max_pixels),
+                                  timeout_s=self.timeout_s,
                                   lang=self.lang)
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:

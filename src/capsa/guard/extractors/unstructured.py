@@ -57,14 +57,14 @@ class UnstructuredExtractor:
         """Return the text of `payload` (elements joined by blank lines)."""
         if kind == "pdf":
             return _extract_pdf(payload, max_pages)
-        if kind in _OOXML or kind == "epub":
-            _scan_xml_parts(payload, forbid=_ENTITY if kind == "epub" else _DOCTYPE)
-        if kind == "pptx":
-            _count_slides(payload, max_pages)
-        if kind == "eml":
-            _check_mime_shape(payload)
         partition = _partitioner(kind)
         try:
+            if kind in _OOXML or kind == "epub":
+                _scan_xml_parts(payload, forbid=_ENTITY if kind == "epub" else _DOCTYPE)
+            if kind == "pptx":
+                _count_slides(payload, max_pages)
+            if kind == "eml":
+                _check_mime_shape(payload)
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
@@ -168,13 +168,17 @@ def _scan_xml_parts(payload: bytes, *, forbid: re.Pattern[str]) -> None:
     # Whole parts are read and decoded: a DTD can hide behind a long prolog or
     # in UTF-16. Sizes were bounded by the archive inspection, and zipfile never
     # returns more than a member's declared size.
+    # Every part that looks like markup is scanned, whatever its name: a DOCX
+    # may point its main document at any part name through its relationships.
     with zipfile.ZipFile(io.BytesIO(payload)) as archive:
         for info in archive.infolist():
-            if not info.filename.lower().endswith((".xml", ".rels", ".xhtml", ".html",
-                                                   ".opf", ".ncx", ".htm")):
+            if info.is_dir():
                 continue
             with archive.open(info) as part:
-                text = _decode_xml(part.read(), info.filename)
+                data = part.read()
+            if not _looks_like_markup(data):
+                continue
+            text = _decode_xml(data, info.filename)
             if forbid.search(text):
                 raise _refuse("forbidden_xml",
                               f"part {info.filename!r} declares a DTD or entities "
@@ -184,6 +188,11 @@ def _scan_xml_parts(payload: bytes, *, forbid: re.Pattern[str]) -> None:
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 _SAFE_XML_ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii", "iso-8859-1",
                                  "latin-1", "latin1", "windows-1252", "cp1252"})
+
+
+def _looks_like_markup(data: bytes) -> bool:
+    head = data[:64].lstrip(b"\xef\xbb\xbf\xff\xfe \t\r\n\x00")
+    return head.startswith(b"<")
 
 
 def _decode_xml(data: bytes, name: str) -> str:

@@ -1,0 +1,98 @@
+"""E: e-mail (E1–E5): nesting, attachment floods, hostile attachment names.
+
+capsa reads an e-mail's own text and never processes its attachments, so a
+poisoned or traversal-named attachment can neither be written anywhere nor
+take the message's text down with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from capsa.guard import Attachment, Extracted, IsolatedExtractor, Omission
+
+from .conftest import (
+    OLE_MSG,
+    PARSE_LIMITS,
+    TRAVERSAL_FILENAME,
+    assert_omitted,
+    eml_attachments,
+    eml_nested_multipart,
+    eml_simple,
+    eml_with_attachments,
+    good_for,
+    run_among_good,
+    run_set,
+    worker_scratch,
+    zip_ratio_bomb,
+)
+
+
+def _run_eml(pool: IsolatedExtractor, payload: bytes, label: str = "hostile.eml"
+             ) -> Extracted | Omission:
+    return run_among_good(pool, Attachment(label=label, payload=payload), PARSE_LIMITS,
+                          good=[good_for("eml"), good_for("text")], next_file=good_for("eml"))
+
+
+@pytest.mark.slow
+def test_e1_deeply_nested_multipart_is_refused_before_the_recursion(
+        real_pool: IsolatedExtractor) -> None:
+    outcome = _run_eml(real_pool, eml_nested_multipart(2000))
+    omission = assert_omitted(outcome, stage="preflight", reason="nested_too_deep")
+    assert "2000 multipart boundaries" in omission.detail
+
+
+@pytest.mark.slow
+def test_e2_attachment_flood_is_refused(real_pool: IsolatedExtractor) -> None:
+    outcome = _run_eml(real_pool, eml_attachments(300))
+    omission = assert_omitted(outcome, stage="preflight", reason="too_many_members")
+    assert "MIME parts" in omission.detail
+
+
+@pytest.mark.slow
+def test_e3_traversal_attachment_name_is_never_written(real_pool: IsolatedExtractor) -> None:
+    message = eml_with_attachments("Northwind Harbor body text.",
+                                   [(TRAVERSAL_FILENAME, "text/plain", b"* * * * * evil")])
+    scratch = worker_scratch(real_pool)
+    before = sorted(p.name for p in scratch.iterdir())
+    outcome = _run_eml(real_pool, message, label="../../etc/cron.d/mail.eml")
+    assert isinstance(outcome, Extracted)
+    assert outcome.label == "mail.eml"
+    assert "Northwind Harbor body text." in outcome.text
+    assert "evil" not in outcome.text  # attachments are not processed at all
+    assert sorted(p.name for p in scratch.iterdir()) == before
+
+
+@pytest.mark.slow
+def test_e4_poisoned_attachments_do_not_take_the_message_down(
+        real_pool: IsolatedExtractor) -> None:
+    message = eml_with_attachments("Northwind Harbor quarterly figures attached.", [
+        ('filename="bomb.zip"', "application/zip", zip_ratio_bomb()),
+        (TRAVERSAL_FILENAME, "text/plain", b"payload"),
+        ('filename="fine.txt"', "text/plain", b"an ordinary attachment"),
+    ])
+    outcome = _run_eml(real_pool, message)
+    assert isinstance(outcome, Extracted)
+    assert "quarterly figures attached" in outcome.text
+
+
+@pytest.mark.slow
+def test_e4_one_poisoned_message_among_good_ones_leaves_them_included(
+        real_pool: IsolatedExtractor) -> None:
+    good = [Attachment(label=f"good-{i}.eml", payload=eml_simple(f"Harbor note number {i}."))
+            for i in range(3)]
+    poisoned = Attachment(label="poisoned.eml", payload=eml_nested_multipart(2000))
+    run = run_set([good[0], poisoned, good[1], good[2]], real_pool, PARSE_LIMITS)
+    assert [o.label for o in run.result.extracted] == ["good-0.eml", "good-1.eml", "good-2.eml"]
+    assert [(o.label, o.reason) for o in run.result.omitted] == [
+        ("poisoned.eml", "nested_too_deep")]
+    assert [o.text for o in run.result.extracted] == [
+        f"Harbor note number {i}." for i in range(3)]
+
+
+def test_e5_outlook_msg_is_refused_by_sniffing(plain_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(plain_pool, Attachment(label="invoice.msg",
+                                                    media_type="application/vnd.ms-outlook",
+                                                    payload=OLE_MSG))
+    omission = assert_omitted(outcome, stage="sniff", reason="unsupported_type")
+    assert "ole" in omission.detail

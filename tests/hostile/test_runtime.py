@@ -1,0 +1,350 @@
+"""R: runtime and environment (R1–R4), and the isolation properties behind them.
+
+R1 a parser that fetches code at run time meets a worker without network;
+R2 a parser that prints cannot corrupt the protocol; R3 capsa's zip checks do
+not depend on the interpreter's patch level; R4 no parser state survives from
+one file to the next. The probes (`hostile._probes`) observe each property
+from inside the parse child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import time
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard import (
+    Attachment,
+    Extracted,
+    IsolatedExtractor,
+    extract_all,
+    extract_attachment,
+)
+from capsa.guard.extractors import PlainTextExtractor
+from capsa.guard.testing import MisbehavingExtractor
+
+from ._probes import LEFT_BEHIND, OrphanedAtForkExtractor, Probe, ProbeExtractor, probe_payload
+from .conftest import (
+    LIMITS,
+    CatalogueGap,
+    MiB,
+    PoolFor,
+    assert_omitted,
+    good_echo,
+    good_text,
+    leftover_processes,
+    probes_importable,
+    run_among_good,
+    sandbox_marker,
+    worker_scratch,
+    zip_overlap_bomb,
+)
+
+GOOD = [good_echo("before.txt", "before"), good_echo("after.txt", "after")]
+
+
+def _probe(name: Probe) -> Attachment:
+    return Attachment(label=f"{name}.txt", media_type="text/plain", payload=probe_payload(name))
+
+
+# ---------------------------------------------------------------- R1: no network, offline
+
+
+@pytest.mark.slow
+def test_r1_real_pool_reports_its_network_mode_and_parses_every_kind_offline(
+        real_pool: IsolatedExtractor) -> None:
+    health = real_pool.health
+    assert health["network"] in {"namespace+sockets-refused", "sockets-refused"}
+    # The self-test parsed one sample of every kind inside the network-less
+    # worker: unstructured's run-time spaCy download was never needed.
+    report = health["self_test"]
+    assert {"pdf", "docx", "xlsx", "pptx", "html", "eml", "epub", "rtf", "text"} <= set(report)
+    images = {"png", "jpeg", "tiff", "webp"}
+    checked = set(report) if shutil.which("tesseract") else set(report) - images
+    assert {kind: report[kind] for kind in checked if report[kind] != "ok"} == {}
+
+
+def test_r1_parse_child_cannot_reach_localhost_even_below_python(
+        probe_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(probe_pool, _probe("raw_connect"), good=GOOD)
+    assert isinstance(outcome, Extracted)
+    assert outcome.text != "connected"
+    if probe_pool.health["network"].startswith("namespace"):
+        # In a fresh network namespace even loopback is down: the kernel, not
+        # a Python patch, refuses the C-level socket.
+        assert outcome.text == "errno=ENETUNREACH"
+
+
+# ------------------------------------------------------------- R2: stdout kept away
+
+
+def test_r2_worker_stdout_points_at_dev_null(plain_pool: IsolatedExtractor) -> None:
+    zygote = plain_pool.health["pid"]
+    assert os.readlink(f"/proc/{zygote}/fd/1") == "/dev/null"
+
+
+def test_r2_worker_is_a_fresh_isolated_interpreter_not_a_fork(
+        plain_pool: IsolatedExtractor) -> None:
+    zygote = plain_pool.health["pid"]
+    argv = Path(f"/proc/{zygote}/cmdline").read_bytes().split(b"\0")
+    assert b"-I" in argv
+    assert argv[argv.index(b"-m") + 1] == b"capsa.guard._worker"
+    assert Path(f"/proc/{zygote}/cwd").resolve() == Path("/")
+
+
+# ------------------------------------------------------ R3: own checks, any patch level
+
+
+def test_r3_overlap_bomb_is_refused_without_zipfile(plain_pool: IsolatedExtractor,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def unusable(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the archive guard must not depend on zipfile")
+
+    monkeypatch.setattr(zipfile, "ZipFile", unusable)
+    bomb = Attachment(label="overlap.zip", payload=zip_overlap_bomb(250, 1024))
+    outcome = run_among_good(plain_pool, bomb)
+    assert_omitted(outcome, stage="archive", reason="overlapping_members")
+
+
+# -------------------------------------------------------------- R4: nothing carries over
+
+
+def test_r4_every_file_gets_a_fresh_process_with_fresh_state(
+        probe_pool: IsolatedExtractor) -> None:
+    first = extract_attachment(_probe("fresh_state"), probe_pool, LIMITS).text
+    second = extract_attachment(_probe("fresh_state"), probe_pool, LIMITS).text
+    assert first.endswith("calls=1")
+    assert second.endswith("calls=1")
+    assert first.split()[0] != second.split()[0]  # different pids
+
+
+def test_r4_file_left_in_scratch_is_gone_before_the_next_file(
+        probe_pool: IsolatedExtractor) -> None:
+    wrote = run_among_good(probe_pool, _probe("write_scratch"), good=GOOD)
+    assert isinstance(wrote, Extracted)
+    written = Path(wrote.text.removeprefix("wrote a file into "))
+    assert written.parent == worker_scratch(probe_pool)  # a directory of its own...
+    assert written.name.startswith("file-")
+    assert not written.exists()  # ...removed when its file ended
+    listing = extract_attachment(_probe("list_scratch"), probe_pool, LIMITS).text
+    scratch = Path(listing.removeprefix("scratch ").removesuffix(" holds:"))
+    assert listing == f"scratch {scratch} holds:"  # the next file's directory starts empty
+    assert scratch != written
+    home = extract_attachment(_probe("list_home"), probe_pool, LIMITS).text
+    assert home == "home holds:"  # and nothing is left anywhere under the pool's scratch
+
+
+def test_r4_file_writes_stop_at_the_limit_inside_the_files_own_scratch(
+        probe_pool: IsolatedExtractor) -> None:
+    limits = LIMITS.model_copy(update={"max_file_write_bytes": 4 * MiB})
+    outcome = run_among_good(probe_pool, _probe("write_until_refused"), limits, good=GOOD)
+    assert isinstance(outcome, Extracted)
+    written, where, refusal = re.fullmatch(r"wrote (\d+) bytes into (\S+), then (\S+)",
+                                           outcome.text).groups()  # type: ignore[union-attr]
+    # RLIMIT_FSIZE: the write that would cross the limit fails with EFBIG
+    # (CPython ignores SIGXFSZ), and nothing past the limit reaches the disk.
+    assert refusal == "EFBIG"
+    assert int(written) == 4 * MiB
+    assert Path(where).parent == worker_scratch(probe_pool)
+    assert not Path(where).exists()
+
+
+def test_r4_file_left_by_a_worker_that_died_mid_file_is_gone_before_the_next_file() -> None:
+    with probes_importable(), IsolatedExtractor(ProbeExtractor(), workers=1) as pool:
+        with pytest.raises(ExtractionFailed) as failed:
+            extract_attachment(_probe("write_then_kill_worker"), pool, LIMITS)
+        assert failed.value.cause == "crashed"
+        assert pool.restarts == 1
+        home = extract_attachment(_probe("list_home"), pool, LIMITS).text
+        if LEFT_BEHIND in home:
+            raise CatalogueGap(f"the next file's parser can read the dead worker's file: {home}")
+        assert home == "home holds:"
+
+
+# ------------------------------------------------------------ the pool survives anything
+
+
+def test_parse_child_that_cannot_describe_its_error_still_fails_typed(
+        probe_pool: IsolatedExtractor) -> None:
+    # str() of the exception raises; the child still reports, naming its type.
+    outcome = run_among_good(probe_pool, _probe("broken_str"), good=GOOD)
+    omission = assert_omitted(outcome, stage="parser", reason="raised")
+    assert omission.detail == "_Unprintable"
+
+
+def test_parser_error_with_a_lone_surrogate_leaves_a_valid_utf8_detail(
+        probe_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(probe_pool, _probe("raise_surrogate"), good=GOOD)
+    omission = assert_omitted(outcome, stage="parser", reason="raised")
+    # The child encodes its report with errors="replace", so the surrogate
+    # arrives as "?"; in process, clean_detail makes it U+FFFD. Either is valid.
+    assert omission.detail in {f"ValueError: header byte {mark} could not be decoded"
+                               for mark in ("?", "\ufffd")}
+
+
+def test_parser_error_with_terminal_escapes_leaves_a_clean_detail(
+        probe_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(probe_pool, _probe("raise_escape"), good=GOOD)
+    omission = assert_omitted(outcome, stage="parser", reason="raised")
+    assert not [ch for ch in omission.detail if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0]
+    assert omission.detail.endswith("click here]8;;")  # the printable tail is kept
+
+
+@pytest.mark.parametrize("probe", ["setsid_daemon", "setsid_daemon_chain"])
+def test_daemon_spawned_by_a_parser_does_not_outlive_its_file(probe: Probe) -> None:
+    # The daemons leave the child's process group (out of reach of its kill)
+    # and inherit the result pipe; the file still ends as soon as the child
+    # does, and the zygote, their subreaper, kills every one of them.
+    with probes_importable(), IsolatedExtractor(ProbeExtractor(), workers=1) as pool:
+        try:
+            started = extract_attachment(_probe(probe), pool, LIMITS).text
+            survivors = leftover_processes(pool)
+            outcome = run_among_good(pool, _probe(probe), good=GOOD)
+        finally:
+            for pid in leftover_processes(pool):  # processes this test caused; end them by id
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    expected = 2 if probe.endswith("chain") else 1
+    assert started.startswith(f"{expected} of {expected} daemons")  # they really ran
+    assert survivors == []  # gone right after their own file, not just after the next
+    assert isinstance(outcome, Extracted)  # no timeout: the pipe they hold was not waited on
+    assert outcome.text.startswith(f"{expected} of {expected} daemons")
+
+
+def test_child_orphaned_before_it_arms_its_death_signal_does_not_run_on() -> None:
+    with probes_importable(), IsolatedExtractor(OrphanedAtForkExtractor(), workers=1) as pool:
+        marker = sandbox_marker(pool)
+        try:
+            with pytest.raises(ExtractionFailed) as failed:
+                extract_attachment(Attachment(label="orphan.txt", payload=b"x"), pool, LIMITS)
+            deadline = time.monotonic() + 3
+            while leftover_processes(pool, marker=marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            survivors = leftover_processes(pool, marker=marker)
+        finally:
+            for pid in leftover_processes(pool, marker=marker):  # this test's orphans, by id
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    assert failed.value.cause == "crashed"
+    if survivors:
+        raise CatalogueGap(f"the orphaned parse child {survivors} still runs")
+
+
+def test_worker_killed_between_files_is_replaced_before_the_next_file() -> None:
+    with IsolatedExtractor(PlainTextExtractor(), workers=1) as pool:
+        zygote = pool.health["pid"]
+        os.kill(zygote, signal.SIGKILL)  # the worker this test's own pool started
+        _wait_gone(zygote)
+        assert extract_attachment(good_text().attachment, pool, LIMITS).text == good_text().phrase
+        assert pool.restarts == 1
+        assert pool.health["pid"] != zygote
+
+
+def test_worker_killed_mid_file_fails_that_file_as_crashed_and_takes_its_child() -> None:
+    with IsolatedExtractor(MisbehavingExtractor("hang"), workers=1) as pool:
+        failed = _kill_worker_mid_file(pool)
+        assert (failed.stage, failed.cause) == ("parser", "crashed")
+        assert "died" in failed.detail
+        assert leftover_processes(pool) == []
+        next_file = good_echo().attachment
+        assert extract_attachment(next_file, pool, LIMITS).text == good_echo().phrase
+        assert pool.restarts == 1
+
+
+def test_worker_killed_mid_file_is_reported_as_crashed_every_time() -> None:
+    # The pipe reaches end-of-file a moment before the killed worker can be
+    # reaped; the pool must read that as a death, not as a stall, every time.
+    with IsolatedExtractor(MisbehavingExtractor("hang"), workers=1) as pool:
+        causes = [_kill_worker_mid_file(pool).cause for _ in range(12)]
+    assert causes == ["crashed"] * 12
+
+
+def _kill_worker_mid_file(pool: IsolatedExtractor) -> ExtractionFailed:
+    """Start a hanging file, SIGKILL the zygote serving it, return the file's failure.
+
+    The zygote is a process this test's own pool started; it is ended by pid.
+    The parse child must die with it (PR_SET_PDEATHSIG).
+    """
+    zygote = pool.health["pid"]
+    marker = sandbox_marker(pool)
+    with ThreadPoolExecutor(max_workers=1) as runner:
+        pending = runner.submit(extract_attachment, Attachment(label="h.txt", payload=b"x"),
+                                pool, LIMITS)
+        # Wait until the child has set its rlimits, which it does right after
+        # arming PR_SET_PDEATHSIG: a zygote killed before that is a separate
+        # finding (test_child_orphaned_before_it_arms_its_death_signal_...).
+        child = _wait_for(lambda: [p for p in leftover_processes(pool, marker=marker)
+                                   if _parent(p) == zygote and _cpu_limit(p) == LIMITS.cpu_s])
+        os.kill(zygote, signal.SIGKILL)
+        with pytest.raises(ExtractionFailed) as failed:
+            pending.result()
+    _wait_gone(child[0])
+    return failed.value
+
+
+def _wait_for(probe: Callable[[], list[int]], timeout_s: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.01)
+    raise AssertionError("the awaited process never appeared")
+
+
+def _wait_gone(pid: int, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _parent(pid) == -1 or _state(pid) == "Z":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} is still alive")
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _cpu_limit(pid: int) -> int | None:
+    """The soft ``RLIMIT_CPU`` of `pid` in seconds, or None (unlimited, or gone)."""
+    try:
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+    except OSError:
+        return None
+    line = next((line for line in limits if line.startswith("Max cpu time")), "")
+    soft = line.removeprefix("Max cpu time").split()[:1]
+    return int(soft[0]) if soft and soft[0].isdigit() else None
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def test_extract_all_raises_the_first_typed_error_when_asked(
+        misbehaving_pool: PoolFor) -> None:
+    pool = misbehaving_pool("segfault")
+    files = [good_echo().attachment, Attachment(label="crash.txt", payload=b"boom"),
+             Attachment(label="empty.txt", payload=b"")]
+    with pytest.raises(ExtractionFailed) as failed:
+        extract_all(files, pool, LIMITS, on_rejection="raise")
+    assert (failed.value.label, failed.value.cause, failed.value.stage) == (
+        "crash.txt", "crashed", "parser")
+    with pytest.raises(IngestionRejected) as rejected:
+        extract_all(files[2:], pool, LIMITS, on_rejection="raise")
+    assert (rejected.value.stage, rejected.value.reason) == ("size", "empty")
