@@ -39,10 +39,10 @@ lint: $(STAMP)
 test: $(STAMP) system-deps lint
 	$(VENV)/bin/pytest
 	$(VENV)/bin/pytest --nbmake --nbmake-timeout=600 -p no:cacheprovider notebooks/*.ipynb
-	$(VENV)/bin/mkdocs build --strict --quiet --site-dir .site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir .site
 
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict --site-dir .site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir .site
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupytext --to ipynb notebooks/src/*.py

@@ -21,5 +21,5 @@ SNIPPETS = [
 @pytest.mark.parametrize("code", SNIPPETS)
 def test_markdown_snippet_runs(code: str) -> None:
     namespace: dict[str, object] = {"__name__": "__snippet__"}
-    exec(compile(code, "<snippet>", "exec"), namespace)
+    exec(compile(code, "<snippet>", "exec", dont_inherit=True), namespace)
     assert namespace  # the snippet ran to its end; its own asserts pin behaviour

@@ -7,7 +7,7 @@ they do not, a visible cut as a last resort, and a `Receipt` for every input
 saying what survived. `pack_for()` builds one packet per `ReceiverProfile`
 from the same retrieval; `compress_text()` shrinks a single text.
 
-Example:
+Examples:
     >>> from capsa.budget import Budget, Passage, pack
     >>> packet = pack("hotel cap", [Passage(id="p1", text="The hotel cap is EUR 165.")],
     ...               Budget(max_tokens=200))

@@ -41,7 +41,7 @@ class AttachmentContext(BaseModel):
 def attachment_passages(extracted: Sequence[Extracted]) -> list[Passage]:
     """Extracted files as attached passages, identified by content hash.
 
-    Example:
+    Examples:
         >>> one = Extracted(label="a.txt", kind="text", media_type=None, text="hi",
         ...                 byte_size=2, sha256="ab" * 32)
         >>> attachment_passages([one])[0].id
@@ -63,7 +63,7 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
     counted inside the budget: the packet is packed into what the notice
     leaves.
 
-    Example:
+    Examples:
         >>> one = Extracted(label="a.txt", kind="text", media_type=None,
         ...                 text="The hotel cap is EUR 165.", byte_size=25, sha256="ab" * 32)
         >>> gone = Omission(label="b.pdf", stage="parser", reason="timeout", detail="...")

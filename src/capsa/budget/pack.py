@@ -86,7 +86,7 @@ def pack(
         ValueError: two inputs share an id.
         BudgetError: the tokenizer charges more than the budget for an empty string.
 
-    Example:
+    Examples:
         >>> passages = [Passage(id="a", text="Trains are booked in standard class. "
         ...                     "The hotel cap is EUR 165. Taxis need a receipt.")]
         >>> packet = pack("hotel cap", passages, Budget(max_tokens=33))
@@ -157,7 +157,7 @@ def compress_text(
     Raises:
         ValueError: `max_tokens` is negative.
 
-    Example:
+    Examples:
         >>> compress_text("Intro here. The hotel cap is EUR 165. Outro.", "hotel cap", 9)
         '… The hotel cap is EUR 165. …'
     """

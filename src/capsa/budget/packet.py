@@ -39,7 +39,7 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 class Passage(BaseModel):
     """One retrieved passage or attached text, as handed to `pack()`.
 
-    Example:
+    Examples:
         >>> Passage(id="p1", text="The cap is EUR 165.", source="travel.pdf").source
         'travel.pdf'
     """
@@ -63,7 +63,7 @@ class Budget(BaseModel):
 
     Impossible settings fail here, at construction (a `ValueError`).
 
-    Example:
+    Examples:
         >>> Budget(max_tokens=1000, max_items=5).attachment_share
         0.7
     """
@@ -126,7 +126,7 @@ class Receipt(BaseModel):
 class Packet(BaseModel):
     """The result of `pack()`: the text for the model and the account of it.
 
-    Example:
+    Examples:
         >>> from capsa.budget import pack
         >>> packet = pack("hotel cap", [Passage(id="p1", text="The hotel cap is EUR 165.")],
         ...               Budget(max_tokens=100))

@@ -25,7 +25,7 @@ __all__ = ["ReceiverProfile", "pack_for"]
 class ReceiverProfile(BaseModel):
     """A named target for packets: its budget, its layout and its tokenizer.
 
-    Example:
+    Examples:
         >>> ReceiverProfile.local_model().budget.shape
         'features'
     """
@@ -92,7 +92,7 @@ def pack_for(
     Raises:
         ValueError: two receivers share a name, or two passages an id.
 
-    Example:
+    Examples:
         >>> passages = [Passage(id="a", text="The hotel cap is EUR 165. Trains are fine.")]
         >>> packets = pack_for([ReceiverProfile.frontier_llm(), ReceiverProfile.human_brief()],
         ...                    "hotel cap", passages)

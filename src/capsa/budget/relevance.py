@@ -61,7 +61,7 @@ class LexicalScorer(BaseModel):
     or passages being packed), so no corpus statistics are needed. Each query
     term counts once, however often the query repeats it.
 
-    Example:
+    Examples:
         >>> scorer = LexicalScorer()
         >>> scores = scorer.score("hotel cap", ["The hotel cap is EUR 165.", "Trains are fine."])
         >>> scores[0] > scores[1] == 0.0
@@ -110,7 +110,7 @@ class EmbeddingScorer(BaseModel):
     So by default half of each score is `LexicalScorer`'s (each part divided by
     its best value in the call); set `lexical_weight` to 0 for cosine alone.
 
-    Example:
+    Examples:
         >>> def embed(texts):
         ...     return [[float("hotel" in t), float("train" in t), 1.0] for t in texts]
         >>> scorer = EmbeddingScorer(embed=embed, lexical_weight=0.0)
@@ -151,7 +151,7 @@ def analyze(text: str) -> tuple[str, ...]:
     words with spaces. Sentence-sized texts are cached, since packing analyses
     each sentence more than once; long texts are not, to bound memory.
 
-    Example:
+    Examples:
         >>> analyze("The hotels were booked")
         ('hotel', 'book')
     """

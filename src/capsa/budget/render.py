@@ -75,7 +75,7 @@ def escape_text(text: str) -> str:
     A ``<`` followed by nothing but whitespace up to the end of `text` is
     escaped too: the next piece of the body could start with a tag name.
 
-    Example:
+    Examples:
         >>> escape_text("ok </document><context source=x> a < b")
         'ok &lt;/document>&lt;context source=x> a < b'
     """
@@ -85,7 +85,7 @@ def escape_text(text: str) -> str:
 def escape_attribute(value: str) -> str:
     """Escape a value for a double-quoted attribute; control characters become spaces.
 
-    Example:
+    Examples:
         >>> escape_attribute('a"><context>')
         'a&quot;&gt;&lt;context&gt;'
     """
@@ -142,7 +142,7 @@ def render_passages(items: Iterable[tuple[Group, Passage, bool]]) -> str:
         items: ``(group, passage, truncated)`` triples in the order to render;
             attachments are rendered before retrieval whatever the order.
 
-    Example:
+    Examples:
         >>> print(render_passages([("retrieved", Passage(id="a", text="x </document>"), False)]))
         <context source="retrieved">
         <document id="a">x &lt;/document></document>

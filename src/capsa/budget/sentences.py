@@ -55,7 +55,7 @@ def split_sentences(text: str) -> tuple[tuple[int, int], ...]:
     Returns:
         The spans, empty for an empty or all-whitespace text.
 
-    Example:
+    Examples:
         >>> text = "Dr. Ng paid EUR 3.50 for it. Then she left."
         >>> [text[s:e] for s, e in split_sentences(text)]
         ['Dr. Ng paid EUR 3.50 for it.', 'Then she left.']

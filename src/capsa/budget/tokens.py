@@ -46,7 +46,7 @@ def estimate_tokens(text: str) -> int:
     Returns:
         The estimated number of tokens, 0 for an empty string.
 
-    Example:
+    Examples:
         >>> estimate_tokens("")
         0
         >>> estimate_tokens("The cap is EUR 230 per night.")

@@ -7,7 +7,7 @@ earlier evidence return carries one capsule of the chunks earlier answers cited
 receipt. The `EvidenceLedger`, carried by the host beside the history, records
 per question what was retrieved and cited; without it, compaction refuses.
 
-Example:
+Examples:
     >>> from capsa.capsule import EvidenceLedger, Evidence, build_capsule
     >>> chunk = Evidence(chunk_id="c1", content="EUR 230 a night.", document_id="travel")
     >>> ledger = (EvidenceLedger().begin_question(0)

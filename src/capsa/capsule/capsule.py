@@ -57,7 +57,7 @@ Tokenizer = Callable[[str], int]
 def estimate_tokens(text: str) -> int:
     """A dependency-free token estimate: one token per four characters, rounded up.
 
-    Example:
+    Examples:
         >>> estimate_tokens("twelve chars")
         3
     """
@@ -126,7 +126,7 @@ def render_evidence(evidence: Sequence[Evidence]) -> str:
     Each chunk opens with its ``[chunk_id]`` and source, so the model learns the ids
     it can cite; the collection is named when the chunks come from several.
 
-    Example:
+    Examples:
         >>> print(render_evidence([Evidence(chunk_id="c1", content="EUR 230.", document_id="d",
         ...                                 title="Travel Policy")]))
         [c1] Source: "Travel Policy"
@@ -212,7 +212,7 @@ def build_capsule(
     Returns:
         The capsule; empty when nothing qualifies.
 
-    Example:
+    Examples:
         >>> from capsa.capsule import Evidence
         >>> chunk = Evidence(chunk_id="c1", content="EUR 230 a night.", document_id="d",
         ...                  title="Travel Policy")

@@ -68,7 +68,7 @@ class CiteResult(BaseModel):
         Ignored ids are named without asking the model to retry: it has answered,
         and a retry loop over an id it never saw only costs another request.
 
-        Example:
+        Examples:
             >>> CiteResult(accepted=("c1",), ignored=("c9",)).acknowledgement()
             'Recorded 1 citation: c1. Ignored, not among the chunks you were shown: c9.'
         """
@@ -123,7 +123,7 @@ def cite_ids(raw_ids: Iterable[str], retrieved_ids: Sequence[str]) -> CiteResult
     Returns:
         The accepted ids, the repairs made, and the ids ignored.
 
-    Example:
+    Examples:
         >>> uid = "3f2b8c1e-9d4a-4e7b-a6f0-2c5d8e9b1a73"
         >>> damaged = "[3f2b8c1e-9d4a-4e7b-a6f0-2c5d8e9b1a7]"  # last character lost
         >>> result = cite_ids([damaged, "chunk-3"], [uid, "chunk-4"])
@@ -164,7 +164,7 @@ def parse_citations(answer_text: str, retrieved_ids: Sequence[str]) -> tuple[str
     Returns:
         Cited ids in order of first appearance, without repeats.
 
-    Example:
+    Examples:
         >>> parse_citations("EUR 230 [c1], see also [c2; c9] and [1].", ["c1", "c2"])
         ('c1', 'c2')
     """
@@ -218,7 +218,7 @@ def resolve_citations(refs: Iterable[CitationRef], evidence: Sequence[Evidence])
     Returns:
         Matched chunk ids in order, without repeats.
 
-    Example:
+    Examples:
         >>> seen = [Evidence(chunk_id="c1", content="Hotels cost EUR 230.", document_id="d")]
         >>> resolve_citations([CitationRef(cited_text="hotels cost  EUR 230")], seen)
         ('c1',)

@@ -242,7 +242,7 @@ def compact(
     Raises:
         CompactionRefused: earlier evidence exists but no ledger covering it was carried.
 
-    Example:
+    Examples:
         >>> from capsa.capsule import Evidence, TextPart, ToolCall
         >>> chunk = Evidence(chunk_id="c1", content="Hotels: EUR 230.", document_id="d")
         >>> call = ToolCall(id="t1", name="search", args={"query": "hotel cap"})

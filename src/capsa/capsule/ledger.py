@@ -49,7 +49,7 @@ class LedgerEntry(BaseModel):
 class EvidenceLedger(BaseModel):
     """What each question of a conversation retrieved and cited.
 
-    Example:
+    Examples:
         >>> chunk = Evidence(chunk_id="c1", content="EUR 230 a night.", document_id="travel")
         >>> ledger = EvidenceLedger().begin_question(0)
         >>> ledger = ledger.record_retrieval([chunk], tool="search").record_citations(["c1"])
@@ -252,7 +252,7 @@ def record_messages(
     Returns:
         The updated ledger (the same object when nothing new was seen).
 
-    Example:
+    Examples:
         >>> from capsa.capsule.messages import TextPart
         >>> chunk = Evidence(chunk_id="c1", content="EUR 230 a night.", document_id="d")
         >>> history = [

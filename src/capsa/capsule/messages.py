@@ -36,7 +36,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 class Evidence(BaseModel):
     """One retrieved chunk, as an evidence tool returned it to the model.
 
-    Example:
+    Examples:
         >>> Evidence(chunk_id="c1", content="Hotels: EUR 230 a night.", document_id="travel")
         Evidence(chunk_id='c1', content='Hotels: EUR 230 a night.', document_id='travel', \
 title=None, uri=None, collection=None, picture_refs=())
@@ -138,7 +138,7 @@ class ToolCall(BaseModel):
 class Message(BaseModel):
     """One message of a conversation in framework-neutral form.
 
-    Example:
+    Examples:
         >>> m = Message(role="tool", parts=(TextPart(text="[c1] ..."),),
         ...             tool_call_id="call-1", tool_name="search")
         >>> m.text

@@ -17,7 +17,7 @@ Conventions the renderer relies on:
 - Every `SampleQuestion.answer` occurs verbatim in its own document's `text` and in
   no other document's.
 
-Example:
+Examples:
     >>> [d.name for d in DOCUMENTS if d.kind == "png"]
     ['office-notice.png']
     >>> q = QUESTIONS[0]
@@ -524,7 +524,7 @@ def document(name: str) -> SourceDocument:
     Raises:
         KeyError: no good document has that file name.
 
-    Example:
+    Examples:
         >>> document("remote-work.md").kind
         'md'
     """

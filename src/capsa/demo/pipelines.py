@@ -99,14 +99,22 @@ class _Sent(BaseCallbackHandler):
 def agent_conversation(chunks: list[Chunk], model: BaseChatModel) -> dict[str, Any]:
     """Three questions to a `create_agent` agent, with and without the citation capsule."""
     from langchain.agents import create_agent
+    from langchain_core.tools import tool
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from capsa.langchain import CitationCapsuleMiddleware, capsa_retriever_tool, cite_tool
+    from capsa.langchain import CitationCapsuleMiddleware, capsa_retriever_tool
+
+    @tool
+    def cite(chunk_ids: list[str]) -> str:
+        """Declare which chunks the answer relies on."""
+        return f"Noted: {', '.join(chunk_ids)}."
 
     search_tool = capsa_retriever_tool(CorpusRetriever(chunks=chunks, k=4), name="search")
     runs: dict[str, Any] = {}
+    # The baseline gets a plain cite tool so both runs store the same messages;
+    # capsa's cite_tool checks ids against a ledger only the middleware keeps.
     for label, middleware, tools in (
-        ("without capsule", [], [search_tool, cite_tool()]),
+        ("without capsule", [], [search_tool, cite]),
         ("with capsule", [CitationCapsuleMiddleware(evidence_tools=[search_tool])],
          [search_tool]),
     ):
@@ -133,12 +141,14 @@ def llama_index_pipelines(chunks: list[Chunk], *, max_tokens: int = 300) -> dict
     from llama_index.core.llms.mock import MockLLM
     from llama_index.core.memory import Memory
     from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.response_synthesizers import ResponseMode
 
     from capsa.llama_index import CapsaNodePostprocessor, CitationCapsuleBlock
 
     retriever = _llama_retriever(chunks, k=6)
+    # One LLM call: the packed context fits, so nothing needs refining.
     engine = RetrieverQueryEngine.from_args(
-        retriever, llm=MockLLM(),
+        retriever, llm=MockLLM(), response_mode=ResponseMode.SIMPLE_SUMMARIZE,
         node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=max_tokens))])
     queries = []
     for question in DEMO_QUESTIONS:
@@ -150,7 +160,7 @@ def llama_index_pipelines(chunks: list[Chunk], *, max_tokens: int = 300) -> dict
     block = CitationCapsuleBlock()
     memory = Memory.from_defaults(session_id="demo", memory_blocks=[block])
     chat = ContextChatEngine.from_defaults(retriever=_llama_retriever(chunks, k=2),
-                                           memory=memory, llm=MockLLM())
+                                           memory=memory, llm=MockLLM(max_tokens=16))
     capsule_tokens = []
     for question in DEMO_QUESTIONS:
         response = chat.chat(question)

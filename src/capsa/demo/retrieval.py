@@ -36,11 +36,12 @@ def chunk_corpus(files: Sequence[Extracted]) -> list[Chunk]:
     chunks: list[Chunk] = []
     for item in files:
         stem = item.label.rsplit(".", 1)[0]
-        title = item.text.strip().split("\n", 1)[0].lstrip("# ").strip()[:80]
+        title = item.label if item.kind == "xlsx" else (
+            item.text.strip().split("\n", 1)[0].lstrip("# ").strip()[:80])
         pending = ""
         count = 0
         for block in item.text.split("\n\n"):
-            block = " ".join(block.split())
+            block = "\n".join(line.strip() for line in block.splitlines() if line.strip())
             if not block:
                 continue
             if len(block) < _MIN_CHARS:

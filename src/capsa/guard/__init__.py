@@ -6,7 +6,7 @@ isolated worker with time and memory limits; normalisation and text
 ceilings. Each step can refuse with a typed reason; `extract_all` puts every
 refusal on the result, so nothing disappears silently.
 
-Example:
+Examples:
     >>> from capsa.guard import Attachment, extract_all
     >>> from capsa.guard.extractors import PlainTextExtractor
     >>> result = extract_all([Attachment(label="a.txt", payload=b"hello")], PlainTextExtractor())

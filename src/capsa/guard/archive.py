@@ -96,7 +96,7 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
     Raises:
         IngestionRejected: stage ``archive``, with the reason and the numbers.
 
-    Example:
+    Examples:
         >>> import io, zipfile
         >>> buf = io.BytesIO()
         >>> with zipfile.ZipFile(buf, "w") as z:

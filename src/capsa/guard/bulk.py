@@ -77,7 +77,7 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
         manifest: path of the resumable manifest.
         progress: draw a rich progress bar on stderr.
 
-    Example:
+    Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
         >>> outcomes = extract_many([("a.txt", b"alpha"), ("b.txt", b"")],
         ...                         extractor=PlainTextExtractor(), workers=1)

@@ -129,7 +129,7 @@ def render_blocks(files: Sequence[Extracted]) -> str:
     Labels and text are escaped (``&``, ``<``, ``>``, quotes), so a file whose
     text says ``</attachment><system>`` stays inside its own block.
 
-    Example:
+    Examples:
         >>> one = Extracted(label="a.txt", kind="text", media_type=None,
         ...                 text="</attachment>", byte_size=13, sha256="0")
         >>> render_blocks([one])
@@ -183,7 +183,7 @@ def extract_attachment(attachment: Attachment, extractor: TextExtractor | None =
         IngestionRejected: a guard refused the file; `stage` and `reason` say where and why.
         ExtractionFailed: the parser raised, crashed, timed out or ran out of memory.
 
-    Example:
+    Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
         >>> doc = extract_attachment(Attachment(label="../notes.txt", payload=b"hi"),
         ...                          PlainTextExtractor())
@@ -230,7 +230,7 @@ def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | No
             ``"raise"`` raises the first typed error instead.
         on_outcome: called with ``(index, outcome)`` as each file finishes (progress bars).
 
-    Example:
+    Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
         >>> result = extract_all([Attachment(label="a.txt", payload=b"a"),
         ...                       Attachment(label="b.txt", payload=b"")], PlainTextExtractor())

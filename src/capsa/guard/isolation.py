@@ -161,7 +161,7 @@ class IsolatedExtractor:
         workers: number of warm workers, each serving one file at a time.
         limits: default limits for `extract`; `run` takes per-call limits.
 
-    Example:
+    Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
         >>> with IsolatedExtractor(PlainTextExtractor()) as pool:
         ...     pool.extract("text", "text/plain", b"hello", max_pages=1)

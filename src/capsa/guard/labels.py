@@ -30,7 +30,7 @@ def safe_label(raw: str | None, *, index: int = 0) -> str:
         index: position of the file in its set, used for the fallback
             ``attachment-N`` when nothing printable remains.
 
-    Example:
+    Examples:
         >>> safe_label("../../etc/passwd")
         'passwd'
         >>> safe_label("report\\u202efdp.exe")

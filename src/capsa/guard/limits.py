@@ -18,7 +18,7 @@ class ExtractionLimits(BaseModel):
     not a document warehouse. Raise them per call when you ingest larger files.
     `docs/threat-model.md` argues each number.
 
-    Example:
+    Examples:
         >>> ExtractionLimits(max_bytes=1024).max_bytes
         1024
         >>> ExtractionLimits().max_pages

@@ -36,7 +36,7 @@ def normalize(text: str) -> str:
     spaces removed; runs of more than two blank lines folded. Idempotent:
     ``normalize(normalize(t)) == normalize(t)``.
 
-    Example:
+    Examples:
         >>> normalize("a\\r\\nb\\u200b  \\n\\x1b[2Jc")
         'a\\nb\\n[2Jc'
     """
@@ -65,7 +65,7 @@ def clean_detail(detail: object, *, limit: int = 2000) -> str:
     Parser error messages are attacker-influenced (they quote the file); this
     removes terminal escapes' control characters, lone surrogates and line breaks.
 
-    Example:
+    Examples:
         >>> clean_detail("bad \x1b]8;;x\x07link\n\ud800")
         'bad ]8;;xlink \ufffd'
     """

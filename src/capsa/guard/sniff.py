@@ -88,7 +88,7 @@ def sniff(payload: bytes) -> Kind:
     binary by decoding, HTML and e-mail by their first lines; markdown, CSV and
     JSON cannot be told from plain text by bytes alone and sniff as ``text``.
 
-    Example:
+    Examples:
         >>> sniff(b"%PDF-1.7\\n...")
         'pdf'
         >>> sniff(b"\\x89PNG\\r\\n\\x1a\\n....")
@@ -140,7 +140,7 @@ def media_type_for_name(name: str) -> str | None:
     declaration it is checked against the bytes, never trusted. The table is
     fixed (not the system's mime.types), so results do not vary by machine.
 
-    Example:
+    Examples:
         >>> media_type_for_name("invoice.PDF")
         'application/pdf'
         >>> media_type_for_name("README") is None

@@ -5,7 +5,7 @@ next file on the same pool succeeds. They live in the package, not in the
 test tree, because the worker's interpreter must be able to import them, and
 because your own chaos tests may want them too.
 
-Example:
+Examples:
     >>> from capsa.guard import IsolatedExtractor
     >>> with IsolatedExtractor(MisbehavingExtractor("echo")) as pool:
     ...     pool.extract("text", None, b"fine", max_pages=1)
@@ -180,7 +180,7 @@ class FaultInjectingExtractor:
     Raises:
         ValueError: an unknown fault, a negative rate, or rates summing past 1.
 
-    Example:
+    Examples:
         >>> FaultInjectingExtractor(seed=7, rates={"raise": 1.0}).fault_for(b"anything")
         'raise'
         >>> FaultInjectingExtractor(seed=7).extract("text", None, b"fine", max_pages=1)

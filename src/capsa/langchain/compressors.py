@@ -60,11 +60,11 @@ class CapsaCompressor(BaseDocumentCompressor):
         model: a chat model whose ``get_num_tokens`` counts the budget.
         tokenizer: any ``str -> int`` counter; wins over `model`.
 
-    Instantiate:
+    Examples:
         >>> from capsa.budget import Budget
         >>> compressor = CapsaCompressor(budget=Budget(max_tokens=2000))
 
-    Usage:
+    Examples:
         >>> from langchain_core.documents import Document
         >>> docs = [Document(page_content="The hotel cap is EUR 165. Trains are slow.", id="d1")]
         >>> kept = compressor.compress_documents(docs, "hotel cap")

@@ -49,12 +49,12 @@ class CapsaBlobParser(BaseBlobParser):
     Setup:
         ``pip install 'capsa[langchain,unstructured,ocr]'``
 
-    Instantiate:
+    Examples:
         .. code-block:: python
 
             parser = CapsaBlobParser(limits=ExtractionLimits(max_pages=50))
 
-    Usage:
+    Examples:
         >>> from langchain_core.documents.base import Blob
         >>> from capsa.guard.extractors import PlainTextExtractor
         >>> parser = CapsaBlobParser(extractor=PlainTextExtractor())
@@ -105,7 +105,7 @@ class CapsaLoader(BaseLoader):
     before its turn, and a path is stat-ed before it is opened. `omitted`
     lists every file that did not load, with its reason.
 
-    Usage:
+    Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
         >>> loader = CapsaLoader([("a.txt", b"alpha"), ("b.txt", b"")],
         ...                      extractor=PlainTextExtractor())

@@ -51,7 +51,7 @@ class BudgetedRetriever(BaseRetriever):
         k: at most this many documents come back; a ``k`` invoke kwarg overrides it.
         model: a chat model whose ``get_num_tokens`` counts the budget.
 
-    Instantiate:
+    Examples:
         >>> from langchain_core.documents import Document
         >>> from langchain_core.runnables import RunnableLambda
         >>> from capsa.budget import Budget
@@ -60,7 +60,7 @@ class BudgetedRetriever(BaseRetriever):
         >>> base = RunnableLambda(lambda query: docs)
         >>> retriever = BudgetedRetriever(retriever=base, budget=Budget(max_tokens=500), k=2)
 
-    Usage:
+    Examples:
         >>> [d.page_content for d in retriever.invoke("hotel cap", k=1)]
         ['The hotel cap is EUR 165.']
 

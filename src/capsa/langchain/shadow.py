@@ -61,7 +61,7 @@ class ShadowRetriever(BaseRetriever):
         timeout_s: how long to wait for the candidate.
         score_key: metadata key holding a score in [0, 1]; None ranks by position.
 
-    Instantiate:
+    Examples:
         >>> from langchain_core.retrievers import BaseRetriever
         >>> from langchain_core.documents import Document
         >>> class Fixed(BaseRetriever):
@@ -74,7 +74,7 @@ class ShadowRetriever(BaseRetriever):
         >>> shadow = ShadowRetriever(baseline=Fixed(docs=[a, b]), candidate=Fixed(docs=[b]),
         ...                          sink=rows.extend)
 
-    Usage:
+    Examples:
         >>> [d.id for d in shadow.invoke("refunds")]
         ['a', 'b']
         >>> (len(rows), shadow.counts.paired)

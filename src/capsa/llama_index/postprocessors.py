@@ -55,7 +55,7 @@ class CapsaNodePostprocessor(BaseNodePostprocessor):
     relevant to the query (in order, ``…`` for gaps), the rest are dropped;
     nothing is dropped without a receipt in the `CapsaCompressionEvent`.
 
-    Example:
+    Examples:
         >>> from llama_index.core.schema import TextNode
         >>> from capsa.budget import Budget
         >>> post = CapsaNodePostprocessor(budget=Budget(max_tokens=500))

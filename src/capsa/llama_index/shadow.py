@@ -72,7 +72,7 @@ class ShadowRetriever(BaseRetriever):
     Raises:
         ValueError: `timeout_s` is not a positive number.
 
-    Example:
+    Examples:
         >>> from llama_index.core.schema import TextNode
         >>> class Fixed(BaseRetriever):
         ...     def __init__(self, nodes):

@@ -133,7 +133,7 @@ class RouteCapture:
     Raises:
         ValueError: `side` is neither.
 
-    Example:
+    Examples:
         >>> capture = RouteCapture("baseline")
         >>> capture.observe(
         ...     "refund window",
@@ -300,7 +300,7 @@ def capture_retrieved(
     Raises:
         CaptureInvalid: as `RouteCapture.observe` and `RouteCapture.finalize`.
 
-    Example:
+    Examples:
         >>> docs = [Candidate(source_id="a", score=1.0, text="Refunds within 30 days.")]
         >>> capture_retrieved("candidate", "refunds", docs).state
         'finalized'

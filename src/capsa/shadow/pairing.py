@@ -97,7 +97,7 @@ def pair(
         CaptureInvalid: a capture is not finalized (unused, discarded or
             already paired), or the two observed different queries.
 
-    Example:
+    Examples:
         >>> from capsa.shadow import Candidate, capture_retrieved
         >>> docs = [Candidate(source_id="a", score=1.0, text="Refunds within 30 days.")]
         >>> rows = pair(capture_retrieved("baseline", "refunds", docs),

@@ -111,7 +111,7 @@ class ShadowRecorder:
     Raises:
         ValueError: `timeout_s` is not a positive finite number.
 
-    Example:
+    Examples:
         >>> rows: list[PairedDecision] = []
         >>> recorder = ShadowRecorder(rows.extend)
         >>> docs = [Candidate(source_id="a", score=1.0, text="Refunds within 30 days.")]

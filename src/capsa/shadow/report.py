@@ -34,7 +34,7 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     Raises:
         ValueError: the lists differ in length.
 
-    Example:
+    Examples:
         >>> spearman([0.9, 0.5, 0.1], [0.8, 0.6, 0.2])
         1.0
         >>> spearman([0.9, 0.5, 0.1], [0.1, 0.5, 0.9])
@@ -100,7 +100,7 @@ class ShadowReport(BaseModel):
     averaged over queries, so a query with many candidates weighs no more than
     one with few.
 
-    Example:
+    Examples:
         >>> from capsa.shadow import Candidate, capture_retrieved, pair
         >>> docs = [Candidate(source_id="a", score=0.9, text="Refunds within 30 days."),
         ...         Candidate(source_id="b", score=0.4, text="Returns need a receipt.")]

@@ -17,7 +17,7 @@ __all__ = ["PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredEx
 class Router:
     """Sends each sniffed kind to the first extractor whose `kinds` names it.
 
-    Example:
+    Examples:
         >>> router = Router([PlainTextExtractor()])
         >>> router.extract("markdown", None, b"# title", max_pages=1)
         '# title'

@@ -14,7 +14,7 @@ class PlainTextExtractor:
     Markdown, CSV and JSON are passed through as text: a language model reads
     them as they are, and re-rendering them would only add a parser.
 
-    Example:
+    Examples:
         >>> PlainTextExtractor().extract("text", "text/plain", b"\\xef\\xbb\\xbfhi", max_pages=1)
         'hi'
     """

@@ -68,7 +68,8 @@ class UnstructuredExtractor:
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
-        return "\n\n".join(str(element) for element in elements if str(element).strip())
+        texts = (_element_text(element) for element in elements)
+        return "\n\n".join(text for text in texts if text.strip())
 
     def self_test(self) -> dict[str, str]:
         """Parse one trusted sample per kind; warms every lazy import in the worker."""
@@ -82,6 +83,26 @@ class UnstructuredExtractor:
             except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
                 report[kind] = f"{type(exc).__name__}: {exc}"
         return report
+
+
+def _element_text(element: Any) -> str:
+    """An element's text; a table keeps its rows as lines and its cells tab-separated.
+
+    unstructured's `str()` of a table joins every cell with single spaces, so a
+    spreadsheet would reach a model as one long line with no row boundaries.
+    """
+    html = getattr(getattr(element, "metadata", None), "text_as_html", None)
+    if getattr(element, "category", "") != "Table" or not html:
+        return str(element)
+    try:
+        from lxml import html as lxml_html
+
+        table = lxml_html.fromstring(html)
+    except Exception:  # noqa: BLE001 - fall back to unstructured's own text
+        return str(element)
+    rows = ["\t".join(" ".join(cell.text_content().split()) for cell in row.xpath("./th|./td"))
+            for row in table.iter("tr")]
+    return "\n".join(row for row in rows if row.strip()) or str(element)
 
 
 def _corruption_errors() -> tuple[type[BaseException], ...]:
