@@ -77,12 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _files(paths: Sequence[Path]) -> Iterator[Path]:
+def _files(paths: Sequence[Path]) -> Iterator[tuple[Path, bool]]:
+    """Each file with whether it was found by walking (its symlinks are then not followed)."""
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.is_file())
+            yield from ((p, True) for p in sorted(path.rglob("*"))
+                        if p.is_symlink() or p.is_file())
         else:
-            yield path
+            yield path, False
 
 
 def _extract(options: argparse.Namespace) -> int:
@@ -95,9 +97,14 @@ def _extract(options: argparse.Namespace) -> int:
     limits = ExtractionLimits(**{name: getattr(options, name) for name in _LIMIT_FLAGS
                                  if getattr(options, name) is not None})
     console = Console(stderr=True)
-    files = list(_files(options.paths))
+    found = list(_files(options.paths))
+    files = [path for path, _ in found]
     if options.dask:
-        return _extract_on_dask(options, files, limits, console)
+        links = [Omission(label=safe_label(p.name), stage="size", reason="unsupported_type",
+                          detail="a symbolic link found in a directory walk is not followed")
+                 for p, walked in found if walked and p.is_symlink()]
+        plain = [p for p, walked in found if not (walked and p.is_symlink())]
+        return _extract_on_dask(options, plain, limits, console, links)
     omitted: list[Omission] = []
     out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
     pool: IsolatedExtractor | None = None
@@ -116,8 +123,8 @@ def _extract(options: argparse.Namespace) -> int:
         extracted = 0
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("extracting", total=len(files))
-            for index, path in enumerate(files):
-                outcome = _one(path, index, extractor, limits)
+            for index, (path, walked) in enumerate(found):
+                outcome = _one(path, index, extractor, limits, follow_symlinks=not walked)
                 if isinstance(outcome, Omission):
                     omitted.append(outcome)
                 else:
@@ -133,7 +140,7 @@ def _extract(options: argparse.Namespace) -> int:
 
 
 def _extract_on_dask(options: argparse.Namespace, files: list[Path], limits: ExtractionLimits,
-                     console: Any) -> int:
+                     console: Any, links: list[Omission]) -> int:
     from distributed import Client
 
     from capsa.guard.dask import extract_bag
@@ -142,8 +149,8 @@ def _extract_on_dask(options: argparse.Namespace, files: list[Path], limits: Ext
     with client, console.status(f"extracting {len(files)} files on {options.dask}"):
         records = extract_bag(files, client=client, limits=limits).compute()
     out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
-    omitted = [Omission(**{k: r[k] for k in ("label", "stage", "reason", "detail")})
-               for r in records if r["outcome"] == "omitted"]
+    omitted = links + [Omission(**{k: r[k] for k in ("label", "stage", "reason", "detail")})
+                       for r in records if r["outcome"] == "omitted"]
     try:
         for record in records:
             if record["outcome"] == "extracted":
@@ -153,7 +160,8 @@ def _extract_on_dask(options: argparse.Namespace, files: list[Path], limits: Ext
     finally:
         if options.out:
             out.close()
-    return _report(console, len(records) - len(omitted), len(files), omitted, options.strict)
+    extracted = sum(1 for r in records if r["outcome"] == "extracted")
+    return _report(console, extracted, len(files) + len(links), omitted, options.strict)
 
 
 def _report(console: Any, extracted: int, total: int, omitted: list[Omission],
@@ -169,14 +177,14 @@ def _report(console: Any, extracted: int, total: int, omitted: list[Omission],
     return 2 if omitted and strict else 0
 
 
-def _one(path: Path, index: int, extractor: object, limits: ExtractionLimits
-         ) -> Extracted | Omission:
+def _one(path: Path, index: int, extractor: object, limits: ExtractionLimits, *,
+         follow_symlinks: bool = True) -> Extracted | Omission:
     from capsa.errors import ExtractionFailed
     from capsa.guard.port import TextExtractor
 
     label = safe_label(path.name, index=index)
     try:
-        payload = read_bounded(path, limits, label=label)
+        payload = read_bounded(path, limits, label=label, follow_symlinks=follow_symlinks)
         assert isinstance(extractor, TextExtractor)
         attachment = Attachment(label=label, media_type=media_type_for_name(path.name),
                                 payload=payload)

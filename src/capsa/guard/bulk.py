@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -95,6 +96,7 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="capsa-bulk") as threads:
             pending: set[Future[Extracted | Omission | Skipped]] = set()
+            # at most 2 * workers files are read and waiting at any moment
             for index, source in enumerate(_expand(sources, skip)):
                 if len(pending) >= 2 * workers:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -123,22 +125,37 @@ def _default_pool(workers: int, limits: ExtractionLimits) -> IsolatedExtractor:
     return IsolatedExtractor(router, workers=workers, limits=limits)
 
 
-def _expand(sources: Iterable[BulkSource], skip: Path | None) -> Iterator[BulkSource]:
+@dataclass(frozen=True, slots=True)
+class _Walked:
+    """A path found by walking a directory: its symbolic links are not followed."""
+
+    path: Path
+
+
+def _expand(sources: Iterable[BulkSource], skip: Path | None
+            ) -> Iterator[BulkSource | _Walked]:
     for source in sources:
         if not isinstance(source, tuple) and Path(source).is_dir():
-            yield from sorted(p for p in Path(source).rglob("*")
-                              if p.is_file() and p.resolve() != skip)
+            yield from (_Walked(p) for p in sorted(Path(source).rglob("*"))
+                        if (p.is_symlink() or p.is_file()) and p.resolve() != skip)
         else:
             yield source
 
 
-def _one(index: int, source: BulkSource, pool: TextExtractor, limits: ExtractionLimits,
+def _one(index: int, source: BulkSource | _Walked, pool: TextExtractor, limits: ExtractionLimits,
          book: _Manifest | None) -> Extracted | Omission | Skipped:
-    name = source[0] if isinstance(source, tuple) else Path(source).name
+    if isinstance(source, tuple):
+        name = source[0]
+    else:
+        name = (source.path if isinstance(source, _Walked) else Path(source)).name
     label = safe_label(name, index=index)
     try:
-        payload = source[1] if isinstance(source, tuple) else read_bounded(source, limits,
-                                                                           label=label)
+        if isinstance(source, tuple):
+            payload = source[1]
+        elif isinstance(source, _Walked):
+            payload = read_bounded(source.path, limits, label=label, follow_symlinks=False)
+        else:
+            payload = read_bounded(source, limits, label=label)
     except IngestionRejected as error:
         return Omission.from_error(error)
     except OSError as error:

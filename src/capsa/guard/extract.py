@@ -6,6 +6,7 @@ import atexit
 import hashlib
 import html
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -143,14 +144,26 @@ def render_blocks(files: Sequence[Extracted]) -> str:
 
 
 def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAULT_LIMITS,
-                 *, label: str | None = None) -> bytes:
-    """Read a file, but never more than ``limits.max_bytes + 1`` bytes of it.
+                 *, label: str | None = None, follow_symlinks: bool = True) -> bytes:
+    """Read a regular file, but never more than ``limits.max_bytes + 1`` bytes of it.
+
+    A named pipe, device or socket is refused before it is opened (reading
+    one could block forever); with ``follow_symlinks=False``, as directory
+    walks use it, so is a symbolic link, which could point anywhere.
 
     Raises:
-        IngestionRejected: ``too_large`` (stage ``size``) when the file is bigger.
+        IngestionRejected: ``too_large`` (stage ``size``) when the file is
+            bigger; ``unsupported_type`` when it is not a regular file.
     """
     name = safe_label(label if label is not None else Path(path).name)
-    size = os.stat(path).st_size
+    info = os.stat(path, follow_symlinks=follow_symlinks)
+    if stat.S_ISLNK(info.st_mode):
+        raise IngestionRejected("a symbolic link found in a directory walk is not followed",
+                                label=name, stage="size", reason="unsupported_type")
+    if not stat.S_ISREG(info.st_mode):
+        raise IngestionRejected("not a regular file (a pipe, device or socket)",
+                                label=name, stage="size", reason="unsupported_type")
+    size = info.st_size
     if size > limits.max_bytes:
         raise _too_large(name, size, limits)
     with open(path, "rb") as handle:

@@ -180,6 +180,7 @@ class IsolatedExtractor:
         self._lock = threading.Lock()
         self._scratch: str | None = None
         self._closed = False
+        self._starting = 0
         self.restarts = 0
         """How many workers were killed and replaced (hung or broken workers)."""
 
@@ -266,22 +267,48 @@ class IsolatedExtractor:
                                    label=label, cause="raised")
 
     def _acquire(self) -> _Zygote:
-        with contextlib.suppress(queue.Empty):
-            while True:
-                worker = self._idle.get_nowait()
+        """An idle live worker, a newly started one if the pool is short, or wait for one.
+
+        Waiting polls, so a thread that waits while another worker dies and
+        is removed goes on to start its replacement instead of waiting forever.
+        Workers start outside the lock, so two can start at the same time.
+        """
+        while True:
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    worker = self._idle.get_nowait()
+                    if worker.alive():
+                        return worker
+                    self._replace(worker)  # died while idle: not this file's fault
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("this IsolatedExtractor is closed")
+                start = len(self._all) + self._starting < self.workers
+                if start:
+                    self._starting += 1
+                    if self._scratch is None:
+                        self._scratch = tempfile.mkdtemp(prefix="capsa-worker-")
+                    scratch = self._scratch
+            if start:
+                return self._start(scratch)
+            with contextlib.suppress(queue.Empty):
+                worker = self._idle.get(timeout=0.2)
                 if worker.alive():
                     return worker
-                self._replace(worker)  # died while idle: not this file's fault
+                self._replace(worker)
+
+    def _start(self, scratch: str) -> _Zygote:
+        try:
+            worker = _Zygote(self.inner, scratch)
+        finally:
+            with self._lock:
+                self._starting -= 1
         with self._lock:
-            if self._closed:
-                raise RuntimeError("this IsolatedExtractor is closed")
-            if len(self._all) < self.workers:
-                if self._scratch is None:
-                    self._scratch = tempfile.mkdtemp(prefix="capsa-worker-")
-                worker = _Zygote(self.inner, self._scratch)
+            if not self._closed:
                 self._all.append(worker)
                 return worker
-        return self._idle.get()
+        worker.kill()
+        raise RuntimeError("this IsolatedExtractor is closed")
 
     def _replace(self, worker: _Zygote) -> None:
         worker.kill()

@@ -221,6 +221,12 @@ class FaultInjectingExtractor:
             return payload.decode("utf-8", "replace")
         return self.inner.extract(kind, media_type, payload, max_pages=max_pages)
 
+    def with_limits(self, limits: object) -> FaultInjectingExtractor:
+        """The same faults around ``inner.with_limits(limits)``, so per-call limits reach it."""
+        configure = getattr(self.inner, "with_limits", None)
+        inner = configure(limits) if configure is not None else self.inner
+        return FaultInjectingExtractor(inner, seed=self.seed, rates=self.rates)
+
     def self_test(self) -> dict[str, str]:
         """The inner extractor's self-test; faults are never injected here."""
         test = getattr(self.inner, "self_test", None)

@@ -43,6 +43,18 @@ class _CountingExtractor:
         return payload.decode()
 
 
+class _FailsOnce:
+    """Runs out of memory on ``b"flaky"`` until told to recover; decodes everything else."""
+
+    kinds = PlainTextExtractor.kinds
+    recovered = False
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+        if payload == b"flaky" and not self.recovered:
+            raise MemoryError
+        return payload.decode()
+
+
 def _labels(outcomes: list[Extracted | Omission | Skipped]) -> Counter[str]:
     return Counter(o.label for o in outcomes)
 
@@ -112,11 +124,9 @@ def test_extract_many_refuses_an_oversized_path_before_reading_it(tmp_path: Path
     (outcome,) = extract_many([big], workers=1, extractor=PlainTextExtractor(),
                               limits=ExtractionLimits(max_bytes=1024))
     assert isinstance(outcome, Omission)
-    assert outcome.reason == "too_large"
+    assert (outcome.reason, outcome.detail) == ("too_large", "2048 bytes, over the limit of 1024")
 
 
-@pytest.mark.xfail(strict=True, reason="read_bounded opens a FIFO and blocks until a writer "
-                                       "appears; it should refuse anything but a regular file")
 def test_extract_many_does_not_block_on_a_fifo(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.txt"
     os.mkfifo(fifo)
@@ -151,6 +161,50 @@ def test_manifest_rerun_skips_what_was_extracted_or_refused(tmp_path: Path) -> N
         ("a.txt", "extracted"), ("b.txt", "extracted"), ("empty.txt", "omitted")}
     lines = [json.loads(line) for line in manifest.read_text().splitlines()]
     assert len(lines) == 3
+
+
+def test_manifest_records_every_outcome_with_its_reason(tmp_path: Path) -> None:
+    manifest = tmp_path / "run.jsonl"
+    list(extract_many([("a.txt", b"alpha"), ("b.txt", b"")], workers=2,
+                      extractor=PlainTextExtractor(), manifest=manifest))
+    entries = sorted((json.loads(line) for line in manifest.read_text().splitlines()),
+                     key=lambda e: e["label"])
+    assert [(e["label"], e["outcome"], e.get("reason"), e.get("stage")) for e in entries] == [
+        ("a.txt", "extracted", None, None), ("b.txt", "omitted", "empty", "size")]
+
+
+def test_manifest_rerun_retries_a_parser_that_ran_out_of_memory(tmp_path: Path) -> None:
+    manifest = tmp_path / "run.jsonl"
+    extractor = _FailsOnce()
+    sources = [("done.txt", b"done"), ("flaky.txt", b"flaky")]
+    first = {o.label: o for o in extract_many(sources, workers=2, extractor=extractor,
+                                              manifest=manifest)}
+    extractor.recovered = True
+    second = {o.label: o for o in extract_many(sources, workers=2, extractor=extractor,
+                                               manifest=manifest)}
+    flaky = first["flaky.txt"]
+    assert isinstance(flaky, Omission) and flaky.reason == "memory_limit"
+    assert {label: type(o).__name__ for label, o in second.items()} == {
+        "done.txt": "Skipped", "flaky.txt": "Extracted"}
+
+
+def test_manifest_lines_that_are_not_records_are_ignored(tmp_path: Path) -> None:
+    manifest = tmp_path / "run.jsonl"
+    list(extract_many([("a.txt", b"alpha")], extractor=PlainTextExtractor(), manifest=manifest))
+    with manifest.open("a") as handle:
+        handle.write('123\n["list"]\n{"outcome": "extracted"}\n{"sha256": "abc", "lab')
+    (again,) = extract_many([("a.txt", b"alpha")], extractor=PlainTextExtractor(),
+                            manifest=manifest)
+    assert isinstance(again, Skipped)
+
+
+def test_manifest_inside_the_walked_directory_is_not_extracted(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    manifest = tmp_path / "manifest.jsonl"
+    first = list(extract_many([tmp_path], extractor=PlainTextExtractor(), manifest=manifest))
+    second = list(extract_many([tmp_path], extractor=PlainTextExtractor(), manifest=manifest))
+    assert [o.label for o in first] == ["a.txt"]
+    assert [(o.label, type(o).__name__) for o in second] == [("a.txt", "Skipped")]
 
 
 def test_manifest_rerun_skips_by_content_not_by_name(tmp_path: Path) -> None:
@@ -230,3 +284,43 @@ def _worker_processes() -> set[int]:
         if int(parent.split()[1]) == os.getpid() and b"capsa.guard._worker" in cmdline:
             found.add(int(entry))
     return found
+
+
+@pytest.mark.slow
+def test_extract_many_on_a_shared_pool_survives_a_worker_killed_mid_file() -> None:
+    limits = ExtractionLimits(timeout_s=5, cpu_s=10)
+    sources = [("slow.txt", b"slow"), ("quick.txt", b"echo: quick")]
+    with IsolatedExtractor(MisbehavingExtractor("sleep"), workers=1, limits=limits) as pool:
+        outcomes: list[Extracted | Omission | Skipped] = []
+        feeder = threading.Thread(target=lambda: outcomes.extend(
+            extract_many(sources, workers=2, limits=limits, extractor=pool)), daemon=True)
+        feeder.start()
+        time.sleep(1.0)  # slow.txt is in the worker; quick.txt waits for it
+        os.kill(pool._all[0].process.pid, 9)
+        feeder.join(timeout=10)
+        stuck = feeder.is_alive()
+        if stuck:  # hand the waiting thread a worker so the test can end
+            pool._idle.put(pool._acquire())
+            feeder.join(timeout=30)
+    assert not stuck
+    assert {o.label: type(o).__name__ for o in outcomes} == {"slow.txt": "Omission",
+                                                             "quick.txt": "Extracted"}
+
+
+def test_extract_many_does_not_follow_symlinks_found_in_a_walk(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the key is hunter2")
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "note.txt").write_text("hello")
+    (inbox / "link.txt").symlink_to(secret)
+    (inbox / "dangling.txt").symlink_to(tmp_path / "nowhere.txt")
+    outcomes = list(extract_many([inbox], extractor=PlainTextExtractor(), workers=1))
+    by_label = {o.label: o for o in outcomes}
+    assert set(by_label) == {"note.txt", "link.txt", "dangling.txt"}
+    assert isinstance(by_label["note.txt"], Extracted)
+    for name in ("link.txt", "dangling.txt"):
+        omission = by_label[name]
+        assert isinstance(omission, Omission)
+        assert omission.reason == "unsupported_type"
+    assert all("hunter2" not in getattr(o, "text", "") for o in outcomes)

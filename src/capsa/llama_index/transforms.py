@@ -1,0 +1,157 @@
+"""Guarded extraction as a LlamaIndex ingestion step, picklable for parallel pipelines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.schema import BaseNode, Document, TransformComponent
+from llama_index_instrumentation import get_dispatcher
+from pydantic import Field
+
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard import (
+    Attachment,
+    Extracted,
+    ExtractionLimits,
+    Omission,
+    TextExtractor,
+    default_extractor,
+    extract_attachment,
+    media_type_for_name,
+    read_bounded,
+    safe_label,
+)
+from capsa.llama_index.readers import CapsaOmissionEvent
+
+__all__ = ["CapsaTransform"]
+
+_dispatcher = get_dispatcher(__name__)
+_logger = logging.getLogger(__name__)
+_PROVENANCE = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes"]
+
+
+class CapsaTransform(TransformComponent):
+    """Replace file-backed documents with capsa's guarded extraction of the file.
+
+    A node whose ``metadata["file_path"]`` names a file (as
+    `SimpleDirectoryReader` writes it) is replaced by one `Document` holding the
+    text capsa extracted from that file's bytes: sniffed, size- and
+    archive-checked, parsed in an isolated, time- and memory-limited worker.
+    The new document keeps the input's id and metadata and adds
+    ``capsa_label``, ``capsa_kind``, ``capsa_sha256`` and ``capsa_bytes``
+    (kept out of the LLM and embedding text). Several input nodes naming the
+    same file (a reader that splits pages) become one document, under the
+    first node's id. Nodes without a ``file_path`` pass through unchanged.
+
+    A refused file is dropped from the output and reported twice: as a
+    `CapsaOmissionEvent` on LlamaIndex's instrumentation dispatcher and as a
+    ``logging`` warning naming the file, stage and reason. With
+    ``IngestionPipeline.run(num_workers=N)`` for N > 1 the transform runs in
+    spawned worker processes, so those events fire (and the warnings are
+    logged) *there*: an event handler registered in the parent does not see
+    them; configure logging in the workers or run with one worker to collect them.
+
+    All configuration lives in fields, and the parser pool is never one of
+    them: each process uses its own `capsa.guard.default_extractor()`, started
+    on the first call. The transform therefore pickles for
+    ``num_workers > 1`` and its cache key changes whenever a limit does.
+    The cache key covers the input nodes' metadata, not the file's bytes:
+    `SimpleDirectoryReader`'s size and modification-date metadata are what
+    make an edited file miss the cache.
+
+    Setup:
+        ``pip install 'capsa[llama-index,unstructured,ocr]'``
+
+    Usage:
+        .. code-block:: python
+
+            from llama_index.core import SimpleDirectoryReader
+            from llama_index.core.ingestion import IngestionPipeline
+            from llama_index.core.node_parser import SentenceSplitter
+
+            docs = SimpleDirectoryReader("inbox/").load_data()
+            pipeline = IngestionPipeline(transformations=[CapsaTransform(), SentenceSplitter()])
+            nodes = pipeline.run(documents=docs, num_workers=2)
+
+    Examples:
+        >>> from llama_index.core.schema import TextNode
+        >>> CapsaTransform()([TextNode(text="no file here")])[0].text
+        'no file here'
+    """
+
+    limits: ExtractionLimits = Field(default_factory=ExtractionLimits)
+    """The guard's ceilings for every file this transform reads."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Stable name for serialisation and the ingestion cache."""
+        return "CapsaTransform"
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        """Return new documents for file-backed nodes; others unchanged, refused files dropped."""
+        firsts: dict[str, int] = {}
+        for position, node in enumerate(nodes):
+            path = node.metadata.get("file_path")
+            if isinstance(path, str) and path not in firsts:
+                firsts[path] = position
+        outcomes: dict[str, Extracted | Omission] = {}
+        if firsts:
+            extractor = default_extractor()
+            with ThreadPoolExecutor(max_workers=extractor.workers,
+                                    thread_name_prefix="capsa-transform") as threads:
+                results = threads.map(lambda item: self._extract(item[1], item[0], extractor),
+                                      enumerate(firsts))
+                outcomes = dict(zip(firsts, results, strict=True))
+        output: list[BaseNode] = []
+        for position, node in enumerate(nodes):
+            path = node.metadata.get("file_path")
+            if not isinstance(path, str):
+                output.append(node)
+            elif firsts[path] == position:
+                outcome = outcomes[path]
+                if isinstance(outcome, Extracted):
+                    output.append(_document(outcome, node))
+                else:
+                    _report(outcome, path)
+        return output
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        """The sync path in a thread: the parsing happens in worker processes anyway."""
+        return await asyncio.to_thread(self.__call__, nodes, **kwargs)
+
+    def _extract(self, path: str, index: int, extractor: TextExtractor) -> Extracted | Omission:
+        label = safe_label(Path(path).name, index=index)
+        try:
+            payload = read_bounded(path, self.limits, label=label)
+            return extract_attachment(
+                Attachment(label=label, media_type=media_type_for_name(label), payload=payload),
+                extractor, self.limits, index=index)
+        except (IngestionRejected, ExtractionFailed) as error:
+            return Omission.from_error(error)
+        except OSError as error:
+            return Omission(label=label, stage="size", reason="corrupt",
+                            detail=f"could not read the file: {error.strerror}")
+
+
+def _document(item: Extracted, source: BaseNode) -> Document:
+    metadata = {**source.metadata, "capsa_label": item.label, "capsa_kind": item.kind,
+                "capsa_sha256": item.sha256, "capsa_bytes": item.byte_size}
+    return Document(
+        text=item.text, id_=source.id_, metadata=metadata,
+        excluded_llm_metadata_keys=_merged(source.excluded_llm_metadata_keys),
+        excluded_embed_metadata_keys=_merged(source.excluded_embed_metadata_keys))
+
+
+def _merged(keys: list[str]) -> list[str]:
+    return [*keys, *(key for key in _PROVENANCE if key not in keys)]
+
+
+def _report(omission: Omission, path: str) -> None:
+    _logger.warning("capsa refused %s at %s (%s): %s", path, omission.stage, omission.reason,
+                    omission.detail)
+    _dispatcher.event(CapsaOmissionEvent(**omission.model_dump(mode="json")))

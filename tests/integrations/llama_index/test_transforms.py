@@ -1,0 +1,211 @@
+"""CapsaTransform inside a real IngestionPipeline, over the sample corpus, with 1 and 2 workers."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import re
+from pathlib import Path
+
+import llama_index.core
+import pytest
+from llama_index.core import SimpleDirectoryReader
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.ingestion.pipeline import get_transformation_hash
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.readers.file.base import default_file_metadata_func
+from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
+
+from capsa.demo.corpus_source import CORPUS_DIR, DOCUMENTS, HOSTILE_FILES, QUESTIONS
+from capsa.guard import ExtractionLimits
+from capsa.llama_index import CapsaTransform
+from capsa.llama_index.readers import CapsaOmissionEvent
+
+_REFUSED = {("quarterly-report.docx", "archive_ratio"), ("invoice.pdf", "type_mismatch")}
+
+
+class _Collect(BaseEventHandler):
+    events: list[BaseEvent] = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "_CollectTransformEvents"
+
+    def handle(self, event: BaseEvent, **kwargs: object) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> list[Document]:
+    """The corpus as SimpleDirectoryReader describes it: placeholder text, file metadata."""
+    docs = []
+    for name in sorted([d.name for d in DOCUMENTS] + [h.name for h in HOSTILE_FILES]):
+        path = tmp_path / name
+        path.write_bytes((CORPUS_DIR / name).read_bytes())
+        docs.append(Document(text=f"unparsed {name}", id_=f"doc-{name}",
+                             metadata=default_file_metadata_func(str(path))))
+    return docs
+
+
+@pytest.fixture
+def offline_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spawned workers unpickle the splitter's tiktoken encoding: use the bundled file.
+
+    llama-index-core sets TIKTOKEN_CACHE_DIR only while it loads its own
+    tokenizer, so a fresh worker process would try to download cl100k_base.
+    """
+    bundled = Path(llama_index.core.__file__).parent / "_static" / "tiktoken_cache"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(bundled))
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def _text_by_label(nodes: list[BaseNode]) -> dict[str, str]:
+    joined: dict[str, str] = {}
+    for node in nodes:
+        label = node.metadata["capsa_label"]
+        joined[label] = joined.get(label, "") + " " + node.get_content()
+    return {label: _flat(text) for label, text in joined.items()}
+
+
+def _assert_corpus_extracted(nodes: list[BaseNode]) -> None:
+    texts = _text_by_label(nodes)
+    assert sorted(texts) == sorted(d.name for d in DOCUMENTS)
+    for question in QUESTIONS:
+        assert _flat(question.answer) in texts[question.document_name], question.question
+    assert all(not text.startswith(" unparsed") for text in texts.values())
+    assert {n.ref_doc_id for n in nodes} == {f"doc-{d.name}" for d in DOCUMENTS}
+
+
+def test_transform_survives_a_pickle_round_trip() -> None:
+    transform = CapsaTransform(limits=ExtractionLimits(max_pages=3, timeout_s=5))
+    copy = pickle.loads(pickle.dumps(transform))
+    assert copy == transform
+    assert copy.limits.max_pages == 3
+    assert copy.to_dict()["class_name"] == "CapsaTransform"
+
+
+def test_transform_has_a_stable_class_name() -> None:
+    assert CapsaTransform.class_name() == "CapsaTransform"
+
+
+def test_transform_cache_key_changes_with_the_limits() -> None:
+    nodes = [Document(text="x", metadata={"file_path": "/nowhere/a.txt"})]
+    default = get_transformation_hash(nodes, CapsaTransform())
+    assert default == get_transformation_hash(nodes, CapsaTransform())
+    assert default != get_transformation_hash(
+        nodes, CapsaTransform(limits=ExtractionLimits(max_pages=3)))
+
+
+def test_transform_passes_nodes_without_a_file_path_through_unchanged() -> None:
+    plain = TextNode(text="already text", metadata={"source": "chat"})
+    assert list(CapsaTransform()([plain])) == [plain]
+    assert plain.metadata == {"source": "chat"}
+
+
+@pytest.mark.slow
+def test_transform_in_a_pipeline_extracts_the_corpus_with_one_worker(
+        corpus: list[Document]) -> None:
+    pipeline = IngestionPipeline(transformations=[CapsaTransform(), SentenceSplitter()])
+    nodes = list(pipeline.run(documents=corpus, num_workers=1))
+    _assert_corpus_extracted(nodes)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.usefixtures("offline_tiktoken")
+@pytest.mark.filterwarnings("ignore:Specified num_workers exceed")
+def test_transform_in_a_pipeline_extracts_the_corpus_with_two_workers(
+        corpus: list[Document]) -> None:
+    pipeline = IngestionPipeline(transformations=[CapsaTransform(), SentenceSplitter()])
+    nodes = list(pipeline.run(documents=corpus, num_workers=2))
+    _assert_corpus_extracted(nodes)
+
+
+@pytest.mark.slow
+def test_transform_drops_refused_files_and_reports_them(
+        corpus: list[Document], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="capsa.llama_index.transforms"):
+        out = CapsaTransform()(corpus)
+    labels = {node.metadata["capsa_label"] for node in out}
+    assert labels.isdisjoint(name for name, _ in _REFUSED)
+    assert len(out) == len(DOCUMENTS)
+    for name, reason in _REFUSED:
+        assert any(name in r.getMessage() and reason in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.slow
+def test_transform_in_a_pipeline_emits_an_omission_event_per_refused_file(
+        corpus: list[Document]) -> None:
+    handler = _Collect()
+    handler.events = []
+    get_dispatcher().add_event_handler(handler)
+    try:
+        nodes = IngestionPipeline(transformations=[CapsaTransform()]).run(documents=corpus,
+                                                                         num_workers=1)
+    finally:
+        get_dispatcher().event_handlers.remove(handler)
+    assert {n.metadata["capsa_label"] for n in nodes} == {d.name for d in DOCUMENTS}
+    events = [e for e in handler.events if isinstance(e, CapsaOmissionEvent)]
+    assert {(e.label, e.reason) for e in events} == _REFUSED
+    assert {e.stage for e in events} == {"archive", "sniff"}
+
+
+@pytest.mark.slow
+def test_transform_keeps_provenance_out_of_llm_and_embed_text(corpus: list[Document]) -> None:
+    (doc,) = [n for n in CapsaTransform()(corpus) if n.metadata["file_name"] == "remote-work.md"]
+    assert doc.metadata["capsa_kind"] == "markdown"
+    assert doc.metadata["file_path"].endswith("remote-work.md")
+    for mode in (MetadataMode.LLM, MetadataMode.EMBED):
+        assert "capsa_sha256" not in doc.get_content(metadata_mode=mode)
+    assert doc.metadata["capsa_sha256"] in doc.get_content(metadata_mode=MetadataMode.ALL)
+
+
+@pytest.mark.slow
+def test_transform_never_changes_the_nodes_it_was_given(corpus: list[Document]) -> None:
+    before = [(d.id_, d.text, dict(d.metadata)) for d in corpus]
+    CapsaTransform()(corpus)
+    assert [(d.id_, d.text, dict(d.metadata)) for d in corpus] == before
+
+
+@pytest.mark.slow
+def test_transform_merges_nodes_of_one_file_into_one_document(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("# Notes\n\nThe stipend is EUR 30.\n", encoding="utf-8")
+    pages = [Document(text=f"page {i}", id_=f"page-{i}", metadata={"file_path": str(path),
+                                                                   "page_label": str(i)})
+             for i in (1, 2)]
+    (doc,) = CapsaTransform()(pages)
+    assert doc.id_ == "page-1"
+    assert "EUR 30" in doc.text
+
+
+@pytest.mark.slow
+def test_transform_reports_a_file_that_cannot_be_read(tmp_path: Path) -> None:
+    handler = _Collect()
+    handler.events = []
+    get_dispatcher().add_event_handler(handler)
+    try:
+        missing = Document(text="", metadata={"file_path": str(tmp_path / "gone.pdf")})
+        out = CapsaTransform()([missing])
+    finally:
+        get_dispatcher().event_handlers.remove(handler)
+    assert list(out) == []
+    events = [e for e in handler.events if isinstance(e, CapsaOmissionEvent)]
+    assert [(e.label, e.reason) for e in events] == [("gone.pdf", "corrupt")]
+
+
+@pytest.mark.slow
+def test_transform_after_simple_directory_reader_yields_one_document_per_file(
+        tmp_path: Path) -> None:
+    for name in ("remote-work.md", "handbook.html"):
+        (tmp_path / name).write_bytes((CORPUS_DIR / name).read_bytes())
+    docs = SimpleDirectoryReader(str(tmp_path)).load_data()
+    out = CapsaTransform()(docs)
+    assert sorted(n.metadata["capsa_label"] for n in out) == ["handbook.html", "remote-work.md"]
+    assert {n.metadata["capsa_kind"] for n in out} == {"html", "markdown"}
