@@ -53,6 +53,8 @@ class Skipped(BaseModel):
     """The payload's digest, the manifest's key."""
     previous: Literal["extracted", "omitted"]
     """What the earlier run recorded."""
+    source: str | None = None
+    """The path it was read from; None for bytes handed in."""
 
 
 def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
@@ -68,6 +70,8 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
     rerun skips every file whose sha256 is recorded as extracted or refused by
     a guard, and retries those whose parser timed out, crashed or ran out of
     memory. Every input yields exactly one outcome; order is completion order.
+    Outcomes of files read from a path carry it as `source`, so two
+    ``report.pdf`` in different folders stay apart.
 
     Args:
         sources: paths (directories are walked, sorted) or ``(name, bytes)`` pairs.
@@ -142,8 +146,18 @@ def _expand(sources: Iterable[BulkSource], skip: Path | None
             yield source
 
 
-def _one(index: int, source: BulkSource | _Walked, pool: TextExtractor, limits: ExtractionLimits,
-         book: _Manifest | None) -> Extracted | Omission | Skipped:
+def _one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
+         limits: ExtractionLimits, book: _Manifest | None) -> Extracted | Omission | Skipped:
+    outcome = _read_one(index, source, pool, limits, book)
+    if isinstance(source, tuple):
+        return outcome
+    path = source.path if isinstance(source, _Walked) else Path(source)
+    return outcome.model_copy(update={"source": str(path)})
+
+
+def _read_one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
+              limits: ExtractionLimits, book: _Manifest | None
+              ) -> Extracted | Omission | Skipped:
     if isinstance(source, tuple):
         name = source[0]
     else:

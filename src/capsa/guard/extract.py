@@ -85,6 +85,8 @@ class Extracted(BaseModel):
     """Size of the raw payload."""
     sha256: str
     """Hex digest of the raw payload, for provenance and caching."""
+    source: str | None = None
+    """The path it was read from, when `extract_many` read it; None for bytes handed in."""
 
 
 class Omission(BaseModel):
@@ -99,6 +101,8 @@ class Omission(BaseModel):
     """A closed-set code a program can switch on (``"too_large"``, ``"timeout"``, ...)."""
     detail: str
     """The sentence a person reads: the limit and the measured number."""
+    source: str | None = None
+    """The path it was read from, when `extract_many` read it; None for bytes handed in."""
 
     @classmethod
     def from_error(cls, error: IngestionRejected | ExtractionFailed) -> Omission:

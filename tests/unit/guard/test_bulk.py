@@ -324,3 +324,22 @@ def test_extract_many_does_not_follow_symlinks_found_in_a_walk(tmp_path: Path) -
         assert isinstance(omission, Omission)
         assert omission.reason == "unsupported_type"
     assert all("hunter2" not in getattr(o, "text", "") for o in outcomes)
+
+
+def test_extract_many_outcomes_name_the_path_they_came_from(tmp_path: Path) -> None:
+    for folder in ("q1", "q2"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "report.txt").write_text(f"report for {folder}")
+    (tmp_path / "q2" / "empty.txt").write_bytes(b"")
+    outcomes = list(extract_many([tmp_path, ("given.txt", b"bytes")],
+                                 extractor=PlainTextExtractor(), workers=1))
+    sources = {o.source: o for o in outcomes}
+    assert set(sources) == {str(tmp_path / "q1" / "report.txt"),
+                            str(tmp_path / "q2" / "report.txt"),
+                            str(tmp_path / "q2" / "empty.txt"), None}
+    assert isinstance(sources[None], Extracted)
+    assert sources[None].label == "given.txt"
+    first = sources[str(tmp_path / "q1" / "report.txt")]
+    assert isinstance(first, Extracted)
+    assert first.text == "report for q1"
+    assert isinstance(sources[str(tmp_path / "q2" / "empty.txt")], Omission)
