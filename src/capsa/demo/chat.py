@@ -87,7 +87,7 @@ class ExtractiveChatModel(BaseChatModel):
     def _reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
         question_at = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)),
                           default=-1)
-        question = _text(messages[question_at]) if question_at >= 0 else ""
+        question = _question(messages[question_at]) if question_at >= 0 else ""
         since = list(messages[question_at + 1:])
         tools = {m.name for m in since if isinstance(m, ToolMessage)}
         if self.search_tool in self.bound_tools and self.search_tool not in tools:
@@ -107,6 +107,14 @@ def _after_question(context: str, question: str) -> str:
 def _call(name: str, args: dict[str, Any], number: int) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": name, "args": args,
                                               "id": f"call-{name}-{number}"}])
+
+
+def _question(message: BaseMessage) -> str:
+    """The user's own words: text blocks other than a packed ``<context>`` (attachments)."""
+    if isinstance(message.content, str):
+        return message.content
+    texts = [b if isinstance(b, str) else str(b.get("text", "")) for b in message.content]
+    return "\n".join(t for t in texts if not t.lstrip().startswith("<context"))
 
 
 def _text(message: BaseMessage) -> str:
