@@ -76,9 +76,11 @@ def clean_detail(detail: object, *, limit: int = 2000) -> str:
 def decode_text(payload: bytes) -> str:
     """Decode bytes of unknown encoding without guessing code pages.
 
-    Order: a byte-order mark; strict UTF-8; UTF-16 when the share of NUL bytes
-    says so; otherwise UTF-8 with replacement, refused when more than 5 % of
-    the characters had to be replaced (silent mojibake is worse than a reason).
+    Order: a byte-order mark; UTF-16 when the pattern of NUL bytes says so
+    (ASCII-range UTF-16 is also valid UTF-8, so this comes first); strict
+    UTF-8; otherwise UTF-8 with replacement. Any decode that replaced more
+    than 5 % of the characters is refused (silent mojibake is worse than a
+    reason).
 
     Raises:
         UndecodableText: the replacement share is over 5 %.
