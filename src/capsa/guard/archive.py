@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from capsa.errors import IngestionRejected, RejectionReason
@@ -113,11 +114,15 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
 def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int]) -> None:
     if not payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         raise _Refusal("corrupt", "archive does not start with a local file header")
-    members, directory_start = _read_directory(payload, limits.max_members)
+    count, directory_start, directory_size = _locate(payload, limits.max_members)
     seen: set[str] = set()
     spans: list[tuple[int, int, str]] = []
+    members: list[ZipMember] = []
     total_in = total_out = 0
-    for member in members:
+    # Each entry is checked as soon as it is parsed: a bomb stops at its first
+    # bad member instead of after the whole directory has been read.
+    for member in _entries(payload, count, directory_start, directory_size):
+        members.append(member)
         _check_member(member, limits, seen)
         start, end = _local_span(payload, member, directory_start)
         spans.append((start, end, member.name))
@@ -147,6 +152,12 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
 
 
 def _read_directory(payload: bytes, max_members: int) -> tuple[list[ZipMember], int]:
+    count, start, size = _locate(payload, max_members)
+    return list(_entries(payload, count, start, size)), start
+
+
+def _locate(payload: bytes, max_members: int) -> tuple[int, int, int]:
+    """The member count, offset and size of the central directory, count checked first."""
     eocd_at = payload.rfind(b"PK\x05\x06", max(0, len(payload) - _EOCD.size - _MAX_COMMENT))
     if eocd_at < 0 or eocd_at + _EOCD.size > len(payload):
         raise _Refusal("corrupt", "no end-of-central-directory record (truncated archive?)")
@@ -160,14 +171,16 @@ def _read_directory(payload: bytes, max_members: int) -> tuple[list[ZipMember], 
                        f"declares {count} members, over the limit of {max_members}")
     if cd_offset + cd_size > len(payload):
         raise _Refusal("corrupt", "central directory lies past the end of the file")
-    members: list[ZipMember] = []
-    pos = cd_offset
+    return count, cd_offset, cd_size
+
+
+def _entries(payload: bytes, count: int, start: int, size: int) -> Iterator[ZipMember]:
+    pos = start
     for _ in range(count):
-        members.append(_read_central(payload, pos))
+        yield _read_central(payload, pos)
         pos += _CENTRAL.size + sum(_CENTRAL.unpack_from(payload, pos)[10:13])
-    if pos > cd_offset + cd_size:
-        raise _Refusal("corrupt", "central directory entries overrun its declared size")
-    return members, cd_offset
+        if pos > start + size:
+            raise _Refusal("corrupt", "central directory entries overrun its declared size")
 
 
 def _read_zip64_end(payload: bytes, eocd_at: int) -> tuple[int, int, int]:
