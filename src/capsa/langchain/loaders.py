@@ -87,7 +87,8 @@ class CapsaBlobParser(BaseBlobParser):
         except (IngestionRejected, ExtractionFailed) as error:
             if self.on_rejection == "raise":
                 raise
-            self._omit(Omission.from_error(error))
+            where = str(blob.path) if blob.path is not None else None
+            self._omit(Omission.from_error(error).model_copy(update={"source": where}))
             return
         yield _to_document(item, blob)
 

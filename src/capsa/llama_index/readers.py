@@ -36,6 +36,7 @@ class CapsaOmissionEvent(BaseEvent):
     stage: str
     reason: str
     detail: str
+    source: str | None = None
 
     @classmethod
     def class_name(cls) -> str:
@@ -110,7 +111,7 @@ class CapsaReader(BasePydanticReader):
             except (IngestionRejected, ExtractionFailed) as error:
                 if self.on_rejection == "raise":
                     raise
-                omission = Omission.from_error(error)
+                omission = Omission.from_error(error).model_copy(update={"source": str(path)})
                 self._omitted.append(omission)
                 _dispatcher.event(CapsaOmissionEvent(**omission.model_dump(mode="json")))
                 continue
