@@ -271,25 +271,11 @@ def assert_omitted(outcome: Extracted | Omission, *, stage: str, reason: str) ->
 class CatalogueGap(AssertionError):
     """The guard gave a typed outcome, but not the one SECURITY-BAR asks for.
 
-    Raised only where a test compares an outcome with the bar (`expect_outcome`,
-    `expect_extracted`), so an ``xfail(raises=CatalogueGap)`` test marks
-    exactly that gap: any other failure in the same test (an invariant, a good
-    neighbour, the next file) still fails it.
+    Raise it where a test compares an outcome with the bar, so that an
+    ``xfail(raises=CatalogueGap)`` marks exactly that gap while any other
+    failure in the same test (an invariant, a good neighbour, the next file)
+    still fails it.
     """
-
-
-def expect_outcome(outcome: Extracted | Omission, *, stage: str | None, reason: str) -> None:
-    """Like `assert_omitted` (any stage when `stage` is None), but a mismatch raises
-    `CatalogueGap`."""
-    if not (isinstance(outcome, Omission) and outcome.reason == reason
-            and stage in (None, outcome.stage)):
-        raise CatalogueGap(f"expected {stage or 'any stage'}/{reason}, got {outcome}")
-
-
-def expect_extracted(outcome: Extracted | Omission, text: str) -> None:
-    """The outcome is `text`, whole; a mismatch raises `CatalogueGap`."""
-    if not (isinstance(outcome, Extracted) and outcome.text == text):
-        raise CatalogueGap(f"expected the text whole, got {str(outcome)[:300]}")
 
 
 def assert_invariants(run: SetRun, limits: ExtractionLimits) -> None:
