@@ -110,15 +110,9 @@ def _extract(options: argparse.Namespace) -> int:
     pool: IsolatedExtractor | None = None
     try:
         if options.workers != 2:
-            from capsa.guard.extractors import (
-                PlainTextExtractor,
-                Router,
-                TesseractExtractor,
-                UnstructuredExtractor,
-            )
-            router = Router([PlainTextExtractor(), UnstructuredExtractor(),
-                             TesseractExtractor(max_pixels=limits.max_pixels)])
-            pool = IsolatedExtractor(router, workers=options.workers)
+            from capsa.guard.extractors import default_router
+
+            pool = IsolatedExtractor(default_router(), workers=options.workers)
         extractor = pool or default_extractor()
         extracted = 0
         with Progress(console=console, transient=True) as progress:

@@ -117,16 +117,9 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
 
 
 def _default_pool(workers: int, limits: ExtractionLimits) -> IsolatedExtractor:
-    from capsa.guard.extractors import (
-        PlainTextExtractor,
-        Router,
-        TesseractExtractor,
-        UnstructuredExtractor,
-    )
+    from capsa.guard.extractors import default_router
 
-    router = Router([PlainTextExtractor(), UnstructuredExtractor(),
-                     TesseractExtractor(max_pixels=limits.max_pixels)])
-    return IsolatedExtractor(router, workers=workers, limits=limits)
+    return IsolatedExtractor(default_router(), workers=workers, limits=limits)
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,15 +81,9 @@ def _process_pool() -> IsolatedExtractor:
     with _LOCK:
         pool = _POOLS.get(os.getpid())
         if pool is None:
-            from capsa.guard.extractors import (
-                PlainTextExtractor,
-                Router,
-                TesseractExtractor,
-                UnstructuredExtractor,
-            )
+            from capsa.guard.extractors import default_router
 
-            pool = IsolatedExtractor(Router([PlainTextExtractor(), UnstructuredExtractor(),
-                                             TesseractExtractor()]))
+            pool = IsolatedExtractor(default_router())
             atexit.register(pool.close)
             _POOLS[os.getpid()] = pool
         return pool

@@ -306,16 +306,9 @@ def default_extractor() -> IsolatedExtractor:
     """
     with _DEFAULT_LOCK:
         if not _DEFAULT:
-            from capsa.guard.extractors import (
-                PlainTextExtractor,
-                Router,
-                TesseractExtractor,
-                UnstructuredExtractor,
-            )
+            from capsa.guard.extractors import default_router
 
-            router = Router([PlainTextExtractor(), UnstructuredExtractor(),
-                             TesseractExtractor(max_pixels=DEFAULT_LIMITS.max_pixels)])
-            pool = IsolatedExtractor(router, workers=min(2, os.cpu_count() or 1))
+            pool = IsolatedExtractor(default_router(), workers=min(2, os.cpu_count() or 1))
             atexit.register(pool.close)
             _DEFAULT.append(pool)
         return _DEFAULT[0]

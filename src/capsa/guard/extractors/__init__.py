@@ -11,7 +11,10 @@ from capsa.guard.extractors.tesseract import TesseractExtractor
 from capsa.guard.extractors.unstructured import UnstructuredExtractor
 from capsa.guard.port import TextExtractor
 
-__all__ = ["PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredExtractor"]
+__all__ = [
+    "PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredExtractor",
+    "default_router",
+]
 
 
 class Router:
@@ -59,3 +62,12 @@ class Router:
             if test is not None:
                 report.update(test())
         return report
+
+
+def default_router() -> Router:
+    """Plain text, unstructured (and pypdf) and Tesseract: every kind capsa extracts.
+
+    Per-call limits such as `max_pixels` reach the extractors through
+    `Router.with_limits`, so one router serves any `ExtractionLimits`.
+    """
+    return Router([PlainTextExtractor(), UnstructuredExtractor(), TesseractExtractor()])
