@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
-__all__ = ["DEFAULT_LIMITS", "ExtractionLimits"]
+__all__ = ["ATTACHMENT_LIMITS", "DEFAULT_LIMITS", "INGESTION_LIMITS", "ExtractionLimits"]
 
 _MiB = 1024 * 1024
 
@@ -14,8 +14,10 @@ _MiB = 1024 * 1024
 class ExtractionLimits(BaseModel):
     """Every bound the guard enforces, checked before, around and after the parser.
 
-    The defaults are deliberately small: capsa guards *attachments to a prompt*,
-    not a document warehouse. Raise them per call when you ingest larger files.
+    The field defaults are the *attachment* preset: what one file a person drops
+    into a chat should be. Corpora are bigger, so ingestion entry points
+    (`extract_many`, loaders, readers, the CLI) start from `for_ingestion()`
+    instead. Both are starting points; override any field with `model_copy`.
     `docs/threat-model.md` argues each number.
 
     Examples:
@@ -23,6 +25,8 @@ class ExtractionLimits(BaseModel):
         1024
         >>> ExtractionLimits().max_pages
         20
+        >>> ExtractionLimits.for_ingestion().max_pages
+        5000
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -59,4 +63,35 @@ class ExtractionLimits(BaseModel):
     """A declared media type that contradicts the sniffed bytes is refused, or the bytes win."""
 
 
-DEFAULT_LIMITS = ExtractionLimits()
+    @classmethod
+    def for_attachments(cls) -> ExtractionLimits:
+        """The chat-attachment preset: small files, refused early, cheap to refuse."""
+        return ATTACHMENT_LIMITS
+
+    @classmethod
+    def for_ingestion(cls) -> ExtractionLimits:
+        """The corpus preset: books, long reports, thousand-page PDFs, large text.
+
+        Every bound still holds (bombs are refused by ratio and declared size
+        long before these ceilings matter); the time and memory allowances
+        grow with the size a parser may now be handed.
+        """
+        return INGESTION_LIMITS
+
+
+ATTACHMENT_LIMITS = ExtractionLimits()
+INGESTION_LIMITS = ExtractionLimits(
+    max_bytes=256 * _MiB,
+    max_uncompressed_bytes=1024 * _MiB,
+    max_members=20_000,
+    max_pages=5_000,
+    max_pixels=100_000_000,
+    max_text_chars=50_000_000,
+    max_total_chars=2_000_000_000,
+    timeout_s=600.0,
+    cpu_s=600,
+    memory_bytes=4096 * _MiB,
+    max_file_write_bytes=512 * _MiB,
+)
+DEFAULT_LIMITS = ATTACHMENT_LIMITS
+"""The attachment preset, under its historical name."""
