@@ -26,6 +26,7 @@ from capsa.budget.compress import (
     Seen,
     Selection,
     prepare,
+    relevant,
     select,
     select_whole,
 )
@@ -66,7 +67,10 @@ def pack(
     ``compress=False``, passages are packed whole in relevance order and only
     the first one is ever cut. Either way ``tokenizer(packet.render()) <=
     budget.max_tokens``, tags and markers included; when not even the
-    containers fit, the packet is empty and every receipt says so.
+    containers fit, the packet is empty and every receipt says so. Retrieved
+    sentences with no relevance to the query (`Budget.min_relevance`) are
+    never packed as filler, and a retrieved passage with none above it is
+    dropped as ``irrelevant``: a packet may keep less than its budget.
 
     Args:
         query: what the passages should answer; ranks sentences and passages.
@@ -193,6 +197,10 @@ def _plan(prepared: Prepared, budget: Budget, target: int, compress: bool) -> _P
     shape = budget.shape
     attached_demand = _demand(prepared, prepared.attached, "attached", shape)
     retrieved_demand = _demand(prepared, prepared.retrieved, "retrieved", shape)
+    if attached_demand + retrieved_demand > target:
+        floor = _floor(prepared, budget, retrieved_demand, target)
+        retrieved_demand = _demand(
+            prepared, [d for d in prepared.retrieved if relevant(d, floor)], "retrieved", shape)
     share = int(target * budget.attachment_share)
     if attached_demand + retrieved_demand <= target or attached_demand <= share:
         allowance = attached_demand
@@ -216,11 +224,23 @@ def _retrieval(prepared: Prepared, budget: Budget, room: int, compress: bool,
                seen: Seen) -> Selection:
     context = prepared.context["retrieved"]
     docs = prepared.retrieved
+    floor = _floor(prepared, budget, _demand(prepared, docs, "retrieved", budget.shape), room)
     if compress:
         return select(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
-                      context=context, seen=seen)
+                      context=context, seen=seen, floor=floor)
     return select_whole(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
-                        context=context)
+                        context=context, floor=floor)
+
+
+def _floor(prepared: Prepared, budget: Budget, demand: int, room: int) -> float | None:
+    """The relevance floor in force.
+
+    None when the whole retrieval fits (nothing is filler then: the retriever
+    chose it and there is room for all of it) or when relevance cannot be told.
+    """
+    if demand <= room or not prepared.measurable:
+        return None
+    return budget.min_relevance
 
 
 def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
@@ -317,6 +337,9 @@ def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
     index = doc.index
     if not doc.units:
         return "empty", "the passage has no text"
+    if index in selection.irrelevant:
+        return "irrelevant", (f"no relevant evidence: nothing in it scores above min_relevance "
+                              f"{budget.min_relevance} for the query")
     if index in selection.duplicate:
         return "duplicate", "everything it says was already packed from another passage"
     if index in selection.capped:

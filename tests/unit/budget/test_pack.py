@@ -82,8 +82,9 @@ def test_pack_renders_nothing_when_the_budget_cannot_hold_the_containers(
         passages: list[Passage]) -> None:
     packet = pack(QUERY, passages, Budget(max_tokens=5))
     assert packet.render() == "" and packet.passages == ()
-    assert {r.dropped for r in packet.receipts} == {"budget"}
-    assert "containers" in (packet.receipts[0].detail or "")
+    assert {r.passage_id: r.dropped for r in packet.receipts} == {
+        "hotel": "budget", "trains": "irrelevant", "meals": "irrelevant"}
+    assert "containers" in (packet.receipts[1].detail or "")
 
 
 def test_pack_raises_when_even_an_empty_packet_is_over_budget(passages: list[Passage]) -> None:
