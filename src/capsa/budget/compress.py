@@ -55,7 +55,7 @@ _RETRIEVER_WEIGHT = 0.5
 """Weight of the retriever's own (normalised) score."""
 _LEAD_BONUS = 0.1
 """Bonus for a passage's first sentence."""
-_LINK_WEIGHT = 0.4
+_LINK_WEIGHT = 0.25
 """Weight of a passage's link to the second hop (its subject named by the best evidence)."""
 _COVERAGE_DECAY = 0.2
 """How much a query term counts each further time it is covered."""
@@ -96,10 +96,13 @@ class Doc:
     prior: float
     relevance: float
     """The scorer's score for the whole passage, divided by the best passage's."""
+    present: frozenset[str]
+    """The query terms the passage contains."""
+    linked: float
+    """How much the passage's subject is a name the best evidence mentions (0 to 1)."""
 
-    @property
-    def spans(self) -> tuple[tuple[int, int], ...]:
-        return tuple((unit.start, unit.end) for unit in self.units)
+    spans: tuple[tuple[int, int], ...]
+    """Each sentence's ``(start, end)``, as `split_sentences` returned them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +158,13 @@ def prepare(
     texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
              for s, e in doc_spans]
     unit_scores = _normalise(scorer.score(query, texts))
-    passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
+    pooled = getattr(scorer, "score_passages", None)
+    if callable(pooled):  # the scorer can score passages from their sentences (embeddings)
+        grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
+            inputs, spans, strict=True)]
+        passage_scores = _normalise(pooled(query, [p.text for _, p in inputs], grouped))
+    else:
+        passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
     incoming = _min_max([p.score for _, p in inputs])
     query_terms = set(analyze(query))
     analysed = [analyze(t) for t in texts]
@@ -195,12 +204,15 @@ def prepare(
         whole = sum(u.tokens for u in units) + sum(joins)
         docs.append(Doc(
             index=counters[group], group=group, passage=passage, units=tuple(units),
+            spans=doc_spans,
             joins=tuple(joins),
             tokens_full=tokenizer(passage.text), whole_tokens=whole,
             overhead=tokenizer(f"{open_document(passage)}{CLOSE_DOCUMENT}\n"),
             prior=(_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n]
                    + _LINK_WEIGHT * evidence.linked[n]),
             relevance=passage_scores[n],
+            present=frozenset(term for unit in units for term in unit.terms),
+            linked=evidence.linked[n],
         ))
         counters[group] += 1
     return Prepared(
@@ -218,7 +230,8 @@ def relevant(doc: Doc, floor: float | None) -> bool:
     """Whether a document has anything above the relevance floor (always, with no floor)."""
     if floor is None or not doc.units:
         return True
-    return doc.relevance > floor or any(unit.relevance > floor for unit in doc.units)
+    return (doc.relevance > floor or doc.linked > floor
+            or any(unit.relevance > floor for unit in doc.units))
 
 
 def select(
@@ -327,7 +340,7 @@ class _State:
         self.capped: set[int] = set()
         self.heap = [(-self.utility(n, k), n, k) for n, doc in enumerate(docs)
                      if n not in self.irrelevant for k, unit in enumerate(doc.units)
-                     if floor is None or unit.relevance > floor]
+                     if floor is None or unit.relevance > floor or (k == 0 and doc.linked > floor)]
         heapq.heapify(self.heap)
         self.ranked = sorted(self.heap)
 

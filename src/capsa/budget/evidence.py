@@ -35,6 +35,7 @@ _SEEDS = 3
 _CUE_WEIGHT = 0.15
 """Bonus for a relevant sentence that holds what the question asks for."""
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*|\b\d[\d,.]*\b")
+_NAME_START = re.compile(r"[\"'“(]*[A-Z][\w'’-]*\s+[A-Z]")
 _HEAD = re.compile(
     r"(?:[\"'“(]*[A-Z0-9][\w'’.-]*[\")”]*\s*(?:(?:of|the|de|von|van|and|&|in)\s+)?)+")
 _YEAR = re.compile(r"\b(?:1[0-9]{3}|20[0-9]{2})s?\b")
@@ -67,7 +68,10 @@ def entity_terms(text: str) -> frozenset[str]:
         >>> sorted(entity_terms("The film was scored by Jerry Goldsmith in 1979."))
         ['1979', 'goldsmith', 'jerry']
     """
-    return frozenset(term for word in _CAPITALISED.findall(text) for term in analyze(word))
+    words = _CAPITALISED.findall(text)
+    if words and text.lstrip("\"'“(").startswith(words[0]) and not _NAME_START.match(text):
+        words = words[1:]  # a capital that only starts the sentence names nothing
+    return frozenset(term for word in words for term in analyze(word))
 
 
 def answer_cue(query: str) -> re.Pattern[str] | None:

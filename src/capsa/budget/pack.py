@@ -16,6 +16,8 @@ The plan is built in three steps, each a pure function of the inputs:
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -102,9 +104,39 @@ def pack(
         True
     """
     _check_ids([*attachments, *passages])
-    prepared = prepare(query, attachments, passages, tokenizer=tokenizer or estimate_tokens,
-                       scorer=scorer or LexicalScorer())
+    prepared = _prepare_cached(query, attachments, passages, tokenizer or estimate_tokens,
+                               scorer or _DEFAULT_SCORER)
     return pack_prepared(prepared, budget, compress=compress)
+
+
+_DEFAULT_SCORER = LexicalScorer()
+_PREPARED: OrderedDict[tuple[object, ...], tuple[Tokenizer, Scorer, Prepared]] = OrderedDict()
+_PREPARED_SIZE = 8
+_PREPARED_LOCK = threading.Lock()
+
+
+def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequence[Passage],
+                    tokenizer: Tokenizer, scorer: Scorer) -> Prepared:
+    """`prepare`, reusing the last few results: packing one retrieval for several budgets
+    (or retrying with a smaller one) segments, counts and scores it once.
+
+    The key is the query, every input's id, text, source and score, and the very
+    tokenizer and scorer objects, so a hit is exactly what `prepare` would return.
+    """
+    key = (query, id(tokenizer), id(scorer),
+           tuple((p.id, p.text, p.source, p.score) for p in attachments),
+           tuple((p.id, p.text, p.source, p.score) for p in passages))
+    with _PREPARED_LOCK:
+        hit = _PREPARED.get(key)
+        if hit is not None and hit[0] is tokenizer and hit[1] is scorer:
+            _PREPARED.move_to_end(key)
+            return hit[2]
+    prepared = prepare(query, attachments, passages, tokenizer=tokenizer, scorer=scorer)
+    with _PREPARED_LOCK:
+        _PREPARED[key] = (tokenizer, scorer, prepared)
+        while len(_PREPARED) > _PREPARED_SIZE:
+            _PREPARED.popitem(last=False)
+    return prepared
 
 
 def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
@@ -317,7 +349,7 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
     if choice is None or rank is None or text is None:
         reason, detail = _why_dropped(doc, selection, budget, nothing)
         return Receipt(**common, tokens_kept=0, dropped=reason, detail=detail,
-                       query_terms_preserved=_preserved(prepared.query, doc, ()))
+                       query_terms_preserved=_preserved(doc, None))
     spans = _spans(doc, choice)
     whole = choice.cut is None and len(choice.kept) == len(doc.units)
     if whole:
@@ -329,7 +361,7 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
         detail = f"kept {len(choice.kept)} of {len(doc.units)} sentences"
     return Receipt(**common, tokens_kept=prepared.tokenizer(text), kept_spans=spans,
                    truncated=choice.cut is not None, whole=whole, rank=rank, detail=detail,
-                   query_terms_preserved=_preserved(prepared.query, doc, spans))
+                   query_terms_preserved=_preserved(doc, choice))
 
 
 def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
@@ -349,13 +381,19 @@ def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
     return "budget", "no room left in the budget"
 
 
-def _preserved(query: str, doc: Doc, spans: Sequence[tuple[int, int]]) -> float | None:
-    present = set(analyze(query)).intersection(analyze(doc.passage.text))
+def _preserved(doc: Doc, choice: Choice | None) -> float | None:
+    """Share of the query terms in the passage that the kept text still holds."""
+    present = doc.present
     if not present:
         return None
     kept_terms: set[str] = set()
-    for start, end in spans:
-        kept_terms.update(analyze(doc.passage.text[start:end]))
+    if choice is not None:
+        for position, k in enumerate(choice.kept):
+            unit = doc.units[k]
+            if choice.cut is not None and position == len(choice.kept) - 1:
+                kept_terms.update(analyze(doc.passage.text[unit.start:choice.cut]))
+            else:
+                kept_terms.update(unit.terms)
     return len(present & kept_terms) / len(present)
 
 

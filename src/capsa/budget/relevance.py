@@ -142,7 +142,32 @@ class EmbeddingScorer(BaseModel):
         if not texts:
             return []
         head, *vectors = self.vectors([query, *texts])
-        cosine = [sum(map(operator.mul, head, vector)) for vector in vectors]
+        return self._blend(query, texts, head, vectors)
+
+    def score_passages(self, query: str, passages: Sequence[str],
+                       sentences: Sequence[Sequence[str]]) -> list[float]:
+        """Score whole passages from their sentences' cached vectors, without embedding them.
+
+        A passage's vector is the mean of its sentences' unit vectors, so packing
+        embeds each sentence once and no passage at all; the lexical half scores
+        the passage text as `score` would. The packer calls this when a scorer
+        has it (see `capsa.budget.compress.prepare`).
+        """
+        if not passages:
+            return []
+        head, *flat = self.vectors([query, *(s for group in sentences for s in group)])
+        pooled: list[tuple[float, ...]] = []
+        position = 0
+        for group in sentences:
+            members = flat[position:position + len(group)]
+            position += len(group)
+            pooled.append(_unit([sum(column) for column in zip(*members, strict=True)])
+                          if members else ())
+        return self._blend(query, passages, head, pooled)
+
+    def _blend(self, query: str, texts: Sequence[str], head: Sequence[float],
+               vectors: Sequence[Sequence[float]]) -> list[float]:
+        cosine = [sum(map(operator.mul, head, vector)) if vector else 0.0 for vector in vectors]
         if self.lexical_weight == 0.0:
             return cosine
         lexical = _scaled(self.lexical.score(query, texts))
