@@ -352,8 +352,11 @@ def _probe_sandbox(policy: SandboxPolicy) -> dict[str, str]:
 
     The report comes from the kernel's answers in a real child, not from what
     the zygote intended, so `capsa doctor` and `IsolatedExtractor.health` show
-    what a parser actually runs under.
+    what a parser actually runs under. With the sandbox off there is nothing
+    to probe.
     """
+    if policy.mode == "off":
+        return {"network_namespace": "off: sandbox='off'"}
     scratch = _file_scratch(policy)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
