@@ -146,7 +146,8 @@ def _kept(packet: Packet) -> list:  # type: ignore[type-arg]
 
 
 _PROSE = ["The hotel cap is EUR 165.", "Taxis need a receipt.", "Rail travel is standard class.",
-          "The cap in Paris is EUR 230.", "Meals are paid up to EUR 55.", "Hotels are booked early."]
+          "The cap in Paris is EUR 230.", "Meals are paid up to EUR 55.",
+          "Hotels are booked early."]
 
 
 @_SETTINGS
