@@ -473,6 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-embeddings", action="store_true", help="skip MiniLM methods")
     parser.add_argument("--dataset", choices=("hotpotqa", "pydocs", "all"), default="all")
     parser.add_argument("--no-scale", action="store_true", help="skip the large-input run")
+    parser.add_argument("--tag", default="", help="added to the result files' names")
     args = parser.parse_args(argv)
     data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
     paths = {"hotpotqa": (DATASET, data / DATASET / FILE), "pydocs": ("pydocs-qa", PYDOCS)}
@@ -487,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = {} if args.no_embeddings else embedding_methods()
     for key in chosen:
         name, path = paths[key]
-        suffix = "" if key == "hotpotqa" else f"-{key}"
+        suffix = ("" if key == "hotpotqa" else f"-{key}") + (f"-{args.tag}" if args.tag else "")
         _run_one(name, load(path, args.limit), count, args.tokenizer, suffix, extra)
     return 0
 
