@@ -114,7 +114,9 @@ def test_aggregate_judges_only_files_over_the_threshold(bench: ModuleType) -> No
 @pytest.mark.slow
 def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -> None:
     report, _ = quick_run
-    assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "sandbox_cost"}
+    assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "sandbox_cost",
+                           "first_file"}
+    assert report["first_file"]["text_after_warm_up_s"] < report["first_file"]["warm_up_s"]
     cost = report["sandbox_cost"]
     assert cost["fork_and_sandbox_ms"] > 0
     assert cost["added_ms"] == cost["fork_and_sandbox_ms"] - cost["fork_ms"]
