@@ -20,7 +20,7 @@ from importlib.resources import files
 
 import pandas as pd
 
-from capsa.shadow.routes import ROUTES
+from capsa.demo.routes import ROUTES
 
 lines = files("capsa.demo").joinpath("queries.jsonl").read_text(encoding="utf-8")
 queries = [json.loads(line)["query"] for line in lines.splitlines() if line.strip()]
@@ -56,7 +56,7 @@ pd.DataFrame(inside).pivot(index="passage", columns="route", values=["score", "g
 
 # %%
 from capsa.shadow import pair
-from capsa.shadow.routes import capture_route
+from capsa.demo.routes import capture_route
 
 rows = pair(capture_route("baseline", query, baseline),
             capture_route("candidate", query, candidate), random_bytes=seeded)
@@ -85,7 +85,7 @@ assert not any(word in serialised for word in query.lower().split() if len(word)
 from IPython.display import Image, Markdown, display
 
 from capsa.shadow import ShadowReport
-from capsa.shadow.routes import compare_routes
+from capsa.demo.routes import compare_routes
 
 run = compare_routes(queries, baseline, candidate, random_bytes=seeded)
 report = ShadowReport.from_rows(run.rows, invalidated=run.invalidated)
@@ -147,7 +147,7 @@ from capsa.budget import Budget
 from capsa.demo.pipelines import CorpusRetriever
 from capsa.demo.retrieval import Chunk
 from capsa.langchain import BudgetedRetriever, ShadowRetriever
-from capsa.shadow.routes import sample_passages
+from capsa.demo.routes import sample_passages
 
 paragraphs = [Chunk(id=p.source_id, text=p.text, source=p.source_id.split("#")[0], title="")
               for p in sample_passages()]
