@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Iterator
 from importlib import resources
@@ -33,8 +34,14 @@ from langchain_core.runnables import (
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from capsa.budget import Budget
+from capsa.demo.corpus_source import DOCUMENTS
 from capsa.demo.routes import ROUTES, sample_passages
-from capsa.langchain import BudgetedRetriever, CapsaCompressor, ShadowMiddleware, ShadowRetriever
+from capsa.langchain import (
+    BudgetedRetriever,
+    CapsaCompressor,
+    ShadowMiddleware,
+    ShadowRetriever,
+)
 from capsa.shadow import PairedDecision, ShadowReport
 
 _QUERY_LINES = resources.files("capsa.demo").joinpath("queries.jsonl").read_text("utf-8")
@@ -449,3 +456,39 @@ def test_shadow_middleware_records_a_block_removed_before_the_model_as_not_visib
     shadow.flush()
     assert shadow.counts.paired == 1
     assert {r.baseline_visible for r in rows if r.baseline_included} == {False}
+
+
+# --- privacy: nothing released names a document, a passage or a query ------------
+
+
+def _leaked(rows: list[PairedDecision], ids: list[str], texts: list[str]) -> set[str]:
+    blob = json.dumps([r.model_dump(mode="json") for r in rows]).lower()
+    tokens = set(re.findall(r"[a-z0-9_]+", blob))
+    words = {w for t in texts for w in re.findall(r"[a-z0-9_]+", t.lower()) if not w.isdigit()}
+    return {i for i in ids if i.lower() in blob} | (words & tokens)
+
+
+def test_shadow_rows_from_the_sample_corpus_carry_no_identity(vector_retriever, make,
+                                                              rows) -> None:
+    shadow = make(LexicalRetriever(), vector_retriever)
+    for query in QUERIES:
+        shadow.invoke(query)
+    shadow.flush()
+    ids = [p.source_id for p in sample_passages()] + [d.name for d in DOCUMENTS]
+    assert rows and _leaked(rows, ids, [p.text for p in sample_passages()] + QUERIES) == set()
+
+
+def test_shadow_rows_of_a_packed_route_and_the_agent_wire_carry_no_identity(make, rows) -> None:
+    from langchain_core.messages import HumanMessage
+
+    shadow = make(_budgeted(), Fixed(docs=DOCS))
+    question = "How long do refunds take?"
+    _agent(shadow).invoke({"messages": [HumanMessage(question)]},
+                          {"configurable": {"thread_id": "privacy"}})
+    shadow.invoke("refund window for a damaged item")
+    shadow.flush()
+    assert shadow.counts.paired == 2
+    assert any(r.baseline_visible is not None for r in rows)  # the wire path was taken
+    texts = [d.page_content for d in DOCS] + [question, "refund window for a damaged item",
+                                              "refund window"]
+    assert _leaked(rows, [str(d.id) for d in DOCS], texts) == set()

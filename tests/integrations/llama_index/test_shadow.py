@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Iterator
 from importlib import resources
@@ -18,7 +19,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from capsa.budget import Budget
-from capsa.demo.routes import ROUTES
+from capsa.demo.routes import ROUTES, sample_passages
 from capsa.llama_index import CapsaNodePostprocessor, ShadowRetriever
 from capsa.llama_index.shadow import ShadowQueryEvent
 from capsa.shadow import PairedDecision, ShadowReport
@@ -295,3 +296,34 @@ def test_shadow_answers_a_query_engine_from_the_baseline_nodes(make) -> None:
     assert "EUR 30" in str(response)
     shadow.flush()
     assert shadow.counts.paired == 1
+
+
+# --- privacy: nothing released names a node, a passage or a query -----------------
+
+
+def _leaked(rows: list[PairedDecision], ids: list[str], texts: list[str]) -> set[str]:
+    blob = json.dumps([r.model_dump(mode="json") for r in rows]).lower()
+    tokens = set(re.findall(r"[a-z0-9_]+", blob))
+    words = {w for t in texts for w in re.findall(r"[a-z0-9_]+", t.lower()) if not w.isdigit()}
+    return {i for i in ids if i.lower() in blob} | (words & tokens)
+
+
+def test_shadow_rows_from_the_sample_corpus_carry_no_identity(make, rows) -> None:
+    shadow = make(RouteRetriever("lexical"), RouteRetriever("budgeted"))
+    for query in QUERIES:
+        shadow.retrieve(query)
+    shadow.flush()
+    ids = [p.source_id for p in sample_passages()]
+    assert rows and _leaked(rows, ids, [p.text for p in sample_passages()] + QUERIES) == set()
+
+
+def test_shadow_rows_of_a_packing_engine_and_the_llm_wire_carry_no_identity(make,
+                                                                           rows) -> None:
+    shadow = make(_packing_engine(), Fixed(NODES), observe_wire=True)
+    question = "How long do refunds take?"
+    RetrieverQueryEngine.from_args(shadow, llm=MockLLM()).query(question)
+    shadow.flush()
+    assert shadow.counts.paired == 1
+    assert any(r.baseline_visible for r in rows)  # the wire path was taken
+    texts = [n.node.get_content() for n in NODES] + [question]
+    assert _leaked(rows, [n.node.node_id for n in NODES], texts) == set()
