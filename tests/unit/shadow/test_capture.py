@@ -417,7 +417,7 @@ def test_capture_retrieved_refuses_two_documents_with_the_same_text(query) -> No
 
 def test_observe_accepts_a_candidate_without_a_score_and_pairs_it_as_none(
         texts, query) -> None:
-    unscored = [Candidate(source_id="a", text=texts["a"]), Candidate(source_id="b", text=texts["b"])]
+    unscored = [Candidate(source_id=i, text=texts[i]) for i in "ab"]
     baseline = capture_retrieved("baseline", query, unscored)
     rows = pair(baseline, capture_retrieved("candidate", query, unscored))
     assert {r.baseline_score for r in rows} == {None}
