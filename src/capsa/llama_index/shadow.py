@@ -233,6 +233,7 @@ class ShadowRetriever(BaseRetriever):
         self._recorder.close()
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self._forget_wire()
         slot = self._recorder.reserve()
         _dispatcher.event(self._event(slot is not None))
         if slot is None:
@@ -260,6 +261,7 @@ class ShadowRetriever(BaseRetriever):
         return served
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self._forget_wire()
         slot = self._recorder.reserve()
         await _dispatcher.aevent(self._event(slot is not None))
         if slot is None:
@@ -288,6 +290,11 @@ class ShadowRetriever(BaseRetriever):
 
     def _event(self, compared: bool) -> ShadowQueryEvent:
         return ShadowQueryEvent(compared=compared, counts=self._recorder.counts.model_dump())
+
+    def _forget_wire(self) -> None:
+        """A new query: an earlier one whose LLM call never came must not take this one's."""
+        if self.observe_wire:
+            _WIRE.set(None)
 
     def _wire_key(self) -> Hashable | None:
         if not self.observe_wire:

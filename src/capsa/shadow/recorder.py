@@ -59,6 +59,7 @@ ShadowOutcome = Literal[
 """What became of one query's comparison."""
 
 _log = logging.getLogger("capsa.shadow")
+_FLUSH_POLL_S = 0.05
 
 
 class ShadowCounts(BaseModel):
@@ -426,14 +427,20 @@ class ShadowRecorder:
         Raises:
             TimeoutError: `timeout_s` passed with comparisons still running.
         """
-        self._expire_waiting(everything=True)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._idle:
-            while any(s._used and not s._task_running for s in self._slots):
+        while True:
+            # A slot started during the flush may still wait for its wire: expire
+            # it on every round, so flush never waits for `wire_timeout_s`.
+            self._expire_waiting(everything=True)
+            with self._idle:
+                running = sum(1 for s in self._slots if s._used and not s._task_running)
+                if not running:
+                    return
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"{len(self._slots)} shadow comparisons still running")
-                self._idle.wait(remaining)
+                    raise TimeoutError(f"{running} shadow comparisons still running")
+                self._idle.wait(_FLUSH_POLL_S if remaining is None
+                                else min(remaining, _FLUSH_POLL_S))
 
     async def aflush(self) -> None:
         """Await every task started with `astart`, then `flush` the rest."""
