@@ -164,7 +164,8 @@ class Slot:
     ) -> None:
         try:
             served = baseline()
-        except CaptureInvalid:
+        except Exception:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
+            _log.info("shadow baseline capture refused; comparison discarded", exc_info=True)
             self._lose("capture_refused")
             return
         started = self._recorder._clock()
@@ -199,6 +200,11 @@ class Slot:
     ) -> None:
         try:
             served = baseline()
+        except Exception:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
+            _log.info("shadow baseline capture refused; comparison discarded", exc_info=True)
+            self._lose("capture_refused")
+            return
+        try:
             trial = await asyncio.wait_for(candidate(), self._recorder.timeout_s)
         except CaptureInvalid:
             self._lose("capture_refused")
@@ -246,11 +252,13 @@ class Slot:
             if isinstance(wire, list):
                 served.observe_provider(wire)
             rows = pair(served, trial, random_bytes=self._recorder._random_bytes)
-        except CaptureInvalid:
+        except Exception:  # noqa: BLE001 - CaptureInvalid, or a random source that repeated
+            _log.info("shadow pairing refused; comparison discarded", exc_info=True)
             self._recorder._lose("capture_refused")
         else:
             self._recorder._deliver(rows)
-        self._recorder._finished(self)
+        finally:
+            self._recorder._finished(self)
 
     def _lose(self, cause: InvalidationCause) -> None:
         with self._lock:

@@ -301,3 +301,21 @@ async def test_astart_counts_a_candidate_that_raises(recorder, rows) -> None:
     recorder.reserve().astart(_captured("baseline", [A]), boom)
     await recorder.aflush()
     assert recorder.counts.candidate_raised == 1 and rows == []
+
+
+def test_a_served_answer_that_cannot_be_captured_is_counted_and_frees_its_place(
+        recorder, rows) -> None:
+    def unreadable() -> RouteCapture:
+        Candidate(source_id="", text="an empty id fails validation")
+        raise AssertionError("unreachable")
+
+    recorder.reserve().start(unreadable, _captured("candidate", [A]))
+    recorder.flush(timeout_s=5)
+    assert recorder.counts.capture_refused == 1 and recorder.in_flight == 0 and rows == []
+
+
+def test_a_random_source_that_repeats_costs_the_comparison_not_the_pool(rows) -> None:
+    recorder = ShadowRecorder(rows.extend, random_bytes=lambda n: bytes(n))
+    recorder.reserve().start(_captured("baseline", [A, B]), _captured("candidate", [A]))
+    recorder.close()
+    assert recorder.counts.capture_refused == 1 and recorder.in_flight == 0
