@@ -292,7 +292,10 @@ class ShadowRecorder:
     `max_in_flight` places, never the served request.
 
     Args:
-        sink: Receives each query's rows as one tuple.
+        sink: Receives each query's rows as one tuple. It is called from the
+            pool's threads (or on the event loop after `Slot.astart`), so it
+            must be safe to call from any thread: a list's ``extend``, a
+            queue's ``put``, a thread-safe analytics client.
         sample_rate: Share of queries compared, 0 to 1.
         max_in_flight: Comparisons that may be running or waiting at once.
         max_workers: Threads running sync candidates.
