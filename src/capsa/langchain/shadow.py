@@ -170,6 +170,10 @@ class ShadowRetriever(BaseRetriever):
         """Flush and stop; later queries are served without a comparison."""
         self._recorder.close()
 
+    async def aclose(self) -> None:
+        """Async `close`: await running comparisons too, then stop."""
+        await self._recorder.aclose()
+
     def invoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:

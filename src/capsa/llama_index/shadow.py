@@ -232,6 +232,10 @@ class ShadowRetriever(BaseRetriever):
         """Flush and stop; later queries are served without a comparison."""
         self._recorder.close()
 
+    async def aclose(self) -> None:
+        """Async `close`: await running comparisons too, then stop."""
+        await self._recorder.aclose()
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         self._forget_wire()
         slot = self._recorder.reserve()

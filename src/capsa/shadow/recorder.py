@@ -466,6 +466,15 @@ class ShadowRecorder:
         """Flush, stop the pool, and serve every later query without a comparison."""
         self._closed = True
         self.flush()
+        self._stop_pool()
+
+    async def aclose(self) -> None:
+        """Async `close`: await the tasks too, then stop the pool."""
+        self._closed = True
+        await self.aflush()
+        await asyncio.to_thread(self._stop_pool)
+
+    def _stop_pool(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:

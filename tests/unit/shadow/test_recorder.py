@@ -319,3 +319,15 @@ def test_a_random_source_that_repeats_costs_the_comparison_not_the_pool(rows) ->
     recorder.reserve().start(_captured("baseline", [A, B]), _captured("candidate", [A]))
     recorder.close()
     assert recorder.counts.capture_refused == 1 and recorder.in_flight == 0
+
+
+async def test_aclose_awaits_running_tasks_and_refuses_later_queries(rows) -> None:
+    recorder = ShadowRecorder(rows.extend)
+
+    async def candidate() -> RouteCapture:
+        await asyncio.sleep(0)
+        return capture_retrieved("candidate", QUERY, [A])
+
+    recorder.reserve().astart(_captured("baseline", [A]), candidate)
+    await recorder.aclose()
+    assert recorder.counts.paired == 1 and recorder.reserve() is None
