@@ -178,6 +178,9 @@ class ShadowRetriever(BaseRetriever):
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
         """Serve the baseline's documents for `input`; the candidate runs afterwards."""
+        # The entry point is wrapped only to keep the caller's whole config:
+        # BaseRetriever hands the hook a run manager, not the configurable
+        # fields, tags and metadata both routes must receive.
         token = _CALLER_CONFIG.set(ensure_config(config))
         try:
             return super().invoke(input, config, **kwargs)
