@@ -345,6 +345,14 @@ def test_shadow_captures_a_budgeted_retrievers_gate_and_packed_order(make, rows)
     assert not any(r.candidate_selected for r in rows if not r.candidate_admitted)
 
 
+async def test_shadow_async_captures_a_budgeted_retrievers_gate(make, rows) -> None:
+    shadow = make(Fixed(docs=DOCS), _budgeted())
+    await shadow.ainvoke("refund window for a damaged item")
+    await shadow.aflush()
+    assert shadow.counts.paired == 1
+    assert {r.candidate_gate_reason for r in rows} >= {"admitted", "over_budget"}
+
+
 def test_shadow_captures_a_budgeted_baseline_as_served(make, rows) -> None:
     baseline = _budgeted()
     shadow = make(baseline, Fixed(docs=DOCS))
