@@ -69,6 +69,7 @@ bench: $(STAMP) system-deps
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/compression.py
 	$(PY) benchmarks/capsule.py
 	$(PY) benchmarks/soak.py
+	$(PY) benchmarks/shadow.py
 
 corpus: $(STAMP) system-deps
 	$(PY) scripts/make_corpus.py
