@@ -23,8 +23,12 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.runnables import RunnableLambda
-from langchain_core.runnables.config import get_callback_manager_for_config
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_callback_manager_for_config,
+    patch_config,
+)
 from pydantic import ConfigDict, Field
 
 from capsa.budget import Budget, Group, Packet, Passage, Receipt, Scorer, Tokenizer, pack
@@ -95,7 +99,7 @@ class CapsaCompressor(BaseDocumentCompressor):
         """Pack `documents` for `query`; return the kept ones as new documents."""
         kept, report = compress(documents, query, self._settings())
         if _can_dispatch(callbacks):
-            dispatch_custom_event(REPORT_EVENT, report, config={"callbacks": callbacks})
+            dispatch_custom_event(REPORT_EVENT, report, config=_event_config(callbacks))
         return kept
 
     async def acompress_documents(
@@ -104,7 +108,7 @@ class CapsaCompressor(BaseDocumentCompressor):
         """Async twin of `compress_documents` (packing itself does no I/O)."""
         kept, report = compress(documents, query, self._settings())
         if _can_dispatch(callbacks):
-            await adispatch_custom_event(REPORT_EVENT, report, config={"callbacks": callbacks})
+            await adispatch_custom_event(REPORT_EVENT, report, config=_event_config(callbacks))
         return kept
 
     def _settings(self) -> PackSettings:
@@ -188,6 +192,12 @@ def _can_dispatch(callbacks: Callbacks | None) -> bool:
         return False
     manager = get_callback_manager_for_config({"callbacks": callbacks})
     return manager.parent_run_id is not None
+
+
+def _event_config(callbacks: Callbacks) -> RunnableConfig:
+    """The caller's whole config (configurable, tags, metadata) with this call's callbacks."""
+    return patch_config(ensure_config(), callbacks=get_callback_manager_for_config(
+        {"callbacks": callbacks}))
 
 
 def _format_packet(documents: Sequence[Document]) -> str:
