@@ -20,7 +20,7 @@ from capsa.budget.packet import Budget, DropReason, Group, Packet, Passage, Rece
 from capsa.budget.receivers import ReceiverProfile, pack_for
 from capsa.budget.relevance import EmbeddingScorer, LexicalScorer, Scorer
 from capsa.budget.sentences import split_sentences
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.tokens import Tokenizer, TokenizerLike, as_tokenizer, estimate_tokens
 
 __all__ = [
     "Budget",
@@ -35,6 +35,8 @@ __all__ = [
     "Scorer",
     "Shape",
     "Tokenizer",
+    "TokenizerLike",
+    "as_tokenizer",
     "compress_text",
     "estimate_tokens",
     "pack",

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from capsa.budget.pack import pack
 from capsa.budget.packet import Budget, Packet, Passage
 from capsa.budget.relevance import Scorer
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.guard.extract import Extracted, Omission
 
 __all__ = ["AttachmentContext", "attachment_context", "attachment_passages"]
@@ -54,7 +54,7 @@ def attachment_passages(extracted: Sequence[Extracted]) -> list[Passage]:
 
 def attachment_context(query: str, extracted: Sequence[Extracted],
                        omitted: Sequence[Omission], budget: Budget, *,
-                       passages: Sequence[Passage] = (), tokenizer: Tokenizer | None = None,
+                       passages: Sequence[Passage] = (), tokenizer: TokenizerLike | None = None,
                        scorer: Scorer | None = None) -> AttachmentContext:
     """Pack attached files beside retrieved passages; say what did not make it.
 
@@ -71,29 +71,29 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
         >>> "EUR 165" in context.text, context.notice
         (True, 'Attached files not included: b.pdf: parser failed (timeout).')
     """
-    count = tokenizer or estimate_tokens
+    count = as_tokenizer(tokenizer)
     attached = attachment_passages(extracted)
     problems = [f"{html.escape(o.label)}: {_reason(o)}" for o in omitted]
     notice = _notice(problems)
     room = budget.max_tokens - (count(notice) + 2 if notice else 0)
-    packet = _pack(query, passages, attached, budget, room, tokenizer, scorer)
+    packet = _pack(query, passages, attached, budget, room, count, scorer)
     dropped = {r.passage_id for r in packet.receipts if r.dropped is not None}
     late = [f"{html.escape(p.source or p.id)}: did not fit the context budget"
             for p in attached if p.id in dropped]
     if late:
         notice = _notice(problems + late)
         room = budget.max_tokens - (count(notice) + 2)
-        packet = _pack(query, passages, attached, budget, room, tokenizer, scorer)
+        packet = _pack(query, passages, attached, budget, room, count, scorer)
     text = _join(packet.render(), notice)
     while count(text) > budget.max_tokens and room > 1:  # rounding in the tokenizer
         room -= count(text) - budget.max_tokens
-        packet = _pack(query, passages, attached, budget, room, tokenizer, scorer)
+        packet = _pack(query, passages, attached, budget, room, count, scorer)
         text = _join(packet.render(), notice)
     return AttachmentContext(text=text, packet=packet, notice=notice, omitted=tuple(omitted))
 
 
 def _pack(query: str, passages: Sequence[Passage], attached: Sequence[Passage], budget: Budget,
-          room: int, tokenizer: Tokenizer | None, scorer: Scorer | None) -> Packet:
+          room: int, tokenizer: TokenizerLike | None, scorer: Scorer | None) -> Packet:
     return pack(query, passages, budget.model_copy(update={"max_tokens": max(1, room)}),
                 attachments=attached, tokenizer=tokenizer, scorer=scorer)
 

@@ -32,7 +32,7 @@ from capsa.budget.compress import (
 from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
 from capsa.budget.render import Body, build_body, render_document, render_packet
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.errors import BudgetError
 
 __all__ = ["compress_text", "pack"]
@@ -53,7 +53,7 @@ def pack(
     *,
     attachments: Sequence[Passage] = (),
     compress: bool = True,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
 ) -> Packet:
     """Pack passages (and attachments) into a packet that fits `budget`, best first.
@@ -75,8 +75,9 @@ def pack(
         attachments: texts the user attached; packed first, in their own
             container, under `Budget.attachment_share`.
         compress: keep the relevant sentences of passages that do not fit whole.
-        tokenizer: the counter the budget is measured with; `estimate_tokens`
-            when None. Pass the target model's counter for exact budgets.
+        tokenizer: the counter the budget is measured with, in any form
+            `as_tokenizer` accepts; `estimate_tokens` when None. Pass the
+            target model's counter for exact budgets.
         scorer: ranks sentences and passages; `LexicalScorer` when None.
 
     Returns:
@@ -98,7 +99,7 @@ def pack(
         True
     """
     _check_ids([*attachments, *passages])
-    prepared = prepare(query, attachments, passages, tokenizer=tokenizer or estimate_tokens,
+    prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(tokenizer),
                        scorer=scorer or LexicalScorer())
     return pack_prepared(prepared, budget, compress=compress)
 
@@ -135,7 +136,7 @@ def compress_text(
     query: str,
     max_tokens: int,
     *,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
 ) -> str:
     """Shrink one text to its sentences most relevant to `query`, within `max_tokens`.
@@ -163,7 +164,7 @@ def compress_text(
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-    count = tokenizer or estimate_tokens
+    count = as_tokenizer(tokenizer)
     if count(text) <= max_tokens:
         return text
     prepared = prepare(query, (), [Passage(id="text", text=text)], tokenizer=count,

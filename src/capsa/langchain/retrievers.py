@@ -7,7 +7,6 @@ per call, as LangChain's standard retriever tests expect.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -25,6 +24,7 @@ from pydantic import ConfigDict, Field, PositiveInt
 from capsa.budget import Budget, Scorer
 from capsa.langchain.compressors import (
     REPORT_EVENT,
+    Counter,
     LanguageModel,
     PackSettings,
     compress,
@@ -86,8 +86,8 @@ class BudgetedRetriever(BaseRetriever):
     """Keep the relevant sentences of documents that do not fit whole."""
     model: LanguageModel | None = None
     """Counts tokens with this model's ``get_num_tokens`` when `tokenizer` is None."""
-    tokenizer: Callable[[str], int] | None = Field(default=None, exclude=True)
-    """Token counter; capsa's offline estimate when neither this nor `model` is set."""
+    tokenizer: Counter = Field(default=None, exclude=True)
+    """Token counter, in any form `as_tokenizer` takes; wins over `model`."""
     scorer: Scorer | None = Field(default=None, exclude=True)
     """Relevance scorer; capsa's lexical BM25 when None."""
 
