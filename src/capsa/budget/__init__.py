@@ -21,6 +21,7 @@ from capsa.budget.receivers import ReceiverProfile, pack_for
 from capsa.budget.relevance import EmbeddingScorer, LexicalScorer, Scorer
 from capsa.budget.sentences import split_sentences
 from capsa.budget.tokens import Tokenizer, TokenizerLike, as_tokenizer, estimate_tokens
+from capsa.budget.window import Window, plan_window
 
 __all__ = [
     "Budget",
@@ -36,10 +37,12 @@ __all__ = [
     "Shape",
     "Tokenizer",
     "TokenizerLike",
+    "Window",
     "as_tokenizer",
     "compress_text",
     "estimate_tokens",
     "pack",
     "pack_for",
+    "plan_window",
     "split_sentences",
 ]

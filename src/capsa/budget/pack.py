@@ -31,7 +31,7 @@ from capsa.budget.compress import (
 )
 from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
-from capsa.budget.render import Body, build_body, render_document, render_packet
+from capsa.budget.render import Body, Layout, build_body
 from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.errors import BudgetError
 
@@ -55,6 +55,7 @@ def pack(
     compress: bool = True,
     tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
+    layout: Layout | None = None,
 ) -> Packet:
     """Pack passages (and attachments) into a packet that fits `budget`, best first.
 
@@ -79,6 +80,8 @@ def pack(
             `as_tokenizer` accepts; `estimate_tokens` when None. Pass the
             target model's counter for exact budgets.
         scorer: ranks sentences and passages; `LexicalScorer` when None.
+        layout: how the packet is written and so what the budget pays for:
+            capsa's containers when None, or a framework's frames (`Layout`).
 
     Returns:
         The packet, with one receipt per input passage.
@@ -100,7 +103,7 @@ def pack(
     """
     _check_ids([*attachments, *passages])
     prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(tokenizer),
-                       scorer=scorer or LexicalScorer())
+                       scorer=scorer or LexicalScorer(), layout=layout or Layout())
     return pack_prepared(prepared, budget, compress=compress)
 
 
@@ -278,8 +281,8 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
             ranks[(group, n)] = len(kept)
             kept.append(docs[n].passage)
             texts.append(body.raw)
-            rendered[group].append(render_document(docs[n].passage, body))
-    text = render_packet(rendered.items())
+            rendered[group].append(prepared.layout.document(docs[n].passage, body))
+    text = prepared.layout.packet(rendered.items())
     nothing = not kept
     for group, selection, docs in groups:
         for n, doc in enumerate(docs):

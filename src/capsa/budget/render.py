@@ -33,14 +33,16 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from capsa.budget.packet import Group, Passage, Shape
 
 __all__ = [
     "ELLIPSIS",
+    "TAGGED",
     "Body",
+    "Layout",
     "build_body",
     "escape_attribute",
     "escape_text",
@@ -233,6 +235,61 @@ def render_packet(groups: Iterable[tuple[Group, Sequence[str]]]) -> str:
         if documents
     ]
     return "\n".join(blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a packet is written for the model: capsa's containers, or a framework's own frames.
+
+    The default is capsa's ``<context>``/``<document>`` containers. A
+    framework that writes each passage itself (LlamaIndex renders a node as
+    its LLM-visible metadata, a blank line and its text) gives ``frames``:
+    for each passage id, the text its framework puts ``(before, after)`` the
+    body. Passages are then joined by `separator`, with no containers, and the
+    budget pays for exactly those frames: what the framework sends.
+
+    Examples:
+        >>> from capsa.budget import Budget, Passage, pack
+        >>> framed = Layout(frames={"n1": ("file_name: a.pdf\\n\\n", "")})
+        >>> pack("cap", [Passage(id="n1", text="The cap is EUR 165.")], Budget(max_tokens=50),
+        ...      layout=framed).render()
+        'file_name: a.pdf\\n\\nThe cap is EUR 165.'
+    """
+
+    frames: Mapping[str, tuple[str, str]] | None = None
+    """Per passage id, the framework's text before and after the body; None for capsa's tags."""
+    separator: str = "\n\n"
+    """Between framed passages (a framework's join); unused with capsa's containers."""
+
+    def document_overhead(self, passage: Passage) -> str:
+        """The text a kept passage costs besides its body (tags or frame, and a separator)."""
+        if self.frames is None:
+            return f"{open_document(passage)}{CLOSE_DOCUMENT}\n"
+        before, after = self.frames.get(passage.id, ("", ""))
+        return f"{before}{after}{self.separator}"
+
+    def context_overhead(self, group: Group) -> str:
+        """The text a group costs once anything of it is kept."""
+        if self.frames is None:
+            return f"{open_context(group)}\n\n{CLOSE_CONTEXT}\n"
+        return ""
+
+    def document(self, passage: Passage, body: Body) -> str:
+        """One kept passage as sent: in its ``<document>`` element, or inside its frame."""
+        if self.frames is None:
+            return render_document(passage, body)
+        before, after = self.frames.get(passage.id, ("", ""))
+        return f"{before}{body.raw}{after}"
+
+    def packet(self, groups: Iterable[tuple[Group, Sequence[str]]]) -> str:
+        """The documents of every group as sent: in containers, or joined by `separator`."""
+        if self.frames is None:
+            return render_packet(groups)
+        return self.separator.join(document for _, documents in groups for document in documents)
+
+
+TAGGED = Layout()
+"""capsa's own containers: the default layout."""
 
 
 def render_passages(items: Iterable[tuple[Group, Passage, bool]]) -> str:

@@ -72,6 +72,8 @@ def as_tokenizer(counter: TokenizerLike | None) -> Tokenizer:
         return estimate_tokens
     if counter is estimate_tokens or isinstance(counter, _Counted):
         return counter
+    if isinstance(counter, str | bytes):  # a str has encode(); an encoding's name is no counter
+        raise TypeError(f"tokenizer {counter!r} is a name, not a counter: {_WHAT_TO_PASS}")
     count_method = getattr(counter, "get_num_tokens", None)
     if callable(count_method):
         return _Counted(count_method, counter)
