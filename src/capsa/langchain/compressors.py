@@ -23,12 +23,14 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import convert_to_messages, get_buffer_string
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import (
     ensure_config,
     get_callback_manager_for_config,
     patch_config,
 )
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import AfterValidator, ConfigDict, Field
 
 from capsa.budget import (
@@ -42,11 +44,12 @@ from capsa.budget import (
     TokenizerLike,
     as_tokenizer,
     pack,
+    plan_window,
 )
 from capsa.budget.render import render_passages, source_name
 from capsa.budget.window import warn_if_empty
 
-__all__ = ["REPORT_EVENT", "CapsaCompressor", "format_packet"]
+__all__ = ["REPORT_EVENT", "CapsaCompressor", "budget_for_model", "format_packet"]
 
 if TYPE_CHECKING:
     LanguageModel = BaseLanguageModel[Any]
@@ -229,6 +232,59 @@ def _can_dispatch(callbacks: Callbacks | None) -> bool:
         return False
     manager = get_callback_manager_for_config({"callbacks": callbacks})
     return manager.parent_run_id is not None
+
+
+def budget_for_model(
+    model: LanguageModel | int,
+    *,
+    system_prompt: str = "",
+    messages: Sequence[Any] = (),
+    tools: Sequence[Any] = (),
+    output_tokens: int | None = None,
+    margin_tokens: int = 0,
+    tokenizer: TokenizerLike | None = None,
+    **fields: Any,
+) -> Budget:
+    """The budget left for context in a chat model's window, after everything else it is sent.
+
+    Reads the model's window from ``model.profile["max_input_tokens"]`` and
+    reserves its answer (the model's ``max_tokens`` setting, else
+    ``profile["max_output_tokens"]``), the system prompt, the messages sent
+    with the request (the history and the question) and the tools' schemas,
+    as LangChain converts them for the provider. What is left is the budget's
+    ``max_tokens``, shared between attachments and retrieval by
+    ``attachment_share``.
+
+    Args:
+        model: a chat model with a profile, or the window size in tokens.
+        system_prompt: the system prompt, if not among `messages`.
+        messages: messages (or anything ``convert_to_messages`` takes) sent
+            besides the context.
+        tools: tools bound to the model (anything ``convert_to_openai_tool`` takes).
+        output_tokens: room for the answer; what the model declares when None.
+        margin_tokens: kept free for message framing and counting error.
+        tokenizer: counts the reservations, in any form `as_tokenizer` takes
+            (``tokenizer=model`` uses its ``get_num_tokens``); capsa's estimate when None.
+        **fields: other `Budget` fields (``attachment_share``, ``shape``, ``max_items``).
+
+    Raises:
+        ValueError: the model has no profile; pass the window size instead.
+        BudgetError: the reservations leave no room for context.
+
+    Examples:
+        >>> from langchain_core.messages import HumanMessage
+        >>> budget = budget_for_model(8192, system_prompt="Answer from the context.",
+        ...                           messages=[HumanMessage("What is the hotel cap?")],
+        ...                           output_tokens=1024)
+        >>> 7000 < budget.max_tokens < 8192 - 1024
+        True
+    """
+    history = [get_buffer_string([message]) for message in convert_to_messages(messages)]
+    schemas = [convert_to_openai_tool(tool) for tool in tools]
+    plan = plan_window(model, system=system_prompt, history=history, tools=schemas,
+                       output_tokens=output_tokens, margin_tokens=margin_tokens,
+                       tokenizer=tokenizer)
+    return plan.budget(**fields)
 
 
 def _event_config(callbacks: Callbacks) -> RunnableConfig:

@@ -15,6 +15,7 @@ require("llama_index.core", "llama-index", "capsa.llama_index")
 _NAMES = {
     "CapsaReader": "readers",
     "CapsaNodePostprocessor": "postprocessors",
+    "budget_for_llm": "postprocessors",
     "CapsuleMemory": "memory",
     "CitationCapsuleBlock": "memory",
     "CapsaTransform": "transforms",
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.llama_index.memory import CapsuleMemory as CapsuleMemory
     from capsa.llama_index.memory import CitationCapsuleBlock as CitationCapsuleBlock
     from capsa.llama_index.postprocessors import CapsaNodePostprocessor as CapsaNodePostprocessor
+    from capsa.llama_index.postprocessors import budget_for_llm as budget_for_llm
     from capsa.llama_index.readers import CapsaReader as CapsaReader
     from capsa.llama_index.shadow import ShadowRetriever as ShadowRetriever
     from capsa.llama_index.transforms import CapsaTransform as CapsaTransform

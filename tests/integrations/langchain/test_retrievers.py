@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -11,9 +12,9 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
 from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import (
     ConfigurableField,
@@ -27,7 +28,7 @@ from pydantic import ValidationError
 
 from capsa.budget import Budget, estimate_tokens
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
-from capsa.langchain import BudgetedRetriever, format_packet
+from capsa.langchain import BudgetedRetriever, budget_for_model, format_packet
 
 
 def corpus() -> list[Document]:
@@ -210,3 +211,29 @@ def test_retriever_refuses_unknown_constructor_arguments() -> None:
     with pytest.raises(ValidationError, match="top_k"):
         BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=100),
                           top_k=3)  # type: ignore[call-arg]
+
+
+def test_budget_for_model_fits_the_whole_request_in_the_models_window() -> None:
+    handler = Messages()
+    model = FakeListChatModel(responses=["noted"],
+                              profile={"max_input_tokens": 900, "max_output_tokens": 300})
+    system = "Answer from the documents only. Cite documents by their id."
+    history: list[BaseMessage] = [
+        HumanMessage("Which class do I book for trains?"),
+        AIMessage("Standard class, unless the journey is longer than four hours [2]."),
+    ] * 4
+    question = "What is the nightly hotel cap in high-cost cities?"
+    budget = budget_for_model(model, system_prompt=system,
+                              messages=[*history, HumanMessage(question)], margin_tokens=10)
+    assert budget.max_tokens < 600 - estimate_tokens(system)
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", system + "\n{context}"), MessagesPlaceholder("history"),
+        ("human", "{question}")])
+    chain = ({"context": itemgetter("question") | BudgetedRetriever(retriever=everything(),
+                                                                    budget=budget) | format_packet,
+              "question": itemgetter("question"), "history": itemgetter("history")}
+             | prompt | model | StrOutputParser())
+    chain.invoke({"question": question, "history": history}, config={"callbacks": [handler]})
+    [sent] = handler.sent
+    assert sum(estimate_tokens(get_buffer_string([m])) for m in sent) <= 900 - 300
+    assert "EUR 230" in str(sent[0].content)

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from capsa.budget import Budget, estimate_tokens
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
-from capsa.llama_index import CapsaNodePostprocessor
+from capsa.llama_index import CapsaNodePostprocessor, budget_for_llm
 from capsa.llama_index.postprocessors import CapsaCompressionEvent
 
 HOTEL = ("Flights are booked in economy class. The nightly hotel cap is EUR 165. "
@@ -307,3 +307,23 @@ def test_postprocessor_pickles_with_its_tokenizer_or_refuses() -> None:
 def test_postprocessor_refuses_a_tokenizer_that_cannot_count() -> None:
     with pytest.raises(TypeError, match="cannot count tokens"):
         CapsaNodePostprocessor(budget=Budget(max_tokens=45), tokenizer=object())
+
+
+def test_budget_for_llm_fits_the_query_engines_whole_prompt_in_the_window(
+        index: VectorStoreIndex) -> None:
+    system = "You are the travel desk. Answer from the policy excerpts only. " * 100
+    llm = MockLLM(system_prompt=system)  # echoes its prompt; a 3,900-token window
+    count = Settings.tokenizer  # the count LlamaIndex's PromptHelper fits prompts by
+    mode = "simple_summarize"  # one LLM call (compact may re-split and refine)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=6, response_mode=mode)
+    template = engine.get_prompts()["response_synthesizer:text_qa_template"]
+    budget = budget_for_llm(llm, prompt_template=template.get_template(llm=llm),
+                            output_tokens=256, margin_tokens=30, tokenizer=count)
+    assert budget.max_tokens < 2400  # less than the six documents retrieved (about 2,530)
+    post = CapsaNodePostprocessor(budget=budget, tokenizer=count)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=6, response_mode=mode,
+                                   node_postprocessors=[post])
+    response = engine.query("What is the nightly hotel cap in high-cost cities?")
+    prompt = str(response.response)
+    assert "EUR 230" in prompt
+    assert len(count(prompt)) <= llm.metadata.context_window - 256  # system prompt included
