@@ -34,7 +34,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from capsa.budget.packet import Group, Passage, Shape
 
@@ -68,12 +68,18 @@ _WHITESPACE = re.compile(r"\s+")
 _MARKER_AT_END = re.compile(r'<truncated shown="\d+" total="\d+"/>\Z')
 
 
+Excerpt = tuple[int, int] | None
+"""``(shown, total)`` characters of a passage shortened by sentence selection, or None."""
+
+
 @dataclass(frozen=True, slots=True)
 class Body:
     """A document body as pieces: passage text (escaped on render) and capsa markup."""
 
     pieces: tuple[tuple[bool, str], ...]
     """``(is_markup, text)`` pairs; markup is capsa's own and is never escaped."""
+    excerpt: Excerpt = None
+    """``(shown, total)`` characters when sentences were left out; None when whole or cut."""
 
     @property
     def raw(self) -> str:
@@ -205,10 +211,15 @@ def truncation_marker(shown: int, total: int) -> str:
     return f'<truncated shown="{shown}" total="{total}"/>'
 
 
-def open_document(passage: Passage) -> str:
-    """The opening ``<document>`` tag for a passage."""
+def open_document(passage: Passage, excerpt: tuple[int, int] | None = None) -> str:
+    """The opening ``<document>`` tag for a passage, saying how much of it is shown.
+
+    A passage shortened by sentence selection is marked ``shown="312/1870"``
+    (characters of the original), so the model knows it reads an excerpt.
+    """
     source = "" if passage.source is None else f' source="{escape_attribute(passage.source)}"'
-    return f'<document id="{escape_attribute(passage.id)}"{source}>'
+    shown = "" if excerpt is None else f' shown="{excerpt[0]}/{excerpt[1]}"'
+    return f'<document id="{escape_attribute(passage.id)}"{source}{shown}>'
 
 
 CLOSE_DOCUMENT = "</document>"
@@ -224,7 +235,7 @@ CLOSE_CONTEXT = "</context>"
 
 def render_document(passage: Passage, body: Body) -> str:
     """Render one passage's kept body inside its ``<document>`` element."""
-    return f"{open_document(passage)}{body.escaped()}{CLOSE_DOCUMENT}"
+    return f"{open_document(passage, body.excerpt)}{body.escaped()}{CLOSE_DOCUMENT}"
 
 
 def render_packet(groups: Iterable[tuple[Group, Sequence[str]]]) -> str:
@@ -263,7 +274,7 @@ class Layout:
 
     def document_overhead(self, passage: Passage) -> str:
         """The text a kept passage costs besides its body (tags or frame, and a separator)."""
-        if self.frames is None:
+        if self.frames is None:  # an excerpt's shown="…" is paid when the packet is measured
             return f"{open_document(passage)}{CLOSE_DOCUMENT}\n"
         before, after = self.frames.get(passage.id, ("", ""))
         return f"{before}{after}{self.separator}"
@@ -292,7 +303,9 @@ TAGGED = Layout()
 """capsa's own containers: the default layout."""
 
 
-def render_passages(items: Iterable[tuple[Group, Passage, bool]]) -> str:
+def render_passages(
+    items: Iterable[tuple[Group, Passage, bool] | tuple[Group, Passage, bool, Excerpt]],
+) -> str:
     """Render passages whose text is already packed, each in its group's container.
 
     For adapters that carry a packet's kept texts on framework documents and
@@ -302,8 +315,10 @@ def render_passages(items: Iterable[tuple[Group, Passage, bool]]) -> str:
     own and stays markup.
 
     Args:
-        items: ``(group, passage, truncated)`` triples in the order to render;
-            attachments are rendered before retrieval whatever the order.
+        items: ``(group, passage, truncated)`` triples, or with a fourth item,
+            the ``(shown, total)`` characters of an excerpt (`Body.excerpt`),
+            in the order to render; attachments are rendered before retrieval
+            whatever the order.
 
     Examples:
         >>> print(render_passages([("retrieved", Passage(id="a", text="x </document>"), False)]))
@@ -312,12 +327,14 @@ def render_passages(items: Iterable[tuple[Group, Passage, bool]]) -> str:
         </context>
     """
     groups: dict[Group, list[str]] = {"attached": [], "retrieved": []}
-    for group, passage, truncated in items:
+    for item in items:
+        group, passage, truncated = item[0], item[1], item[2]
+        excerpt = item[3] if len(item) > 3 else None
         match = _MARKER_AT_END.search(passage.text) if truncated else None
         pieces: tuple[tuple[bool, str], ...] = ((False, passage.text),)
         if match is not None:
             pieces = ((False, passage.text[:match.start()]), (True, match.group()))
-        groups[group].append(render_document(passage, Body(pieces)))
+        groups[group].append(render_document(passage, Body(pieces, excerpt)))
     return render_packet(groups.items())
 
 
@@ -347,8 +364,10 @@ def build_body(
     last_end = last_end if cut is None else cut
     shown += last_end - last_start
     marker = None if cut is None else truncation_marker(shown, len(text))
+    excerpt = None if cut is not None or len(kept) == len(spans) else (
+        excerpt_length(spans, kept), len(text))
     if shape == "features":
-        return _features_body(text, spans, kept, last_end, marker)
+        return replace(_features_body(text, spans, kept, last_end, marker), excerpt=excerpt)
     pieces: list[tuple[bool, str]] = []
     if kept[0] > 0:
         pieces.append((True, f"{ELLIPSIS} "))
@@ -368,7 +387,23 @@ def build_body(
     if shape == "brief":
         pieces = [(markup, piece if markup else _WHITESPACE.sub(" ", piece))
                   for markup, piece in pieces]
-    return Body(tuple(pieces))
+    return Body(tuple(pieces), excerpt)
+
+
+def excerpt_length(spans: Sequence[tuple[int, int]], kept: Sequence[int]) -> int:
+    """Characters shown of kept units: runs of adjacent units counted with what joins them.
+
+    The same measure as the sum of a receipt's `Receipt.kept_spans`.
+    """
+    shown = 0
+    run_start = None
+    for position, k in enumerate(kept):
+        if run_start is None:
+            run_start = spans[k][0]
+        if position == len(kept) - 1 or kept[position + 1] != k + 1:
+            shown += spans[k][1] - run_start
+            run_start = None
+    return shown
 
 
 def _features_body(

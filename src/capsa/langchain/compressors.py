@@ -46,7 +46,7 @@ from capsa.budget import (
     pack,
     plan_window,
 )
-from capsa.budget.render import render_passages, source_name
+from capsa.budget.render import Excerpt, render_passages, source_name
 from capsa.budget.window import warn_if_empty
 
 __all__ = ["REPORT_EVENT", "CapsaCompressor", "budget_for_model", "format_packet"]
@@ -62,6 +62,8 @@ RECEIPT_KEY = "capsa_receipt"
 """Metadata key of each kept document's receipt (under the document's real id)."""
 HANDLE_KEY = "capsa_handle"
 """Metadata key of the short handle a kept document is shown under (``"2"``)."""
+EXCERPT_KEY = "capsa_excerpt"
+"""Metadata key of ``[shown, total]`` characters of a document shortened to its best sentences."""
 
 
 def _counts_tokens(value: TokenizerLike | None) -> TokenizerLike | None:
@@ -223,6 +225,9 @@ def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
 def _kept_document(original: Document, handle: str, text: str, receipt: Receipt) -> Document:
     metadata = {**original.metadata, RECEIPT_KEY: receipt.model_dump(mode="json"),
                 HANDLE_KEY: handle}
+    if not receipt.whole and not receipt.truncated:
+        shown = sum(end - start for start, end in receipt.kept_spans)
+        metadata[EXCERPT_KEY] = [shown, len(original.page_content)]
     return Document(page_content=text, metadata=metadata, id=original.id)
 
 
@@ -294,14 +299,16 @@ def _event_config(callbacks: Callbacks) -> RunnableConfig:
 
 
 def _format_packet(documents: Sequence[Document]) -> str:
-    items: list[tuple[Group, Passage, bool]] = []
+    items: list[tuple[Group, Passage, bool, Excerpt]] = []
     for n, document in enumerate(documents):
         receipt = document.metadata.get(RECEIPT_KEY) or {}
         handle = document.metadata.get(HANDLE_KEY) or str(n + 1)
         source = source_name(document.metadata.get("source"))
         passage = Passage(id=str(handle), text=document.page_content, source=source)
         group: Group = "attached" if receipt.get("group") == "attached" else "retrieved"
-        items.append((group, passage, bool(receipt.get("truncated"))))
+        excerpt = document.metadata.get(EXCERPT_KEY)
+        shown = (int(excerpt[0]), int(excerpt[1])) if isinstance(excerpt, list | tuple) else None
+        items.append((group, passage, bool(receipt.get("truncated")), shown))
     return render_passages(items)
 
 

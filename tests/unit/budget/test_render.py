@@ -2,16 +2,18 @@ from __future__ import annotations
 
 import pytest
 
+from capsa.budget import Budget, Passage, pack
 from capsa.budget.render import (
     build_body,
     escape_attribute,
     escape_text,
+    render_document,
     render_packet,
     source_name,
     truncation_marker,
 )
 
-from .conftest import TAG
+from .conftest import HOTEL, TAG, rules
 
 TEXT = "One. Two. Three. Four."
 SPANS = ((0, 4), (5, 9), (10, 16), (17, 22))
@@ -133,3 +135,32 @@ def test_render_packet_puts_attachments_first_and_skips_empty_groups() -> None:
 
 def test_render_packet_of_nothing_is_empty() -> None:
     assert render_packet([("attached", []), ("retrieved", [])]) == ""
+
+
+def test_build_body_records_shown_and_total_characters_of_an_excerpt() -> None:
+    body = build_body(TEXT, SPANS, [1, 2], "passages")
+    assert body.excerpt == (len("Two. Three."), len(TEXT))
+
+
+def test_build_body_of_a_whole_or_cut_passage_is_no_excerpt() -> None:
+    assert build_body(TEXT, SPANS, [0, 1, 2, 3], "passages").excerpt is None
+    assert build_body(TEXT, SPANS, [0, 1], "passages", cut=7).excerpt is None
+
+
+def test_a_shortened_document_says_how_much_of_it_is_shown() -> None:
+    passage = Passage(id="p", text=TEXT)
+    rendered = render_document(passage, build_body(TEXT, SPANS, [3], "features"))
+    assert rendered.startswith('<document id="p" shown="5/22">')
+
+
+def test_every_shortened_excerpt_in_a_packet_is_marked_with_shown_and_total() -> None:
+    text = rules("Travel", 20)
+    packet = pack("hotel cap city 7", [Passage(id="a", text=text), Passage(id="b", text=HOTEL)],
+                  Budget(max_tokens=90))
+    for receipt in packet.receipts:
+        if receipt.rank is not None and not receipt.whole and not receipt.truncated:
+            total = len(text if receipt.passage_id == "a" else HOTEL)
+            shown = sum(end - start for start, end in receipt.kept_spans)
+            assert f'id="{receipt.passage_id}" shown="{shown}/{total}">' in packet.render()
+    assert packet.used_tokens <= 90
+    assert 'shown="' in packet.render()
