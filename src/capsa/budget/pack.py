@@ -278,6 +278,8 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     for group, selection, docs in groups:
         for n, choice in selection.chosen.items():
             body = _body(docs[n], choice, budget.shape)
+            if not budget.mark_excerpts:
+                body = replace(body, excerpt=None)
             ranks[(group, n)] = len(kept)
             kept.append(docs[n].passage)
             texts.append(body.raw)

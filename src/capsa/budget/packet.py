@@ -83,6 +83,14 @@ class Budget(BaseModel):
     """
     shape: Shape = "passages"
     """Layout of the rendered packet (see `Shape`)."""
+    mark_excerpts: bool = False
+    """Open a passage shortened by sentence selection with ``shown="312/1870"`` (characters).
+
+    The ``…`` gap markers always show that sentences were left out; this adds
+    how much, at about seven tokens per shortened passage, which at tight
+    budgets is room for evidence (see the budget docs for the measured cost).
+    A passage cut mid-sentence always ends with its ``<truncated/>`` marker.
+    """
 
     @classmethod
     def for_model(cls, model: object, *, system: str | int = "",

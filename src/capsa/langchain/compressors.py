@@ -181,7 +181,8 @@ def compress(documents: Sequence[Document], query: str,
     receipts = {r.passage_id: r.model_copy(update={"passage_id": real[r.passage_id]})
                 for r in packet.receipts}
     kept = [
-        _kept_document(documents[int(passage.id) - 1], passage.id, text, receipts[passage.id])
+        _kept_document(documents[int(passage.id) - 1], passage.id, text, receipts[passage.id],
+                       marked=settings.budget.mark_excerpts)
         for passage, text in zip(packet.passages, packet.texts, strict=True)
     ]
     warn_if_empty(packet, what="documents")
@@ -222,10 +223,11 @@ def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
     }
 
 
-def _kept_document(original: Document, handle: str, text: str, receipt: Receipt) -> Document:
+def _kept_document(original: Document, handle: str, text: str, receipt: Receipt, *,
+                   marked: bool) -> Document:
     metadata = {**original.metadata, RECEIPT_KEY: receipt.model_dump(mode="json"),
                 HANDLE_KEY: handle}
-    if not receipt.whole and not receipt.truncated:
+    if marked and not receipt.whole and not receipt.truncated:
         shown = sum(end - start for start, end in receipt.kept_spans)
         metadata[EXCERPT_KEY] = [shown, len(original.page_content)]
     return Document(page_content=text, metadata=metadata, id=original.id)

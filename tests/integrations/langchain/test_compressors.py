@@ -191,3 +191,12 @@ def test_compressor_accepts_an_encoder_returning_tokens() -> None:
 def test_compressor_refuses_a_tokenizer_that_cannot_count_when_built() -> None:
     with pytest.raises(TypeError, match="cannot count tokens"):
         CapsaCompressor(budget=Budget(max_tokens=40), tokenizer=12)
+
+
+def test_format_packet_marks_excerpts_exactly_as_the_packet_was_counted() -> None:
+    budget = Budget(max_tokens=60, mark_excerpts=True)
+    kept = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
+    passages = [Passage(id=str(n), text=d.page_content, source=d.metadata["source"])
+                for n, d in enumerate(documents(), start=1)]
+    expected = pack(QUERY, passages, budget).render()
+    assert 'shown="' in expected and format_packet.invoke(kept) == expected

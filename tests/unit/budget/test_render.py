@@ -156,7 +156,7 @@ def test_a_shortened_document_says_how_much_of_it_is_shown() -> None:
 def test_every_shortened_excerpt_in_a_packet_is_marked_with_shown_and_total() -> None:
     text = rules("Travel", 20)
     packet = pack("hotel cap city 7", [Passage(id="a", text=text), Passage(id="b", text=HOTEL)],
-                  Budget(max_tokens=90))
+                  Budget(max_tokens=90, mark_excerpts=True))
     for receipt in packet.receipts:
         if receipt.rank is not None and not receipt.whole and not receipt.truncated:
             total = len(text if receipt.passage_id == "a" else HOTEL)
@@ -164,3 +164,9 @@ def test_every_shortened_excerpt_in_a_packet_is_marked_with_shown_and_total() ->
             assert f'id="{receipt.passage_id}" shown="{shown}/{total}">' in packet.render()
     assert packet.used_tokens <= 90
     assert 'shown="' in packet.render()
+
+
+def test_excerpts_are_not_marked_unless_the_budget_asks() -> None:
+    packet = pack("hotel cap city 7", [Passage(id="a", text=rules("Travel", 20))],
+                  Budget(max_tokens=60))
+    assert "…" in packet.render() and 'shown="' not in packet.render()
