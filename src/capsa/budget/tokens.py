@@ -125,9 +125,9 @@ _PIECES = re.compile(
 _CYRILLIC = "\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f"
 _ARABIC = "\u0600-\u06ff\u0750-\u077f\u0870-\u08ff\ufb50-\ufdff\ufe70-\ufefe"
 _INDIC = "\u0900-\u0dff"
-_LONG_RUNS = re.compile(
-    r"(?P<latin>[A-Za-z]{8,})|(?P<digits>[0-9]{4,})|(?P<symbols>[!-/:-@\[-`{-~]{3,})"
-    rf"|(?P<cyrillic>[{_CYRILLIC}]{{2,}})|(?P<arabic>[{_ARABIC}]{{2,}})|(?P<indic>[{_INDIC}]+)"
+_LONG_RUNS = re.compile(r"[A-Za-z]{8,}|[0-9]{4,}|[!-/:-@\[-`{-~]{3,}")
+_SCRIPT_RUNS = re.compile(
+    rf"(?P<cyrillic>[{_CYRILLIC}]{{2,}})|(?P<arabic>[{_ARABIC}]{{2,}})|(?P<indic>[{_INDIC}]+)"
 )
 
 
@@ -162,18 +162,21 @@ def estimate_tokens(text: str) -> int:
     if not text:
         return 0
     count = len(_PIECES.findall(text))
-    for match in _LONG_RUNS.finditer(text):
+    for run in _LONG_RUNS.findall(text):
+        first = run[0]
+        if first.isalpha():
+            count += (len(run) - 1) // 7
+        elif first.isdigit():
+            count += (len(run) + 2) // 3 - 1
+        else:
+            count += (len(run) + 1) // 2 - 1
+    if text.isascii():
+        return count
+    for match in _SCRIPT_RUNS.finditer(text):  # each letter was counted once above
         size = match.end() - match.start()
-        kind = match.lastgroup
-        if kind == "latin":
-            count += (size - 1) // 7
-        elif kind == "digits":
-            count += (size + 2) // 3 - 1
-        elif kind == "symbols":
-            count += (size + 1) // 2 - 1
-        elif kind == "cyrillic":  # each letter was counted once; a word costs about 1/3 per letter
+        if match.lastgroup == "cyrillic":  # about a third of a token per letter
             count += 1 + (size + 1) // 3 - size
-        elif kind == "arabic":
+        elif match.lastgroup == "arabic":  # about two thirds
             count += 1 + (2 * size) // 3 - size
         else:  # Indic scripts: about one token per letter and one more per word
             count += 1
