@@ -113,3 +113,12 @@ def test_as_tokenizer_refuses_what_cannot_count_and_says_what_to_pass() -> None:
 
 def test_as_tokenizer_of_none_is_the_estimate() -> None:
     assert as_tokenizer(None) is estimate_tokens
+
+
+def test_as_tokenizer_counts_a_hugging_face_tokenizers_encoding() -> None:
+    tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers not installed")
+    vocabulary = {"[UNK]": 0, "the": 1, "hotel": 2, "cap": 3}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocabulary, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    assert as_tokenizer(tokenizer)("the hotel cap is high") == 5  # an Encoding, by its length
+    assert as_tokenizer(tokenizer.encode)("the hotel cap") == 3
