@@ -7,12 +7,14 @@ import pytest
 from capsa.capsule import (
     CAPSULE_HEADER,
     RECEIPT,
+    Evidence,
     EvidenceLedger,
     ImagePart,
     Message,
     TextPart,
     compact,
     compact_with_report,
+    estimate_tokens,
 )
 from capsa.errors import CompactionRefused
 
@@ -32,25 +34,26 @@ def test_compact_leaves_the_first_question_unchanged(conversation, make_chunk):
     assert all(a is b for a, b in zip(view, talk.messages, strict=True))
 
 
-def test_compact_puts_the_capsule_in_the_only_earlier_return(conversation, make_chunk):
+def test_compact_moving_puts_the_capsule_in_the_only_earlier_return(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("c1"), make_chunk("c2"), cite=["c1"])
     talk.ask("follow-up")
-    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, layout="moving")
     (carried,) = _tool_texts(view)
     assert carried.startswith(CAPSULE_HEADER)
     assert make_chunk("c1").content in carried
-    assert "c2" not in carried
+    assert make_chunk("c2").content not in carried
+    assert '<not-shown title="doc" ids="c2"/>' in carried
 
 
-def test_compact_turns_older_returns_into_receipts(conversation, make_chunk):
+def test_compact_moving_turns_older_returns_into_receipts(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
     talk.turn(make_chunk("b1"), make_chunk("b2"), cite=["b2"])
     talk.ask("third")
-    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, layout="moving")
     first, second = _tool_texts(report.messages)
-    assert first == RECEIPT
+    assert first == '<not-shown title="doc" ids="a2"/>'
     assert make_chunk("a1").content in second
     assert make_chunk("b2").content in second
     assert report.receipts == 1
@@ -127,7 +130,7 @@ def test_compact_leaves_the_input_list_and_messages_unchanged(conversation, make
     assert [m.model_dump() for m in history] == snapshot
 
 
-def test_compact_gives_two_returns_in_one_request_one_capsule_and_one_receipt(
+def test_compact_moving_gives_two_returns_in_one_request_one_capsule_and_one_receipt(
     conversation, make_chunk
 ):
     talk = conversation()
@@ -136,17 +139,25 @@ def test_compact_gives_two_returns_in_one_request_one_capsule_and_one_receipt(
     talk.cite("a2")
     talk.answer()
     talk.ask()
-    first, second = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
-    assert first == RECEIPT
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, layout="moving")
+    first, second = _tool_texts(view)
+    assert first == '<not-shown title="doc" ids="a1"/>'
     assert second.startswith(CAPSULE_HEADER)
 
 
-def test_compact_with_nothing_cited_leaves_receipts_only(conversation, make_chunk):
+@pytest.mark.parametrize("layout", ["stable", "moving"])
+def test_compact_with_nothing_cited_leaves_receipts_naming_every_chunk(
+    conversation, make_chunk, layout
+):
     talk = conversation()
     talk.turn(make_chunk("a1"))
     talk.turn(make_chunk("b1"))
     talk.ask()
-    assert _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED)) == [RECEIPT, RECEIPT]
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, layout=layout)
+    assert _tool_texts(view) == [
+        '<not-shown title="doc" ids="a1"/>',
+        '<not-shown title="doc" ids="b1"/>',
+    ]
 
 
 def test_compact_finds_the_tool_name_from_the_call(conversation, make_chunk):
@@ -157,7 +168,7 @@ def test_compact_finds_the_tool_name_from_the_call(conversation, make_chunk):
     talk.answer()
     talk.ask()
     view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
-    assert view[2].text.startswith(CAPSULE_HEADER)
+    assert view[2].text.startswith('<chunk id="a1"')
 
 
 def test_compact_keeps_a_resumed_questions_live_evidence(conversation, make_chunk, user):
@@ -187,13 +198,22 @@ def test_compact_without_a_ledger_proceeds_when_no_evidence_exists(user):
     assert compact(history, None, owned_tools=OWNED) == history
 
 
-def test_compact_refuses_when_evidence_predates_the_ledger(conversation, make_chunk):
+def test_compact_adopts_evidence_that_predates_the_ledger_as_receipts(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    fresh = EvidenceLedger().begin_question(len(talk.messages))  # a thread seeded with a chat
+    talk.ask()
+    report = compact_with_report(talk.messages, fresh, owned_tools=OWNED)
+    assert _tool_texts(report.messages) == ['<not-shown title="doc" ids="a1 a2"/>']
+    assert report.unshown == ("a1", "a2")
+
+
+def test_compact_without_a_ledger_names_the_fix(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"), cite=["a1"])
-    fresh = EvidenceLedger().begin_question(len(talk.messages))  # the ledger was lost
     talk.ask()
-    with pytest.raises(CompactionRefused, match="predates the ledger"):
-        compact(talk.messages, fresh, owned_tools=OWNED)
+    with pytest.raises(CompactionRefused, match=r"begin_question\(len\(history\) - 1\)"):
+        compact(talk.messages, None, owned_tools=OWNED)
 
 
 def test_compact_proceeds_with_a_late_ledger_when_no_evidence_predates_it(conversation, user):
@@ -210,7 +230,7 @@ def test_compact_refuses_when_the_history_was_shortened(conversation, make_chunk
     talk = conversation()
     talk.turn(make_chunk("a1"), cite=["a1"])
     talk.ask()
-    with pytest.raises(CompactionRefused, match="shortened"):
+    with pytest.raises(CompactionRefused, match=r"shortened.*reanchor"):
         compact(talk.messages[:2], talk.ledger, owned_tools=OWNED)
 
 
@@ -252,7 +272,7 @@ def test_compact_drops_an_unusable_picture_with_its_label(conversation, make_chu
     assert len(report.messages) == len(talk.messages)
     assert not any("#/pictures/0" in m.text for m in report.messages)
     assert [d.reason for d in report.dropped] == [reason]
-    assert report.messages[2].text.startswith(CAPSULE_HEADER)
+    assert report.messages[2].text.startswith('<chunk id="a1"')
 
 
 def test_compact_drops_only_the_picture_that_fails(conversation, make_chunk, png):
@@ -284,15 +304,18 @@ def test_compact_without_a_fetcher_attaches_no_pictures(conversation, make_chunk
     assert report.attached == ()
 
 
-def test_compact_passes_max_tokens_to_the_capsule(conversation, make_chunk):
+def test_compact_moving_passes_max_tokens_to_the_capsule(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"), cite=["a1"])
     talk.turn(make_chunk("b1"), cite=["b1"])
     talk.ask()
-    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED).capsule.tokens
+    full = compact_with_report(
+        talk.messages, talk.ledger, owned_tools=OWNED, layout="moving"
+    ).tokens_added
     report = compact_with_report(
-        talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=full - 10
+        talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=full - 10, layout="moving"
     )
+    assert report.tokens_added <= full - 10
     assert report.capsule.omitted == ("a1",)
     assert report.capsule.tokens <= full - 10
 
@@ -307,3 +330,98 @@ def test_compact_is_deterministic(conversation, make_chunk):
         list(talk.messages), EvidenceLedger.from_json(talk.ledger.to_json()), owned_tools=OWNED
     )
     assert [m.model_dump_json() for m in first] == [m.model_dump_json() for m in second]
+
+
+def test_compact_stable_shows_cited_chunks_whole_and_names_the_rest(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    talk.ask()
+    (text,) = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert make_chunk("a1").content in text
+    assert make_chunk("a2").content not in text
+    assert text.endswith('<not-shown title="doc" ids="a2"/>')
+
+
+def test_compact_stable_fixes_a_questions_wire_form_once_it_ends(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    second = talk.ask()
+    at_second = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    talk.search(make_chunk("b1"))
+    talk.cite("b1", "a1")
+    talk.answer()
+    talk.ask()
+    at_third = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert at_third[:second] == at_second[:second]
+    assert at_third[second + 2] != talk.messages[second + 2]  # the second question's turn
+
+
+def test_compact_stable_names_a_chunk_already_shown_instead_of_repeating_it(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.turn(make_chunk("a1"), make_chunk("b1"), cite=["a1", "b1"])
+    talk.ask()
+    first, second = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert make_chunk("a1").content in first
+    assert make_chunk("a1").content not in second
+    assert '<chunk id="a1" shown="earlier"/>' in second
+
+
+def test_compact_stable_keeps_a_return_of_unknown_content_verbatim(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.messages[2] = talk.messages[2].model_copy(update={"evidence": None})
+    talk.ask()
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert report.messages[2] is talk.messages[2]
+    assert report.kept_unknown == 1
+
+
+def test_compact_stable_max_tokens_bounds_everything_it_writes(conversation, make_chunk):
+    talk = conversation()
+    for k in range(4):
+        talk.turn(make_chunk(f"a{k}"), make_chunk(f"b{k}"), cite=[f"a{k}"])
+    talk.ask()
+    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    bound = full.tokens_added // 2
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=bound)
+    written = sum(
+        estimate_tokens(m.text)
+        for m, old in zip(report.messages, talk.messages, strict=True)
+        if m is not old
+    )
+    assert written == report.tokens_added <= bound
+    assert report.uncounted[0] == "a0"  # the oldest question gives way first
+
+
+def test_compact_stable_refuses_a_bound_too_small_for_a_count_and_names_the_fix(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    with pytest.raises(CompactionRefused, match=r"max_tokens=1 .*raise max_tokens to at least"):
+        compact(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=1)
+
+
+def test_compact_counts_with_an_encoder_returning_tokens(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, tokenizer=list)
+    assert report.tokens_added == len(_tool_texts(report.messages)[0])
+
+
+def test_compact_keys_evidence_by_tool_and_chunk_id(conversation):
+    talk = conversation()
+    talk.ask()
+    talk.search(Evidence(chunk_id="1", content="from search", document_id="d"))
+    talk.search(Evidence(chunk_id="1", content="from wiki", document_id="w"), tool="wiki")
+    talk.cite("1")
+    talk.answer()
+    talk.ask()
+    view = compact(talk.messages, talk.ledger, owned_tools={"search", "wiki"})
+    texts = "\n".join(m.text for m in view)
+    assert "from search" in texts and "from wiki" in texts
