@@ -76,12 +76,17 @@ class EvidenceLedger(BaseModel):
     newest question at or below its position."""
     evidence_tools: tuple[str, ...] = ()
     """Names of the evidence tools the host registered, so a restored ledger knows them."""
+    anchor: str | None = None
+    """The host's handle (message id) of the current question's first message, when it
+    has one; lets `locate` find the question again after the history was shortened."""
     entries: tuple[LedgerEntry, ...] = ()
     """Every chunk an answer cited, and every chunk the current question retrieved, in
     order of first retrieval; `end_question` drops the ones never cited."""
 
-    def begin_question(self, boundary: int) -> EvidenceLedger:
+    def begin_question(self, boundary: int, *, anchor: str | None = None) -> EvidenceLedger:
         """Start a question that arrived when the history held `boundary` messages.
+
+        `anchor` is the host's handle of the question's first message, if any.
 
         Raises:
             ValueError: `boundary` is negative, not above the current question, or
@@ -105,8 +110,37 @@ class EvidenceLedger(BaseModel):
             "in_progress": True,
             "first_question": first,
             "questions": (*self.questions, boundary),
+            "anchor": anchor,
         }
         return self.model_copy(update=update)
+
+    def locate(self, keys: Sequence[str | None]) -> EvidenceLedger:
+        """This ledger, re-anchored if the history (its messages' handles) was shortened.
+
+        When the message at the current question's identity still carries the
+        recorded `anchor` (or no anchor was recorded and the history is long
+        enough), nothing changed. Otherwise the question is found by its anchor and
+        re-anchored there; when its first message is gone too, everything left is
+        treated as the current question (boundary 0), so nothing live is compacted.
+
+        Examples:
+            >>> ledger = EvidenceLedger().begin_question(6, anchor="m6")
+            >>> ledger.locate(["summary", "m6", "m7"]).question
+            1
+        """
+        question = self.question
+        if question is None:
+            if self.ended_at is not None and self.ended_at > len(keys):
+                return self.reanchor(len(keys))
+            return self
+        if question < len(keys) and (self.anchor is None or keys[question] in (None, self.anchor)):
+            return self
+        if self.anchor is None and question <= len(keys):
+            return self
+        if not self.in_progress:  # between questions: the next one starts after what is left
+            return self.reanchor(max(len(keys) - 1, 0))
+        found = [i for i, key in enumerate(keys) if key is not None and key == self.anchor]
+        return self.reanchor(found[0] if found else 0).model_copy(update={"anchor": self.anchor})
 
     def reanchor(self, boundary: int) -> EvidenceLedger:
         """Re-anchor on a history that was shortened (summarised, messages removed).
