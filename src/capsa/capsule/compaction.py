@@ -123,8 +123,9 @@ class Compaction(BaseModel):
     kept_unknown: NonNegativeInt = 0
     """Earlier evidence returns kept verbatim because what they hold is not known
     (no `Message.evidence`): rewriting them could lose what nothing names."""
-    tokens_added: NonNegativeInt = 0
-    """Tokens of everything compaction wrote (rewritten returns, picture labels)."""
+    tokens_added: NonNegativeInt | None = None
+    """Tokens of everything compaction wrote (rewritten returns, notices, picture
+    labels), counted when `max_tokens` was given; None otherwise (counting costs)."""
     attached: tuple[RetainedPicture, ...] = ()
     """Cited pictures re-attached."""
     dropped: tuple[DroppedPicture, ...] = ()
@@ -263,7 +264,10 @@ class _Plan:
 
 
 def _plan(
-    items: Sequence[_Return], levels: Sequence[int], ledger: EvidenceLedger, count: Tokenizer
+    items: Sequence[_Return],
+    levels: Sequence[int],
+    ledger: EvidenceLedger,
+    count: Tokenizer | None,
 ) -> _Plan:
     shown: set[tuple[str, str]] = set()
     plan = _Plan({}, {}, [], [], [], 0)
@@ -271,7 +275,7 @@ def _plan(
     for item, level in zip(items, levels, strict=True):
         text, whole, unshown, forced = _stable_text(item, level, ledger, shown)
         plan.texts[item.index] = text
-        plan.tokens += count(text)
+        plan.tokens += count(text) if count is not None else 0
         plan.shown += [c.chunk_id for c in whole]
         plan.unshown += unshown
         plan.forced += forced
@@ -283,7 +287,7 @@ def _plan(
         seen_pictures.update((p.collection, p.document_id, p.ref) for p in fresh)
         if fresh:
             plan.pictures[item.index] = tuple(fresh)
-            plan.tokens += sum(count(p.label) for p in fresh)
+            plan.tokens += sum(count(p.label) for p in fresh) if count is not None else 0
     return plan
 
 
@@ -307,14 +311,16 @@ def _fitted_plan(
     items: Sequence[_Return], ledger: EvidenceLedger, max_tokens: int | None, count: Tokenizer
 ) -> _Plan:
     levels = [_WHOLE] * len(items)
+    if max_tokens is None:  # unbounded: nothing needs counting
+        return _plan(items, levels, ledger, None)
     plan = _plan(items, levels, ledger, count)
     for target in (_NAMED, _COUNTED):
         for i in range(len(items)):
-            if max_tokens is None or plan.tokens <= max_tokens:
+            if plan.tokens <= max_tokens:
                 return plan
             levels[i] = target
             plan = _plan(items, levels, ledger, count)
-    if max_tokens is not None and plan.tokens > max_tokens:
+    if plan.tokens > max_tokens:
         raise CompactionRefused(
             f"max_tokens={max_tokens} cannot hold even a count of the {len(items)} earlier "
             f"evidence returns ({plan.tokens} tokens); raise max_tokens to at least "
@@ -347,9 +353,11 @@ def _stable(
             if parts:
                 where = _after_tool_block(history, index, boundary)
                 inserts.append((where, Message(role="user", parts=tuple(parts))))
-    tokens = plan.tokens - sum(count(d.picture.label) for d in dropped)
-    if fetch_picture is None:
-        tokens -= sum(count(p.label) for ps in plan.pictures.values() for p in ps)
+    tokens = None
+    if max_tokens is not None:
+        tokens = plan.tokens - sum(count(d.picture.label) for d in dropped)
+        if fetch_picture is None:
+            tokens -= sum(count(p.label) for ps in plan.pictures.values() for p in ps)
     for where, message in sorted(inserts, key=lambda pair: -pair[0]):
         history.insert(where, message)
     return Compaction(
@@ -389,7 +397,7 @@ def _moving(
         rest = [e for e in evidence or () if e.chunk_id not in in_capsule]
         unshown += [e.chunk_id for e in rest]
         receipts[index] = render_unshown(rest) if rest else RECEIPT if evidence is None else ""
-    spent = sum(count(text) for text in receipts.values())
+    spent = 0 if max_tokens is None else sum(count(text) for text in receipts.values())
     budget = None if max_tokens is None else max_tokens - spent
     if budget is not None and budget < 0:
         raise CompactionRefused(
@@ -416,7 +424,10 @@ def _moving(
             _after_tool_block(history, carrier, boundary),
             Message(role="user", parts=tuple(picture_parts)),
         )
-    tokens = sum(count(history[i].text) for i in earlier) + sum(count(p.label) for p in attached)
+    tokens = None
+    if max_tokens is not None:
+        tokens = sum(count(history[i].text) for i in earlier)
+        tokens += sum(count(p.label) for p in attached)
     return Compaction(
         messages=tuple(history),
         layout="moving",

@@ -18,11 +18,12 @@ from pydantic import BaseModel, ConfigDict
 from capsa.capsule.citations import Repair, cite_ids
 from capsa.capsule.ledger import EvidenceLedger
 from capsa.capsule.messages import Evidence, Message
-from capsa.capsule.render import escape_attribute, render_evidence
+from capsa.capsule.render import PREFIX_LENGTH, PREFIX_MARK, escape_attribute, render_evidence
 
 __all__ = ["RecallResult", "recall", "recallable"]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_STRIP = " \t\r\n[](){}<>\"'`,;"
 
 
 class RecallResult(BaseModel):
@@ -76,8 +77,10 @@ def recall(
     """Find chunks by id in the stored history's evidence returns (and the ledger).
 
     Args:
-        chunk_ids: The ids the model asked for, as written; damaged ids are repaired
-            when exactly one chunk fits (see `cite_ids`).
+        chunk_ids: The ids the model asked for, as written: whole ids, or the
+            prefixes receipts show for long ids (``3f2b8c1e*``, every chunk with
+            that prefix). Damaged ids are repaired when exactly one chunk fits
+            (see `cite_ids`).
         messages: The stored history (never the compacted view).
         ledger: The carried ledger; its entries keep cited chunks a shortened
             history may no longer hold.
@@ -92,7 +95,15 @@ def recall(
         ('c7',)
     """
     pool = recallable(messages, ledger, owned_tools=owned_tools)
-    checked = cite_ids(chunk_ids, tuple(pool))
+    wanted: list[str] = []
+    for raw in chunk_ids:
+        written = raw.strip(_STRIP)
+        if written.endswith(PREFIX_MARK) and len(written) > PREFIX_LENGTH:
+            prefix = written[: -len(PREFIX_MARK)]
+            wanted += [i for i in pool if i.startswith(prefix)] or [written]
+        else:
+            wanted.append(raw)
+    checked = cite_ids(wanted, tuple(pool))
     return RecallResult(
         evidence=tuple(pool[i] for i in checked.accepted),
         repaired=checked.repaired,

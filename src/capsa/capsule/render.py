@@ -26,6 +26,7 @@ __all__ = [
     "render_evidence",
     "render_reference",
     "render_unshown",
+    "short_id",
     "unescape",
 ]
 
@@ -120,8 +121,35 @@ def render_reference(evidence: Evidence) -> str:
     return f'<chunk id="{escape_attribute(evidence.chunk_id)}" shown="earlier"/>'
 
 
+PREFIX_MARK = "*"
+"""Ends an id a receipt abbreviates to its first `PREFIX_LENGTH` characters."""
+
+PREFIX_LENGTH = 8
+"""Characters a receipt keeps of an id longer than `ABBREVIATE_ABOVE`."""
+
+ABBREVIATE_ABOVE = 16
+"""Ids longer than this (UUIDs, hashes) are named in receipts by a prefix."""
+
+
+def short_id(chunk_id: str) -> str:
+    """How a receipt names a chunk: the id, or a prefix marked with ``*`` for long ids.
+
+    A UUID costs about as many tokens as a sentence; eight hex characters name it
+    among the chunks of one conversation, and `recall` accepts the prefix.
+
+    Examples:
+        >>> short_id("c2"), short_id("3f2b8c1e-9d4a-4e7b-a6f0-2c5d8e9b1a73")
+        ('c2', '3f2b8c1e*')
+    """
+    if len(chunk_id) <= ABBREVIATE_ABOVE:
+        return chunk_id
+    return chunk_id[:PREFIX_LENGTH] + PREFIX_MARK
+
+
 def render_unshown(evidence: Iterable[Evidence]) -> str:
     """A receipt naming chunks not shown: one ``<not-shown>`` element per source.
+
+    Long ids are named by a prefix (`short_id`), which `recall` accepts.
 
     Examples:
         >>> chunks = [Evidence(chunk_id=i, content="...", document_id="d", title="Policy")
@@ -132,7 +160,7 @@ def render_unshown(evidence: Iterable[Evidence]) -> str:
     by_source: dict[str, list[str]] = {}
     for chunk in evidence:
         source = chunk.title or chunk.uri or chunk.document_id
-        by_source.setdefault(source, []).append(chunk.chunk_id)
+        by_source.setdefault(source, []).append(short_id(chunk.chunk_id))
     lines: list[str] = []
     for source, ids in by_source.items():
         if any(re.search(r"\s", i) for i in ids):

@@ -310,8 +310,9 @@ def test_compact_moving_passes_max_tokens_to_the_capsule(conversation, make_chun
     talk.turn(make_chunk("b1"), cite=["b1"])
     talk.ask()
     full = compact_with_report(
-        talk.messages, talk.ledger, owned_tools=OWNED, layout="moving"
+        talk.messages, talk.ledger, owned_tools=OWNED, layout="moving", max_tokens=100_000
     ).tokens_added
+    assert full is not None
     report = compact_with_report(
         talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=full - 10, layout="moving"
     )
@@ -384,7 +385,8 @@ def test_compact_stable_max_tokens_bounds_everything_it_writes(conversation, mak
     for k in range(4):
         talk.turn(make_chunk(f"a{k}"), make_chunk(f"b{k}"), cite=[f"a{k}"])
     talk.ask()
-    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=100_000)
+    assert full.tokens_added is not None
     bound = full.tokens_added // 2
     report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=bound)
     written = sum(
@@ -410,7 +412,9 @@ def test_compact_counts_with_an_encoder_returning_tokens(conversation, make_chun
     talk = conversation()
     talk.turn(make_chunk("a1"), cite=["a1"])
     talk.ask()
-    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, tokenizer=list)
+    report = compact_with_report(
+        talk.messages, talk.ledger, owned_tools=OWNED, tokenizer=list, max_tokens=100_000
+    )
     assert report.tokens_added == len(_tool_texts(report.messages)[0])
 
 
@@ -425,3 +429,10 @@ def test_compact_keys_evidence_by_tool_and_chunk_id(conversation):
     view = compact(talk.messages, talk.ledger, owned_tools={"search", "wiki"})
     texts = "\n".join(m.text for m in view)
     assert "from search" in texts and "from wiki" in texts
+
+
+def test_compact_reports_no_token_count_without_a_bound(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    assert compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED).tokens_added is None
