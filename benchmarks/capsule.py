@@ -21,7 +21,9 @@ return. Each request is built five ways, plus capsa's older layout:
     trigger 12,000 tokens, keep 20 messages, applied as the agent applies it:
     the summarised state persists;
 (e) capsa, `capsule_messages` with the ledger, stable layout (the default);
-(f) capsa with ``layout="moving"`` (the seed's single moving capsule).
+(f) the seed's single moving capsule, rebuilt here from `build_capsule`: the newest
+    earlier evidence return carries every chunk earlier answers cited, the others a
+    receipt naming their uncited chunks. capsa dropped this layout on these figures.
 
 Tokens are counted per message with LangChain's ``count_tokens_approximately``.
 Billing follows prompt caching: a request's longest message prefix equal to the
@@ -70,7 +72,15 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately, trim_messages
 
-from capsa.capsule import Evidence, EvidenceLedger, compact, parse_evidence, render_evidence
+from capsa.capsule import (
+    Evidence,
+    EvidenceLedger,
+    build_capsule,
+    compact,
+    parse_evidence,
+    render_evidence,
+)
+from capsa.capsule.render import render_unshown
 from capsa.langchain.capsule_conversion import Observe, to_core
 from capsa.langchain.middleware import capsule_messages
 
@@ -234,7 +244,9 @@ def render_chat(plans: Sequence[Plan], *, recall: bool) -> Chat:
                 "",
                 tool_calls=[{"name": "cite", "args": {"chunk_ids": plan.cited}, "id": f"q{k}-c"}],
             ),
-            ToolMessage(f"Recorded {len(plan.cited)} citation(s).", tool_call_id=f"q{k}-c", name="cite"),
+            ToolMessage(
+                f"Recorded {len(plan.cited)} citation(s).", tool_call_id=f"q{k}-c", name="cite"
+            ),
         ]
         chat.requests.append(Request(k, "cite", len(chat.messages), ledger))
         markers = " ".join(f"[{c}]" for c in plan.cited)
@@ -245,6 +257,26 @@ def render_chat(plans: Sequence[Plan], *, recall: bool) -> Chat:
 
 
 # -- building each strategy's requests ----------------------------------------------------------
+
+
+def moving_capsule(history: list[BaseMessage], ledger: EvidenceLedger | None) -> list[BaseMessage]:
+    """The seed's layout: one capsule in the newest earlier return, receipts elsewhere."""
+    if ledger is None or ledger.question is None:
+        return list(history)
+    capsule = build_capsule(ledger, before=ledger.question)
+    shown = set(capsule.chunk_ids)
+    earlier = [
+        i
+        for i, m in enumerate(history[: ledger.question])
+        if isinstance(m, ToolMessage) and m.name in ("search", "recall")
+    ]
+    out = list(history)
+    for index in earlier:
+        chunks = parse_evidence(history[index].text) or ()
+        receipt = render_unshown([c for c in chunks if c.chunk_id not in shown])
+        text = "\n".join(t for t in (capsule.text if index == earlier[-1] else "", receipt) if t)
+        out[index] = history[index].model_copy(update={"content": text or "<in-capsule/>"})
+    return out
 
 
 def _floor(request: list[BaseMessage], stored: list[BaseMessage]) -> list[BaseMessage]:
@@ -277,14 +309,7 @@ def build_requests(baseline: Chat, capsa: Chat) -> dict[str, list[list[BaseMessa
         out["capsa"].append(
             capsule_messages(history, ledger=request.ledger, evidence_tools=["search", "recall"])
         )
-        out["capsa_moving"].append(
-            capsule_messages(
-                history,
-                ledger=request.ledger,
-                evidence_tools=["search", "recall"],
-                layout="moving",
-            )
-        )
+        out["capsa_moving"].append(moving_capsule(history, request.ledger))
     out["floor"] = [_floor(r, capsa.messages) for r in out["capsa"]]
     budgets = {
         (r.question, r.phase): count_tokens_approximately(m)
@@ -391,9 +416,7 @@ def visibility(
     return {"cited": cited, "visible": visible, "late": late, "late_visible": late_visible}
 
 
-def per_question(
-    chat: Chat, requests: Sequence[Sequence[BaseMessage]], phase: str
-) -> list[int]:
+def per_question(chat: Chat, requests: Sequence[Sequence[BaseMessage]], phase: str) -> list[int]:
     return [
         count_tokens_approximately(r)
         for meta, r in zip(chat.requests, requests, strict=True)
@@ -589,7 +612,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for label, limit in GOAL_BILLED.items()
         },
         "every cited chunk visible whole (late included)": {
-            "value": f"{seen['visible']}/{seen['cited']} ({seen['late_visible']}/{seen['late']} late)",
+            "value": f"{seen['visible']}/{seen['cited']} "
+            f"({seen['late_visible']}/{seen['late']} late)",
             "met": seen["visible"] == seen["cited"],
         },
         "stored messages exactly as produced": {"value": intact, "met": intact},

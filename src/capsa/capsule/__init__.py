@@ -22,7 +22,6 @@ Examples:
 from capsa.capsule.capsule import (
     CAPSULE_FOOTER,
     CAPSULE_HEADER,
-    RECEIPT,
     Capsule,
     RetainedPicture,
     TokenCounter,
@@ -41,7 +40,6 @@ from capsa.capsule.citations import (
 from capsa.capsule.compaction import (
     Compaction,
     DroppedPicture,
-    Layout,
     PictureFetcher,
     compact,
     compact_with_report,
@@ -66,7 +64,6 @@ __all__ = [
     "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
     "NO_RESULTS",
-    "RECEIPT",
     "Capsule",
     "CitationRef",
     "CiteResult",
@@ -75,7 +72,6 @@ __all__ = [
     "Evidence",
     "EvidenceLedger",
     "ImagePart",
-    "Layout",
     "LedgerEntry",
     "Message",
     "OtherPart",

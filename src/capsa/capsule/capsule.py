@@ -28,7 +28,6 @@ from capsa.capsule.render import escape_attribute, escape_body, render_chunk
 __all__ = [
     "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
-    "RECEIPT",
     "Capsule",
     "RetainedPicture",
     "TokenCounter",
@@ -44,13 +43,10 @@ CAPSULE_HEADER = (
     '<capsule note="The chunks that answers to earlier questions cited, kept whole, '
     'newest first. Cite a chunk id from here to rely on it again.">'
 )
-"""First line of every non-empty capsule (the moving layout)."""
+"""First line of every non-empty capsule."""
 
 CAPSULE_FOOTER = "</capsule>"
 """Last line of every non-empty capsule."""
-
-RECEIPT = '<not-shown note="Earlier search result; call recall with chunk ids to see them."/>'
-"""What an earlier evidence return is replaced by when its chunks are not known."""
 
 Tokenizer = Callable[[str], int]
 """Counts the tokens in a text."""

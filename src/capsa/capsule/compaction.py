@@ -6,19 +6,15 @@ provider rejects the request for an orphaned call. Nothing else changes: not
 other tools' returns, not cite acknowledgements, not the user's text or
 pictures, and nothing at or above the current question.
 
-Two layouts:
-
-- ``"stable"`` (the default): once a question ends, the wire form of its returns
-  is fixed. Each shows the chunks that question's answer cited, whole, and a
-  receipt naming the rest by id and source. A chunk already shown whole earlier
-  is named, not repeated. The wire form of a question depends only on that
-  question and the ones before it, so every request shares a byte-identical
-  prefix with the previous request of the thread up to the newest question, and
-  a provider's prompt cache serves it.
-- ``"moving"``: the newest earlier return carries one capsule of every chunk
-  earlier answers cited (`build_capsule`), the others carry receipts. Fewer raw
-  tokens when many answers cite the same chunks, but the capsule moves on every
-  question, so almost nothing is a cached prefix.
+Once a question ends, the wire form of its returns is fixed. Each shows the
+chunks that question's answer cited, whole, and a receipt naming the rest by id
+and source. A chunk already shown whole earlier is named, not repeated. The wire
+form of a question depends only on that question and the ones before it, so
+every request shares a byte-identical prefix with the previous request of the
+thread up to the newest question, and a provider's prompt cache serves it. (An
+earlier design moved one capsule of all cited chunks to the newest earlier
+return on every question; it was no smaller, and it made almost nothing
+cacheable: see ``benchmarks/capsule.py``.)
 
 Receipts name the chunks they stand for, so a ``recall`` tool (`recall`) can
 bring any of them back whole from the stored history: compaction loses nothing.
@@ -36,13 +32,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt
 
 from capsa.capsule.capsule import (
-    RECEIPT,
-    Capsule,
     RetainedPicture,
     TokenCounter,
     Tokenizer,
     as_tokenizer,
-    build_capsule,
     estimate_tokens,
     picture_records,
 )
@@ -54,7 +47,6 @@ from capsa.errors import CompactionRefused
 __all__ = [
     "Compaction",
     "DroppedPicture",
-    "Layout",
     "PictureFetcher",
     "compact",
     "compact_with_report",
@@ -62,9 +54,6 @@ __all__ = [
 ]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-Layout = Literal["stable", "moving"]
-"""Where earlier cited evidence goes: fixed per question, or one moving capsule."""
 
 PictureFetcher = Callable[[RetainedPicture], bytes | None]
 """Returns a picture's bytes, or None when it has none; may raise."""
@@ -75,9 +64,6 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),
 )
-
-_IN_CAPSULE = "<cited-chunks-in-capsule/>"
-"""A moving-layout return whose chunks are all in the capsule (or none were cited)."""
 
 _WHOLE, _NAMED, _COUNTED = 0, 1, 2
 """How much of a stable return survives: cited chunks whole, ids only, a count only."""
@@ -104,16 +90,10 @@ class Compaction(BaseModel):
 
     messages: tuple[Message, ...]
     """The history to send to the model."""
-    layout: Layout = "stable"
-    """The layout used."""
-    capsule: Capsule = Capsule()
-    """The moving layout's capsule (empty in the stable layout and when none)."""
     boundary: NonNegativeInt
     """The current question's identity; input messages from here on are untouched."""
-    carrier: int | None = None
-    """Moving layout: index in `messages` of the return carrying the capsule."""
-    receipts: NonNegativeInt = 0
-    """Earlier evidence returns rewritten (the stable layout) or replaced by a receipt."""
+    rewritten: NonNegativeInt = 0
+    """Earlier evidence returns rewritten."""
     shown: tuple[str, ...] = ()
     """Ids of earlier chunks visible whole on the wire, in order of appearance."""
     unshown: tuple[str, ...] = ()
@@ -203,9 +183,6 @@ def _check(history: Sequence[Message], ledger: EvidenceLedger | None, owned: fro
             "first message>)"
         )
     return ledger.question
-
-
-# -- stable layout ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -329,7 +306,7 @@ def _fitted_plan(
     return plan
 
 
-def _stable(
+def _rewrite(
     history: list[Message],
     ledger: EvidenceLedger,
     boundary: int,
@@ -362,82 +339,12 @@ def _stable(
         history.insert(where, message)
     return Compaction(
         messages=tuple(history),
-        layout="stable",
         boundary=boundary,
-        receipts=len(plan.texts),
+        rewritten=len(plan.texts),
         shown=tuple(plan.shown),
         unshown=tuple(dict.fromkeys(plan.unshown)),
         uncounted=tuple(dict.fromkeys(plan.forced)),
         kept_unknown=unknown,
-        tokens_added=tokens,
-        attached=tuple(attached),
-        dropped=tuple(dropped),
-    )
-
-
-# -- moving layout ----------------------------------------------------------------------------
-
-
-def _moving(
-    history: list[Message],
-    ledger: EvidenceLedger,
-    boundary: int,
-    owned: frozenset[str],
-    fetch_picture: PictureFetcher | None,
-    max_tokens: int | None,
-    count: Tokenizer,
-) -> Compaction:
-    earlier = _owned_returns(history, boundary, owned)
-    cited = build_capsule(ledger, before=boundary).chunk_ids
-    in_capsule = set(cited)
-    receipts: dict[int, str] = {}
-    unshown: list[str] = []
-    for index in earlier:
-        evidence = history[index].evidence
-        rest = [e for e in evidence or () if e.chunk_id not in in_capsule]
-        unshown += [e.chunk_id for e in rest]
-        receipts[index] = render_unshown(rest) if rest else RECEIPT if evidence is None else ""
-    spent = 0 if max_tokens is None else sum(count(text) for text in receipts.values())
-    budget = None if max_tokens is None else max_tokens - spent
-    if budget is not None and budget < 0:
-        raise CompactionRefused(
-            f"max_tokens={max_tokens} cannot hold the receipts of the {len(earlier)} earlier "
-            f"evidence returns ({spent} tokens); raise max_tokens to at least {spent}, use "
-            "layout='stable', or shorten the history"
-        )
-    if budget == 0:
-        capsule = Capsule(omitted=cited)
-    else:
-        capsule = build_capsule(ledger, budget, before=boundary, tokenizer=count)
-    carrier = earlier[-1]
-    for index in earlier:
-        pieces = [capsule.text] if index == carrier else []
-        text = "\n".join(p for p in (*pieces, receipts[index]) if p) or _IN_CAPSULE
-        history[index] = history[index].model_copy(update={"parts": (TextPart(text=text),)})
-    picture_parts: list[Part] = []
-    attached: list[RetainedPicture] = []
-    dropped: list[DroppedPicture] = []
-    if fetch_picture is not None and capsule.pictures:
-        picture_parts, attached, dropped = _fetch(capsule.pictures, fetch_picture)
-    if picture_parts:
-        history.insert(
-            _after_tool_block(history, carrier, boundary),
-            Message(role="user", parts=tuple(picture_parts)),
-        )
-    tokens = None
-    if max_tokens is not None:
-        tokens = sum(count(history[i].text) for i in earlier)
-        tokens += sum(count(p.label) for p in attached)
-    return Compaction(
-        messages=tuple(history),
-        layout="moving",
-        capsule=capsule,
-        boundary=boundary,
-        carrier=carrier,
-        receipts=len(earlier) - 1,
-        shown=capsule.chunk_ids,
-        unshown=tuple(dict.fromkeys(unshown)),
-        uncounted=capsule.omitted,
         tokens_added=tokens,
         attached=tuple(attached),
         dropped=tuple(dropped),
@@ -449,7 +356,6 @@ def pictures_needed(
     ledger: EvidenceLedger | None,
     *,
     owned_tools: Iterable[str],
-    layout: Layout = "stable",
 ) -> tuple[RetainedPicture, ...]:
     """The cited pictures `compact` would attach, so a host can fetch them first.
 
@@ -460,8 +366,6 @@ def pictures_needed(
     history = list(messages)
     if ledger is None or ledger.question is None or ledger.question > len(history):
         return ()
-    if layout == "moving":
-        return build_capsule(ledger, before=ledger.question).pictures
     items, _ = _returns(history, ledger, ledger.question, owned)
     plan = _plan(items, [_WHOLE] * len(items), ledger, estimate_tokens)
     return tuple(p for pictures in plan.pictures.values() for p in pictures)
@@ -472,7 +376,6 @@ def compact_with_report(
     ledger: EvidenceLedger | None,
     *,
     owned_tools: Iterable[str],
-    layout: Layout = "stable",
     fetch_picture: PictureFetcher | None = None,
     max_tokens: PositiveInt | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -490,14 +393,12 @@ def compact_with_report(
             become receipts, recallable by id.
         owned_tools: Names of the evidence tools (and the recall tool) whose earlier
             returns are compacted.
-        layout: ``"stable"`` (default) or ``"moving"``; see the module docstring.
         fetch_picture: Fetches a cited picture's bytes. Without it no picture is
             attached. A picture whose fetch raises, returns nothing, or returns
             bytes that are not an image is dropped together with its label.
         max_tokens: Optional hard bound on everything compaction writes: rewritten
-            returns, receipts, notices and picture labels. The stable layout shows
-            the oldest questions' cited chunks by id only, then by count only,
-            until it fits; the moving layout drops the capsule's oldest groups.
+            returns, receipts, notices and picture labels. The oldest questions'
+            cited chunks are shown by id only, then by count only, until it fits.
         tokenizer: Counts tokens for `max_tokens`: a counter, or an encoder that
             returns the tokens (tiktoken's ``encode``).
 
@@ -515,9 +416,8 @@ def compact_with_report(
     history = list(messages)
     boundary = _check(history, ledger, owned)
     if ledger is None or not _owned_returns(history, boundary, owned):
-        return Compaction(messages=tuple(history), layout=layout, boundary=boundary)
-    build = _stable if layout == "stable" else _moving
-    return build(history, ledger, boundary, owned, fetch_picture, max_tokens, count)
+        return Compaction(messages=tuple(history), boundary=boundary)
+    return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count)
 
 
 def compact(
@@ -525,7 +425,6 @@ def compact(
     ledger: EvidenceLedger | None,
     *,
     owned_tools: Iterable[str],
-    layout: Layout = "stable",
     fetch_picture: PictureFetcher | None = None,
     max_tokens: PositiveInt | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -572,7 +471,6 @@ def compact(
             messages,
             ledger,
             owned_tools=owned_tools,
-            layout=layout,
             fetch_picture=fetch_picture,
             max_tokens=max_tokens,
             tokenizer=tokenizer,

@@ -131,17 +131,23 @@ ABBREVIATE_ABOVE = 16
 """Ids longer than this (UUIDs, hashes) are named in receipts by a prefix."""
 
 
-def short_id(chunk_id: str) -> str:
-    """How a receipt names a chunk: the id, or a prefix marked with ``*`` for long ids.
+_RANDOM_START = re.compile(r"[0-9a-fA-F]{8}")
 
-    A UUID costs about as many tokens as a sentence; eight hex characters name it
-    among the chunks of one conversation, and `recall` accepts the prefix.
+
+def short_id(chunk_id: str) -> str:
+    """How a receipt names a chunk: the id, or a prefix marked with ``*`` for random ids.
+
+    A UUID costs about as many tokens as a sentence; its first eight hex characters
+    name it among the chunks of one conversation, and `recall` accepts the prefix.
+    Readable ids (``travel-policy-03``) are kept whole: their prefixes repeat.
 
     Examples:
         >>> short_id("c2"), short_id("3f2b8c1e-9d4a-4e7b-a6f0-2c5d8e9b1a73")
         ('c2', '3f2b8c1e*')
+        >>> short_id("travel-policy-03-83d1fcdb")
+        'travel-policy-03-83d1fcdb'
     """
-    if len(chunk_id) <= ABBREVIATE_ABOVE:
+    if len(chunk_id) <= ABBREVIATE_ABOVE or not _RANDOM_START.match(chunk_id):
         return chunk_id
     return chunk_id[:PREFIX_LENGTH] + PREFIX_MARK
 

@@ -27,7 +27,6 @@ from capsa.capsule import (
     Evidence,
     EvidenceLedger,
     ImagePart,
-    Layout,
     Message,
     OtherPart,
     Part,
@@ -292,7 +291,6 @@ def compact(
     ledger: EvidenceLedger | None,
     *,
     evidence_tools: Iterable[str],
-    layout: Layout = "stable",
     fetch_picture: PictureFetcher | None = None,
     max_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -304,7 +302,6 @@ def compact(
         converted,
         ledger,
         owned_tools=observe.evidence_tools,
-        layout=layout,
         fetch_picture=fetch_picture,
         max_tokens=max_tokens,
         tokenizer=tokenizer,
@@ -314,9 +311,8 @@ def compact(
 
 def _event(report: Compaction) -> dict[str, Any]:
     return {
-        "layout": report.layout,
         "boundary": report.boundary,
-        "rewritten": report.receipts,
+        "rewritten": report.rewritten,
         "shown": list(report.shown),
         "unshown": list(report.unshown),
         "uncounted": list(report.uncounted),

@@ -19,7 +19,6 @@ from langchain_core.runnables import Runnable, RunnableLambda
 
 from capsa.capsule import (
     EvidenceLedger,
-    Layout,
     PictureFetcher,
     TokenCounter,
     estimate_tokens,
@@ -60,8 +59,6 @@ class CitationCapsuleEdit:
     """Names of the evidence tools (and of a recall tool, if the agent has one)."""
     trigger: int = 0
     """Compact only when the messages exceed this many tokens (0: always)."""
-    layout: Layout = "stable"
-    """``"stable"`` (cache-friendly) or ``"moving"``."""
     fetch_picture: PictureFetcher | None = None
     """Fetches cited pictures' bytes; without it no pictures are attached."""
     max_capsule_tokens: int | None = None
@@ -86,7 +83,6 @@ class CitationCapsuleEdit:
             messages,
             _resolve(self.ledger),
             evidence_tools=self.evidence_tools,
-            layout=self.layout,
             fetch_picture=self.fetch_picture,
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
@@ -101,7 +97,6 @@ def capsule_messages(
     *,
     ledger: LedgerSource,
     evidence_tools: Iterable[str],
-    layout: Layout = "stable",
     fetch_picture: PictureFetcher | None = None,
     max_capsule_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -114,7 +109,6 @@ def capsule_messages(
     *,
     ledger: LedgerSource,
     evidence_tools: Iterable[str],
-    layout: Layout = "stable",
     fetch_picture: PictureFetcher | None = None,
     max_capsule_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -126,7 +120,6 @@ def capsule_messages(
     *,
     ledger: LedgerSource,
     evidence_tools: Iterable[str],
-    layout: Layout = "stable",
     fetch_picture: PictureFetcher | None = None,
     max_capsule_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -141,7 +134,6 @@ def capsule_messages(
         messages: The stored history, or None for a runnable.
         ledger: The `EvidenceLedger` carried beside the history, or a callable returning it.
         evidence_tools: Names of the evidence tools (and of a recall tool, if any).
-        layout: ``"stable"`` (cache-friendly, default) or ``"moving"``.
         fetch_picture: Fetches cited pictures' bytes; without it none are attached.
         max_capsule_tokens: Optional hard bound on everything the rewrite writes.
         tokenizer: Counts tokens for the bound: a counter or an encoder.
@@ -164,7 +156,6 @@ def capsule_messages(
             history,
             _resolve(ledger),
             evidence_tools=tools,
-            layout=layout,
             fetch_picture=fetch_picture,
             max_tokens=max_capsule_tokens,
             tokenizer=tokenizer,

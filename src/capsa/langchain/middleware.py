@@ -34,7 +34,6 @@ except ImportError as exc:  # langchain-core alone does not ship the agents pack
 from capsa.capsule import (
     Compaction,
     EvidenceLedger,
-    Layout,
     Message,
     TokenCounter,
     estimate_tokens,
@@ -88,12 +87,12 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
 
     Before every model call, earlier questions' evidence returns are rewritten on
     the request alone (`handler(request.override(messages=...))`); the checkpointed
-    messages are never changed. In the default ``"stable"`` layout, once a question
+    messages are never changed. Once a question
     ends its returns show the chunks its answer cited, whole, and a receipt naming
     the rest, and that never changes again: each request shares the previous
     request's prefix, which providers bill at a fraction as cached input. The
     registered ``recall`` tool brings any receipted chunk back whole from the
-    stored history. ``layout="moving"`` keeps the older single moving capsule.
+    stored history.
 
     The ledger lives in the agent state under ``capsa_ledger``. A question begins
     in `before_agent` (its identity is the history's length when it arrived);
@@ -134,7 +133,6 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             native annotations only).
         recall_tool_name: Name of the recall tool this middleware registers; None
             to register none (receipted chunks can then not be brought back).
-        layout: ``"stable"`` (default, cache-friendly) or ``"moving"``.
         fetch_picture: Fetches a cited picture's bytes (sync or async) for
             re-attachment; without it no pictures are attached. Each picture is
             fetched once per question.
@@ -160,7 +158,6 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         evidence_tools: Iterable[str | BaseTool],
         cite_tool_name: str | None = "cite",
         recall_tool_name: str | None = "recall",
-        layout: Layout = "stable",
         fetch_picture: AnyPictureFetcher | None = None,
         max_capsule_tokens: int | None = None,
         tokenizer: TokenCounter = estimate_tokens,
@@ -173,13 +170,10 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             raise ValueError(f"max_capsule_tokens must be positive, got {max_capsule_tokens}")
         if cite_tool_name and cite_tool_name == recall_tool_name:
             raise ValueError(f"the cite and recall tools cannot share the name {cite_tool_name!r}")
-        if layout not in ("stable", "moving"):
-            raise ValueError(f"layout must be 'stable' or 'moving', got {layout!r}")
         self.cite_tool_name = cite_tool_name
         self.recall_tool_name = recall_tool_name
         self.cite_tools = frozenset({cite_tool_name}) if cite_tool_name else frozenset[str]()
         self.owned_tools = self.evidence_tools | ({recall_tool_name} if recall_tool_name else set())
-        self.layout: Layout = layout
         self.fetch_picture = fetch_picture
         self.max_capsule_tokens = max_capsule_tokens
         self.tokenizer = tokenizer
@@ -268,7 +262,6 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             cast("list[BaseMessage]", request.messages),
             ledger,
             evidence_tools=self.owned_tools,
-            layout=self.layout,
             fetch_picture=fetch,
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
@@ -278,7 +271,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     def _wanted(self, request: ModelRequest[Any], ledger: EvidenceLedger | None) -> Any:
         observe = Observe.of(request.messages, self.owned_tools)
         converted = [to_core(m, i, observe) for i, m in enumerate(request.messages)]
-        return pictures_needed(converted, ledger, owned_tools=self.owned_tools, layout=self.layout)
+        return pictures_needed(converted, ledger, owned_tools=self.owned_tools)
 
     def before_agent(self, state: CapsuleState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Begin a question, resume the one in progress, or adopt/re-anchor the history."""

@@ -5,8 +5,6 @@ import base64
 import pytest
 
 from capsa.capsule import (
-    CAPSULE_HEADER,
-    RECEIPT,
     Evidence,
     EvidenceLedger,
     ImagePart,
@@ -32,32 +30,6 @@ def test_compact_leaves_the_first_question_unchanged(conversation, make_chunk):
     view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
     assert view == talk.messages
     assert all(a is b for a, b in zip(view, talk.messages, strict=True))
-
-
-def test_compact_moving_puts_the_capsule_in_the_only_earlier_return(conversation, make_chunk):
-    talk = conversation()
-    talk.turn(make_chunk("c1"), make_chunk("c2"), cite=["c1"])
-    talk.ask("follow-up")
-    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, layout="moving")
-    (carried,) = _tool_texts(view)
-    assert carried.startswith(CAPSULE_HEADER)
-    assert make_chunk("c1").content in carried
-    assert make_chunk("c2").content not in carried
-    assert '<not-shown title="doc" ids="c2"/>' in carried
-
-
-def test_compact_moving_turns_older_returns_into_receipts(conversation, make_chunk):
-    talk = conversation()
-    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
-    talk.turn(make_chunk("b1"), make_chunk("b2"), cite=["b2"])
-    talk.ask("third")
-    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, layout="moving")
-    first, second = _tool_texts(report.messages)
-    assert first == '<not-shown title="doc" ids="a2"/>'
-    assert make_chunk("a1").content in second
-    assert make_chunk("b2").content in second
-    assert report.receipts == 1
-    assert report.capsule.chunk_ids == ("b2", "a1")
 
 
 def test_compact_leaves_the_current_questions_returns_untouched(conversation, make_chunk):
@@ -109,7 +81,7 @@ def test_compact_never_leaves_a_message_empty(conversation, make_chunk):
 
 def test_compact_keeps_the_users_pictures_and_text(conversation, make_chunk, user_image):
     talk = conversation()
-    talk.ask("look", extra=[user_image(f"{RECEIPT} quoted by the user")])
+    talk.ask("look", extra=[user_image('<not-shown ids="x"/> quoted by the user')])
     talk.search(make_chunk("a1"))
     talk.cite("a1")
     talk.answer()
@@ -130,30 +102,12 @@ def test_compact_leaves_the_input_list_and_messages_unchanged(conversation, make
     assert [m.model_dump() for m in history] == snapshot
 
 
-def test_compact_moving_gives_two_returns_in_one_request_one_capsule_and_one_receipt(
-    conversation, make_chunk
-):
-    talk = conversation()
-    talk.ask()
-    talk.parallel_search([make_chunk("a1")], [make_chunk("a2")])
-    talk.cite("a2")
-    talk.answer()
-    talk.ask()
-    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, layout="moving")
-    first, second = _tool_texts(view)
-    assert first == '<not-shown title="doc" ids="a1"/>'
-    assert second.startswith(CAPSULE_HEADER)
-
-
-@pytest.mark.parametrize("layout", ["stable", "moving"])
-def test_compact_with_nothing_cited_leaves_receipts_naming_every_chunk(
-    conversation, make_chunk, layout
-):
+def test_compact_with_nothing_cited_leaves_receipts_naming_every_chunk(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"))
     talk.turn(make_chunk("b1"))
     talk.ask()
-    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, layout=layout)
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
     assert _tool_texts(view) == [
         '<not-shown title="doc" ids="a1"/>',
         '<not-shown title="doc" ids="b1"/>',
@@ -304,23 +258,6 @@ def test_compact_without_a_fetcher_attaches_no_pictures(conversation, make_chunk
     assert report.attached == ()
 
 
-def test_compact_moving_passes_max_tokens_to_the_capsule(conversation, make_chunk):
-    talk = conversation()
-    talk.turn(make_chunk("a1"), cite=["a1"])
-    talk.turn(make_chunk("b1"), cite=["b1"])
-    talk.ask()
-    full = compact_with_report(
-        talk.messages, talk.ledger, owned_tools=OWNED, layout="moving", max_tokens=100_000
-    ).tokens_added
-    assert full is not None
-    report = compact_with_report(
-        talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=full - 10, layout="moving"
-    )
-    assert report.tokens_added <= full - 10
-    assert report.capsule.omitted == ("a1",)
-    assert report.capsule.tokens <= full - 10
-
-
 def test_compact_is_deterministic(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a2"])
@@ -436,3 +373,26 @@ def test_compact_reports_no_token_count_without_a_bound(conversation, make_chunk
     talk.turn(make_chunk("a1"), cite=["a1"])
     talk.ask()
     assert compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED).tokens_added is None
+
+
+def test_compact_gives_two_returns_of_one_question_each_its_own_cited_chunks(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.ask()
+    talk.parallel_search([make_chunk("a1")], [make_chunk("a2")])
+    talk.cite("a2")
+    talk.answer()
+    talk.ask()
+    first, second = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert first == '<not-shown title="doc" ids="a1"/>'
+    assert second.startswith('<chunk id="a2"')
+
+
+def test_compact_names_long_ids_by_a_prefix_recall_accepts(conversation, make_chunk):
+    long_id = "3f2b8c1e-9d4a-4e7b-a6f0-2c5d8e9b1a73"
+    talk = conversation()
+    talk.turn(make_chunk(long_id), make_chunk("a2"), cite=["a2"])
+    talk.ask()
+    (text,) = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert '<not-shown title="doc" ids="3f2b8c1e*"/>' in text

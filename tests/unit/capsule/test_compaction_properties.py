@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capsa.capsule import CAPSULE_HEADER, EvidenceLedger, compact
+from capsa.capsule import EvidenceLedger, compact
 
 OWNED = {"search"}
 POOL = [f"chunk-{i:02d}" for i in range(12)]
@@ -67,22 +67,6 @@ def test_compact_rewrites_only_earlier_evidence_returns(data, conversation, make
 
 @_settings
 @given(data=st.data())
-def test_compact_moving_places_exactly_one_capsule_and_receipts_elsewhere(
-    data, conversation, make_chunk
-):
-    talk = _grow(data, conversation, make_chunk)
-    boundary = talk.ledger.question
-    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, layout="moving")
-    earlier = [m.text for m in view[:boundary] if m.role == "tool" and m.tool_name in OWNED]
-    carriers = [text for text in earlier if text.startswith(CAPSULE_HEADER)]
-    assert len(carriers) <= 1
-    assert not any(CAPSULE_HEADER in text for text in earlier if text not in carriers)
-    if carriers:
-        assert earlier[-1] == carriers[0]
-
-
-@_settings
-@given(data=st.data())
 def test_compact_stable_shares_the_previous_requests_prefix_up_to_the_newest_question(
     data, conversation, make_chunk
 ):
@@ -100,9 +84,7 @@ def test_compact_stable_shares_the_previous_requests_prefix_up_to_the_newest_que
 def test_compact_names_every_earlier_chunk_it_does_not_show(data, conversation, make_chunk, layout):
     talk = _grow(data, conversation, make_chunk)
     boundary = talk.ledger.question
-    wire = "\n".join(
-        m.text for m in compact(talk.messages, talk.ledger, owned_tools=OWNED, layout=layout)
-    )
+    wire = "\n".join(m.text for m in compact(talk.messages, talk.ledger, owned_tools=OWNED))
     for message in talk.messages[:boundary]:
         for chunk in message.evidence or ():
             assert chunk.content in wire or chunk.chunk_id in wire

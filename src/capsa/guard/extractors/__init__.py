@@ -12,7 +12,10 @@ from capsa.guard.extractors.unstructured import UnstructuredExtractor
 from capsa.guard.port import TextExtractor
 
 __all__ = [
-    "PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredExtractor",
+    "PlainTextExtractor",
+    "Router",
+    "TesseractExtractor",
+    "UnstructuredExtractor",
     "default_router",
 ]
 
@@ -42,8 +45,12 @@ class Router:
         """Dispatch to the extractor for `kind`."""
         extractor = self.routes.get(kind)
         if extractor is None:
-            raise IngestionRejected(f"no extractor handles {kind}", label="<payload>",
-                                    stage="sniff", reason="unsupported_type")
+            raise IngestionRejected(
+                f"no extractor handles {kind}",
+                label="<payload>",
+                stage="sniff",
+                reason="unsupported_type",
+            )
         return extractor.extract(kind, media_type, payload, max_pages=max_pages)
 
     def with_limits(self, limits: Any) -> Router:
