@@ -226,7 +226,8 @@ class EvidenceLedger(BaseModel):
 
         Recording the same chunk twice in one question changes nothing, so a host
         may replay a question's tool returns safely. A chunk seen before keeps its
-        history and takes the newer content, the text the model last saw.
+        history and takes newer content, the text the model last saw; the same
+        content read back from a rendered return keeps the first, fuller record.
 
         Raises:
             ValueError: no question has begun.
@@ -243,6 +244,9 @@ class EvidenceLedger(BaseModel):
                 continue
             entry = entries[at]
             retrieved = _add(entry.retrieved_in, question)
+            if entry.evidence.content == chunk.content:
+                chunk = entry.evidence  # same text read back (from a rendered return): keep
+                # the record with its pictures and document id
             if retrieved != entry.retrieved_in or entry.evidence != chunk:
                 update = {"evidence": chunk, "retrieved_in": retrieved}
                 entries[at] = entry.model_copy(update=update)
