@@ -24,17 +24,9 @@ from capsa.guard import (
 __all__ = ["main"]
 
 _LIMIT_FLAGS = {
-    "max_bytes": int,
-    "max_uncompressed_bytes": int,
-    "max_expansion_ratio": float,
-    "max_members": int,
-    "max_nesting_depth": int,
-    "max_pages": int,
-    "max_pixels": int,
-    "max_text_chars": int,
-    "max_total_chars": int,
-    "timeout_s": float,
-    "cpu_s": int,
+    "max_bytes": int, "max_uncompressed_bytes": int, "max_expansion_ratio": float,
+    "max_members": int, "max_nesting_depth": int, "max_pages": int, "max_pixels": int,
+    "max_text_chars": int, "max_total_chars": int, "timeout_s": float, "cpu_s": int,
     "memory_bytes": int,
 }
 
@@ -63,37 +55,24 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capsa", description=__doc__)
     commands = parser.add_subparsers(dest="command")
     extract = commands.add_parser(
-        "extract",
-        help="extract text from files through the guard",
+        "extract", help="extract text from files through the guard",
         description="Extract text from untrusted files: JSON lines of documents on stdout "
-        "(or --out), a progress bar and a table of omitted files on stderr.",
-    )
+                    "(or --out), a progress bar and a table of omitted files on stderr.")
     extract.add_argument("paths", nargs="+", type=Path, help="files or directories")
     extract.add_argument("--out", type=Path, help="write JSON lines here instead of stdout")
-    extract.add_argument(
-        "--strict", action="store_true", help="exit with status 2 when any file was omitted"
-    )
+    extract.add_argument("--strict", action="store_true",
+                         help="exit with status 2 when any file was omitted")
     extract.add_argument("--workers", type=int, default=2, help="isolated parser workers")
-    extract.add_argument(
-        "--dask",
-        metavar="SCHEDULER",
-        help="run on a Dask cluster (scheduler address, e.g. tcp://host:8786)",
-    )
+    extract.add_argument("--dask", metavar="SCHEDULER",
+                         help="run on a Dask cluster (scheduler address, e.g. tcp://host:8786)")
     for name, kind in _LIMIT_FLAGS.items():
-        extract.add_argument(
-            f"--{name.replace('_', '-')}",
-            type=kind,
-            dest=name,
-            help=ExtractionLimits.model_fields[name].description,
-        )
+        extract.add_argument(f"--{name.replace('_', '-')}", type=kind, dest=name,
+                             help=ExtractionLimits.model_fields[name].description)
     demo = commands.add_parser("demo", help="run the offline end-to-end demo")
     demo.add_argument("--json", action="store_true", help="print JSON instead of the story")
-    demo.add_argument(
-        "--model",
-        metavar="PROVIDER:NAME",
-        help="any LangChain chat model (keys from the environment); "
-        "default: a deterministic offline model",
-    )
+    demo.add_argument("--model", metavar="PROVIDER:NAME",
+                      help="any LangChain chat model (keys from the environment); "
+                           "default: a deterministic offline model")
     commands.add_parser("shadow", help="compare two retrieval routes (see capsa shadow -h)")
     return parser
 
@@ -102,7 +81,8 @@ def _files(paths: Sequence[Path]) -> Iterator[tuple[Path, bool]]:
     """Each file with whether it was found by walking (its symlinks are then not followed)."""
     for path in paths:
         if path.is_dir():
-            yield from ((p, True) for p in sorted(path.rglob("*")) if p.is_symlink() or p.is_file())
+            yield from ((p, True) for p in sorted(path.rglob("*"))
+                        if p.is_symlink() or p.is_file())
         else:
             yield path, False
 
@@ -114,27 +94,15 @@ def _extract(options: argparse.Namespace) -> int:
     from capsa.guard import IsolatedExtractor
     from capsa.guard.extract import default_extractor
 
-    limits = ExtractionLimits(
-        **{
-            name: getattr(options, name)
-            for name in _LIMIT_FLAGS
-            if getattr(options, name) is not None
-        }
-    )
+    limits = ExtractionLimits(**{name: getattr(options, name) for name in _LIMIT_FLAGS
+                                 if getattr(options, name) is not None})
     console = Console(stderr=True)
     found = list(_files(options.paths))
     files = [path for path, _ in found]
     if options.dask:
-        links = [
-            Omission(
-                label=safe_label(p.name),
-                stage="size",
-                reason="unsupported_type",
-                detail="a symbolic link found in a directory walk is not followed",
-            )
-            for p, walked in found
-            if walked and p.is_symlink()
-        ]
+        links = [Omission(label=safe_label(p.name), stage="size", reason="unsupported_type",
+                          detail="a symbolic link found in a directory walk is not followed")
+                 for p, walked in found if walked and p.is_symlink()]
         plain = [p for p, walked in found if not (walked and p.is_symlink())]
         return _extract_on_dask(options, plain, limits, console, links)
     omitted: list[Omission] = []
@@ -165,13 +133,8 @@ def _extract(options: argparse.Namespace) -> int:
     return _report(console, extracted, len(files), omitted, options.strict)
 
 
-def _extract_on_dask(
-    options: argparse.Namespace,
-    files: list[Path],
-    limits: ExtractionLimits,
-    console: Any,
-    links: list[Omission],
-) -> int:
+def _extract_on_dask(options: argparse.Namespace, files: list[Path], limits: ExtractionLimits,
+                     console: Any, links: list[Omission]) -> int:
     from distributed import Client
 
     from capsa.guard.dask import extract_bag
@@ -180,21 +143,14 @@ def _extract_on_dask(
     with client, console.status(f"extracting {len(files)} files on {options.dask}"):
         records = extract_bag(files, client=client, limits=limits).compute()
     out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
-    omitted = links + [
-        Omission(**{k: r[k] for k in ("label", "stage", "reason", "detail")})
-        for r in records
-        if r["outcome"] == "omitted"
-    ]
+    omitted = links + [Omission(**{k: r[k] for k in ("label", "stage", "reason", "detail")})
+                       for r in records if r["outcome"] == "omitted"]
     try:
         for record in records:
             if record["outcome"] == "extracted":
-                out.write(
-                    json.dumps(
-                        {key: record[key] for key in ("label", "kind", "sha256", "text")}
-                        | {"id": record["sha256"], "bytes": record["byte_size"]}
-                    )
-                    + "\n"
-                )
+                out.write(json.dumps({key: record[key] for key in (
+                    "label", "kind", "sha256", "text")} | {"id": record["sha256"],
+                                                          "bytes": record["byte_size"]}) + "\n")
     finally:
         if options.out:
             out.close()
@@ -202,7 +158,8 @@ def _extract_on_dask(
     return _report(console, extracted, len(files) + len(links), omitted, options.strict)
 
 
-def _report(console: Any, extracted: int, total: int, omitted: list[Omission], strict: bool) -> int:
+def _report(console: Any, extracted: int, total: int, omitted: list[Omission],
+            strict: bool) -> int:
     from rich.table import Table
 
     console.print(f"extracted {extracted} of {total} files; omitted {len(omitted)}")
@@ -214,14 +171,8 @@ def _report(console: Any, extracted: int, total: int, omitted: list[Omission], s
     return 2 if omitted and strict else 0
 
 
-def _one(
-    path: Path,
-    index: int,
-    extractor: object,
-    limits: ExtractionLimits,
-    *,
-    follow_symlinks: bool = True,
-) -> Extracted | Omission:
+def _one(path: Path, index: int, extractor: object, limits: ExtractionLimits, *,
+         follow_symlinks: bool = True) -> Extracted | Omission:
     from capsa.errors import ExtractionFailed
     from capsa.guard.port import TextExtractor
 
@@ -229,31 +180,19 @@ def _one(
     try:
         payload = read_bounded(path, limits, label=label, follow_symlinks=follow_symlinks)
         assert isinstance(extractor, TextExtractor)
-        attachment = Attachment(
-            label=label, media_type=media_type_for_name(path.name), payload=payload
-        )
+        attachment = Attachment(label=label, media_type=media_type_for_name(path.name),
+                                payload=payload)
         return extract_attachment(attachment, extractor, limits, index=index)
     except (IngestionRejected, ExtractionFailed) as error:
         return Omission.from_error(error)
     except OSError as error:
-        return Omission(
-            label=label,
-            stage="size",
-            reason="corrupt",
-            detail=f"could not read the file: {error.strerror}",
-        )
+        return Omission(label=label, stage="size", reason="corrupt",
+                        detail=f"could not read the file: {error.strerror}")
 
 
 def _record(item: Extracted, path: Path) -> dict[str, object]:
-    return {
-        "id": item.sha256,
-        "source": str(path),
-        "label": item.label,
-        "kind": item.kind,
-        "bytes": item.byte_size,
-        "sha256": item.sha256,
-        "text": item.text,
-    }
+    return {"id": item.sha256, "source": str(path), "label": item.label, "kind": item.kind,
+            "bytes": item.byte_size, "sha256": item.sha256, "text": item.text}
 
 
 if __name__ == "__main__":

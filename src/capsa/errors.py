@@ -101,14 +101,8 @@ class IngestionRejected(CapsaError):
         self.reason: RejectionReason = reason
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (
-                type(self),
-                self.detail,
-                {"label": self.label, "stage": self.stage, "reason": self.reason},
-            ),
-        )
+        return (_rebuild, (type(self), self.detail, {"label": self.label, "stage": self.stage,
+                                                    "reason": self.reason}))
 
 
 class ExtractionFailed(CapsaError):

@@ -47,27 +47,15 @@ def attachment_passages(extracted: Sequence[Extracted]) -> list[Passage]:
         >>> attachment_passages([one])[0].id
         'attached-abababababab'
     """
-    return [
-        Passage(
-            id=f"attached-{item.sha256[:12]}",
-            text=item.text,
-            source=item.label,
-            metadata={"capsa_kind": item.kind, "capsa_sha256": item.sha256},
-        )
-        for item in extracted
-    ]
+    return [Passage(id=f"attached-{item.sha256[:12]}", text=item.text, source=item.label,
+                    metadata={"capsa_kind": item.kind, "capsa_sha256": item.sha256})
+            for item in extracted]
 
 
-def attachment_context(
-    query: str,
-    extracted: Sequence[Extracted],
-    omitted: Sequence[Omission],
-    budget: Budget,
-    *,
-    passages: Sequence[Passage] = (),
-    tokenizer: Tokenizer | None = None,
-    scorer: Scorer | None = None,
-) -> AttachmentContext:
+def attachment_context(query: str, extracted: Sequence[Extracted],
+                       omitted: Sequence[Omission], budget: Budget, *,
+                       passages: Sequence[Passage] = (), tokenizer: Tokenizer | None = None,
+                       scorer: Scorer | None = None) -> AttachmentContext:
     """Pack attached files beside retrieved passages; say what did not make it.
 
     The notice names each refused file with its reason ("report.pdf: parser
@@ -90,11 +78,8 @@ def attachment_context(
     room = budget.max_tokens - (count(notice) + 2 if notice else 0)
     packet = _pack(query, passages, attached, budget, room, tokenizer, scorer)
     dropped = {r.passage_id for r in packet.receipts if r.dropped is not None}
-    late = [
-        f"{html.escape(p.source or p.id)}: did not fit the context budget"
-        for p in attached
-        if p.id in dropped
-    ]
+    late = [f"{html.escape(p.source or p.id)}: did not fit the context budget"
+            for p in attached if p.id in dropped]
     if late:
         notice = _notice(problems + late)
         room = budget.max_tokens - (count(notice) + 2)
@@ -107,23 +92,10 @@ def attachment_context(
     return AttachmentContext(text=text, packet=packet, notice=notice, omitted=tuple(omitted))
 
 
-def _pack(
-    query: str,
-    passages: Sequence[Passage],
-    attached: Sequence[Passage],
-    budget: Budget,
-    room: int,
-    tokenizer: Tokenizer | None,
-    scorer: Scorer | None,
-) -> Packet:
-    return pack(
-        query,
-        passages,
-        budget.model_copy(update={"max_tokens": max(1, room)}),
-        attachments=attached,
-        tokenizer=tokenizer,
-        scorer=scorer,
-    )
+def _pack(query: str, passages: Sequence[Passage], attached: Sequence[Passage], budget: Budget,
+          room: int, tokenizer: Tokenizer | None, scorer: Scorer | None) -> Packet:
+    return pack(query, passages, budget.model_copy(update={"max_tokens": max(1, room)}),
+                attachments=attached, tokenizer=tokenizer, scorer=scorer)
 
 
 def _join(rendered: str, notice: str) -> str:

@@ -143,9 +143,8 @@ def prepare(
     inputs: list[tuple[Group, Passage]] = [("attached", p) for p in attachments]
     inputs += [("retrieved", p) for p in passages]
     spans = [split_sentences(p.text) for _, p in inputs]
-    texts = [
-        p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True) for s, e in doc_spans
-    ]
+    texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
+             for s, e in doc_spans]
     unit_scores = _normalise(scorer.score(query, texts))
     passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
     incoming = _min_max([p.score for _, p in inputs])
@@ -161,19 +160,14 @@ def prepare(
     for n, ((group, passage), doc_spans) in enumerate(zip(inputs, spans, strict=True)):
         units = []
         for start, end in doc_spans:
-            units.append(
-                Unit(
-                    start=start,
-                    end=end,
-                    tokens=tokenizer(texts[position]),
-                    relevance=unit_scores[position],
-                    terms=tuple(sorted(query_terms.intersection(analyze(texts[position])))),
-                    key=" ".join(words[position]),
-                    words=frozenset(words[position]),
-                    numbers=frozenset(_NUMBER.findall(lowered[position])),
-                    prefix=_prefix(words[position], frequency),
-                )
-            )
+            units.append(Unit(
+                start=start, end=end, tokens=tokenizer(texts[position]),
+                relevance=unit_scores[position],
+                terms=tuple(sorted(query_terms.intersection(analyze(texts[position])))),
+                key=" ".join(words[position]), words=frozenset(words[position]),
+                numbers=frozenset(_NUMBER.findall(lowered[position])),
+                prefix=_prefix(words[position], frequency),
+            ))
             position += 1
         joins = []
         for (_, end), (start, _) in itertools.pairwise(doc_spans):
@@ -182,32 +176,21 @@ def prepare(
                 join_tokens[between] = tokenizer(between)
             joins.append(join_tokens[between])
         whole = sum(u.tokens for u in units) + sum(joins)
-        docs.append(
-            Doc(
-                index=counters[group],
-                group=group,
-                passage=passage,
-                units=tuple(units),
-                joins=tuple(joins),
-                tokens_full=tokenizer(passage.text),
-                whole_tokens=whole,
-                overhead=tokenizer(f"{open_document(passage)}{CLOSE_DOCUMENT}\n"),
-                prior=_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n],
-            )
-        )
+        docs.append(Doc(
+            index=counters[group], group=group, passage=passage, units=tuple(units),
+            joins=tuple(joins),
+            tokens_full=tokenizer(passage.text), whole_tokens=whole,
+            overhead=tokenizer(f"{open_document(passage)}{CLOSE_DOCUMENT}\n"),
+            prior=_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n],
+        ))
         counters[group] += 1
     return Prepared(
-        query=query,
-        tokenizer=tokenizer,
+        query=query, tokenizer=tokenizer,
         attached=tuple(d for d in docs if d.group == "attached"),
         retrieved=tuple(d for d in docs if d.group == "retrieved"),
-        weights=weights,
-        gap=tokenizer(f" {ELLIPSIS} "),
-        bullet=tokenizer("\n- "),
-        context={
-            g: tokenizer(f"{open_context(g)}\n\n{CLOSE_CONTEXT}\n")
-            for g in ("attached", "retrieved")
-        },
+        weights=weights, gap=tokenizer(f" {ELLIPSIS} "), bullet=tokenizer("\n- "),
+        context={g: tokenizer(f"{open_context(g)}\n\n{CLOSE_CONTEXT}\n")
+                 for g in ("attached", "retrieved")},
     )
 
 
@@ -234,9 +217,8 @@ def select(
         seen: sentences already packed elsewhere; duplicates of them are skipped,
             and the sentences kept here are appended.
     """
-    state = _State(
-        prepared, docs, shape, budget - context, max_items, Seen() if seen is None else seen
-    )
+    state = _State(prepared, docs, shape, budget - context, max_items,
+                   Seen() if seen is None else seen)
     state.run()
     state.fallback_cut()
     selection = Selection(duplicate=state.duplicate_only(), capped=state.capped)
@@ -244,8 +226,7 @@ def select(
         kept = sorted(state.kept[n])
         doc = docs[n]
         if state.cut.get(n) is None and _body_cost(prepared, doc, kept, shape) >= _body_cost(
-            prepared, doc, list(range(len(doc.units))), shape
-        ):
+                prepared, doc, list(range(len(doc.units))), shape):
             kept = list(range(len(doc.units)))
         selection.chosen[n] = Choice(kept, state.cut.get(n))
     if selection.chosen:
@@ -254,13 +235,8 @@ def select(
 
 
 def select_whole(
-    prepared: Prepared,
-    docs: Sequence[Doc],
-    budget: int,
-    *,
-    shape: Shape,
-    max_items: int | None = None,
-    context: int = 0,
+    prepared: Prepared, docs: Sequence[Doc], budget: int, *, shape: Shape,
+    max_items: int | None = None, context: int = 0,
 ) -> Selection:
     """Keep whole passages in relevance order; cut the first one if it alone is too big."""
     selection = Selection()
@@ -298,15 +274,8 @@ def select_whole(
 class _State:
     """The lazy greedy pass of `select`, one group at a time."""
 
-    def __init__(
-        self,
-        prepared: Prepared,
-        docs: Sequence[Doc],
-        shape: Shape,
-        budget: int,
-        max_items: int | None,
-        seen: Seen,
-    ) -> None:
+    def __init__(self, prepared: Prepared, docs: Sequence[Doc], shape: Shape, budget: int,
+                 max_items: int | None, seen: Seen) -> None:
         self.prepared, self.docs, self.shape = prepared, docs, shape
         self.remaining, self.max_items, self.seen = budget, max_items, seen
         self.kept: dict[int, set[int]] = {}
@@ -316,9 +285,8 @@ class _State:
         self.deferred: dict[int, list[int]] = defaultdict(list)
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
-        self.heap = [
-            (-self.utility(n, k), n, k) for n, doc in enumerate(docs) for k in range(len(doc.units))
-        ]
+        self.heap = [(-self.utility(n, k), n, k) for n, doc in enumerate(docs)
+                     for k in range(len(doc.units))]
         heapq.heapify(self.heap)
         self.ranked = sorted(self.heap)
 
@@ -328,13 +296,8 @@ class _State:
         mass = sum(self.prepared.weights[t] for t in unit.terms)
         novelty = 1.0
         if mass > 0:
-            novelty = (
-                sum(
-                    self.prepared.weights[t] * _COVERAGE_DECAY ** self.covered[t]
-                    for t in unit.terms
-                )
-                / mass
-            )
+            novelty = sum(self.prepared.weights[t] * _COVERAGE_DECAY ** self.covered[t]
+                          for t in unit.terms) / mass
         return unit.relevance * novelty + doc.prior + (_LEAD_BONUS if k == 0 else 0.0)
 
     def run(self) -> None:
@@ -391,23 +354,18 @@ class _State:
             self.kept[n] = set(choice.kept)
             self.cut[n] = choice.cut
             self.order.append(n)
-            self.remaining -= doc.overhead + _body_cost(
-                self.prepared, doc, choice.kept, self.shape, choice.cut
-            )
+            self.remaining -= doc.overhead + _body_cost(self.prepared, doc, choice.kept,
+                                                        self.shape, choice.cut)
             self.seen.add(doc.units[k])
             return
 
     def duplicate_only(self) -> set[int]:
-        return {
-            n
-            for n, count in self.duplicates.items()
-            if n not in self.kept and count == len(self.docs[n].units)
-        }
+        return {n for n, count in self.duplicates.items()
+                if n not in self.kept and count == len(self.docs[n].units)}
 
 
-def _body_cost(
-    prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape, cut: int | None = None
-) -> int:
+def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
+               cut: int | None = None) -> int:
     """Planned tokens of a document body: kept sentences, joins and markers."""
     if not kept:
         return 0
@@ -416,7 +374,7 @@ def _body_cost(
         last = units[kept[-1]]
         marker = prepared.tokenizer(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
         head = sum(units[k].tokens for k in kept[:-1])
-        tail = prepared.tokenizer(doc.passage.text[last.start : cut])
+        tail = prepared.tokenizer(doc.passage.text[last.start:cut])
         joins = _joins(prepared, doc, kept) if shape == "passages" else 0
         lead = prepared.gap if kept[0] > 0 and shape != "features" else 0
         bullets = prepared.bullet * len(kept) + 1 if shape == "features" else 0
@@ -452,7 +410,7 @@ def _cut_unit(prepared: Prepared, doc: Doc, k: int, room: int, shape: Shape) -> 
     """Cut sentence `k` at the last word boundary (or character) that fits `room`."""
     unit = doc.units[k]
     text = doc.passage.text
-    boundaries = [m.start() for m in re.finditer(r"\s+", text[unit.start : unit.end])]
+    boundaries = [m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])]
     candidates = [unit.start + b for b in boundaries if b > 0]
     if not candidates:
         candidates = list(range(unit.start + 1, unit.end))
@@ -500,13 +458,11 @@ class Seen:
                 if id(other) in checked:
                     continue
                 checked.add(id(other))
-                if (
-                    unit.numbers == other.numbers
-                    and _NEAR_DUPLICATE * size <= len(other.words)
-                    and _NEAR_DUPLICATE * len(other.words) <= size
-                    and len(unit.words & other.words)
-                    >= _NEAR_DUPLICATE * len(unit.words | other.words)
-                ):
+                if (unit.numbers == other.numbers
+                        and _NEAR_DUPLICATE * size <= len(other.words)
+                        and _NEAR_DUPLICATE * len(other.words) <= size
+                        and len(unit.words & other.words)
+                        >= _NEAR_DUPLICATE * len(unit.words | other.words)):
                     return True
         return False
 
@@ -522,7 +478,7 @@ def _prefix(words: Sequence[str], frequency: Counter[str]) -> tuple[str, ...]:
     distinct = sorted(set(words), key=lambda word: (frequency[word], word))
     if len(distinct) < 6:
         return ()
-    return tuple(distinct[: len(distinct) - math.ceil(_NEAR_DUPLICATE * len(distinct)) + 1])
+    return tuple(distinct[:len(distinct) - math.ceil(_NEAR_DUPLICATE * len(distinct)) + 1])
 
 
 def _normalise(scores: Sequence[float]) -> list[float]:

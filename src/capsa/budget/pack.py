@@ -98,13 +98,8 @@ def pack(
         True
     """
     _check_ids([*attachments, *passages])
-    prepared = prepare(
-        query,
-        attachments,
-        passages,
-        tokenizer=tokenizer or estimate_tokens,
-        scorer=scorer or LexicalScorer(),
-    )
+    prepared = prepare(query, attachments, passages, tokenizer=tokenizer or estimate_tokens,
+                       scorer=scorer or LexicalScorer())
     return pack_prepared(prepared, budget, compress=compress)
 
 
@@ -113,10 +108,8 @@ def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Pack
     ceiling = budget.max_tokens
     empty = prepared.tokenizer("")
     if empty > ceiling:
-        raise BudgetError(
-            f"the tokenizer counts {empty} tokens for an empty packet, "
-            f"over the {ceiling}-token budget"
-        )
+        raise BudgetError(f"the tokenizer counts {empty} tokens for an empty packet, "
+                          f"over the {ceiling}-token budget")
     target = ceiling
     for _ in range(_QUICK_ATTEMPTS):
         packet = _attempt(prepared, budget, target, compress)
@@ -173,13 +166,8 @@ def compress_text(
     count = tokenizer or estimate_tokens
     if count(text) <= max_tokens:
         return text
-    prepared = prepare(
-        query,
-        (),
-        [Passage(id="text", text=text)],
-        tokenizer=count,
-        scorer=scorer or LexicalScorer(),
-    )
+    prepared = prepare(query, (), [Passage(id="text", text=text)], tokenizer=count,
+                       scorer=scorer or LexicalScorer())
     doc = replace(prepared.retrieved[0], overhead=0)
     prepared = replace(prepared, retrieved=(doc,))
     target = max_tokens
@@ -220,43 +208,30 @@ def _plan(prepared: Prepared, budget: Budget, target: int, compress: bool) -> _P
         seen = Seen()
         attached = _attachments(prepared, target - retrieved.used, shape, compress, seen)
         retrieved = _retrieval(prepared, budget, target - attached.used, compress, seen.copy())
-    return _Plan(
-        _settle(prepared, prepared.attached, attached),
-        _settle(prepared, prepared.retrieved, retrieved),
-    )
+    return _Plan(_settle(prepared, prepared.attached, attached),
+                 _settle(prepared, prepared.retrieved, retrieved))
 
 
-def _retrieval(
-    prepared: Prepared, budget: Budget, room: int, compress: bool, seen: Seen
-) -> Selection:
+def _retrieval(prepared: Prepared, budget: Budget, room: int, compress: bool,
+               seen: Seen) -> Selection:
     context = prepared.context["retrieved"]
     docs = prepared.retrieved
     if compress:
-        return select(
-            prepared,
-            docs,
-            room,
-            shape=budget.shape,
-            max_items=budget.max_items,
-            context=context,
-            seen=seen,
-        )
-    return select_whole(
-        prepared, docs, room, shape=budget.shape, max_items=budget.max_items, context=context
-    )
+        return select(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
+                      context=context, seen=seen)
+    return select_whole(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
+                        context=context)
 
 
-def _attachments(
-    prepared: Prepared, room: int, shape: Shape, compress: bool, seen: Seen
-) -> Selection:
+def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
+                 seen: Seen) -> Selection:
     """Water-fill the attachments' room: smallest first, each at most an equal share."""
     docs = prepared.attached
     context = prepared.context["attached"]
     result = Selection()
     inner = room - context
-    order = sorted(
-        (_doc_demand(prepared, doc, shape), n) for n, doc in enumerate(docs) if doc.units
-    )
+    order = sorted((_doc_demand(prepared, doc, shape), n) for n, doc in enumerate(docs)
+                   if doc.units)
     for left, (demand, n) in zip(range(len(order), 0, -1), order, strict=True):
         allowance = min(demand, max(inner, 0) // left)
         if compress:
@@ -309,54 +284,20 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
         for n, doc in enumerate(docs):
             kept_choice = selection.chosen.get(n)
             prose = None if kept_choice is None else _body(doc, kept_choice, "passages").raw
-            receipts.append(
-                _receipt(
-                    prepared,
-                    doc,
-                    kept_choice,
-                    ranks.get((group, n)),
-                    prose,
-                    selection,
-                    budget,
-                    nothing,
-                )
-            )
-    return Packet(
-        query=prepared.query,
-        budget=budget,
-        passages=tuple(kept),
-        texts=tuple(texts),
-        receipts=tuple(receipts),
-        used_tokens=prepared.tokenizer(text),
-        rendered=text,
-    )
+            receipts.append(_receipt(prepared, doc, kept_choice, ranks.get((group, n)), prose,
+                                     selection, budget, nothing))
+    return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
+                  receipts=tuple(receipts), used_tokens=prepared.tokenizer(text), rendered=text)
 
 
-def _receipt(
-    prepared: Prepared,
-    doc: Doc,
-    choice: Choice | None,
-    rank: int | None,
-    text: str | None,
-    selection: Selection,
-    budget: Budget,
-    nothing: bool,
-) -> Receipt:
-    common = {
-        "passage_id": doc.passage.id,
-        "group": doc.group,
-        "source": doc.passage.source,
-        "tokens_full": doc.tokens_full,
-    }
+def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | None,
+             text: str | None, selection: Selection, budget: Budget, nothing: bool) -> Receipt:
+    common = {"passage_id": doc.passage.id, "group": doc.group, "source": doc.passage.source,
+              "tokens_full": doc.tokens_full}
     if choice is None or rank is None or text is None:
         reason, detail = _why_dropped(doc, selection, budget, nothing)
-        return Receipt(
-            **common,
-            tokens_kept=0,
-            dropped=reason,
-            detail=detail,
-            query_terms_preserved=_preserved(prepared.query, doc, ()),
-        )
+        return Receipt(**common, tokens_kept=0, dropped=reason, detail=detail,
+                       query_terms_preserved=_preserved(prepared.query, doc, ()))
     spans = _spans(doc, choice)
     whole = choice.cut is None and len(choice.kept) == len(doc.units)
     if whole:
@@ -366,19 +307,13 @@ def _receipt(
         detail = f"cut to {shown} of {len(doc.passage.text)} characters"
     else:
         detail = f"kept {len(choice.kept)} of {len(doc.units)} sentences"
-    return Receipt(
-        **common,
-        tokens_kept=prepared.tokenizer(text),
-        kept_spans=spans,
-        truncated=choice.cut is not None,
-        whole=whole,
-        rank=rank,
-        detail=detail,
-        query_terms_preserved=_preserved(prepared.query, doc, spans),
-    )
+    return Receipt(**common, tokens_kept=prepared.tokenizer(text), kept_spans=spans,
+                   truncated=choice.cut is not None, whole=whole, rank=rank, detail=detail,
+                   query_terms_preserved=_preserved(prepared.query, doc, spans))
 
 
-def _why_dropped(doc: Doc, selection: Selection, budget: Budget, nothing: bool) -> tuple[str, str]:
+def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
+                 nothing: bool) -> tuple[str, str]:
     index = doc.index
     if not doc.units:
         return "empty", "the passage has no text"

@@ -42,37 +42,26 @@ class ReceiverProfile(BaseModel):
     """This receiver's own counter; the `pack_for` tokenizer when None."""
 
     @classmethod
-    def frontier_llm(
-        cls, max_tokens: int = 8000, *, tokenizer: Tokenizer | None = None
-    ) -> ReceiverProfile:
+    def frontier_llm(cls, max_tokens: int = 8000, *,
+                     tokenizer: Tokenizer | None = None) -> ReceiverProfile:
         """A large hosted model: prose passages, compressed only when they do not fit."""
-        return cls(
-            name="frontier-llm",
-            budget=Budget(max_tokens=max_tokens, shape="passages"),
-            tokenizer=tokenizer,
-        )
+        return cls(name="frontier-llm", budget=Budget(max_tokens=max_tokens, shape="passages"),
+                   tokenizer=tokenizer)
 
     @classmethod
-    def local_model(
-        cls, max_tokens: int = 1000, *, tokenizer: Tokenizer | None = None
-    ) -> ReceiverProfile:
+    def local_model(cls, max_tokens: int = 1000, *,
+                    tokenizer: Tokenizer | None = None) -> ReceiverProfile:
         """A small local model: the relevant sentences as a bullet list per source."""
-        return cls(
-            name="local-model",
-            budget=Budget(max_tokens=max_tokens, shape="features"),
-            tokenizer=tokenizer,
-        )
+        return cls(name="local-model", budget=Budget(max_tokens=max_tokens, shape="features"),
+                   tokenizer=tokenizer)
 
     @classmethod
-    def human_brief(
-        cls, max_tokens: int = 400, *, max_items: int = 5, tokenizer: Tokenizer | None = None
-    ) -> ReceiverProfile:
+    def human_brief(cls, max_tokens: int = 400, *, max_items: int = 5,
+                    tokenizer: Tokenizer | None = None) -> ReceiverProfile:
         """A person skimming: one line per source, the best sentence of each."""
-        return cls(
-            name="human-brief",
-            budget=Budget(max_tokens=max_tokens, max_items=max_items, shape="brief"),
-            tokenizer=tokenizer,
-        )
+        return cls(name="human-brief",
+                   budget=Budget(max_tokens=max_tokens, max_items=max_items, shape="brief"),
+                   tokenizer=tokenizer)
 
 
 def pack_for(
@@ -123,10 +112,8 @@ def pack_for(
         key = id(count)
         if key not in prepared:
             counters[key] = count
-            prepared[key] = prepare(
-                query, attachments, passages, tokenizer=count, scorer=chosen_scorer
-            )
-        packets[receiver.name] = pack_prepared(
-            prepared[key], receiver.budget, compress=receiver.compress
-        )
+            prepared[key] = prepare(query, attachments, passages, tokenizer=count,
+                                    scorer=chosen_scorer)
+        packets[receiver.name] = pack_prepared(prepared[key], receiver.budget,
+                                               compress=receiver.compress)
     return packets

@@ -26,129 +26,18 @@ __all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer"]
 
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_STOPWORDS = frozenset(
-    {
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "also",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "him",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "no",
-        "nor",
-        "not",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "whose",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-    }
-)
+_STOPWORDS = frozenset({
+    "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",
+    "are", "as", "at", "be", "been", "before", "being", "below", "between", "both", "but", "by",
+    "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from",
+    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how",
+    "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no",
+    "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs",
+    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
+    "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
+    "whom", "whose", "why", "will", "with", "would", "you", "your", "yours",
+})
 
 
 @runtime_checkable
@@ -200,11 +89,8 @@ class LexicalScorer(BaseModel):
             norm = self.k1 * (1.0 - self.b + self.b * len(doc) / average)
             scores.append(
                 sum(
-                    (
-                        w * counts[t] * (self.k1 + 1.0) / (counts[t] + norm)
-                        for t, w in weights.items()
-                        if counts[t]
-                    ),
+                    (w * counts[t] * (self.k1 + 1.0) / (counts[t] + norm)
+                     for t, w in weights.items() if counts[t]),
                     0.0,
                 )
             )
@@ -254,9 +140,8 @@ class EmbeddingScorer(BaseModel):
             return cosine
         lexical = _scaled(self.lexical.score(query, texts))
         weight = self.lexical_weight
-        return [
-            (1.0 - weight) * c + weight * w for c, w in zip(_scaled(cosine), lexical, strict=True)
-        ]
+        return [(1.0 - weight) * c + weight * w for c, w in zip(_scaled(cosine), lexical,
+                                                                 strict=True)]
 
 
 def analyze(text: str) -> tuple[str, ...]:

@@ -153,7 +153,7 @@ def render_passages(items: Iterable[tuple[Group, Passage, bool]]) -> str:
         match = _MARKER_AT_END.search(passage.text) if truncated else None
         pieces: tuple[tuple[bool, str], ...] = ((False, passage.text),)
         if match is not None:
-            pieces = ((False, passage.text[: match.start()]), (True, match.group()))
+            pieces = ((False, passage.text[:match.start()]), (True, match.group()))
         groups[group].append(render_document(passage, Body(pieces)))
     return render_packet(groups.items())
 
@@ -194,26 +194,22 @@ def build_body(
         if n:
             previous = kept[n - 1]
             if k == previous + 1:
-                pieces.append((False, text[spans[previous][1] : start]))
+                pieces.append((False, text[spans[previous][1]:start]))
             else:
                 pieces.append((True, f" {ELLIPSIS} "))
-        pieces.append((False, text[start : last_end if n == len(kept) - 1 else end]))
+        pieces.append((False, text[start:last_end if n == len(kept) - 1 else end]))
     if marker is not None:
         pieces.append((True, marker))
     elif kept[-1] < len(spans) - 1:
         pieces.append((True, f" {ELLIPSIS}"))
     if shape == "brief":
-        pieces = [
-            (markup, piece if markup else _WHITESPACE.sub(" ", piece)) for markup, piece in pieces
-        ]
+        pieces = [(markup, piece if markup else _WHITESPACE.sub(" ", piece))
+                  for markup, piece in pieces]
     return Body(tuple(pieces))
 
 
 def _features_body(
-    text: str,
-    spans: Sequence[tuple[int, int]],
-    kept: Sequence[int],
-    last_end: int,
+    text: str, spans: Sequence[tuple[int, int]], kept: Sequence[int], last_end: int,
     marker: str | None,
 ) -> Body:
     pieces: list[tuple[bool, str]] = []

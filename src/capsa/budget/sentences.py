@@ -32,69 +32,13 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
 _LINE_START = re.compile(r"[ \t]*(?:[-*+•▪‣◦]\s|\d{1,3}[.)]\s|#{1,6}\s|\|)")
 _END = re.compile(r"[.!?…]+[\"'’”)\]]*(?=\s)|[。！？]+[」』）\"”]*")
 _NEXT_START = re.compile(r"\s+([\"'“‘(\[]*[A-Z0-9À-ÖØ-Þ\u0370-\u03ff\u0400-\u04ff]|[^\x00-\x7f])")
-_ABBREVIATIONS = frozenset(
-    {
-        "mr",
-        "mrs",
-        "ms",
-        "dr",
-        "prof",
-        "sr",
-        "jr",
-        "st",
-        "mt",
-        "ft",
-        "vs",
-        "etc",
-        "cf",
-        "al",
-        "fig",
-        "figs",
-        "vol",
-        "vols",
-        "ed",
-        "eds",
-        "dept",
-        "est",
-        "approx",
-        "inc",
-        "ltd",
-        "co",
-        "corp",
-        "plc",
-        "llc",
-        "bros",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-        "gen",
-        "gov",
-        "sen",
-        "rep",
-        "lt",
-        "col",
-        "capt",
-        "sgt",
-        "rev",
-        "hon",
-        "pres",
-        "adm",
-        "cmdr",
-        "maj",
-        "messrs",
-        "mme",
-        "mlle",
-    }
-)
+_ABBREVIATIONS = frozenset({
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "cf", "al", "fig",
+    "figs", "vol", "vols", "ed", "eds", "dept", "est", "approx", "inc", "ltd", "co", "corp", "plc",
+    "llc", "bros", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
+    "dec", "gen", "gov", "sen", "rep", "lt", "col", "capt", "sgt", "rev", "hon", "pres", "adm",
+    "cmdr", "maj", "messrs", "mme", "mlle",
+})
 
 
 def split_sentences(text: str) -> tuple[tuple[int, int], ...]:
@@ -142,11 +86,8 @@ def _split_lines(text: str, start: int, end: int, out: list[tuple[int, int]]) ->
         newline = text.find("\n", line_start, end)
         line_end = end if newline < 0 else newline
         next_start = line_end + 1
-        if (
-            newline >= 0
-            and next_start < end
-            and _breaks_after(text, line_start, line_end, next_start, end)
-        ):
+        if newline >= 0 and next_start < end and _breaks_after(text, line_start, line_end,
+                                                                  next_start, end):
             _split_run(text, run_start, line_end, out)
             run_start = next_start
         line_start = next_start

@@ -24,9 +24,8 @@ from capsa.budget import LexicalScorer, split_sentences
 
 __all__ = ["ExtractiveChatModel", "best_sentence"]
 
-_CHUNK = re.compile(
-    r"^\[([^\]\n]+)\] Source:[^\n]*\n(.*?)(?=^\[[^\]\n]+\] Source:|\Z)", re.MULTILINE | re.DOTALL
-)
+_CHUNK = re.compile(r"^\[([^\]\n]+)\] Source:[^\n]*\n(.*?)(?=^\[[^\]\n]+\] Source:|\Z)",
+                    re.MULTILINE | re.DOTALL)
 _DOCUMENT = re.compile(r'<document id="([^"]+)"[^>]*>(.*?)</document>', re.DOTALL)
 _TAGS = re.compile(r"<[^>]+>")
 
@@ -37,18 +36,13 @@ def best_sentence(question: str, context: str) -> tuple[str, str | None]:
     Chunks are recognised in capsa's two formats: search-tool output
     (``[id] Source: ...``) and packed ``<document id="...">`` containers.
     """
-    pieces: list[tuple[str | None, str]] = [
-        (m.group(1), m.group(2)) for m in _CHUNK.finditer(context)
-    ]
+    pieces: list[tuple[str | None, str]] = [(m.group(1), m.group(2))
+                                            for m in _CHUNK.finditer(context)]
     pieces += [(m.group(1), _TAGS.sub(" ", m.group(2))) for m in _DOCUMENT.finditer(context)]
     if not pieces:
         pieces = [(None, context)]
-    sentences = [
-        (chunk_id, text[start:end])
-        for chunk_id, text in pieces
-        for start, end in split_sentences(text)
-        if len(text[start:end].split()) > 3
-    ]
+    sentences = [(chunk_id, text[start:end]) for chunk_id, text in pieces
+                 for start, end in split_sentences(text) if len(text[start:end].split()) > 3]
     if not sentences:
         return "I could not find that in the documents I was given.", None
     scores = LexicalScorer().score(question, [s for _, s in sentences])
@@ -77,40 +71,30 @@ class ExtractiveChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "capsa-extractive"
 
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
+    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+                   *, tool_choice: str | None = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
         """Remember the tool names; the model decides calls from them."""
-        names = tuple(
-            str(t.get("name") if isinstance(t, dict) else getattr(t, "name", t)) for t in tools
-        )
+        names = tuple(str(t.get("name") if isinstance(t, dict) else getattr(t, "name", t))
+                      for t in tools)
         return self.model_copy(update={"bound_tools": names})
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None,
+                  **kwargs: Any) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
 
     def _reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
-        question_at = max(
-            (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1
-        )
+        question_at = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)),
+                          default=-1)
         question = _question(messages[question_at]) if question_at >= 0 else ""
-        since = list(messages[question_at + 1 :])
+        since = list(messages[question_at + 1:])
         tools = {m.name for m in since if isinstance(m, ToolMessage)}
         if self.search_tool in self.bound_tools and self.search_tool not in tools:
             return _call(self.search_tool, {"query": question}, len(messages))
         context = "\n\n".join(_text(m) for m in messages if not isinstance(m, AIMessage))
         sentence, chunk_id = best_sentence(question, _after_question(context, question))
-        if chunk_id and self.cite_tool in self.bound_tools and self.cite_tool not in tools:
+        if (chunk_id and self.cite_tool in self.bound_tools and self.cite_tool not in tools):
             return _call(self.cite_tool, {"chunk_ids": [chunk_id]}, len(messages))
         return AIMessage(content=f"{sentence} [{chunk_id}]" if chunk_id else sentence)
 
@@ -121,9 +105,8 @@ def _after_question(context: str, question: str) -> str:
 
 
 def _call(name: str, args: dict[str, Any], number: int) -> AIMessage:
-    return AIMessage(
-        content="", tool_calls=[{"name": name, "args": args, "id": f"call-{name}-{number}"}]
-    )
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args,
+                                              "id": f"call-{name}-{number}"}])
 
 
 def _question(message: BaseMessage) -> str:
@@ -137,4 +120,5 @@ def _question(message: BaseMessage) -> str:
 def _text(message: BaseMessage) -> str:
     if isinstance(message.content, str):
         return message.content
-    return "\n".join(b if isinstance(b, str) else str(b.get("text", "")) for b in message.content)
+    return "\n".join(b if isinstance(b, str) else str(b.get("text", ""))
+                     for b in message.content)

@@ -37,15 +37,11 @@ __all__ = [
 DEMO_QUESTIONS: tuple[str, ...] = tuple(q.question for q in QUESTIONS[:3])
 """The three questions every step asks, from the corpus's sample questions."""
 
-_PROMPT = ChatPromptTemplate.from_messages(
-    [
-        (
-            "system",
-            "Answer from the context only and cite the document id in brackets.\n\n{context}",
-        ),
-        ("human", "{question}"),
-    ]
-)
+_PROMPT = ChatPromptTemplate.from_messages([
+    ("system", "Answer from the context only and cite the document id in brackets.\n\n"
+               "{context}"),
+    ("human", "{question}"),
+])
 
 
 class CorpusRetriever(BaseRetriever):
@@ -54,53 +50,38 @@ class CorpusRetriever(BaseRetriever):
     chunks: list[Chunk]
     k: int = 6
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
-    ) -> list[Document]:
-        return [
-            Document(
-                id=chunk.id,
-                page_content=chunk.text,
-                metadata={"source": chunk.source, "title": chunk.title, "score": round(score, 4)},
-            )
-            for chunk, score in search(query, self.chunks, k or self.k)
-        ]
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None) -> list[Document]:
+        return [Document(id=chunk.id, page_content=chunk.text,
+                         metadata={"source": chunk.source, "title": chunk.title,
+                                   "score": round(score, 4)})
+                for chunk, score in search(query, self.chunks, k or self.k)]
 
 
 def _answers(question: str) -> str:
     return next(q.answer for q in QUESTIONS if q.question == question)
 
 
-def rag_chain(
-    chunks: list[Chunk], model: BaseChatModel, *, max_tokens: int = 300
-) -> list[dict[str, Any]]:
+def rag_chain(chunks: list[Chunk], model: BaseChatModel, *, max_tokens: int = 300
+              ) -> list[dict[str, Any]]:
     """An LCEL RAG chain whose retriever is wrapped in `BudgetedRetriever`."""
     from capsa.langchain import BudgetedRetriever, format_packet
 
     raw = CorpusRetriever(chunks=chunks, k=6)
     budgeted = BudgetedRetriever(retriever=raw, budget=Budget(max_tokens=max_tokens))
-    chain = (
-        {"context": budgeted | format_packet, "question": RunnablePassthrough()}
-        | _PROMPT
-        | model
-        | StrOutputParser()
-    )
+    chain = ({"context": budgeted | format_packet, "question": RunnablePassthrough()}
+             | _PROMPT | model | StrOutputParser())
     rows = []
     for question in DEMO_QUESTIONS:
         full = format_packet.invoke(raw.invoke(question))
         packed = format_packet.invoke(budgeted.invoke(question))
         answer = chain.invoke(question)
-        rows.append(
-            {
-                "question": question,
-                "answer": answer,
-                "expected": _answers(question),
-                "found": _answers(question).lower() in answer.lower(),
-                "context_tokens_raw": estimate_tokens(full),
-                "context_tokens_packed": estimate_tokens(packed),
-                "budget": max_tokens,
-            }
-        )
+        rows.append({"question": question, "answer": answer,
+                     "expected": _answers(question),
+                     "found": _answers(question).lower() in answer.lower(),
+                     "context_tokens_raw": estimate_tokens(full),
+                     "context_tokens_packed": estimate_tokens(packed),
+                     "budget": max_tokens})
     return rows
 
 
@@ -110,9 +91,8 @@ class _Sent(BaseCallbackHandler):
     def __init__(self) -> None:
         self.calls: list[int] = []
 
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
-    ) -> None:
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]],
+                            **kwargs: Any) -> None:
         self.calls.extend(count_tokens_approximately(batch) for batch in messages)
 
 
@@ -135,27 +115,23 @@ def agent_conversation(chunks: list[Chunk], model: BaseChatModel) -> dict[str, A
     # capsa's cite_tool checks ids against a ledger only the middleware keeps.
     for label, middleware, tools in (
         ("without capsule", [], [search_tool, cite]),
-        ("with capsule", [CitationCapsuleMiddleware(evidence_tools=[search_tool])], [search_tool]),
+        ("with capsule", [CitationCapsuleMiddleware(evidence_tools=[search_tool])],
+         [search_tool]),
     ):
-        agent = create_agent(
-            model, tools=tools, middleware=middleware, checkpointer=InMemorySaver()
-        )
+        agent = create_agent(model, tools=tools, middleware=middleware,
+                             checkpointer=InMemorySaver())
         config: RunnableConfig = {"configurable": {"thread_id": label}}
         per_question, answers = [], []
         for question in DEMO_QUESTIONS:
             sent = _Sent()
-            state = agent.invoke(
-                {"messages": [HumanMessage(question)]}, {**config, "callbacks": [sent]}
-            )
+            state = agent.invoke({"messages": [HumanMessage(question)]},
+                                 {**config, "callbacks": [sent]})
             per_question.append(max(sent.calls))
             answers.append(str(state["messages"][-1].content))
         stored = agent.get_state(config).values["messages"]
-        runs[label] = {
-            "tokens_per_question": per_question,
-            "answers": answers,
-            "stored_messages": len(stored),
-            "stored_tokens": count_tokens_approximately(stored),
-        }
+        runs[label] = {"tokens_per_question": per_question, "answers": answers,
+                       "stored_messages": len(stored),
+                       "stored_tokens": count_tokens_approximately(stored)}
     return {"questions": list(DEMO_QUESTIONS), **runs}
 
 
@@ -172,28 +148,19 @@ def llama_index_pipelines(chunks: list[Chunk], *, max_tokens: int = 300) -> dict
     retriever = _llama_retriever(chunks, k=6)
     # One LLM call: the packed context fits, so nothing needs refining.
     engine = RetrieverQueryEngine.from_args(
-        retriever,
-        llm=MockLLM(),
-        response_mode=ResponseMode.SIMPLE_SUMMARIZE,
-        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=max_tokens))],
-    )
+        retriever, llm=MockLLM(), response_mode=ResponseMode.SIMPLE_SUMMARIZE,
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=max_tokens))])
     queries = []
     for question in DEMO_QUESTIONS:
         response = engine.query(question)
         prompt = str(response)  # MockLLM echoes the prompt it was given
-        queries.append(
-            {
-                "question": question,
-                "prompt_tokens": estimate_tokens(prompt),
-                "answer_in_context": _answers(question).lower() in prompt.lower(),
-                "nodes": len(response.source_nodes),
-            }
-        )
+        queries.append({"question": question, "prompt_tokens": estimate_tokens(prompt),
+                        "answer_in_context": _answers(question).lower() in prompt.lower(),
+                        "nodes": len(response.source_nodes)})
     block = CitationCapsuleBlock()
     memory = Memory.from_defaults(session_id="demo", memory_blocks=[block])
-    chat = ContextChatEngine.from_defaults(
-        retriever=_llama_retriever(chunks, k=2), memory=memory, llm=MockLLM(max_tokens=16)
-    )
+    chat = ContextChatEngine.from_defaults(retriever=_llama_retriever(chunks, k=2),
+                                           memory=memory, llm=MockLLM(max_tokens=16))
     capsule_tokens = []
     for question in DEMO_QUESTIONS:
         response = chat.chat(question)
@@ -205,13 +172,9 @@ def llama_index_pipelines(chunks: list[Chunk], *, max_tokens: int = 300) -> dict
         from llama_index.core.async_utils import asyncio_run
 
         asyncio_run(engine_pool.dispose())
-    return {
-        "query_engine": queries,
-        "chat": {
-            "cited_chunks": len(block.ledger.citable_ids()),
-            "capsule_tokens_after_each_turn": capsule_tokens,
-        },
-    }
+    return {"query_engine": queries,
+            "chat": {"cited_chunks": len(block.ledger.citable_ids()),
+                     "capsule_tokens_after_each_turn": capsule_tokens}}
 
 
 def _llama_retriever(chunks: list[Chunk], *, k: int) -> Any:
@@ -220,13 +183,10 @@ def _llama_retriever(chunks: list[Chunk], *, k: int) -> Any:
 
     class _Lexical(LlamaRetriever):
         def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-            return [
-                NodeWithScore(
-                    node=TextNode(id_=chunk.id, text=chunk.text, metadata={"source": chunk.source}),
-                    score=score,
-                )
-                for chunk, score in search(query_bundle.query_str, chunks, k)
-            ]
+            return [NodeWithScore(node=TextNode(id_=chunk.id, text=chunk.text,
+                                                metadata={"source": chunk.source}),
+                                  score=score)
+                    for chunk, score in search(query_bundle.query_str, chunks, k)]
 
     return _Lexical()
 
@@ -242,13 +202,8 @@ def shadow_comparison() -> dict[str, Any]:
     queries = [json.loads(line)["query"] for line in lines.splitlines() if line.strip()]
     run = compare_routes(queries, ROUTES["lexical"](), ROUTES["budgeted"]())
     report = ShadowReport.from_rows(run.rows, invalidated=run.invalidated)
-    return {
-        "queries": len(queries),
-        "rows": len(run.rows),
-        "invalidated": run.invalidated,
-        "report": json.loads(report.to_json()),
-        "markdown": report.to_markdown(),
-    }
+    return {"queries": len(queries), "rows": len(run.rows), "invalidated": run.invalidated,
+            "report": json.loads(report.to_json()), "markdown": report.to_markdown()}
 
 
 def first_words(text: str, count: int = 12) -> str:

@@ -36,11 +36,8 @@ def chunk_corpus(files: Sequence[Extracted]) -> list[Chunk]:
     chunks: list[Chunk] = []
     for item in files:
         stem = item.label.rsplit(".", 1)[0]
-        title = (
-            item.label
-            if item.kind == "xlsx"
-            else (item.text.strip().split("\n", 1)[0].lstrip("# ").strip()[:80])
-        )
+        title = item.label if item.kind == "xlsx" else (
+            item.text.strip().split("\n", 1)[0].lstrip("# ").strip()[:80])
         pending = ""
         count = 0
         for block in item.text.split("\n\n"):
@@ -53,15 +50,13 @@ def chunk_corpus(files: Sequence[Extracted]) -> list[Chunk]:
             text = f"{pending}\n{block}".strip() if pending else block
             pending = ""
             digest = hashlib.sha256(text.encode()).hexdigest()[:6]
-            chunks.append(
-                Chunk(id=f"{stem}-{count}-{digest}", text=text, source=item.label, title=title)
-            )
+            chunks.append(Chunk(id=f"{stem}-{count}-{digest}", text=text, source=item.label,
+                                title=title))
             count += 1
         if pending:
             digest = hashlib.sha256(pending.encode()).hexdigest()[:6]
-            chunks.append(
-                Chunk(id=f"{stem}-{count}-{digest}", text=pending, source=item.label, title=title)
-            )
+            chunks.append(Chunk(id=f"{stem}-{count}-{digest}", text=pending, source=item.label,
+                                title=title))
     return chunks
 
 

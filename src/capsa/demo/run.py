@@ -34,12 +34,8 @@ __all__ = ["corpus_attachments", "extract_corpus", "main", "run_demo"]
 def corpus_attachments(directory: Path = CORPUS_DIR) -> list[Attachment]:
     """The sample corpus as attachments: the documents, then the hostile files."""
     names = [d.name for d in DOCUMENTS] + [h.name for h in HOSTILE_FILES]
-    return [
-        Attachment(
-            label=name, media_type=media_type_for_name(name), payload=read_bounded(directory / name)
-        )
-        for name in names
-    ]
+    return [Attachment(label=name, media_type=media_type_for_name(name),
+                       payload=read_bounded(directory / name)) for name in names]
 
 
 def extract_corpus() -> ExtractionResult:
@@ -64,22 +60,15 @@ def run_demo(model_name: str | None = None) -> dict[str, Any]:
         model = init_chat_model(model_name)
     else:
         model = ExtractiveChatModel()
-    steps: dict[str, Any] = {
-        "extraction": {
-            "extracted": [
-                {"label": e.label, "kind": e.kind, "chars": len(e.text), "sha256": e.sha256}
-                for e in extraction.extracted
-            ],
-            "omitted": [o.model_dump(mode="json") for o in extraction.omitted],
-            "chunks": len(chunks),
-        }
-    }
-    for name, step in (
-        ("rag_chain", lambda: pipelines.rag_chain(chunks, model)),
-        ("agent", lambda: pipelines.agent_conversation(chunks, model)),
-        ("llama_index", lambda: pipelines.llama_index_pipelines(chunks)),
-        ("shadow", pipelines.shadow_comparison),
-    ):
+    steps: dict[str, Any] = {"extraction": {
+        "extracted": [{"label": e.label, "kind": e.kind, "chars": len(e.text),
+                       "sha256": e.sha256} for e in extraction.extracted],
+        "omitted": [o.model_dump(mode="json") for o in extraction.omitted],
+        "chunks": len(chunks)}}
+    for name, step in (("rag_chain", lambda: pipelines.rag_chain(chunks, model)),
+                       ("agent", lambda: pipelines.agent_conversation(chunks, model)),
+                       ("llama_index", lambda: pipelines.llama_index_pipelines(chunks)),
+                       ("shadow", pipelines.shadow_comparison)):
         began = time.perf_counter()
         steps[name] = step()
         timings[name] = time.perf_counter() - began
@@ -122,21 +111,15 @@ def _story(console: Any, report: dict[str, Any]) -> None:
     for o in extraction["omitted"]:
         refused.add_row(o["label"], o["stage"], o["reason"], o["detail"])
     console.print(refused)
-    console.print(
-        f"{extraction['chunks']} chunks indexed; {seconds['extraction']:.1f} s "
-        "including worker start-up and self-tests"
-    )
+    console.print(f"{extraction['chunks']} chunks indexed; {seconds['extraction']:.1f} s "
+                  "including worker start-up and self-tests")
 
     console.rule("2 · LangChain RAG chain with BudgetedRetriever")
     rag = Table("question", "context tokens (top-6 → packed)", "answer", "gold answer found")
     for row in report["rag_chain"]:
-        rag.add_row(
-            row["question"],
-            f"{row['context_tokens_raw']} → "
-            f"{row['context_tokens_packed']} (budget {row['budget']})",
-            first_words(row["answer"], 20),
-            "yes" if row["found"] else "no",
-        )
+        rag.add_row(row["question"], f"{row['context_tokens_raw']} → "
+                    f"{row['context_tokens_packed']} (budget {row['budget']})",
+                    first_words(row["answer"], 20), "yes" if row["found"] else "no")
     console.print(rag)
 
     console.rule("3 · agent conversation with CitationCapsuleMiddleware")
@@ -144,36 +127,24 @@ def _story(console: Any, report: dict[str, Any]) -> None:
     tokens = Table("run", "tokens sent per question", "stored messages")
     for label in ("without capsule", "with capsule"):
         run = agent[label]
-        tokens.add_row(
-            label, describe_tokens(run["tokens_per_question"]), str(run["stored_messages"])
-        )
+        tokens.add_row(label, describe_tokens(run["tokens_per_question"]),
+                       str(run["stored_messages"]))
     console.print(tokens)
-    console.print(
-        "The checkpointed history is identical in size either way; only what is "
-        "sent to the model changes."
-    )
+    console.print("The checkpointed history is identical in size either way; only what is "
+                  "sent to the model changes.")
 
     console.rule("4 · LlamaIndex query engine and chat")
     llama = report["llama_index"]
     engine = Table("question", "prompt tokens", "answer in context", "nodes kept")
     for row in llama["query_engine"]:
-        engine.add_row(
-            row["question"],
-            str(row["prompt_tokens"]),
-            "yes" if row["answer_in_context"] else "no",
-            str(row["nodes"]),
-        )
+        engine.add_row(row["question"], str(row["prompt_tokens"]),
+                       "yes" if row["answer_in_context"] else "no", str(row["nodes"]))
     console.print(engine)
-    console.print(
-        f"CitationCapsuleBlock: capsule tokens after each turn "
-        f"{describe_tokens(llama['chat']['capsule_tokens_after_each_turn'])}"
-    )
+    console.print(f"CitationCapsuleBlock: capsule tokens after each turn "
+                  f"{describe_tokens(llama['chat']['capsule_tokens_after_each_turn'])}")
 
     console.rule("5 · shadow evaluation of two retrieval routes")
     console.print(Markdown(report["shadow"]["markdown"]))
     total = sum(seconds.values())
-    console.print(
-        Panel.fit(
-            f"done in {total:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items())
-        )
-    )
+    console.print(Panel.fit(f"done in {total:.1f} s: " + ", ".join(
+        f"{k} {v:.1f} s" for k, v in seconds.items())))

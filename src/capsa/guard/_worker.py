@@ -111,14 +111,8 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(
-    extractor: Any,
-    request: dict[str, Any],
-    write_fd: int,
-    close_fds: list[int],
-    scratch: str,
-    zygote: int,
-) -> None:
+def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: list[int],
+           scratch: str, zygote: int) -> None:
     """Runs in the forked child; never returns."""
     status = 70
     try:
@@ -170,43 +164,24 @@ def _run(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
         configure = getattr(extractor, "with_limits", None)
         if configure is not None:
             extractor = configure(limits)
-        raw = extractor.extract(
-            request["kind"], request["media_type"], request["payload"], max_pages=limits.max_pages
-        )
+        raw = extractor.extract(request["kind"], request["media_type"], request["payload"],
+                                max_pages=limits.max_pages)
         if not isinstance(raw, str):
-            return {
-                "failed": {
-                    "cause": "protocol",
-                    "detail": f"extractor returned {type(raw).__name__}, not str",
-                }
-            }
+            return {"failed": {"cause": "protocol",
+                               "detail": f"extractor returned {type(raw).__name__}, not str"}}
         text = normalize(raw)
         if len(text) > limits.max_text_chars:
-            return {
-                "rejected": {
-                    "reason": "text_too_long",
-                    "stage": "text",
-                    "detail": f"extracted {len(text)} characters, over the "
-                    f"limit of {limits.max_text_chars}; dropped whole, "
-                    "never truncated",
-                }
-            }
+            return {"rejected": {"reason": "text_too_long", "stage": "text",
+                                 "detail": f"extracted {len(text)} characters, over the "
+                                           f"limit of {limits.max_text_chars}; dropped whole, "
+                                           "never truncated"}}
         return {"ok": text}
     except MemoryError:
-        return {
-            "failed": {
-                "cause": "memory_limit",
-                "detail": f"ran out of its {request['memory_bytes']}-byte allowance",
-            }
-        }
+        return {"failed": {"cause": "memory_limit",
+                           "detail": f"ran out of its {request['memory_bytes']}-byte allowance"}}
     except RecursionError as exc:
-        return {
-            "rejected": {
-                "reason": "nested_too_deep",
-                "stage": "parser",
-                "detail": f"the parser's recursion limit was reached: {exc}",
-            }
-        }
+        return {"rejected": {"reason": "nested_too_deep", "stage": "parser",
+                             "detail": f"the parser's recursion limit was reached: {exc}"}}
     except IngestionRejected as exc:
         return {"rejected": {"reason": exc.reason, "stage": exc.stage, "detail": exc.detail}}
     except ExtractionFailed as exc:
@@ -235,9 +210,8 @@ def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int) -> dict[st
                 break
             size += len(chunk)
             if size > max_bytes:
-                outcome = {
-                    "failed": {"cause": "protocol", "detail": f"result exceeded {max_bytes} bytes"}
-                }
+                outcome = {"failed": {"cause": "protocol",
+                                      "detail": f"result exceeded {max_bytes} bytes"}}
                 break
             chunks.append(chunk)
             continue
@@ -262,12 +236,8 @@ def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int) -> dict[st
         except ValueError:
             return _bad("result is not valid JSON")
     code = os.WEXITSTATUS(status)
-    return {
-        "failed": {
-            "cause": "crashed",
-            "detail": f"parser process exited with status {code} and no result",
-        }
-    }
+    return {"failed": {"cause": "crashed", "detail": f"parser process exited with status {code} "
+                                                     "and no result"}}
 
 
 def _reap_orphans() -> None:
@@ -331,12 +301,8 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
             self_test = {str(k): str(v) for k, v in test().items()}
         except BaseException as exc:  # noqa: BLE001
             self_test = {"*": f"{type(exc).__name__}: {exc}"}
-    write_frame(
-        outbound,
-        json.dumps(
-            {"ready": True, "pid": os.getpid(), "network": network, "self_test": self_test}
-        ).encode(),
-    )
+    write_frame(outbound, json.dumps({"ready": True, "pid": os.getpid(), "network": network,
+                                      "self_test": self_test}).encode())
     while True:
         frame = read_frame(inbound)
         if frame is None:
@@ -347,14 +313,8 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
         zygote = os.getpid()
         pid = os.fork()
         if pid == 0:
-            _child(
-                extractor,
-                request,
-                write_fd,
-                [read_fd, inbound.fileno(), outbound.fileno()],
-                scratch,
-                zygote,
-            )
+            _child(extractor, request, write_fd,
+                   [read_fd, inbound.fileno(), outbound.fileno()], scratch, zygote)
         os.close(write_fd)
         deadline = time.monotonic() + float(request["timeout_s"])
         result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]))

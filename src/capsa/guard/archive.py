@@ -31,21 +31,8 @@ _FLAG_DESCRIPTOR = 0x8
 _FLAG_STRONG = 0x40
 _FLAG_UTF8 = 0x800
 _ALLOWED_METHODS = frozenset({0, 8})
-_ARCHIVE_SUFFIXES = (
-    ".zip",
-    ".jar",
-    ".docx",
-    ".xlsx",
-    ".pptx",
-    ".epub",
-    ".odt",
-    ".ods",
-    ".odp",
-    ".apk",
-    ".docm",
-    ".xlsm",
-    ".pptm",
-)
+_ARCHIVE_SUFFIXES = (".zip", ".jar", ".docx", ".xlsx", ".pptx", ".epub", ".odt", ".ods",
+                     ".odp", ".apk", ".docm", ".xlsm", ".pptm")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _S_IFMT, _S_IFLNK = 0o170000, 0o120000
 
@@ -83,9 +70,8 @@ def read_directory(payload: bytes, *, max_members: int) -> tuple[list[ZipMember]
     try:
         return _read_directory(payload, max_members)
     except _Refusal as refusal:
-        raise IngestionRejected(
-            refusal.detail, label="<archive>", stage="archive", reason=refusal.reason
-        ) from None
+        raise IngestionRejected(refusal.detail, label="<archive>", stage="archive",
+                                reason=refusal.reason) from None
 
 
 def member_names(payload: bytes) -> list[str]:
@@ -121,9 +107,8 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
     try:
         _inspect(payload, limits, depth=0, budget=[limits.max_uncompressed_bytes])
     except _Refusal as refusal:
-        raise IngestionRejected(
-            refusal.detail, label=label, stage="archive", reason=refusal.reason
-        ) from None
+        raise IngestionRejected(refusal.detail, label=label, stage="archive",
+                                reason=refusal.reason) from None
 
 
 def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int]) -> None:
@@ -162,12 +147,8 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
                 )
             if member.method == 0:
                 start = _data_start(payload, member)
-                _inspect(
-                    payload[start : start + member.compressed],
-                    limits,
-                    depth=depth + 1,
-                    budget=budget,
-                )
+                _inspect(payload[start:start + member.compressed], limits,
+                         depth=depth + 1, budget=budget)
 
 
 def _read_directory(payload: bytes, max_members: int) -> tuple[list[ZipMember], int]:
@@ -186,9 +167,8 @@ def _locate(payload: bytes, max_members: int) -> tuple[int, int, int]:
     if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
         count, cd_size, cd_offset = _read_zip64_end(payload, eocd_at)
     if count > max_members:
-        raise _Refusal(
-            "too_many_members", f"declares {count} members, over the limit of {max_members}"
-        )
+        raise _Refusal("too_many_members",
+                       f"declares {count} members, over the limit of {max_members}")
     if cd_offset + cd_size > len(payload):
         raise _Refusal("corrupt", "central directory lies past the end of the file")
     return count, cd_offset, cd_size
@@ -205,53 +185,35 @@ def _entries(payload: bytes, count: int, start: int, size: int) -> Iterator[ZipM
 
 def _read_zip64_end(payload: bytes, eocd_at: int) -> tuple[int, int, int]:
     locator_at = eocd_at - _EOCD64_LOCATOR.size
-    if locator_at < 0 or payload[locator_at : locator_at + 4] != b"PK\x06\x07":
+    if locator_at < 0 or payload[locator_at:locator_at + 4] != b"PK\x06\x07":
         raise _Refusal("corrupt", "zip64 sizes without a zip64 end locator")
     _, _, end_at, _ = _EOCD64_LOCATOR.unpack_from(payload, locator_at)
-    if end_at + _EOCD64.size > len(payload) or payload[end_at : end_at + 4] != b"PK\x06\x06":
+    if end_at + _EOCD64.size > len(payload) or payload[end_at:end_at + 4] != b"PK\x06\x06":
         raise _Refusal("corrupt", "zip64 end record missing")
     fields = _EOCD64.unpack_from(payload, end_at)
     return fields[7], fields[8], fields[9]
 
 
 def _read_central(payload: bytes, pos: int) -> ZipMember:
-    if pos + _CENTRAL.size > len(payload) or payload[pos : pos + 4] != b"PK\x01\x02":
+    if pos + _CENTRAL.size > len(payload) or payload[pos:pos + 4] != b"PK\x01\x02":
         raise _Refusal("corrupt", "central directory entry is missing or truncated")
-    (
-        _,
-        made_by,
-        _,
-        flags,
-        method,
-        _,
-        _,
-        _,
-        compressed,
-        uncompressed,
-        name_len,
-        extra_len,
-        _,
-        _,
-        _,
-        external,
-        offset,
-    ) = _CENTRAL.unpack_from(payload, pos)
-    raw_name = payload[pos + _CENTRAL.size : pos + _CENTRAL.size + name_len]
-    extra = payload[pos + _CENTRAL.size + name_len : pos + _CENTRAL.size + name_len + extra_len]
+    (_, made_by, _, flags, method, _, _, _, compressed, uncompressed, name_len, extra_len,
+     _, _, _, external, offset) = _CENTRAL.unpack_from(payload, pos)
+    raw_name = payload[pos + _CENTRAL.size:pos + _CENTRAL.size + name_len]
+    extra = payload[pos + _CENTRAL.size + name_len:pos + _CENTRAL.size + name_len + extra_len]
     compressed, uncompressed, offset = _apply_zip64(extra, compressed, uncompressed, offset)
     name = raw_name.decode("utf-8" if flags & _FLAG_UTF8 else "cp437", "replace")
     symlink = (made_by >> 8) == 3 and ((external >> 16) & _S_IFMT) == _S_IFLNK
     return ZipMember(name, method, flags, compressed, uncompressed, offset, symlink)
 
 
-def _apply_zip64(
-    extra: bytes, compressed: int, uncompressed: int, offset: int
-) -> tuple[int, int, int]:
+def _apply_zip64(extra: bytes, compressed: int, uncompressed: int, offset: int
+                 ) -> tuple[int, int, int]:
     pos = 0
     while pos + 4 <= len(extra):
         tag, size = struct.unpack_from("<HH", extra, pos)
         if tag == 0x0001:
-            values = extra[pos + 4 : pos + 4 + size]
+            values = extra[pos + 4:pos + 4 + size]
             fields = [uncompressed, compressed, offset]
             cursor = 0
             for i, current in enumerate(fields):
@@ -268,27 +230,19 @@ def _check_member(member: ZipMember, limits: ExtractionLimits, seen: set[str]) -
     if member.flags & (_FLAG_ENCRYPTED | _FLAG_STRONG) or member.method == 99:
         raise _Refusal("encrypted", f"member {name!r} is encrypted")
     if member.method not in _ALLOWED_METHODS:
-        raise _Refusal(
-            "unsupported_compression",
-            f"member {name!r} uses compression method {member.method} "
-            "(only stored and deflate are allowed)",
-        )
+        raise _Refusal("unsupported_compression",
+                       f"member {name!r} uses compression method {member.method} "
+                       "(only stored and deflate are allowed)")
     normal = name.replace("\\", "/")
-    if (
-        normal.startswith("/")
-        or _DRIVE.match(normal)
-        or "\x00" in name
-        or ".." in normal.split("/")
-    ):
+    if (normal.startswith("/") or _DRIVE.match(normal) or "\x00" in name
+            or ".." in normal.split("/")):
         raise _Refusal("unsafe_member_name", f"member name {name!r} escapes the archive")
     if member.is_symlink:
         raise _Refusal("unsafe_member_name", f"member {name!r} is a symbolic link")
     key = normal.casefold()
     if key in seen:
-        raise _Refusal(
-            "duplicate_member",
-            f"member {name!r} appears twice; parsers disagree on which one counts",
-        )
+        raise _Refusal("duplicate_member",
+                       f"member {name!r} appears twice; parsers disagree on which one counts")
     seen.add(key)
     _check_ratio(member.uncompressed, member.compressed, limits, f"member {name!r}")
 
@@ -312,31 +266,20 @@ def _data_start(payload: bytes, member: ZipMember) -> int:
 
 def _local_span(payload: bytes, member: ZipMember, directory_start: int) -> tuple[int, int]:
     at = member.local_offset
-    if at + _LOCAL.size > directory_start or payload[at : at + 4] != b"PK\x03\x04":
-        raise _Refusal(
-            "header_mismatch",
-            f"member {member.name!r} has no local header where the directory says",
-        )
-    (_, _, flags, method, _, _, _, compressed, uncompressed, name_len, _) = _LOCAL.unpack_from(
-        payload, at
-    )
-    local_name = payload[at + _LOCAL.size : at + _LOCAL.size + name_len]
-    central_name = member.name.encode("utf-8" if member.flags & _FLAG_UTF8 else "cp437", "replace")
-    sizes_differ = (
-        not flags & _FLAG_DESCRIPTOR
-        and 0xFFFFFFFF not in (compressed, uncompressed)
+    if at + _LOCAL.size > directory_start or payload[at:at + 4] != b"PK\x03\x04":
+        raise _Refusal("header_mismatch",
+                       f"member {member.name!r} has no local header where the directory says")
+    (_, _, flags, method, _, _, _, compressed, uncompressed, name_len,
+     _) = _LOCAL.unpack_from(payload, at)
+    local_name = payload[at + _LOCAL.size:at + _LOCAL.size + name_len]
+    central_name = member.name.encode("utf-8" if member.flags & _FLAG_UTF8 else "cp437",
+                                      "replace")
+    sizes_differ = not flags & _FLAG_DESCRIPTOR and 0xFFFFFFFF not in (compressed, uncompressed) \
         and (compressed, uncompressed) != (member.compressed, member.uncompressed)
-    )
-    if (
-        local_name != central_name
-        or method != member.method
-        or (flags & _FLAG_ENCRYPTED) != (member.flags & _FLAG_ENCRYPTED)
-        or sizes_differ
-    ):
-        raise _Refusal(
-            "header_mismatch",
-            f"local header of member {member.name!r} disagrees with the directory",
-        )
+    if (local_name != central_name or method != member.method
+            or (flags & _FLAG_ENCRYPTED) != (member.flags & _FLAG_ENCRYPTED) or sizes_differ):
+        raise _Refusal("header_mismatch",
+                       f"local header of member {member.name!r} disagrees with the directory")
     end = _data_start(payload, member) + member.compressed
     if end > directory_start:
         raise _Refusal("corrupt", f"member {member.name!r} runs into the central directory")
@@ -347,10 +290,8 @@ def _check_overlaps(spans: list[tuple[int, int, str]]) -> None:
     previous_end, previous_name = -1, ""
     for start, end, name in sorted(spans):
         if start < previous_end:
-            raise _Refusal(
-                "overlapping_members",
-                f"members {previous_name!r} and {name!r} share bytes (a zip bomb shape)",
-            )
+            raise _Refusal("overlapping_members",
+                           f"members {previous_name!r} and {name!r} share bytes (a zip bomb shape)")
         previous_end, previous_name = end, name
 
 
@@ -359,5 +300,5 @@ def _looks_like_archive(payload: bytes, member: ZipMember) -> bool:
         return True
     if member.method == 0 and member.compressed >= 4:
         start = _data_start(payload, member)
-        return payload[start : start + 4] == b"PK\x03\x04"
+        return payload[start:start + 4] == b"PK\x03\x04"
     return False

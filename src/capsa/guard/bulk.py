@@ -57,15 +57,11 @@ class Skipped(BaseModel):
     """The path it was read from; None for bytes handed in."""
 
 
-def extract_many(
-    sources: Iterable[BulkSource],
-    *,
-    workers: int = 2,
-    limits: ExtractionLimits | None = None,
-    extractor: TextExtractor | None = None,
-    manifest: str | os.PathLike[str] | None = None,
-    progress: bool = False,
-) -> Iterator[Extracted | Omission | Skipped]:
+def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
+                 limits: ExtractionLimits | None = None,
+                 extractor: TextExtractor | None = None,
+                 manifest: str | os.PathLike[str] | None = None,
+                 progress: bool = False) -> Iterator[Extracted | Omission | Skipped]:
     """Stream many files through the guard; yield each outcome as it finishes.
 
     At most ``2 * workers`` files are held in memory at once; sources are
@@ -133,25 +129,18 @@ class _Walked:
     path: Path
 
 
-def _expand(sources: Iterable[BulkSource], skip: Path | None) -> Iterator[BulkSource | _Walked]:
+def _expand(sources: Iterable[BulkSource], skip: Path | None
+            ) -> Iterator[BulkSource | _Walked]:
     for source in sources:
         if not isinstance(source, tuple) and Path(source).is_dir():
-            yield from (
-                _Walked(p)
-                for p in sorted(Path(source).rglob("*"))
-                if (p.is_symlink() or p.is_file()) and p.resolve() != skip
-            )
+            yield from (_Walked(p) for p in sorted(Path(source).rglob("*"))
+                        if (p.is_symlink() or p.is_file()) and p.resolve() != skip)
         else:
             yield source
 
 
-def _one(
-    index: int,
-    source: BulkSource | _Walked,
-    pool: TextExtractor,
-    limits: ExtractionLimits,
-    book: _Manifest | None,
-) -> Extracted | Omission | Skipped:
+def _one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
+         limits: ExtractionLimits, book: _Manifest | None) -> Extracted | Omission | Skipped:
     outcome = _read_one(index, source, pool, limits, book)
     if isinstance(source, tuple):
         return outcome
@@ -159,13 +148,9 @@ def _one(
     return outcome.model_copy(update={"source": str(path)})
 
 
-def _read_one(
-    index: int,
-    source: BulkSource | _Walked,
-    pool: TextExtractor,
-    limits: ExtractionLimits,
-    book: _Manifest | None,
-) -> Extracted | Omission | Skipped:
+def _read_one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
+              limits: ExtractionLimits, book: _Manifest | None
+              ) -> Extracted | Omission | Skipped:
     if isinstance(source, tuple):
         name = source[0]
     else:
@@ -181,24 +166,16 @@ def _read_one(
     except IngestionRejected as error:
         return Omission.from_error(error)
     except OSError as error:
-        return Omission(
-            label=label,
-            stage="size",
-            reason="corrupt",
-            detail=f"could not read the file: {error.strerror}",
-        )
+        return Omission(label=label, stage="size", reason="corrupt",
+                        detail=f"could not read the file: {error.strerror}")
     digest = hashlib.sha256(payload).hexdigest()
     previous = book.previous(digest) if book is not None else None
     if previous is not None:
         return Skipped(label=label, sha256=digest, previous=previous)
     outcome: Extracted | Omission
     try:
-        outcome = extract_attachment(
-            Attachment(label=label, media_type=media_type_for_name(name), payload=payload),
-            pool,
-            limits,
-            index=index,
-        )
+        outcome = extract_attachment(Attachment(label=label, media_type=media_type_for_name(name),
+                                                payload=payload), pool, limits, index=index)
     except (IngestionRejected, ExtractionFailed) as error:
         outcome = Omission.from_error(error)
     if book is not None:
@@ -206,9 +183,8 @@ def _read_one(
     return outcome
 
 
-def _finish(
-    done: set[Future[Extracted | Omission | Skipped]], bar: _Progress | None
-) -> Iterator[Extracted | Omission | Skipped]:
+def _finish(done: set[Future[Extracted | Omission | Skipped]], bar: _Progress | None
+            ) -> Iterator[Extracted | Omission | Skipped]:
     for future in done:
         outcome = future.result()
         if bar is not None:
@@ -262,13 +238,11 @@ class _Progress:
         self.progress.start()
 
     def advance(self, outcome: Extracted | Omission | Skipped) -> None:
-        key = {"Extracted": "extracted", "Omission": "omitted"}.get(
-            type(outcome).__name__, "skipped"
-        )
+        key = {"Extracted": "extracted", "Omission": "omitted"}.get(type(outcome).__name__,
+                                                                    "skipped")
         self.counts[key] += 1
-        self.progress.update(
-            self.task, advance=1, description=", ".join(f"{v} {k}" for k, v in self.counts.items())
-        )
+        self.progress.update(self.task, advance=1, description=", ".join(
+            f"{v} {k}" for k, v in self.counts.items()))
 
     def close(self) -> None:
         self.progress.stop()

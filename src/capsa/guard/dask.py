@@ -27,13 +27,9 @@ _POOLS: dict[int, IsolatedExtractor] = {}
 _LOCK = threading.Lock()
 
 
-def extract_bag(
-    paths_or_bag: Sequence[str | os.PathLike[str]] | Any,
-    *,
-    client: Any = None,
-    limits: ExtractionLimits | None = None,
-    npartitions: int | None = None,
-) -> Any:
+def extract_bag(paths_or_bag: Sequence[str | os.PathLike[str]] | Any, *,
+                client: Any = None, limits: ExtractionLimits | None = None,
+                npartitions: int | None = None) -> Any:
     """A Dask bag of outcome records, one per file.
 
     Args:

@@ -147,13 +147,8 @@ def render_blocks(files: Sequence[Extracted]) -> str:
     )
 
 
-def read_bounded(
-    path: str | os.PathLike[str],
-    limits: ExtractionLimits = DEFAULT_LIMITS,
-    *,
-    label: str | None = None,
-    follow_symlinks: bool = True,
-) -> bytes:
+def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAULT_LIMITS,
+                 *, label: str | None = None, follow_symlinks: bool = True) -> bytes:
     """Read a regular file, but never more than ``limits.max_bytes + 1`` bytes of it.
 
     A named pipe, device or socket is refused before it is opened (reading
@@ -167,19 +162,11 @@ def read_bounded(
     name = safe_label(label if label is not None else Path(path).name)
     info = os.stat(path, follow_symlinks=follow_symlinks)
     if stat.S_ISLNK(info.st_mode):
-        raise IngestionRejected(
-            "a symbolic link found in a directory walk is not followed",
-            label=name,
-            stage="size",
-            reason="unsupported_type",
-        )
+        raise IngestionRejected("a symbolic link found in a directory walk is not followed",
+                                label=name, stage="size", reason="unsupported_type")
     if not stat.S_ISREG(info.st_mode):
-        raise IngestionRejected(
-            "not a regular file (a pipe, device or socket)",
-            label=name,
-            stage="size",
-            reason="unsupported_type",
-        )
+        raise IngestionRejected("not a regular file (a pipe, device or socket)",
+                                label=name, stage="size", reason="unsupported_type")
     size = info.st_size
     if size > limits.max_bytes:
         raise _too_large(name, size, limits)
@@ -190,13 +177,8 @@ def read_bounded(
     return data
 
 
-def extract_attachment(
-    attachment: Attachment,
-    extractor: TextExtractor | None = None,
-    limits: ExtractionLimits | None = None,
-    *,
-    index: int = 0,
-) -> Extracted:
+def extract_attachment(attachment: Attachment, extractor: TextExtractor | None = None,
+                       limits: ExtractionLimits | None = None, *, index: int = 0) -> Extracted:
     """Turn one attachment into text, or refuse it with a typed error.
 
     The steps, in order, each able to refuse: safe label; empty and raw-size
@@ -234,39 +216,25 @@ def extract_attachment(
         raise _too_large(label, len(payload), limits)
     if payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         inspect_archive(payload, limits, label=label)
-    kind = resolve_kind(
-        sniff(payload),
-        attachment.media_type,
-        label=label,
-        trust_bytes=limits.on_type_mismatch == "trust_bytes",
-    )
+    kind = resolve_kind(sniff(payload), attachment.media_type, label=label,
+                        trust_bytes=limits.on_type_mismatch == "trust_bytes")
     extractor = extractor if extractor is not None else default_extractor()
     if isinstance(extractor, IsolatedExtractor):
         text = extractor.run(kind, attachment.media_type, payload, limits, label=label)
     else:
         text = _run_in_process(extractor, kind, attachment.media_type, payload, limits, label)
     if not text.strip():
-        raise IngestionRejected(
-            "the parser found no text", label=label, stage="text", reason="no_text"
-        )
-    return Extracted(
-        label=label,
-        kind=kind,
-        media_type=attachment.media_type,
-        text=text,
-        byte_size=len(payload),
-        sha256=hashlib.sha256(payload).hexdigest(),
-    )
+        raise IngestionRejected("the parser found no text", label=label, stage="text",
+                                reason="no_text")
+    return Extracted(label=label, kind=kind, media_type=attachment.media_type, text=text,
+                     byte_size=len(payload), sha256=hashlib.sha256(payload).hexdigest())
 
 
-def extract_all(
-    attachments: Sequence[Attachment],
-    extractor: TextExtractor | None = None,
-    limits: ExtractionLimits | None = None,
-    *,
-    on_rejection: Literal["omit", "raise"] = "omit",
-    on_outcome: Callable[[int, Extracted | Omission], None] | None = None,
-) -> ExtractionResult:
+def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | None = None,
+                limits: ExtractionLimits | None = None, *,
+                on_rejection: Literal["omit", "raise"] = "omit",
+                on_outcome: Callable[[int, Extracted | Omission], None] | None = None,
+                ) -> ExtractionResult:
     """Extract a set; four good files out of five still arrive, the fifth says why not.
 
     Files are taken in order; a file whose text would take the set past
@@ -300,10 +268,7 @@ def extract_all(
                 raise IngestionRejected(
                     f"{len(item.text)} characters would take the set to {used + len(item.text)}, "
                     f"over the set-wide limit of {limits.max_total_chars}",
-                    label=item.label,
-                    stage="set",
-                    reason="set_ceiling",
-                )
+                    label=item.label, stage="set", reason="set_ceiling")
             used += len(item.text)
             extracted.append(item)
             outcome = item
@@ -323,12 +288,8 @@ def rejection_from_worker(fields: dict[str, Any], label: str) -> IngestionReject
     stage = fields.get("stage")
     detail = clean_detail(fields.get("detail", ""))
     if reason not in _REASONS or stage not in _STAGES:
-        return IngestionRejected(
-            f"worker sent an unknown refusal ({str(reason)[:50]!r})",
-            label=label,
-            stage="parser",
-            reason="corrupt",
-        )
+        return IngestionRejected(f"worker sent an unknown refusal ({str(reason)[:50]!r})",
+                                 label=label, stage="parser", reason="corrupt")
     return IngestionRejected(detail, label=label, stage=stage, reason=reason)
 
 
@@ -354,40 +315,25 @@ def default_extractor() -> IsolatedExtractor:
 
 
 def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionRejected:
-    return IngestionRejected(
-        f"{size} bytes, over the limit of {limits.max_bytes}",
-        label=label,
-        stage="size",
-        reason="too_large",
-    )
+    return IngestionRejected(f"{size} bytes, over the limit of {limits.max_bytes}",
+                             label=label, stage="size", reason="too_large")
 
 
-def _run_in_process(
-    extractor: TextExtractor,
-    kind: str,
-    media_type: str | None,
-    payload: bytes,
-    limits: ExtractionLimits,
-    label: str,
-) -> str:
+def _run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
+                    limits: ExtractionLimits, label: str) -> str:
     with _parser_errors(label):
         configure = getattr(extractor, "with_limits", None)
         if configure is not None:
             extractor = configure(limits)
         raw = extractor.extract(kind, media_type, payload, max_pages=limits.max_pages)
     if not isinstance(raw, str):
-        raise ExtractionFailed(
-            f"extractor returned {type(raw).__name__}, not str", label=label, cause="protocol"
-        )
+        raise ExtractionFailed(f"extractor returned {type(raw).__name__}, not str",
+                               label=label, cause="protocol")
     text = normalize(raw)
     if len(text) > limits.max_text_chars:
         raise IngestionRejected(
             f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
-            "dropped whole, never truncated",
-            label=label,
-            stage="text",
-            reason="text_too_long",
-        )
+            "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
     return text
 
 
@@ -396,14 +342,12 @@ def _parser_errors(label: str) -> Iterator[None]:
     try:
         yield
     except IngestionRejected as error:
-        raise IngestionRejected(
-            error.detail, label=label, stage=error.stage, reason=error.reason
-        ) from error
+        raise IngestionRejected(error.detail, label=label, stage=error.stage,
+                                reason=error.reason) from error
     except ExtractionFailed as error:
         raise ExtractionFailed(error.detail, label=label, cause=error.cause) from error
     except MemoryError as error:
         raise ExtractionFailed("ran out of memory", label=label, cause="memory_limit") from error
     except Exception as error:
-        raise ExtractionFailed(
-            clean_detail(f"{type(error).__name__}: {error}"), label=label, cause="raised"
-        ) from error
+        raise ExtractionFailed(clean_detail(f"{type(error).__name__}: {error}"), label=label,
+                               cause="raised") from error

@@ -39,13 +39,7 @@ _GRACE_S = 5.0
 _START_TIMEOUT_S = 180.0
 _PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX")
 _CAUSES: tuple[FailureCause, ...] = (
-    "raised",
-    "timeout",
-    "memory_limit",
-    "crashed",
-    "incomplete",
-    "protocol",
-)
+    "raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol")
 
 
 class WorkerHealth(dict[str, Any]):
@@ -78,13 +72,8 @@ class _Zygote:
         env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-m", "capsa.guard._worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd="/",
-            start_new_session=True,
-            close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, cwd="/", start_new_session=True, close_fds=True,
         )
         assert self.process.stdin is not None
         assert self.process.stdout is not None
@@ -92,16 +81,13 @@ class _Zygote:
         self.stdin: IO[bytes] = self.process.stdin
         self.stdout: IO[bytes] = self.process.stdout
         extras = [p for p in sys.path if p and os.path.isdir(p)]
-        write_frame(
-            self.stdin, pickle.dumps({"extractor": pickle.dumps(extractor), "sys_path": extras})
-        )
+        write_frame(self.stdin, pickle.dumps({"extractor": pickle.dumps(extractor),
+                                              "sys_path": extras}))
         hello = self._read(_START_TIMEOUT_S)
         if hello is None or not hello.get("ready"):
             self.kill()
-            raise RuntimeError(
-                "the extraction worker did not start; is capsa installed "
-                "in this interpreter's environment?"
-            )
+            raise RuntimeError("the extraction worker did not start; is capsa installed "
+                               "in this interpreter's environment?")
         self.health = WorkerHealth(hello)
 
     def alive(self) -> bool:
@@ -182,9 +168,8 @@ class IsolatedExtractor:
         'hello'
     """
 
-    def __init__(
-        self, inner: TextExtractor, *, workers: int = 1, limits: ExtractionLimits = DEFAULT_LIMITS
-    ) -> None:
+    def __init__(self, inner: TextExtractor, *, workers: int = 1,
+                 limits: ExtractionLimits = DEFAULT_LIMITS) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.inner = inner
@@ -217,12 +202,8 @@ class IsolatedExtractor:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     def start(self) -> None:
@@ -247,15 +228,8 @@ class IsolatedExtractor:
         limits = self.limits.model_copy(update={"max_pages": max_pages})
         return self.run(kind, media_type, payload, limits, label="<payload>")
 
-    def run(
-        self,
-        kind: str,
-        media_type: str | None,
-        payload: bytes,
-        limits: ExtractionLimits,
-        *,
-        label: str,
-    ) -> str:
+    def run(self, kind: str, media_type: str | None, payload: bytes,
+            limits: ExtractionLimits, *, label: str) -> str:
         """Extract `payload` in a fresh child under `limits`; return normalised text.
 
         Raises:
@@ -264,12 +238,9 @@ class IsolatedExtractor:
             ExtractionFailed: the parser lost; `cause` says how.
         """
         message = {
-            "kind": kind,
-            "media_type": media_type,
-            "payload": payload,
+            "kind": kind, "media_type": media_type, "payload": payload,
             "limits": limits.model_dump_json(),
-            "timeout_s": limits.timeout_s,
-            "cpu_s": limits.cpu_s,
+            "timeout_s": limits.timeout_s, "cpu_s": limits.cpu_s,
             "memory_bytes": limits.memory_bytes,
             "max_file_write_bytes": limits.max_file_write_bytes,
             "max_result_bytes": 4 * limits.max_text_chars + 65536,
@@ -281,14 +252,10 @@ class IsolatedExtractor:
             died = worker.closed or not worker.alive()
             self._replace(worker)
             if died:
-                raise ExtractionFailed(
-                    "the worker process died during this file and was replaced",
-                    label=label,
-                    cause="crashed",
-                )
-            raise ExtractionFailed(
-                "the worker stopped answering and was replaced", label=label, cause="timeout"
-            )
+                raise ExtractionFailed("the worker process died during this file and was "
+                                       "replaced", label=label, cause="crashed")
+            raise ExtractionFailed("the worker stopped answering and was replaced",
+                                   label=label, cause="timeout")
         self._idle.put(worker)
         return _interpret(answer, label, limits)
 
@@ -296,11 +263,8 @@ class IsolatedExtractor:
         report = self.health.get("self_test", {})
         status = report.get(kind, report.get("*"))
         if status is not None and status != "ok":
-            raise ExtractionFailed(
-                f"the {kind} parser failed its start-up self-test: {status}",
-                label=label,
-                cause="raised",
-            )
+            raise ExtractionFailed(f"the {kind} parser failed its start-up self-test: {status}",
+                                   label=label, cause="raised")
 
     def _acquire(self) -> _Zygote:
         """An idle live worker, a newly started one if the pool is short, or wait for one.
@@ -363,11 +327,7 @@ def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> 
         if len(text) > limits.max_text_chars:
             raise IngestionRejected(
                 f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
-                "dropped whole, never truncated",
-                label=label,
-                stage="text",
-                reason="text_too_long",
-            )
+                "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
         return text
     rejected = answer.get("rejected")
     if isinstance(rejected, dict):
@@ -385,6 +345,5 @@ def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> 
         if typed == "protocol" and cause != "protocol":
             detail = f"unknown failure cause {cause[:100]!r}"
         raise ExtractionFailed(detail, label=label, cause=typed)
-    raise ExtractionFailed(
-        "the worker answered with an unrecognised message", label=label, cause="protocol"
-    )
+    raise ExtractionFailed("the worker answered with an unrecognised message", label=label,
+                           cause="protocol")

@@ -62,6 +62,7 @@ class ExtractionLimits(BaseModel):
     on_type_mismatch: Literal["refuse", "trust_bytes"] = "refuse"
     """A declared media type that contradicts the sniffed bytes is refused, or the bytes win."""
 
+
     @classmethod
     def for_attachments(cls) -> ExtractionLimits:
         """The chat-attachment preset: small files, refused early, cheap to refuse."""

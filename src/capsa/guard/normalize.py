@@ -87,7 +87,7 @@ def decode_text(payload: bytes) -> str:
     """
     for bom, encoding in _BOMS:
         if payload.startswith(bom):
-            return _checked(payload[len(bom) :].decode(encoding, "replace"))
+            return _checked(payload[len(bom):].decode(encoding, "replace"))
     # UTF-16 of mostly ASCII text is also valid UTF-8 (full of NULs), so the
     # NUL pattern is checked before strict UTF-8.
     sample = payload[:4096]

@@ -10,59 +10,21 @@ from capsa.guard.archive import member_names
 from capsa.guard.normalize import UndecodableText, decode_text
 
 __all__ = [
-    "EXTRACTABLE_KINDS",
-    "Kind",
-    "kind_for_media_type",
-    "media_type_for_name",
-    "resolve_kind",
+    "EXTRACTABLE_KINDS", "Kind", "kind_for_media_type", "media_type_for_name", "resolve_kind",
     "sniff",
 ]
 
 Kind = Literal[
-    "pdf",
-    "docx",
-    "pptx",
-    "xlsx",
-    "epub",
-    "zip",
-    "html",
-    "eml",
-    "rtf",
-    "png",
-    "jpeg",
-    "tiff",
-    "webp",
-    "text",
-    "markdown",
-    "csv",
-    "json",
-    "ole",
-    "postscript",
-    "gif",
-    "binary",
+    "pdf", "docx", "pptx", "xlsx", "epub", "zip", "html", "eml", "rtf",
+    "png", "jpeg", "tiff", "webp", "text", "markdown", "csv", "json",
+    "ole", "postscript", "gif", "binary",
 ]
 """Every kind `sniff` can name. Only `EXTRACTABLE_KINDS` reach a parser."""
 
-EXTRACTABLE_KINDS: frozenset[Kind] = frozenset(
-    {
-        "pdf",
-        "docx",
-        "pptx",
-        "xlsx",
-        "epub",
-        "html",
-        "eml",
-        "rtf",
-        "png",
-        "jpeg",
-        "tiff",
-        "webp",
-        "text",
-        "markdown",
-        "csv",
-        "json",
-    }
-)
+EXTRACTABLE_KINDS: frozenset[Kind] = frozenset({
+    "pdf", "docx", "pptx", "xlsx", "epub", "html", "eml", "rtf",
+    "png", "jpeg", "tiff", "webp", "text", "markdown", "csv", "json",
+})
 _TEXTUAL: frozenset[Kind] = frozenset({"text", "markdown", "csv", "json", "html", "eml"})
 _PLAIN: frozenset[Kind] = frozenset({"text", "markdown", "csv", "json"})
 _IMAGES: frozenset[Kind] = frozenset({"png", "jpeg", "tiff", "webp"})
@@ -101,47 +63,21 @@ _EXTENSIONS: dict[str, str] = {
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    "epub": "application/epub+zip",
-    "zip": "application/zip",
-    "html": "text/html",
-    "htm": "text/html",
-    "xhtml": "application/xhtml+xml",
-    "eml": "message/rfc822",
-    "rtf": "application/rtf",
-    "png": "image/png",
-    "jpg": "image/jpeg",
-    "jpeg": "image/jpeg",
-    "tif": "image/tiff",
-    "tiff": "image/tiff",
-    "webp": "image/webp",
-    "gif": "image/gif",
-    "txt": "text/plain",
-    "text": "text/plain",
-    "log": "text/plain",
-    "md": "text/markdown",
-    "markdown": "text/markdown",
-    "csv": "text/csv",
-    "json": "application/json",
-    "doc": "application/msword",
-    "xls": "application/vnd.ms-excel",
-    "msg": "application/vnd.ms-outlook",
-    "ps": "application/postscript",
+    "epub": "application/epub+zip", "zip": "application/zip",
+    "html": "text/html", "htm": "text/html", "xhtml": "application/xhtml+xml",
+    "eml": "message/rfc822", "rtf": "application/rtf",
+    "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "tif": "image/tiff",
+    "tiff": "image/tiff", "webp": "image/webp", "gif": "image/gif",
+    "txt": "text/plain", "text": "text/plain", "log": "text/plain", "md": "text/markdown",
+    "markdown": "text/markdown", "csv": "text/csv", "json": "application/json",
+    "doc": "application/msword", "xls": "application/vnd.ms-excel",
+    "msg": "application/vnd.ms-outlook", "ps": "application/postscript",
     "eps": "application/postscript",
 }
 _NO_CLAIM = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 _HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,40}:[ \t]", re.MULTILINE)
-_MAIL_HEADERS = (
-    b"from",
-    b"to",
-    b"subject",
-    b"date",
-    b"mime-version",
-    b"received",
-    b"message-id",
-    b"content-type",
-    b"return-path",
-    b"cc",
-)
+_MAIL_HEADERS = (b"from", b"to", b"subject", b"date", b"mime-version", b"received",
+                 b"message-id", b"content-type", b"return-path", b"cc")
 
 
 def sniff(payload: bytes) -> Kind:
@@ -232,8 +168,7 @@ def resolve_kind(
     kind: Kind = sniffed
     if claimed is not None and claimed != sniffed:
         if (claimed in _PLAIN and sniffed in _TEXTUAL) or (
-            claimed in _TEXTUAL and sniffed == "text"
-        ):
+                claimed in _TEXTUAL and sniffed == "text"):
             kind = claimed
         elif claimed in _IMAGES and sniffed in _IMAGES:
             kind = sniffed
@@ -241,17 +176,13 @@ def resolve_kind(
             raise IngestionRejected(
                 f"declared {declared!r} ({claimed}) but the bytes are {sniffed}; "
                 "a declared type that contradicts the content is refused",
-                label=label,
-                stage="sniff",
-                reason="type_mismatch",
+                label=label, stage="sniff", reason="type_mismatch",
             )
     if kind not in EXTRACTABLE_KINDS:
         raise IngestionRejected(
             f"content is {kind}, which capsa does not extract "
             f"(supported: {', '.join(sorted(EXTRACTABLE_KINDS))})",
-            label=label,
-            stage="sniff",
-            reason="unsupported_type",
+            label=label, stage="sniff", reason="unsupported_type",
         )
     return kind
 
@@ -296,10 +227,9 @@ def _text_kind(payload: bytes) -> Kind:
         return "html"
     head = sample.lstrip()[:4096]
     if _HEADER_LINE.match(head):
-        names = {
-            m.group(0).split(b":", 1)[0].strip().lower()
-            for m in _HEADER_LINE.finditer(head.split(b"\n\n", 1)[0])
-        }
+        names = {m.group(0).split(b":", 1)[0].strip().lower()
+                 for m in _HEADER_LINE.finditer(head.split(b"\n\n", 1)[0])}
         if len(names.intersection(_MAIL_HEADERS)) >= 2:
             return "eml"
     return "text"
+

@@ -26,21 +26,8 @@ from typing import Literal
 __all__ = ["Behaviour", "MisbehavingExtractor"]
 
 Behaviour = Literal[
-    "echo",
-    "hang",
-    "sleep",
-    "allocate",
-    "exit",
-    "segfault",
-    "sys_exit",
-    "stdout_flood",
-    "grandchild",
-    "socket",
-    "big_write",
-    "env",
-    "huge_result",
-    "surrogate",
-    "raise",
+    "echo", "hang", "sleep", "allocate", "exit", "segfault", "sys_exit", "stdout_flood",
+    "grandchild", "socket", "big_write", "env", "huge_result", "surrogate", "raise",
     "garbage",
 ]
 
@@ -142,20 +129,10 @@ def _garbage(payload: bytes) -> str:
 
 
 _BEHAVIOURS = {
-    "hang": _hang,
-    "sleep": _sleep,
-    "allocate": _allocate,
-    "exit": _exit,
-    "segfault": _segfault,
-    "sys_exit": _sys_exit,
-    "stdout_flood": _stdout_flood,
-    "grandchild": _grandchild,
-    "socket": _socket,
-    "big_write": _big_write,
-    "env": _env,
-    "huge_result": _huge_result,
-    "surrogate": _surrogate,
-    "raise": _raise,
+    "hang": _hang, "sleep": _sleep, "allocate": _allocate, "exit": _exit,
+    "segfault": _segfault, "sys_exit": _sys_exit, "stdout_flood": _stdout_flood,
+    "grandchild": _grandchild, "socket": _socket, "big_write": _big_write, "env": _env,
+    "huge_result": _huge_result, "surrogate": _surrogate, "raise": _raise,
     "garbage": _garbage,
 }
 
@@ -178,12 +155,8 @@ FAULTS: tuple[Fault, ...] = ("hang", "crash", "segfault", "allocate", "raise", "
 """Every fault, in the fixed order in which `FaultInjectingExtractor` draws them."""
 
 _FAULT_BEHAVIOURS = {
-    "hang": _hang,
-    "crash": _exit,
-    "segfault": _segfault,
-    "allocate": _allocate,
-    "raise": _raise,
-    "garbage": _garbage,
+    "hang": _hang, "crash": _exit, "segfault": _segfault, "allocate": _allocate,
+    "raise": _raise, "garbage": _garbage,
 }
 
 
@@ -214,13 +187,8 @@ class FaultInjectingExtractor:
         'fine'
     """
 
-    def __init__(
-        self,
-        inner: TextExtractor | None = None,
-        *,
-        seed: int = 0,
-        rates: dict[str, float] | None = None,
-    ) -> None:
+    def __init__(self, inner: TextExtractor | None = None, *, seed: int = 0,
+                 rates: dict[str, float] | None = None) -> None:
         given = dict(rates or {})
         unknown = sorted(set(given) - set(FAULTS))
         if unknown:
@@ -231,8 +199,7 @@ class FaultInjectingExtractor:
         self.seed = seed
         self.rates: dict[str, float] = {fault: float(given.get(fault, 0.0)) for fault in FAULTS}
         self.kinds: frozenset[str] = frozenset(
-            getattr(inner, "kinds", ()) if inner is not None else MisbehavingExtractor.kinds
-        )
+            getattr(inner, "kinds", ()) if inner is not None else MisbehavingExtractor.kinds)
 
     def fault_for(self, payload: bytes) -> Fault | None:
         """The fault `extract` will inject for `payload`, or None when it will parse it."""

@@ -70,15 +70,10 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         tokenizer: counts tokens; defaults to capsa's offline estimate.
     """
 
-    def __init__(
-        self,
-        *,
-        budget: Budget,
-        retriever: BaseRetriever | None = None,
-        extractor: TextExtractor | None = None,
-        limits: ExtractionLimits | None = None,
-        tokenizer: Callable[[str], int] | None = None,
-    ) -> None:
+    def __init__(self, *, budget: Budget, retriever: BaseRetriever | None = None,
+                 extractor: TextExtractor | None = None,
+                 limits: ExtractionLimits | None = None,
+                 tokenizer: Callable[[str], int] | None = None) -> None:
         super().__init__()
         self.budget = budget
         self.retriever = retriever
@@ -88,9 +83,8 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         self._cache: OrderedDict[str, Extracted | Omission] = OrderedDict()
         self._lock = threading.Lock()
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> Any:
+    def wrap_model_call(self, request: ModelRequest[Any],
+                        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
         """Rewrite the newest human message for this call only."""
         found = _newest_human(request.messages)
         if found is None or not _files(found[1]):
@@ -99,15 +93,12 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         docs = self.retriever.invoke(_text(message)) if self.retriever is not None else []
         context = self._context(message, docs)
         _dispatch(context)
-        return handler(
-            request.override(messages=_replace(request.messages, index, message, context))
-        )
+        return handler(request.override(messages=_replace(request.messages, index, message,
+                                                           context)))
 
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> Any:
+    async def awrap_model_call(self, request: ModelRequest[Any],
+                               handler: Callable[[ModelRequest[Any]],
+                                                 Awaitable[ModelResponse[Any]]]) -> Any:
         """The async twin of `wrap_model_call`; extraction runs in a thread."""
         found = _newest_human(request.messages)
         if found is None or not _files(found[1]):
@@ -116,50 +107,32 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         docs = await self.retriever.ainvoke(_text(message)) if self.retriever else []
         context = await asyncio.to_thread(self._context, message, docs)
         await _adispatch(context)
-        return await handler(
-            request.override(messages=_replace(request.messages, index, message, context))
-        )
+        return await handler(request.override(messages=_replace(request.messages, index,
+                                                                 message, context)))
 
     def _context(self, message: HumanMessage, docs: Sequence[Any]) -> AttachmentContext:
-        outcomes = [
-            self._extract(position, block) for position, block in enumerate(_files(message))
-        ]
-        passages = [
-            Passage(
-                id=str(doc.id or f"retrieved-{i}"),
-                text=doc.page_content,
-                source=str(doc.metadata.get("source")) if doc.metadata else None,
-            )
-            for i, doc in enumerate(docs)
-        ]
+        outcomes = [self._extract(position, block)
+                    for position, block in enumerate(_files(message))]
+        passages = [Passage(id=str(doc.id or f"retrieved-{i}"), text=doc.page_content,
+                            source=str(doc.metadata.get("source")) if doc.metadata else None)
+                    for i, doc in enumerate(docs)]
         return attachment_context(
             _text(message),
             [o for o in outcomes if isinstance(o, Extracted)],
             [o for o in outcomes if isinstance(o, Omission)],
-            self.budget,
-            passages=passages,
-            tokenizer=self.tokenizer,
-        )
+            self.budget, passages=passages, tokenizer=self.tokenizer)
 
     def _extract(self, position: int, block: dict[str, Any]) -> Extracted | Omission:
         label = safe_label(_filename(block), index=position)
         if "base64" not in block:
             where = "a URL" if "url" in block else "a provider file id"
-            return Omission(
-                label=label,
-                stage="sniff",
-                reason="unsupported_type",
-                detail=f"the file is given by {where}; capsa never fetches it",
-            )
+            return Omission(label=label, stage="sniff", reason="unsupported_type",
+                            detail=f"the file is given by {where}; capsa never fetches it")
         try:
             payload = base64.b64decode(block["base64"], validate=True)
         except (binascii.Error, ValueError):
-            return Omission(
-                label=label,
-                stage="size",
-                reason="corrupt",
-                detail="the base64 data does not decode",
-            )
+            return Omission(label=label, stage="size", reason="corrupt",
+                            detail="the base64 data does not decode")
         key = hashlib.sha256(payload).hexdigest() + "|" + label
         with self._lock:
             if key in self._cache:
@@ -169,10 +142,7 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         try:
             outcome = extract_attachment(
                 Attachment(label=label, media_type=block.get("mime_type"), payload=payload),
-                self.extractor,
-                self.limits,
-                index=position,
-            )
+                self.extractor, self.limits, index=position)
         except (IngestionRejected, ExtractionFailed) as error:
             outcome = Omission.from_error(error)
         with self._lock:
@@ -199,12 +169,8 @@ def _files(message: HumanMessage) -> list[dict[str, Any]]:
 def _filename(block: dict[str, Any]) -> str:
     extras = block.get("extras") or {}
     metadata = block.get("metadata") or {}
-    for candidate in (
-        block.get("filename"),
-        extras.get("filename"),
-        metadata.get("filename"),
-        block.get("name"),
-    ):
+    for candidate in (block.get("filename"), extras.get("filename"), metadata.get("filename"),
+                      block.get("name")):
         if isinstance(candidate, str) and candidate:
             return candidate
     return ""
@@ -213,23 +179,18 @@ def _filename(block: dict[str, Any]) -> str:
 def _text(message: HumanMessage) -> str:
     if isinstance(message.content, str):
         return message.content
-    return " ".join(
-        b if isinstance(b, str) else str(b.get("text", ""))
-        for b in message.content
-        if isinstance(b, str) or b.get("type") in ("text", "text-plain")
-    )
+    return " ".join(b if isinstance(b, str) else str(b.get("text", ""))
+                    for b in message.content
+                    if isinstance(b, str) or b.get("type") in ("text", "text-plain"))
 
 
-def _replace(
-    messages: Sequence[AnyMessage], index: int, message: HumanMessage, context: AttachmentContext
-) -> list[AnyMessage]:
+def _replace(messages: Sequence[AnyMessage], index: int, message: HumanMessage,
+             context: AttachmentContext) -> list[AnyMessage]:
     kept: list[str | dict[Any, Any]] = [
-        b for b in message.content if not (isinstance(b, dict) and b.get("type") == "file")
-    ]
-    rewritten = message.model_copy(
-        update={"content": [{"type": "text", "text": context.text}, *kept]}
-    )
-    return [*messages[:index], rewritten, *messages[index + 1 :]]
+        b for b in message.content if not (isinstance(b, dict) and b.get("type") == "file")]
+    rewritten = message.model_copy(update={
+        "content": [{"type": "text", "text": context.text}, *kept]})
+    return [*messages[:index], rewritten, *messages[index + 1:]]
 
 
 def _report(context: AttachmentContext) -> dict[str, Any]:

@@ -108,9 +108,8 @@ class CapsaCompressor(BaseDocumentCompressor):
         return kept
 
     def _settings(self) -> PackSettings:
-        return PackSettings(
-            self.budget, self.compress, counter(self.tokenizer, self.model), self.scorer
-        )
+        return PackSettings(self.budget, self.compress, counter(self.tokenizer, self.model),
+                            self.scorer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,28 +122,20 @@ class PackSettings:
     scorer: Scorer | None
 
 
-def counter(
-    tokenizer: Callable[[str], int] | None, model: LanguageModel | None
-) -> Tokenizer | None:
+def counter(tokenizer: Callable[[str], int] | None,
+            model: LanguageModel | None) -> Tokenizer | None:
     """The explicit tokenizer, else the model's ``get_num_tokens``, else None (capsa's estimate)."""
     if tokenizer is not None:
         return tokenizer
     return model.get_num_tokens if model is not None else None
 
 
-def compress(
-    documents: Sequence[Document], query: str, settings: PackSettings
-) -> tuple[list[Document], dict[str, Any]]:
+def compress(documents: Sequence[Document], query: str,
+             settings: PackSettings) -> tuple[list[Document], dict[str, Any]]:
     """Convert, pack once, convert back: the kept documents and the report."""
     passages = to_passages(documents)
-    packet = pack(
-        query,
-        passages,
-        settings.budget,
-        compress=settings.compress,
-        tokenizer=settings.tokenizer,
-        scorer=settings.scorer,
-    )
+    packet = pack(query, passages, settings.budget, compress=settings.compress,
+                  tokenizer=settings.tokenizer, scorer=settings.scorer)
     by_id = dict(zip((p.id for p in passages), documents, strict=True))
     receipts = {r.passage_id: r for r in packet.receipts}
     kept = [
@@ -165,14 +156,11 @@ def to_passages(documents: Sequence[Document]) -> list[Passage]:
         seen.add(ident)
         source = document.metadata.get("source")
         score = document.metadata.get("relevance_score", document.metadata.get("score"))
-        passages.append(
-            Passage(
-                id=ident,
-                text=document.page_content,
-                source=None if source is None else str(source),
-                score=float(score) if isinstance(score, int | float) else None,
-            )
-        )
+        passages.append(Passage(
+            id=ident, text=document.page_content,
+            source=None if source is None else str(source),
+            score=float(score) if isinstance(score, int | float) else None,
+        ))
     return passages
 
 
@@ -183,9 +171,8 @@ def report(packet: Packet) -> dict[str, Any]:
         "max_tokens": packet.budget.max_tokens,
         "used_tokens": packet.used_tokens,
         "kept": [p.id for p in packet.passages],
-        "dropped": [
-            {"id": r.passage_id, "reason": r.dropped, "detail": r.detail} for r in packet.dropped
-        ],
+        "dropped": [{"id": r.passage_id, "reason": r.dropped, "detail": r.detail}
+                    for r in packet.dropped],
         "receipts": [r.model_dump(mode="json") for r in packet.receipts],
     }
 
@@ -209,11 +196,8 @@ def _format_packet(documents: Sequence[Document]) -> str:
         receipt = document.metadata.get("capsa_receipt") or {}
         ident = receipt.get("passage_id") or document.id or str(n)
         source = receipt.get("source", document.metadata.get("source"))
-        passage = Passage(
-            id=str(ident),
-            text=document.page_content,
-            source=None if source is None else str(source),
-        )
+        passage = Passage(id=str(ident), text=document.page_content,
+                          source=None if source is None else str(source))
         group: Group = "attached" if receipt.get("group") == "attached" else "retrieved"
         items.append((group, passage, bool(receipt.get("truncated"))))
     return render_passages(items)

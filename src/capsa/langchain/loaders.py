@@ -62,14 +62,10 @@ class CapsaBlobParser(BaseBlobParser):
         ['hi']
     """
 
-    def __init__(
-        self,
-        *,
-        extractor: TextExtractor | None = None,
-        limits: ExtractionLimits | None = None,
-        on_rejection: Literal["omit", "raise"] = "omit",
-        callbacks: Sequence[BaseCallbackHandler] | None = None,
-    ) -> None:
+    def __init__(self, *, extractor: TextExtractor | None = None,
+                 limits: ExtractionLimits | None = None,
+                 on_rejection: Literal["omit", "raise"] = "omit",
+                 callbacks: Sequence[BaseCallbackHandler] | None = None) -> None:
         if on_rejection not in ("omit", "raise"):
             raise ValueError("on_rejection must be 'omit' or 'raise'")
         self.extractor = extractor
@@ -85,11 +81,9 @@ class CapsaBlobParser(BaseBlobParser):
         try:
             payload = _blob_bytes(blob, self.limits, label)
             declared = blob.mimetype or media_type_for_name(label)
-            item = extract_attachment(
-                Attachment(label=label, media_type=declared, payload=payload),
-                self.extractor,
-                self.limits,
-            )
+            item = extract_attachment(Attachment(label=label, media_type=declared,
+                                                 payload=payload),
+                                      self.extractor, self.limits)
         except (IngestionRejected, ExtractionFailed) as error:
             if self.on_rejection == "raise":
                 raise
@@ -102,8 +96,7 @@ class CapsaBlobParser(BaseBlobParser):
         self.omitted.append(omission)
         if self.callbacks:
             CallbackManager(handlers=self.callbacks).on_custom_event(
-                OMISSION_EVENT, omission.model_dump(mode="json")
-            )
+                OMISSION_EVENT, omission.model_dump(mode="json"))
 
 
 class CapsaLoader(BaseLoader):
@@ -123,19 +116,13 @@ class CapsaLoader(BaseLoader):
         [('b.txt', 'empty')]
     """
 
-    def __init__(
-        self,
-        sources: Iterable[Source],
-        *,
-        extractor: TextExtractor | None = None,
-        limits: ExtractionLimits | None = None,
-        on_rejection: Literal["omit", "raise"] = "omit",
-        callbacks: Sequence[BaseCallbackHandler] | None = None,
-    ) -> None:
+    def __init__(self, sources: Iterable[Source], *, extractor: TextExtractor | None = None,
+                 limits: ExtractionLimits | None = None,
+                 on_rejection: Literal["omit", "raise"] = "omit",
+                 callbacks: Sequence[BaseCallbackHandler] | None = None) -> None:
         self.sources = sources
-        self.parser = CapsaBlobParser(
-            extractor=extractor, limits=limits, on_rejection=on_rejection, callbacks=callbacks
-        )
+        self.parser = CapsaBlobParser(extractor=extractor, limits=limits,
+                                      on_rejection=on_rejection, callbacks=callbacks)
 
     @property
     def omitted(self) -> list[Omission]:
@@ -170,12 +157,9 @@ def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
     data = blob.data
     if isinstance(data, str):
         if len(data) > limits.max_bytes:  # every character is at least one byte
-            raise IngestionRejected(
-                f"at least {len(data)} bytes, over the limit of {limits.max_bytes}",
-                label=label,
-                stage="size",
-                reason="too_large",
-            )
+            raise IngestionRejected(f"at least {len(data)} bytes, over the limit of "
+                                    f"{limits.max_bytes}", label=label, stage="size",
+                                    reason="too_large")
         data = data.encode(blob.encoding or "utf-8")
     return data or b""
 
@@ -183,12 +167,10 @@ def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
 def _to_document(item: Extracted, blob: Blob) -> Document:
     metadata: dict[str, Any] = dict(blob.metadata or {})
     metadata.setdefault("source", blob.source or item.label)
-    metadata.update(
-        {
-            "capsa_label": item.label,
-            "capsa_kind": item.kind,
-            "capsa_sha256": item.sha256,
-            "capsa_bytes": item.byte_size,
-        }
-    )
+    metadata.update({
+        "capsa_label": item.label,
+        "capsa_kind": item.kind,
+        "capsa_sha256": item.sha256,
+        "capsa_bytes": item.byte_size,
+    })
     return Document(id=item.sha256, page_content=item.text, metadata=metadata)

@@ -87,35 +87,24 @@ class BudgetedRetriever(BaseRetriever):
     """Relevance scorer; capsa's lexical BM25 when None."""
 
     def _get_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: CallbackManagerForRetrieverRun,
-        k: int | None = None,
-        **kwargs: Any,
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None, **kwargs: Any,
     ) -> list[Document]:
-        candidates = self.retriever.invoke(
-            query, config={"callbacks": run_manager.get_child()}, **kwargs
-        )
+        candidates = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()},
+                                           **kwargs)
         kept, report = compress(candidates, query, self._settings(k))
         dispatch_custom_event(REPORT_EVENT, report, config={"callbacks": run_manager.get_child()})
         return kept
 
     async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-        **kwargs: Any,
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None, **kwargs: Any,
     ) -> list[Document]:
         candidates = await self.retriever.ainvoke(
-            query, config={"callbacks": run_manager.get_child()}, **kwargs
-        )
+            query, config={"callbacks": run_manager.get_child()}, **kwargs)
         kept, report = compress(candidates, query, self._settings(k))
-        await adispatch_custom_event(
-            REPORT_EVENT, report, config={"callbacks": run_manager.get_child()}
-        )
+        await adispatch_custom_event(REPORT_EVENT, report,
+                                     config={"callbacks": run_manager.get_child()})
         return kept
 
     def _settings(self, k: int | None) -> PackSettings:
@@ -124,4 +113,5 @@ class BudgetedRetriever(BaseRetriever):
         if cap is not None:
             limit = cap if budget.max_items is None else min(cap, budget.max_items)
             budget = budget.model_copy(update={"max_items": limit})
-        return PackSettings(budget, self.compress, counter(self.tokenizer, self.model), self.scorer)
+        return PackSettings(budget, self.compress, counter(self.tokenizer, self.model),
+                            self.scorer)

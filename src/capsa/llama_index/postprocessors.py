@@ -67,15 +67,13 @@ class CapsaNodePostprocessor(BaseNodePostprocessor):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     budget: Budget = Field(description="Token ceiling on the packet, item cap and shape.")
-    compress: bool = Field(
-        default=True, description="Keep the relevant sentences of nodes that do not fit."
-    )
+    compress: bool = Field(default=True,
+                           description="Keep the relevant sentences of nodes that do not fit.")
     tokenizer: Callable[[str], int] | None = Field(
-        default=None, exclude=True, description="Token counter; capsa's offline estimate when None."
-    )
-    scorer: Scorer | None = Field(
-        default=None, exclude=True, description="Relevance scorer; lexical BM25 when None."
-    )
+        default=None, exclude=True,
+        description="Token counter; capsa's offline estimate when None.")
+    scorer: Scorer | None = Field(default=None, exclude=True,
+                                  description="Relevance scorer; lexical BM25 when None.")
 
     @classmethod
     def class_name(cls) -> str:
@@ -98,14 +96,8 @@ class CapsaNodePostprocessor(BaseNodePostprocessor):
     def _pack(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> Packet:
         if query_bundle is None:
             raise ValueError("CapsaNodePostprocessor needs the query to rank sentences")
-        return pack(
-            query_bundle.query_str,
-            _to_passages(nodes),
-            self.budget,
-            compress=self.compress,
-            tokenizer=self.tokenizer,
-            scorer=self.scorer,
-        )
+        return pack(query_bundle.query_str, _to_passages(nodes), self.budget,
+                    compress=self.compress, tokenizer=self.tokenizer, scorer=self.scorer)
 
 
 def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
@@ -116,14 +108,10 @@ def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
         seen.add(ident)
         metadata = item.node.metadata
         source = metadata.get("file_name") or metadata.get("source")
-        passages.append(
-            Passage(
-                id=ident,
-                text=item.node.get_content(metadata_mode=MetadataMode.NONE),
-                source=None if source is None else str(source),
-                score=item.score,
-            )
-        )
+        passages.append(Passage(
+            id=ident, text=item.node.get_content(metadata_mode=MetadataMode.NONE),
+            source=None if source is None else str(source), score=item.score,
+        ))
     return passages
 
 
@@ -136,10 +124,8 @@ def _to_nodes(packet: Packet, nodes: list[NodeWithScore]) -> list[NodeWithScore]
         node = original.node
         update = {
             "text": text,
-            "metadata": {
-                **node.metadata,
-                RECEIPT_KEY: receipts[passage.id].model_dump(mode="json"),
-            },
+            "metadata": {**node.metadata,
+                         RECEIPT_KEY: receipts[passage.id].model_dump(mode="json")},
             "excluded_llm_metadata_keys": _with_key(node.excluded_llm_metadata_keys),
             "excluded_embed_metadata_keys": _with_key(node.excluded_embed_metadata_keys),
         }
@@ -161,7 +147,6 @@ def _event(packet: Packet) -> CapsaCompressionEvent:
         max_tokens=packet.budget.max_tokens,
         used_tokens=packet.used_tokens,
         kept=[p.id for p in packet.passages],
-        dropped=[
-            {"id": r.passage_id, "reason": r.dropped, "detail": r.detail} for r in packet.dropped
-        ],
+        dropped=[{"id": r.passage_id, "reason": r.dropped, "detail": r.detail}
+                 for r in packet.dropped],
     )

@@ -85,13 +85,9 @@ class CapsaReader(BasePydanticReader):
         """Every file that did not become a document, with its reason, in order."""
         return self._omitted
 
-    def lazy_load_data(
-        self,
-        file: str | Path | Iterable[str | Path] | None = None,
-        extra_info: dict[str, Any] | None = None,
-        fs: Any = None,
-        **kwargs: Any,
-    ) -> Iterable[Document]:
+    def lazy_load_data(self, file: str | Path | Iterable[str | Path] | None = None,
+                       extra_info: dict[str, Any] | None = None, fs: Any = None,
+                       **kwargs: Any) -> Iterable[Document]:
         """Yield one document per file that passes every guard.
 
         Args:
@@ -109,12 +105,9 @@ class CapsaReader(BasePydanticReader):
             try:
                 payload = self._read(Path(path), label, fs)
                 declared = media_type_for_name(label)
-                item = extract_attachment(
-                    Attachment(label=label, media_type=declared, payload=payload),
-                    self._extractor,
-                    self.limits,
-                    index=index,
-                )
+                item = extract_attachment(Attachment(label=label, media_type=declared,
+                                                     payload=payload),
+                                          self._extractor, self.limits, index=index)
             except (IngestionRejected, ExtractionFailed) as error:
                 if self.on_rejection == "raise":
                     raise
@@ -122,40 +115,24 @@ class CapsaReader(BasePydanticReader):
                 self._omitted.append(omission)
                 _dispatcher.event(CapsaOmissionEvent(**omission.model_dump(mode="json")))
                 continue
-            metadata = {
-                **(extra_info or {}),
-                "capsa_label": item.label,
-                "capsa_kind": item.kind,
-                "capsa_sha256": item.sha256,
-                "capsa_bytes": item.byte_size,
-            }
+            metadata = {**(extra_info or {}), "capsa_label": item.label,
+                        "capsa_kind": item.kind, "capsa_sha256": item.sha256,
+                        "capsa_bytes": item.byte_size}
             hidden = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes"]
-            yield Document(
-                text=item.text,
-                id_=item.sha256,
-                metadata=metadata,
-                excluded_llm_metadata_keys=hidden,
-                excluded_embed_metadata_keys=hidden,
-            )
+            yield Document(text=item.text, id_=item.sha256, metadata=metadata,
+                           excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=hidden)
 
     def _read(self, path: Path, label: str, fs: Any) -> bytes:
         if fs is None:
             return read_bounded(path, self.limits, label=label)
         size = int(fs.info(str(path)).get("size", 0))
         if size > self.limits.max_bytes:
-            raise IngestionRejected(
-                f"{size} bytes, over the limit of {self.limits.max_bytes}",
-                label=label,
-                stage="size",
-                reason="too_large",
-            )
+            raise IngestionRejected(f"{size} bytes, over the limit of {self.limits.max_bytes}",
+                                    label=label, stage="size", reason="too_large")
         with fs.open(str(path), "rb") as handle:
             data: bytes = handle.read(self.limits.max_bytes + 1)
         if len(data) > self.limits.max_bytes:
-            raise IngestionRejected(
-                f"{len(data)} bytes, over the limit of {self.limits.max_bytes}",
-                label=label,
-                stage="size",
-                reason="too_large",
-            )
+            raise IngestionRejected(f"{len(data)} bytes, over the limit of "
+                                    f"{self.limits.max_bytes}", label=label, stage="size",
+                                    reason="too_large")
         return data

@@ -102,12 +102,10 @@ class CapsaTransform(TransformComponent):
         outcomes: dict[str, Extracted | Omission] = {}
         if firsts:
             extractor = default_extractor()
-            with ThreadPoolExecutor(
-                max_workers=extractor.workers, thread_name_prefix="capsa-transform"
-            ) as threads:
-                results = threads.map(
-                    lambda item: self._extract(item[1], item[0], extractor), enumerate(firsts)
-                )
+            with ThreadPoolExecutor(max_workers=extractor.workers,
+                                    thread_name_prefix="capsa-transform") as threads:
+                results = threads.map(lambda item: self._extract(item[1], item[0], extractor),
+                                      enumerate(firsts))
                 outcomes = dict(zip(firsts, results, strict=True))
         output: list[BaseNode] = []
         for position, node in enumerate(nodes):
@@ -132,36 +130,21 @@ class CapsaTransform(TransformComponent):
             payload = read_bounded(path, self.limits, label=label)
             return extract_attachment(
                 Attachment(label=label, media_type=media_type_for_name(label), payload=payload),
-                extractor,
-                self.limits,
-                index=index,
-            )
+                extractor, self.limits, index=index)
         except (IngestionRejected, ExtractionFailed) as error:
             return Omission.from_error(error)
         except OSError as error:
-            return Omission(
-                label=label,
-                stage="size",
-                reason="corrupt",
-                detail=f"could not read the file: {error.strerror}",
-            )
+            return Omission(label=label, stage="size", reason="corrupt",
+                            detail=f"could not read the file: {error.strerror}")
 
 
 def _document(item: Extracted, source: BaseNode) -> Document:
-    metadata = {
-        **source.metadata,
-        "capsa_label": item.label,
-        "capsa_kind": item.kind,
-        "capsa_sha256": item.sha256,
-        "capsa_bytes": item.byte_size,
-    }
+    metadata = {**source.metadata, "capsa_label": item.label, "capsa_kind": item.kind,
+                "capsa_sha256": item.sha256, "capsa_bytes": item.byte_size}
     return Document(
-        text=item.text,
-        id_=source.id_,
-        metadata=metadata,
+        text=item.text, id_=source.id_, metadata=metadata,
         excluded_llm_metadata_keys=_merged(source.excluded_llm_metadata_keys),
-        excluded_embed_metadata_keys=_merged(source.excluded_embed_metadata_keys),
-    )
+        excluded_embed_metadata_keys=_merged(source.excluded_embed_metadata_keys))
 
 
 def _merged(keys: list[str]) -> list[str]:
@@ -169,7 +152,6 @@ def _merged(keys: list[str]) -> list[str]:
 
 
 def _report(omission: Omission, path: str) -> None:
-    _logger.warning(
-        "capsa refused %s at %s (%s): %s", path, omission.stage, omission.reason, omission.detail
-    )
+    _logger.warning("capsa refused %s at %s (%s): %s", path, omission.stage, omission.reason,
+                    omission.detail)
     _dispatcher.event(CapsaOmissionEvent(**omission.model_dump(mode="json")))

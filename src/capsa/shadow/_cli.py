@@ -37,36 +37,17 @@ def _parser() -> argparse.ArgumentParser:
         "only numeric, anonymous rows are aggregated.",
     )
     parser.add_argument(
-        "queries",
-        nargs="?",
-        type=Path,
-        metavar="QUERIES.jsonl",
+        "queries", nargs="?", type=Path, metavar="QUERIES.jsonl",
         help='one JSON object per line with a "query" string (default: the bundled demo queries)',
     )
-    parser.add_argument(
-        "--baseline",
-        choices=sorted(ROUTES),
-        default="lexical",
-        help="the route being served (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--candidate",
-        choices=sorted(ROUTES),
-        default="budgeted",
-        help="the route on trial (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--format",
-        choices=("markdown", "json"),
-        default="markdown",
-        help="how to print the report (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--chart",
-        type=Path,
-        metavar="PNG",
-        help="also draw the report as a PNG here (needs capsa[plot])",
-    )
+    parser.add_argument("--baseline", choices=sorted(ROUTES), default="lexical",
+                        help="the route being served (default: %(default)s)")
+    parser.add_argument("--candidate", choices=sorted(ROUTES), default="budgeted",
+                        help="the route on trial (default: %(default)s)")
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                        help="how to print the report (default: %(default)s)")
+    parser.add_argument("--chart", type=Path, metavar="PNG",
+                        help="also draw the report as a PNG here (needs capsa[plot])")
     return parser
 
 

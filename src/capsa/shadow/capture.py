@@ -415,10 +415,8 @@ def _wire_texts(messages: Sequence[object]) -> list[str] | None:
         if isinstance(message, str):
             texts.append(message)
             continue
-        content = (
-            message.get("content")
-            if isinstance(message, Mapping)
-            else getattr(message, "content", None)
+        content = message.get("content") if isinstance(message, Mapping) else getattr(
+            message, "content", None
         )
         if isinstance(content, str):
             texts.append(content)

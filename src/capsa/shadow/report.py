@@ -231,21 +231,14 @@ class ShadowReport(BaseModel):
         left, right = fig.subplots(1, 2, width_ratios=(3, 2))
         names = list(figures)
         values = [v if v is not None else 0.0 for v in figures.values()]
-        bars = left.bar(
-            names,
-            values,
-            color=["#4c72b0" if v is not None else "#cccccc" for v in figures.values()],
-        )
+        bars = left.bar(names, values, color=["#4c72b0" if v is not None else "#cccccc"
+                                              for v in figures.values()])
         left.bar_label(bars, labels=[_fmt(v) for v in figures.values()], fontsize=8)
         left.set_ylim(min(0.0, *values) if values else 0.0, 1.0)
         left.set_title(f"agreement over {self.queries} queries ({self.invalidated} invalidated)")
         left.tick_params(axis="x", labelsize=8)
-        right.hist(
-            [q.selection_jaccard for q in self.per_query],
-            bins=10,
-            range=(0.0, 1.0),
-            color="#55a868",
-        )
+        right.hist([q.selection_jaccard for q in self.per_query], bins=10, range=(0.0, 1.0),
+                   color="#55a868")
         right.set_xlabel("per-query selection overlap (Jaccard)")
         right.set_ylabel("queries")
         buffer = io.BytesIO()
@@ -270,7 +263,9 @@ def _agreement(query_id: str, rows: Sequence[PairedDecision]) -> QueryAgreement:
     )
 
 
-def _share(rows: Sequence[PairedDecision], holds: Callable[[PairedDecision], bool]) -> float | None:
+def _share(
+    rows: Sequence[PairedDecision], holds: Callable[[PairedDecision], bool]
+) -> float | None:
     return sum(1 for r in rows if holds(r)) / len(rows) if rows else None
 
 

@@ -136,11 +136,8 @@ class _Bm25:
         for doc, length in zip(self._docs, self._lengths, strict=True):
             norm = self._k1 * (1 - self._b + self._b * length / self._avg)
             out.append(
-                sum(
-                    self._idf[t] * doc[t] * (self._k1 + 1) / (doc[t] + norm)
-                    for t in terms
-                    if t in doc
-                )
+                sum(self._idf[t] * doc[t] * (self._k1 + 1) / (doc[t] + norm)
+                    for t in terms if t in doc)
             )
         return out
 
@@ -185,11 +182,8 @@ class LexicalRoute:
         ranked = ranked[: self._candidates]
         best = raw[ranked[0]] if ranked else 1.0
         return tuple(
-            Candidate(
-                source_id=self._passages[i].source_id,
-                score=raw[i] / best,
-                text=self._passages[i].text,
-            )
+            Candidate(source_id=self._passages[i].source_id, score=raw[i] / best,
+                      text=self._passages[i].text)
             for i in ranked
         )
 
@@ -259,18 +253,14 @@ class BudgetedRoute:
             c.source_id: "admitted" if c.score >= self._gate else "below_threshold"
             for c in retrieved
         }
-        eligible = [
-            BudgetPassage(id=c.source_id, text=c.text, score=c.score)
-            for c in retrieved
-            if reasons[c.source_id] == "admitted"
-        ]
+        eligible = [BudgetPassage(id=c.source_id, text=c.text, score=c.score)
+                    for c in retrieved if reasons[c.source_id] == "admitted"]
         packet = pack(query, eligible, self._budget)
         for receipt in packet.dropped:
             reasons[receipt.passage_id] = _DROP_REASONS[receipt.dropped or "budget"]
         packed = {p.id: text for p, text in zip(packet.passages, packet.texts, strict=True)}
-        candidates = tuple(
-            c.model_copy(update={"text": packed.get(c.source_id, c.text)}) for c in retrieved
-        )
+        candidates = tuple(c.model_copy(update={"text": packed.get(c.source_id, c.text)})
+                           for c in retrieved)
         kept = tuple(p.id for p in packet.passages)
         return RouteRun(
             candidates=candidates,
@@ -280,12 +270,8 @@ class BudgetedRoute:
             block=RenderedBlock(
                 query=query,
                 text=packet.render(),
-                scaffold=(
-                    _OPEN_CONTEXT,
-                    _CLOSE_CONTEXT,
-                    _CLOSE_DOCUMENT,
-                    *(f'<document id="{i}">' for i in kept),
-                ),
+                scaffold=(_OPEN_CONTEXT, _CLOSE_CONTEXT, _CLOSE_DOCUMENT,
+                          *(f'<document id="{i}">' for i in kept)),
             ),
         )
 
@@ -293,9 +279,8 @@ class BudgetedRoute:
 def _gate(
     candidates: Sequence[Candidate], reasons: Mapping[str, GateReason]
 ) -> tuple[GateObservation, ...]:
-    return tuple(
-        GateObservation(source_id=c.source_id, reason=reasons[c.source_id]) for c in candidates
-    )
+    return tuple(GateObservation(source_id=c.source_id, reason=reasons[c.source_id])
+                 for c in candidates)
 
 
 ROUTES: Mapping[str, Callable[[], Route]] = {

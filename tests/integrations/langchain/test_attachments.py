@@ -22,9 +22,8 @@ from capsa.langchain import AttachmentMiddleware
 class _Recorder(GenericFakeChatModel):
     seen: list[list[BaseMessage]] = []
 
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
         self.seen.append(list(messages))
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
@@ -32,7 +31,8 @@ class _Recorder(GenericFakeChatModel):
 class _CountingExtractor(PlainTextExtractor):
     calls = 0
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str:
         type(self).calls += 1
         return super().extract(kind, media_type, payload, max_pages=max_pages)
 
@@ -46,12 +46,8 @@ class _Events(BaseCallbackHandler):
 
 
 def _file(name: str, data: bytes, mime: str) -> dict[str, Any]:
-    return {
-        "type": "file",
-        "base64": base64.b64encode(data).decode(),
-        "mime_type": mime,
-        "extras": {"filename": name},
-    }
+    return {"type": "file", "base64": base64.b64encode(data).decode(), "mime_type": mime,
+            "extras": {"filename": name}}
 
 
 def _model(replies: int = 2) -> _Recorder:
@@ -67,26 +63,14 @@ def _human(*files: dict[str, Any], text: str = "What is the hotel cap?") -> Huma
 @pytest.mark.slow
 def test_model_reads_guarded_files_and_is_told_what_was_refused() -> None:
     model = _model()
-    agent = create_agent(
-        model,
-        middleware=[AttachmentMiddleware(budget=Budget(max_tokens=1500))],
-        checkpointer=InMemorySaver(),
-    )
+    agent = create_agent(model, middleware=[AttachmentMiddleware(budget=Budget(max_tokens=1500))],
+                         checkpointer=InMemorySaver())
     events = _Events()
     config = {"configurable": {"thread_id": "t"}, "callbacks": [events]}
     pdf = (CORPUS_DIR / "travel-policy.pdf").read_bytes()
     fake = (CORPUS_DIR / "invoice.pdf").read_bytes()
-    agent.invoke(
-        {
-            "messages": [
-                _human(
-                    _file("travel-policy.pdf", pdf, "application/pdf"),
-                    _file("invoice.pdf", fake, "application/pdf"),
-                )
-            ]
-        },
-        config,
-    )
+    agent.invoke({"messages": [_human(_file("travel-policy.pdf", pdf, "application/pdf"),
+                                      _file("invoice.pdf", fake, "application/pdf"))]}, config)
     (sent,) = model.seen
     text = sent[-1].content[0]["text"]
     assert '<context source="attached">' in text
@@ -102,20 +86,11 @@ def test_model_reads_guarded_files_and_is_told_what_was_refused() -> None:
 def test_context_fits_the_budget_and_counts_the_notice() -> None:
     model = _model(1)
     budget = Budget(max_tokens=120)
-    agent = create_agent(
-        model, middleware=[AttachmentMiddleware(budget=budget, extractor=PlainTextExtractor())]
-    )
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=budget, extractor=PlainTextExtractor())])
     long_text = ("The hotel cap is EUR 165 per night. " * 80).encode()
-    agent.invoke(
-        {
-            "messages": [
-                _human(
-                    _file("policy.txt", long_text, "text/plain"),
-                    _file("gone.txt", b"", "text/plain"),
-                )
-            ]
-        }
-    )
+    agent.invoke({"messages": [_human(_file("policy.txt", long_text, "text/plain"),
+                                      _file("gone.txt", b"", "text/plain"))]})
     text = model.seen[0][-1].content[0]["text"]
     from capsa.budget import estimate_tokens
 
@@ -126,13 +101,9 @@ def test_context_fits_the_budget_and_counts_the_notice() -> None:
 def test_extraction_is_cached_across_turns() -> None:
     _CountingExtractor.calls = 0
     model = _model(2)
-    agent = create_agent(
-        model,
-        middleware=[
-            AttachmentMiddleware(budget=Budget(max_tokens=500), extractor=_CountingExtractor())
-        ],
-        checkpointer=InMemorySaver(),
-    )
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=500), extractor=_CountingExtractor())],
+        checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "c"}}
     note = _file("note.txt", b"The hotel cap is EUR 165.", "text/plain")
     agent.invoke({"messages": [_human(note)]}, config)
@@ -143,41 +114,25 @@ def test_extraction_is_cached_across_turns() -> None:
 
 def test_url_files_are_never_fetched_and_are_reported() -> None:
     model = _model(1)
-    agent = create_agent(
-        model,
-        middleware=[
-            AttachmentMiddleware(budget=Budget(max_tokens=300), extractor=PlainTextExtractor())
-        ],
-    )
-    block = {
-        "type": "file",
-        "url": "https://example.com/x.pdf",
-        "mime_type": "application/pdf",
-        "extras": {"filename": "x.pdf"},
-    }
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
+    block = {"type": "file", "url": "https://example.com/x.pdf", "mime_type": "application/pdf",
+             "extras": {"filename": "x.pdf"}}
     agent.invoke({"messages": [_human(block)]})
     assert "x.pdf: refused (unsupported type)" in model.seen[0][-1].content[0]["text"]
 
 
 def test_messages_without_files_pass_through_untouched() -> None:
     model = _model(1)
-    agent = create_agent(
-        model,
-        middleware=[
-            AttachmentMiddleware(budget=Budget(max_tokens=300), extractor=PlainTextExtractor())
-        ],
-    )
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
     agent.invoke({"messages": [HumanMessage(content="hello")]})
     assert model.seen[0][-1].content == "hello"
 
 
 async def test_async_path_rewrites_the_request_too() -> None:
     model = _model(1)
-    agent = create_agent(
-        model,
-        middleware=[
-            AttachmentMiddleware(budget=Budget(max_tokens=300), extractor=PlainTextExtractor())
-        ],
-    )
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
     await agent.ainvoke({"messages": [_human(_file("a.txt", b"Cap: EUR 165.", "text/plain"))]})
     assert "EUR 165" in model.seen[0][-1].content[0]["text"]

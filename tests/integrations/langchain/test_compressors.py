@@ -16,20 +16,16 @@ from capsa.budget import Budget, Passage, estimate_tokens, pack
 from capsa.langchain import CapsaCompressor, format_packet
 
 QUERY = "hotel cap in high-cost cities"
-HOTEL = (
-    "Flights are booked in economy class. The nightly hotel cap is EUR 165. "
-    "In high-cost cities the hotel cap is EUR 230. Taxis need a receipt."
-)
+HOTEL = ("Flights are booked in economy class. The nightly hotel cap is EUR 165. "
+         "In high-cost cities the hotel cap is EUR 230. Taxis need a receipt.")
 TRAINS = "Rail travel is booked in standard class. Tickets are bought 14 days ahead."
 MEALS = "Travellers receive a daily meal allowance of EUR 55. Alcohol is never reimbursed."
 
 
 def documents() -> list[Document]:
-    return [
-        Document(page_content=TRAINS, id="trains", metadata={"source": "travel.pdf"}),
-        Document(page_content=HOTEL, id="hotel", metadata={"source": "travel.pdf", "page": 2}),
-        Document(page_content=MEALS, id="meals", metadata={"source": "meals.md"}),
-    ]
+    return [Document(page_content=TRAINS, id="trains", metadata={"source": "travel.pdf"}),
+            Document(page_content=HOTEL, id="hotel", metadata={"source": "travel.pdf", "page": 2}),
+            Document(page_content=MEALS, id="meals", metadata={"source": "meals.md"})]
 
 
 class Recorder(BaseCallbackHandler):
@@ -60,10 +56,8 @@ def test_compressor_stamps_every_kept_document_with_its_receipt() -> None:
 def test_format_packet_renders_exactly_the_packet_the_budget_was_counted_on() -> None:
     budget = Budget(max_tokens=70)
     kept = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
-    passages = [
-        Passage(id=d.id or "", text=d.page_content, source=d.metadata["source"])
-        for d in documents()
-    ]
+    passages = [Passage(id=d.id or "", text=d.page_content, source=d.metadata["source"])
+                for d in documents()]
     expected = pack(QUERY, passages, budget).render()
     assert format_packet.invoke(kept) == expected
     assert estimate_tokens(expected) <= 70
@@ -79,9 +73,8 @@ def test_format_packet_keeps_the_truncation_marker_of_a_cut_document() -> None:
 
 def test_format_packet_renders_plain_documents_whole_and_escaped() -> None:
     rendered = format_packet.invoke([Document(page_content="Hi </document>", id="x")])
-    assert rendered == (
-        '<context source="retrieved">\n<document id="x">Hi &lt;/document></document>\n</context>'
-    )
+    assert rendered == ('<context source="retrieved">\n<document id="x">Hi &lt;/document>'
+                        "</document>\n</context>")
 
 
 def test_compressor_counts_with_the_chat_model_it_is_given() -> None:
@@ -92,16 +85,12 @@ def test_compressor_counts_with_the_chat_model_it_is_given() -> None:
     estimated = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
     assert all(d.metadata["capsa_receipt"]["whole"] for d in estimated)
     assert len(estimated) == 3 and [d.page_content for d in kept] != [
-        d.page_content for d in estimated
-    ]
+        d.page_content for d in estimated]
 
 
 def test_compressor_gives_unique_ids_to_documents_without_them() -> None:
-    plain = [
-        Document(page_content=HOTEL),
-        Document(page_content=TRAINS, id="x"),
-        Document(page_content=MEALS, id="x"),
-    ]
+    plain = [Document(page_content=HOTEL), Document(page_content=TRAINS, id="x"),
+             Document(page_content=MEALS, id="x")]
     kept = CapsaCompressor(budget=Budget(max_tokens=1000)).compress_documents(plain, QUERY)
     ids = [d.metadata["capsa_receipt"]["passage_id"] for d in kept]
     assert sorted(ids) == ["0", "2", "x"]
@@ -132,11 +121,8 @@ async def test_compressor_reports_on_the_async_path_too() -> None:
         base_compressor=CapsaCompressor(budget=Budget(max_tokens=70)),
         base_retriever=RunnableLambda(lambda query: documents()),
     )
-    events = [
-        event
-        async for event in retriever.astream_events(QUERY, version="v2")
-        if event["event"] == "on_custom_event"
-    ]
+    events = [event async for event in retriever.astream_events(QUERY, version="v2")
+              if event["event"] == "on_custom_event"]
     assert [e["name"] for e in events] == ["capsa.compression_report"]
     assert events[0]["data"]["max_tokens"] == 70
 

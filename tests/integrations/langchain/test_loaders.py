@@ -35,9 +35,7 @@ def test_loader_extracts_every_good_corpus_file_and_omits_the_hostile_ones() -> 
     docs = loader.load()
     assert sorted(d.metadata["capsa_label"] for d in docs) == sorted(d.name for d in DOCUMENTS)
     assert {(o.label, o.reason) for o in loader.omitted} == {
-        ("quarterly-report.docx", "archive_ratio"),
-        ("invoice.pdf", "type_mismatch"),
-    }
+        ("quarterly-report.docx", "archive_ratio"), ("invoice.pdf", "type_mismatch")}
 
 
 def test_loader_documents_carry_provenance_metadata_and_a_stable_id() -> None:
@@ -59,18 +57,16 @@ def test_loader_output_feeds_a_vector_store_retriever() -> None:
 
 
 def test_loader_accepts_name_and_bytes_pairs_and_blobs() -> None:
-    loader = CapsaLoader(
-        [("a.txt", b"alpha"), Blob.from_data(b"beta", path="b.md")], extractor=PlainTextExtractor()
-    )
+    loader = CapsaLoader([("a.txt", b"alpha"), Blob.from_data(b"beta", path="b.md")],
+                         extractor=PlainTextExtractor())
     assert [d.page_content for d in loader.lazy_load()] == ["alpha", "beta"]
 
 
 def test_loader_refuses_a_large_path_before_reading_it(tmp_path: Path) -> None:
     big = tmp_path / "big.txt"
     big.write_bytes(b"x" * 2048)
-    loader = CapsaLoader(
-        [big], extractor=PlainTextExtractor(), limits=ExtractionLimits(max_bytes=1024)
-    )
+    loader = CapsaLoader([big], extractor=PlainTextExtractor(),
+                         limits=ExtractionLimits(max_bytes=1024))
     assert loader.load() == []
     (omission,) = loader.omitted
     assert (omission.stage, omission.reason) == ("size", "too_large")
@@ -78,7 +74,8 @@ def test_loader_refuses_a_large_path_before_reading_it(tmp_path: Path) -> None:
 
 
 def test_loader_raises_the_typed_error_when_asked() -> None:
-    loader = CapsaLoader([("empty.txt", b"")], extractor=PlainTextExtractor(), on_rejection="raise")
+    loader = CapsaLoader([("empty.txt", b"")], extractor=PlainTextExtractor(),
+                         on_rejection="raise")
     with pytest.raises(IngestionRejected) as caught:
         loader.load()
     assert caught.value.reason == "empty"
@@ -88,21 +85,14 @@ def test_blob_parser_dispatches_omissions_as_a_custom_event() -> None:
     handler = _Events()
     parser = CapsaBlobParser(extractor=PlainTextExtractor(), callbacks=[handler])
     assert parser.parse(Blob.from_data(b"", path="void.txt")) == []
-    assert handler.events == [
-        (
-            "capsa.omission",
-            {
-                "label": "void.txt",
-                "stage": "size",
-                "reason": "empty",
-                "detail": "the file is empty",
-                "source": "void.txt",
-            },
-        )
-    ]
+    assert handler.events == [("capsa.omission", {"label": "void.txt", "stage": "size",
+                                                  "reason": "empty",
+                                                  "detail": "the file is empty",
+                                                  "source": "void.txt"})]
 
 
 def test_blob_parser_checks_a_string_blob_against_the_size_limit() -> None:
-    parser = CapsaBlobParser(extractor=PlainTextExtractor(), limits=ExtractionLimits(max_bytes=10))
+    parser = CapsaBlobParser(extractor=PlainTextExtractor(),
+                             limits=ExtractionLimits(max_bytes=10))
     assert parser.parse(Blob.from_data("x" * 11, path="s.txt")) == []
     assert parser.omitted[0].reason == "too_large"

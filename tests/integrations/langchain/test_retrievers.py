@@ -26,12 +26,9 @@ from capsa.langchain import BudgetedRetriever, format_packet
 
 def corpus() -> list[Document]:
     """The sample corpus, one document per paragraph."""
-    return [
-        Document(page_content=block, id=f"{doc.name}#{n}", metadata={"source": doc.name})
-        for doc in DOCUMENTS
-        for n, block in enumerate(re.split(r"\n\s*\n", doc.text))
-        if block.strip()
-    ]
+    return [Document(page_content=block, id=f"{doc.name}#{n}", metadata={"source": doc.name})
+            for doc in DOCUMENTS
+            for n, block in enumerate(re.split(r"\n\s*\n", doc.text)) if block.strip()]
 
 
 def everything() -> RunnableLambda[str, list[Document]]:
@@ -46,11 +43,8 @@ class TestBudgetedRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
         store = InMemoryVectorStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
-        return {
-            "retriever": store.as_retriever(search_kwargs={"k": 6}),
-            "budget": Budget(max_tokens=4000),
-            "k": 2,
-        }
+        return {"retriever": store.as_retriever(search_kwargs={"k": 6}),
+                "budget": Budget(max_tokens=4000), "k": 2}
 
     @property
     def retriever_query_example(self) -> str:
@@ -64,9 +58,8 @@ class Messages(BaseCallbackHandler):
         self.sent: list[list[BaseMessage]] = []
         self.events: list[tuple[str, Any]] = []
 
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
-    ) -> None:
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]],
+                            **kwargs: Any) -> None:
         self.sent.extend(messages)
 
     def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -109,38 +102,28 @@ def test_retriever_reports_kept_and_dropped_as_a_custom_event() -> None:
 
 async def test_retriever_async_path_packs_and_reports() -> None:
     retriever = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=150), k=2)
-    events = [
-        e
-        async for e in retriever.astream_events("hotel cap", version="v2")
-        if e["event"] in ("on_custom_event", "on_retriever_end")
-    ]
+    events = [e async for e in retriever.astream_events("hotel cap", version="v2")
+              if e["event"] in ("on_custom_event", "on_retriever_end")]
     assert [e["event"] for e in events] == ["on_custom_event", "on_retriever_end"]
     assert len(events[1]["data"]["output"]) == 2
 
 
 def test_retriever_counts_with_the_chat_model_it_is_given() -> None:
     model = FakeListChatModel(responses=["ok"], custom_get_token_ids=lambda text: [0] * len(text))
-    retriever = BudgetedRetriever(
-        retriever=everything(), budget=Budget(max_tokens=400), model=model
-    )
+    retriever = BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=400),
+                                  model=model)
     assert len(format_packet.invoke(retriever.invoke("hotel cap"))) <= 400
 
 
 @pytest.mark.parametrize("sample", QUESTIONS, ids=lambda q: q.question[:40])
 def test_lcel_chain_sends_the_model_a_packet_that_fits_and_holds_the_answer(sample: Any) -> None:
     handler = Messages()
-    retriever: BaseRetriever = BudgetedRetriever(
-        retriever=everything(), budget=Budget(max_tokens=200)
-    )
-    prompt = ChatPromptTemplate.from_messages(
-        [("system", "Answer from the documents only.\n{context}"), ("human", "{question}")]
-    )
-    chain = (
-        {"context": retriever | format_packet, "question": RunnablePassthrough()}
-        | prompt
-        | FakeListChatModel(responses=["noted"])
-        | StrOutputParser()
-    )
+    retriever: BaseRetriever = BudgetedRetriever(retriever=everything(),
+                                                 budget=Budget(max_tokens=200))
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", "Answer from the documents only.\n{context}"), ("human", "{question}")])
+    chain = ({"context": retriever | format_packet, "question": RunnablePassthrough()}
+             | prompt | FakeListChatModel(responses=["noted"]) | StrOutputParser())
 
     assert chain.invoke(sample.question, config={"callbacks": [handler]}) == "noted"
     [[system, human]] = handler.sent

@@ -46,10 +46,8 @@ class LexicalRetriever(BaseRetriever):
         run = ROUTES[self.route_name]().run(query)
         scores = {c.source_id: c.score for c in run.candidates}
         texts = {c.source_id: c.text for c in run.candidates}
-        return [
-            Document(id=s, page_content=texts[s], metadata={"score": scores[s]})
-            for s in run.selected
-        ]
+        return [Document(id=s, page_content=texts[s], metadata={"score": scores[s]})
+                for s in run.selected]
 
 
 class Failing(BaseRetriever):
@@ -103,7 +101,8 @@ class Events(BaseCallbackHandler):
 @pytest.fixture(scope="module")
 def vector_retriever() -> BaseRetriever:
     store = InMemoryVectorStore(embedding=DeterministicFakeEmbedding(size=64))
-    store.add_documents([Document(id=p.source_id, page_content=p.text) for p in sample_passages()])
+    store.add_documents([Document(id=p.source_id, page_content=p.text)
+                         for p in sample_passages()])
     return store.as_retriever(search_kwargs={"k": 3})
 
 
@@ -127,9 +126,8 @@ def test_shadow_serves_the_baseline_documents_unchanged(vector_retriever, rows) 
 
 
 def test_shadow_over_the_sample_corpus_reports_every_query(vector_retriever, rows) -> None:
-    shadow = ShadowRetriever(
-        baseline=LexicalRetriever(), candidate=vector_retriever, sink=rows.extend
-    )
+    shadow = ShadowRetriever(baseline=LexicalRetriever(), candidate=vector_retriever,
+                             sink=rows.extend)
     for query in QUERIES:
         shadow.invoke(query)
     report = ShadowReport.from_rows(rows, invalidated=shadow.counts.invalidated)
@@ -140,21 +138,16 @@ def test_shadow_over_the_sample_corpus_reports_every_query(vector_retriever, row
 
 
 def test_shadow_rows_from_the_sample_corpus_carry_no_identity(vector_retriever, rows) -> None:
-    shadow = ShadowRetriever(
-        baseline=LexicalRetriever(), candidate=vector_retriever, sink=rows.extend
-    )
+    shadow = ShadowRetriever(baseline=LexicalRetriever(), candidate=vector_retriever,
+                             sink=rows.extend)
     for query in QUERIES:
         shadow.invoke(query)
     blob = json.dumps([r.model_dump(mode="json") for r in rows]).lower()
     assert not [p.source_id for p in sample_passages() if p.source_id.lower() in blob]
     assert not [d.name for d in DOCUMENTS if d.name.lower() in blob]
     tokens = set(re.findall(r"[a-z0-9_]+", blob))
-    words = {
-        w
-        for t in [p.text for p in sample_passages()] + QUERIES
-        for w in re.findall(r"[a-z0-9_]+", t.lower())
-        if not w.isdigit()
-    }
+    words = {w for t in [p.text for p in sample_passages()] + QUERIES
+             for w in re.findall(r"[a-z0-9_]+", t.lower()) if not w.isdigit()}
     assert words & tokens == set()
 
 
@@ -181,23 +174,15 @@ async def test_shadow_async_counts_a_failing_candidate_and_still_serves(rows) ->
 
 
 def test_shadow_counts_a_candidate_that_times_out(rows, release) -> None:
-    shadow = ShadowRetriever(
-        baseline=LexicalRetriever(),
-        candidate=Hanging(release=release),
-        sink=rows.extend,
-        timeout_s=0.05,
-    )
+    shadow = ShadowRetriever(baseline=LexicalRetriever(), candidate=Hanging(release=release),
+                             sink=rows.extend, timeout_s=0.05)
     assert shadow.invoke(QUERIES[0]) == LexicalRetriever().invoke(QUERIES[0])
     assert shadow.counts.candidate_timed_out == 1 and rows == []
 
 
 async def test_shadow_async_counts_a_candidate_that_times_out(rows, release) -> None:
-    shadow = ShadowRetriever(
-        baseline=LexicalRetriever(),
-        candidate=Hanging(release=release),
-        sink=rows.extend,
-        timeout_s=0.05,
-    )
+    shadow = ShadowRetriever(baseline=LexicalRetriever(), candidate=Hanging(release=release),
+                             sink=rows.extend, timeout_s=0.05)
     assert await shadow.ainvoke(QUERIES[0]) == LexicalRetriever().invoke(QUERIES[0])
     assert shadow.counts.candidate_timed_out == 1
 
@@ -210,9 +195,8 @@ def test_shadow_propagates_the_baselines_own_failure(rows, vector_retriever) -> 
 
 def test_shadow_counts_a_candidate_returning_one_document_twice(rows) -> None:
     doc = Document(id="x", page_content="Refunds within 30 days.")
-    shadow = ShadowRetriever(
-        baseline=Fixed(docs=[doc]), candidate=Fixed(docs=[doc, doc]), sink=rows.extend
-    )
+    shadow = ShadowRetriever(baseline=Fixed(docs=[doc]), candidate=Fixed(docs=[doc, doc]),
+                             sink=rows.extend)
     assert shadow.invoke("refunds") == [doc]
     assert shadow.counts.capture_refused == 1 and rows == []
 
@@ -220,41 +204,33 @@ def test_shadow_counts_a_candidate_returning_one_document_twice(rows) -> None:
 def test_shadow_identifies_documents_without_an_id_by_their_content(rows) -> None:
     a = Document(page_content="Refunds within 30 days.")
     b = Document(page_content="Store credit never expires.")
-    shadow = ShadowRetriever(
-        baseline=Fixed(docs=[a, b]), candidate=Fixed(docs=[b]), sink=rows.extend
-    )
+    shadow = ShadowRetriever(baseline=Fixed(docs=[a, b]), candidate=Fixed(docs=[b]),
+                             sink=rows.extend)
     shadow.invoke("refunds")
     assert sorted((r.baseline_selected, r.candidate_selected) for r in rows) == [
-        (True, False),
-        (True, True),
-    ]
+        (True, False), (True, True)]
 
 
 def test_shadow_uses_metadata_scores_when_a_key_is_given(rows) -> None:
-    docs = [
-        Document(id="a", page_content="Refunds within 30 days.", metadata={"s": 0.25}),
-        Document(id="b", page_content="Store credit never expires.", metadata={"s": 0.75}),
-    ]
-    shadow = ShadowRetriever(
-        baseline=Fixed(docs=docs), candidate=Fixed(docs=docs), sink=rows.extend, score_key="s"
-    )
+    docs = [Document(id="a", page_content="Refunds within 30 days.", metadata={"s": 0.25}),
+            Document(id="b", page_content="Store credit never expires.", metadata={"s": 0.75})]
+    shadow = ShadowRetriever(baseline=Fixed(docs=docs), candidate=Fixed(docs=docs),
+                             sink=rows.extend, score_key="s")
     shadow.invoke("refunds")
     assert sorted(r.baseline_score for r in rows if r.baseline_score is not None) == [0.25, 0.75]
 
 
 def test_shadow_refuses_a_missing_metadata_score_as_ambiguous(rows) -> None:
     docs = [Document(id="a", page_content="Refunds within 30 days.")]
-    shadow = ShadowRetriever(
-        baseline=Fixed(docs=docs), candidate=Fixed(docs=docs), sink=rows.extend, score_key="s"
-    )
+    shadow = ShadowRetriever(baseline=Fixed(docs=docs), candidate=Fixed(docs=docs),
+                             sink=rows.extend, score_key="s")
     assert shadow.invoke("refunds") == docs
     assert shadow.counts.capture_refused == 1
 
 
 def test_shadow_forwards_invoke_kwargs_to_both_retrievers(rows, vector_retriever) -> None:
-    shadow = ShadowRetriever(
-        baseline=vector_retriever, candidate=vector_retriever, sink=rows.extend
-    )
+    shadow = ShadowRetriever(baseline=vector_retriever, candidate=vector_retriever,
+                             sink=rows.extend)
     assert len(shadow.invoke(QUERIES[0], k=1)) == 1
     assert len(rows) == 1
 
@@ -269,18 +245,13 @@ def test_shadow_reports_each_outcome_as_a_custom_event(rows) -> None:
 
 
 def test_shadow_serves_a_chain_with_the_baseline_context(vector_retriever, rows) -> None:
-    shadow = ShadowRetriever(
-        baseline=LexicalRetriever(), candidate=vector_retriever, sink=rows.extend
-    )
+    shadow = ShadowRetriever(baseline=LexicalRetriever(), candidate=vector_retriever,
+                             sink=rows.extend)
     prompt = ChatPromptTemplate.from_messages([("human", "Context:\n{context}\n\nQ: {question}")])
     chain = (
-        {
-            "context": shadow | (lambda docs: "\n\n".join(d.page_content for d in docs)),
-            "question": RunnablePassthrough(),
-        }
-        | prompt
-        | ParrotFakeChatModel()
-        | StrOutputParser()
+        {"context": shadow | (lambda docs: "\n\n".join(d.page_content for d in docs)),
+         "question": RunnablePassthrough()}
+        | prompt | ParrotFakeChatModel() | StrOutputParser()
     )
     query = "How much is the monthly internet stipend for remote workers?"
     answer = chain.invoke(query)

@@ -24,10 +24,8 @@ from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
 from capsa.llama_index import CapsaNodePostprocessor
 from capsa.llama_index.postprocessors import CapsaCompressionEvent
 
-HOTEL = (
-    "Flights are booked in economy class. The nightly hotel cap is EUR 165. "
-    "In high-cost cities the hotel cap is EUR 230. Taxis need a receipt."
-)
+HOTEL = ("Flights are booked in economy class. The nightly hotel cap is EUR 165. "
+         "In high-cost cities the hotel cap is EUR 230. Taxis need a receipt.")
 TRAINS = "Rail travel is booked in standard class. Tickets are bought 14 days ahead."
 
 
@@ -108,24 +106,20 @@ def events() -> Iterator[Events]:
 
 @pytest.fixture(scope="module")
 def index() -> VectorStoreIndex:
-    documents = [
-        Document(text=d.text, metadata={"file_name": d.name}, id_=d.name) for d in DOCUMENTS
-    ]
+    documents = [Document(text=d.text, metadata={"file_name": d.name}, id_=d.name)
+                 for d in DOCUMENTS]
     return VectorStoreIndex.from_documents(documents, embed_model=HashEmbedding())
 
 
 def nodes() -> list[NodeWithScore]:
-    return [
-        NodeWithScore(node=TextNode(text=TRAINS, id_="trains"), score=0.2),
-        NodeWithScore(node=TextNode(text=HOTEL, id_="hotel", metadata={"page": 2}), score=0.1),
-    ]
+    return [NodeWithScore(node=TextNode(text=TRAINS, id_="trains"), score=0.2),
+            NodeWithScore(node=TextNode(text=HOTEL, id_="hotel", metadata={"page": 2}), score=0.1)]
 
 
 def test_postprocessor_returns_new_nodes_and_leaves_the_originals_alone() -> None:
     originals = nodes()
     kept = CapsaNodePostprocessor(budget=Budget(max_tokens=45)).postprocess_nodes(
-        originals, query_str="hotel cap in high-cost cities"
-    )
+        originals, query_str="hotel cap in high-cost cities")
     assert [n.node.node_id for n in kept] == ["hotel"]
     assert kept[0].node.get_content() != HOTEL and "EUR 230" in kept[0].node.get_content()
     assert kept[0].score == 0.1 and kept[0].node.metadata["page"] == 2
@@ -136,8 +130,7 @@ def test_postprocessor_returns_new_nodes_and_leaves_the_originals_alone() -> Non
 
 def test_postprocessor_hides_its_receipt_from_the_llm_and_the_embedder() -> None:
     [kept, *_] = CapsaNodePostprocessor(budget=Budget(max_tokens=500)).postprocess_nodes(
-        nodes(), query_str="hotel"
-    )
+        nodes(), query_str="hotel")
     assert kept.node.metadata["capsa_receipt"]["whole"]
     assert "capsa_receipt" not in kept.node.get_content(metadata_mode=MetadataMode.LLM)
     assert "capsa_receipt" not in kept.node.get_content(metadata_mode=MetadataMode.EMBED)
@@ -145,13 +138,11 @@ def test_postprocessor_hides_its_receipt_from_the_llm_and_the_embedder() -> None
 
 def test_postprocessor_emits_an_instrumentation_event_with_the_report(events: Events) -> None:
     CapsaNodePostprocessor(budget=Budget(max_tokens=45)).postprocess_nodes(
-        nodes(), query_str="hotel cap"
-    )
+        nodes(), query_str="hotel cap")
     [event] = events.seen
     assert event.kept == ["hotel"] and event.max_tokens == 45
-    assert event.dropped == [
-        {"id": "trains", "reason": "budget", "detail": "no room left in the budget"}
-    ]
+    assert event.dropped == [{"id": "trains", "reason": "budget",
+                              "detail": "no room left in the budget"}]
 
 
 async def test_postprocessor_async_path_matches_the_sync_one(events: Events) -> None:
@@ -159,8 +150,7 @@ async def test_postprocessor_async_path_matches_the_sync_one(events: Events) -> 
     sync = post.postprocess_nodes(nodes(), query_str="hotel cap")
     result = await post.apostprocess_nodes(nodes(), query_bundle=QueryBundle("hotel cap"))
     assert [(n.node.node_id, n.node.get_content()) for n in result] == [
-        (n.node.node_id, n.node.get_content()) for n in sync
-    ]
+        (n.node.node_id, n.node.get_content()) for n in sync]
     assert len(events.seen) == 2
 
 
@@ -175,18 +165,14 @@ def test_postprocessor_serialises_under_its_class_name() -> None:
 
 
 @pytest.mark.parametrize("sample", QUESTIONS, ids=lambda q: q.question[:40])
-def test_query_engine_sends_mockllm_exactly_the_packed_nodes(
-    index: VectorStoreIndex, sample: Any
-) -> None:
+def test_query_engine_sends_mockllm_exactly_the_packed_nodes(index: VectorStoreIndex,
+                                                            sample: Any) -> None:
     engine = index.as_query_engine(
         node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=250))],
-        llm=MockLLM(),
-        similarity_top_k=4,
-    )
+        llm=MockLLM(), similarity_top_k=4)
     response = engine.query(sample.question)
-    context = "\n\n".join(
-        n.node.get_content(metadata_mode=MetadataMode.LLM) for n in response.source_nodes
-    )
+    context = "\n\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM)
+                          for n in response.source_nodes)
     template = engine.get_prompts()["response_synthesizer:text_qa_template"]
     assert response.response == template.format(context_str=context, query_str=sample.question)
     assert "capsa_receipt" not in response.response
@@ -197,20 +183,16 @@ def test_query_engine_sends_mockllm_exactly_the_packed_nodes(
 def test_query_engine_keeps_the_answer_on_the_sample_corpus(index: VectorStoreIndex) -> None:
     engine = index.as_query_engine(
         node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=250))],
-        llm=MockLLM(),
-        similarity_top_k=4,
-    )
+        llm=MockLLM(), similarity_top_k=4)
     found = [sample.answer in str(engine.query(sample.question).response) for sample in QUESTIONS]
     assert sum(found) >= len(QUESTIONS) - 2
 
 
 def test_chat_engine_packs_the_context_it_sends(index: VectorStoreIndex) -> None:
     engine = ContextChatEngine.from_defaults(
-        retriever=index.as_retriever(similarity_top_k=4),
-        llm=MockLLM(),
+        retriever=index.as_retriever(similarity_top_k=4), llm=MockLLM(),
         memory=ListMemory.from_defaults(),
-        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=200))],
-    )
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=200))])
     response = engine.chat("What is the nightly hotel cap in high-cost cities?")
     assert response.source_nodes
     assert all("capsa_receipt" in n.node.metadata for n in response.source_nodes)

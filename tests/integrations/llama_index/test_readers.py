@@ -39,13 +39,12 @@ def _corpus_copy(tmp_path: Path) -> Path:
 def test_reader_in_simple_directory_reader_never_skips_silently(tmp_path: Path) -> None:
     reader = CapsaReader()
     folder = _corpus_copy(tmp_path)
-    extractors = {ext: reader for ext in (".pdf", ".docx", ".xlsx", ".html", ".eml", ".png", ".md")}
+    extractors = {ext: reader for ext in (".pdf", ".docx", ".xlsx", ".html", ".eml", ".png",
+                                          ".md")}
     docs = SimpleDirectoryReader(str(folder), file_extractor=extractors).load_data()
     assert sorted(d.metadata["capsa_label"] for d in docs) == sorted(d.name for d in DOCUMENTS)
     assert {(o.label, o.reason) for o in reader.omitted} == {
-        ("quarterly-report.docx", "archive_ratio"),
-        ("invoice.pdf", "type_mismatch"),
-    }
+        ("quarterly-report.docx", "archive_ratio"), ("invoice.pdf", "type_mismatch")}
 
 
 def test_reader_keeps_provenance_out_of_the_llm_text(tmp_path: Path) -> None:

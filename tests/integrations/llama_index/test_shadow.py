@@ -37,10 +37,8 @@ class RouteRetriever(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         run = self.route.run(query_bundle.query_str)
         by_id = {c.source_id: c for c in run.candidates}
-        return [
-            NodeWithScore(node=TextNode(id_=s, text=by_id[s].text), score=by_id[s].score)
-            for s in run.selected
-        ]
+        return [NodeWithScore(node=TextNode(id_=s, text=by_id[s].text), score=by_id[s].score)
+                for s in run.selected]
 
 
 class Failing(BaseRetriever):
@@ -121,9 +119,8 @@ def test_shadow_serves_the_baseline_nodes_unchanged(rows) -> None:
 
 
 def test_shadow_over_the_sample_corpus_reports_every_query(rows) -> None:
-    shadow = ShadowRetriever(
-        RouteRetriever("lexical"), RouteRetriever("budgeted"), rows.extend, use_node_scores=True
-    )
+    shadow = ShadowRetriever(RouteRetriever("lexical"), RouteRetriever("budgeted"),
+                             rows.extend, use_node_scores=True)
     for query in QUERIES:
         shadow.retrieve(query)
     report = ShadowReport.from_rows(rows, invalidated=shadow.counts.invalidated)
@@ -132,18 +129,15 @@ def test_shadow_over_the_sample_corpus_reports_every_query(rows) -> None:
 
 
 def test_shadow_rows_from_the_sample_corpus_carry_no_identity(rows) -> None:
-    shadow = ShadowRetriever(RouteRetriever("lexical"), RouteRetriever("budgeted"), rows.extend)
+    shadow = ShadowRetriever(RouteRetriever("lexical"), RouteRetriever("budgeted"),
+                             rows.extend)
     for query in QUERIES:
         shadow.retrieve(query)
     blob = json.dumps([r.model_dump(mode="json") for r in rows]).lower()
     assert not [p.source_id for p in sample_passages() if p.source_id.lower() in blob]
     tokens = set(re.findall(r"[a-z0-9_]+", blob))
-    words = {
-        w
-        for t in [p.text for p in sample_passages()] + QUERIES
-        for w in re.findall(r"[a-z0-9_]+", t.lower())
-        if not w.isdigit()
-    }
+    words = {w for t in [p.text for p in sample_passages()] + QUERIES
+             for w in re.findall(r"[a-z0-9_]+", t.lower()) if not w.isdigit()}
     assert words & tokens == set()
 
 
@@ -169,17 +163,15 @@ async def test_shadow_async_counts_a_failing_candidate_and_still_serves(rows) ->
 
 
 def test_shadow_counts_a_candidate_that_times_out(rows, release) -> None:
-    shadow = ShadowRetriever(
-        RouteRetriever("lexical"), Hanging(release), rows.extend, timeout_s=0.05
-    )
+    shadow = ShadowRetriever(RouteRetriever("lexical"), Hanging(release), rows.extend,
+                             timeout_s=0.05)
     assert _ids(shadow.retrieve(QUERIES[0])) == _ids(RouteRetriever("lexical").retrieve(QUERIES[0]))
     assert shadow.counts.candidate_timed_out == 1 and rows == []
 
 
 async def test_shadow_async_counts_a_candidate_that_times_out(rows, release) -> None:
-    shadow = ShadowRetriever(
-        RouteRetriever("lexical"), Hanging(release), rows.extend, timeout_s=0.05
-    )
+    shadow = ShadowRetriever(RouteRetriever("lexical"), Hanging(release), rows.extend,
+                             timeout_s=0.05)
     served = await shadow.aretrieve(QUERIES[0])
     assert _ids(served) == _ids(RouteRetriever("lexical").retrieve(QUERIES[0]))
     assert shadow.counts.candidate_timed_out == 1
@@ -212,7 +204,8 @@ def test_shadow_emits_an_instrumentation_event_per_query(rows, outcomes) -> None
 
 
 def test_shadow_answers_a_query_engine_from_the_baseline_nodes(rows) -> None:
-    shadow = ShadowRetriever(RouteRetriever("lexical"), RouteRetriever("budgeted"), rows.extend)
+    shadow = ShadowRetriever(RouteRetriever("lexical"), RouteRetriever("budgeted"),
+                             rows.extend)
     engine = RetrieverQueryEngine.from_args(shadow, llm=MockLLM())
     query = "How much is the monthly internet stipend for remote workers?"
     response = engine.query(query)

@@ -45,13 +45,8 @@ def corpus(tmp_path: Path) -> list[Document]:
     for name in sorted([d.name for d in DOCUMENTS] + [h.name for h in HOSTILE_FILES]):
         path = tmp_path / name
         path.write_bytes((CORPUS_DIR / name).read_bytes())
-        docs.append(
-            Document(
-                text=f"unparsed {name}",
-                id_=f"doc-{name}",
-                metadata=default_file_metadata_func(str(path)),
-            )
-        )
+        docs.append(Document(text=f"unparsed {name}", id_=f"doc-{name}",
+                             metadata=default_file_metadata_func(str(path))))
     return docs
 
 
@@ -104,8 +99,7 @@ def test_transform_cache_key_changes_with_the_limits() -> None:
     default = get_transformation_hash(nodes, CapsaTransform())
     assert default == get_transformation_hash(nodes, CapsaTransform())
     assert default != get_transformation_hash(
-        nodes, CapsaTransform(limits=ExtractionLimits(max_pages=3))
-    )
+        nodes, CapsaTransform(limits=ExtractionLimits(max_pages=3)))
 
 
 def test_transform_passes_nodes_without_a_file_path_through_unchanged() -> None:
@@ -116,8 +110,7 @@ def test_transform_passes_nodes_without_a_file_path_through_unchanged() -> None:
 
 @pytest.mark.slow
 def test_transform_in_a_pipeline_extracts_the_corpus_with_one_worker(
-    corpus: list[Document],
-) -> None:
+        corpus: list[Document]) -> None:
     pipeline = IngestionPipeline(transformations=[CapsaTransform(), SentenceSplitter()])
     nodes = list(pipeline.run(documents=corpus, num_workers=1))
     _assert_corpus_extracted(nodes)
@@ -128,8 +121,7 @@ def test_transform_in_a_pipeline_extracts_the_corpus_with_one_worker(
 @pytest.mark.usefixtures("offline_tiktoken")
 @pytest.mark.filterwarnings("ignore:Specified num_workers exceed")
 def test_transform_in_a_pipeline_extracts_the_corpus_with_two_workers(
-    corpus: list[Document],
-) -> None:
+        corpus: list[Document]) -> None:
     pipeline = IngestionPipeline(transformations=[CapsaTransform(), SentenceSplitter()])
     nodes = list(pipeline.run(documents=corpus, num_workers=2))
     _assert_corpus_extracted(nodes)
@@ -137,8 +129,7 @@ def test_transform_in_a_pipeline_extracts_the_corpus_with_two_workers(
 
 @pytest.mark.slow
 def test_transform_drops_refused_files_and_reports_them(
-    corpus: list[Document], caplog: pytest.LogCaptureFixture
-) -> None:
+        corpus: list[Document], caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="capsa.llama_index.transforms"):
         out = CapsaTransform()(corpus)
     labels = {node.metadata["capsa_label"] for node in out}
@@ -150,15 +141,13 @@ def test_transform_drops_refused_files_and_reports_them(
 
 @pytest.mark.slow
 def test_transform_in_a_pipeline_emits_an_omission_event_per_refused_file(
-    corpus: list[Document],
-) -> None:
+        corpus: list[Document]) -> None:
     handler = _Collect()
     handler.events = []
     get_dispatcher().add_event_handler(handler)
     try:
-        nodes = IngestionPipeline(transformations=[CapsaTransform()]).run(
-            documents=corpus, num_workers=1
-        )
+        nodes = IngestionPipeline(transformations=[CapsaTransform()]).run(documents=corpus,
+                                                                         num_workers=1)
     finally:
         get_dispatcher().event_handlers.remove(handler)
     assert {n.metadata["capsa_label"] for n in nodes} == {d.name for d in DOCUMENTS}
@@ -188,14 +177,9 @@ def test_transform_never_changes_the_nodes_it_was_given(corpus: list[Document]) 
 def test_transform_merges_nodes_of_one_file_into_one_document(tmp_path: Path) -> None:
     path = tmp_path / "notes.md"
     path.write_text("# Notes\n\nThe stipend is EUR 30.\n", encoding="utf-8")
-    pages = [
-        Document(
-            text=f"page {i}",
-            id_=f"page-{i}",
-            metadata={"file_path": str(path), "page_label": str(i)},
-        )
-        for i in (1, 2)
-    ]
+    pages = [Document(text=f"page {i}", id_=f"page-{i}", metadata={"file_path": str(path),
+                                                                   "page_label": str(i)})
+             for i in (1, 2)]
     (doc,) = CapsaTransform()(pages)
     assert doc.id_ == "page-1"
     assert "EUR 30" in doc.text
@@ -218,8 +202,7 @@ def test_transform_reports_a_file_that_cannot_be_read(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_transform_after_simple_directory_reader_yields_one_document_per_file(
-    tmp_path: Path,
-) -> None:
+        tmp_path: Path) -> None:
     for name in ("remote-work.md", "handbook.html"):
         (tmp_path / name).write_bytes((CORPUS_DIR / name).read_bytes())
     docs = SimpleDirectoryReader(str(tmp_path)).load_data()

@@ -12,10 +12,7 @@ from capsa.guard.extractors.unstructured import UnstructuredExtractor
 from capsa.guard.port import TextExtractor
 
 __all__ = [
-    "PlainTextExtractor",
-    "Router",
-    "TesseractExtractor",
-    "UnstructuredExtractor",
+    "PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredExtractor",
     "default_router",
 ]
 
@@ -45,12 +42,8 @@ class Router:
         """Dispatch to the extractor for `kind`."""
         extractor = self.routes.get(kind)
         if extractor is None:
-            raise IngestionRejected(
-                f"no extractor handles {kind}",
-                label="<payload>",
-                stage="sniff",
-                reason="unsupported_type",
-            )
+            raise IngestionRejected(f"no extractor handles {kind}", label="<payload>",
+                                    stage="sniff", reason="unsupported_type")
         return extractor.extract(kind, media_type, payload, max_pages=max_pages)
 
     def with_limits(self, limits: Any) -> Router:

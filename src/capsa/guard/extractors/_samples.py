@@ -41,9 +41,7 @@ def make_pdf(pages: list[str]) -> bytes:
     for offset in offsets:
         out += b"%010d 00000 n \n" % offset
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
+        len(objects) + 1, xref)
     return bytes(out)
 
 
@@ -85,28 +83,22 @@ def _epub() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as book:
         book.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
-        book.writestr(
-            "META-INF/container.xml",
-            '<?xml version="1.0"?><container version="1.0" '
-            'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-            '<rootfile full-path="content.opf" '
-            'media-type="application/oebps-package+xml"/></rootfiles></container>',
-        )
-        book.writestr(
-            "content.opf",
-            '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" '
-            'version="3.0" unique-identifier="id"><metadata '
-            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x'
-            "</dc:identifier><dc:title>t</dc:title><dc:language>en</dc:language>"
-            '</metadata><manifest><item id="c" href="c.xhtml" '
-            'media-type="application/xhtml+xml"/></manifest><spine>'
-            '<itemref idref="c"/></spine></package>',
-        )
-        book.writestr(
-            "c.xhtml",
-            '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml">'
-            f"<head><title>t</title></head><body><p>{_TEXT}</p></body></html>",
-        )
+        book.writestr("META-INF/container.xml",
+                      '<?xml version="1.0"?><container version="1.0" '
+                      'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+                      '<rootfile full-path="content.opf" '
+                      'media-type="application/oebps-package+xml"/></rootfiles></container>')
+        book.writestr("content.opf",
+                      '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" '
+                      'version="3.0" unique-identifier="id"><metadata '
+                      'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x'
+                      '</dc:identifier><dc:title>t</dc:title><dc:language>en</dc:language>'
+                      '</metadata><manifest><item id="c" href="c.xhtml" '
+                      'media-type="application/xhtml+xml"/></manifest><spine>'
+                      '<itemref idref="c"/></spine></package>')
+        book.writestr("c.xhtml",
+                      '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml">'
+                      f"<head><title>t</title></head><body><p>{_TEXT}</p></body></html>")
     return buffer.getvalue()
 
 

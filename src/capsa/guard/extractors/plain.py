@@ -26,9 +26,8 @@ class PlainTextExtractor:
         try:
             return decode_text(payload)
         except UndecodableText as exc:
-            raise IngestionRejected(
-                str(exc), label="<payload>", stage="preflight", reason="undecodable"
-            ) from None
+            raise IngestionRejected(str(exc), label="<payload>", stage="preflight",
+                                    reason="undecodable") from None
 
     def self_test(self) -> dict[str, str]:
         """Decode one sample; the plain extractor has no imports to warm."""

@@ -36,9 +36,8 @@ class TesseractExtractor:
 
     kinds = frozenset(_FORMATS)
 
-    def __init__(
-        self, *, max_pixels: int = 40_000_000, timeout_s: float = 20.0, lang: str = "eng"
-    ) -> None:
+    def __init__(self, *, max_pixels: int = 40_000_000, timeout_s: float = 20.0,
+                 lang: str = "eng") -> None:
         if max_pixels <= 0 or timeout_s <= 0:
             raise ValueError("max_pixels and timeout_s must be positive")
         self.max_pixels = max_pixels
@@ -47,11 +46,9 @@ class TesseractExtractor:
 
     def with_limits(self, limits: Any) -> TesseractExtractor:
         """A copy whose pixel ceiling is the lower of its own and the call's."""
-        return TesseractExtractor(
-            max_pixels=min(self.max_pixels, limits.max_pixels),
-            timeout_s=self.timeout_s,
-            lang=self.lang,
-        )
+        return TesseractExtractor(max_pixels=min(self.max_pixels, limits.max_pixels),
+                                  timeout_s=self.timeout_s,
+                                  lang=self.lang)
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
         """Return the recognised text of every frame, frames separated by blank lines."""
@@ -63,10 +60,8 @@ class TesseractExtractor:
             warnings.simplefilter("error", image_module.DecompressionBombWarning)
             try:
                 image = image_module.open(io.BytesIO(payload), formats=[_FORMATS[kind]])
-            except (
-                image_module.DecompressionBombError,
-                image_module.DecompressionBombWarning,
-            ) as exc:
+            except (image_module.DecompressionBombError,
+                    image_module.DecompressionBombWarning) as exc:
                 raise _refuse("image_too_large", str(exc)) from None
             except (image_module.UnidentifiedImageError, SyntaxError, ValueError) as exc:
                 raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
@@ -78,18 +73,15 @@ class TesseractExtractor:
                 image.seek(index)
                 width, height = image.size
                 if width * height > self.max_pixels or max(width, height) > _MAX_SIDE:
-                    raise _refuse(
-                        "image_too_large",
-                        f"frame {index} is {width}x{height} pixels, over the limit of "
-                        f"{self.max_pixels} pixels or {_MAX_SIDE} per side",
-                    )
+                    raise _refuse("image_too_large",
+                                  f"frame {index} is {width}x{height} pixels, over the limit of "
+                                  f"{self.max_pixels} pixels or {_MAX_SIDE} per side")
                 try:
                     frame = image.convert("L")
                 except (OSError, ValueError, SyntaxError) as exc:  # truncated, bad chunks
                     raise _refuse("corrupt", f"frame {index}: {exc}") from None
-                texts.append(
-                    pytesseract.image_to_string(frame, lang=self.lang, timeout=self.timeout_s)
-                )
+                texts.append(pytesseract.image_to_string(frame, lang=self.lang,
+                                                         timeout=self.timeout_s))
         return "\n\n".join(text.strip() for text in texts if text.strip())
 
     def self_test(self) -> dict[str, str]:

