@@ -35,8 +35,8 @@ NO_RESULTS = "No results found."
 
 _BODY = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _BODY_UNSAFE = re.compile(r"[&<>]")
-_ATTRIBUTE_UNSAFE = re.compile(r"[&<>\"\x00-\x1f\x7f]")
-_REFERENCE = re.compile(r"&(amp|lt|gt|quot|#(\d{1,3}));")
+_ATTRIBUTE_UNSAFE = re.compile('[&<>"\x00-\x1f\x7f-\x9f\u2028\u2029]')
+_REFERENCE = re.compile(r"&(amp|lt|gt|quot|#(\d{1,4}));")
 _NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"'}
 _ATTRIBUTES = re.compile(r'\s([a-z-]+)="([^"]*)"')
 _CHUNK = re.compile(r"<chunk((?:\s[a-z-]+=\"[^\"]*\")*)>\n(.*?)\n</chunk>", re.DOTALL)
@@ -93,7 +93,9 @@ def _attributes(evidence: Evidence, *, name_collection: bool) -> str:
     if not evidence.title and not evidence.uri and evidence.document_id != evidence.chunk_id:
         pairs.append(("document", evidence.document_id))
     if name_collection:
-        pairs.append(("collection", evidence.collection or "(none)"))
+        pairs.append(
+            ("collection", "(none)" if evidence.collection is None else evidence.collection)
+        )
     return "".join(f' {key}="{escape_attribute(value)}"' for key, value in pairs)
 
 
