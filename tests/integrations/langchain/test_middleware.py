@@ -497,3 +497,173 @@ def test_capsule_edit_waits_for_its_trigger():
     messages = list(history)
     edit.apply(messages, count_tokens=count_tokens_approximately)
     assert messages == history
+
+
+# -- app shapes -----------------------------------------------------------------------------------
+
+
+def test_stateless_agent_carries_the_ledger_in_its_input_and_output():
+    hotel = _answer_chunk(HOTEL)
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    first = ScriptedModel(
+        messages=iter([_search("s1", HOTEL.question), _cite("c1", hotel.id), AIMessage("EUR 230.")])
+    )
+    agent = create_agent(first, tools=[SEARCH], middleware=[middleware])  # no checkpointer
+    out = agent.invoke({"messages": [HumanMessage(HOTEL.question)]})
+    assert EvidenceLedger.from_json(out[LEDGER_KEY]).cited_ids(0) == (hotel.id,)
+
+    second = ScriptedModel(messages=iter([AIMessage("ok")]))
+    agent = create_agent(second, tools=[SEARCH], middleware=[middleware])
+    history = [*out["messages"], HumanMessage("And the cap again?")]
+    agent.invoke({"messages": history, LEDGER_KEY: out[LEDGER_KEY]})
+    (earlier,) = _tool_contents(second.seen[0])
+    assert hotel.page_content in earlier  # its citation survived, carried by the app
+    others = [d for d in LexicalRetriever().invoke(HOTEL.question) if d.id != hotel.id]
+    assert all(d.page_content not in earlier for d in others)
+
+
+def test_summarization_and_capsule_middleware_run_together():
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    saver = InMemorySaver()
+    summarizer = SummarizationMiddleware(
+        model=FakeListChatModel(responses=["Summary: the hotel cap was discussed."] * 10),
+        trigger=("messages", 8),
+        keep=("messages", 4),
+    )
+    capsule = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    hotel, hold = _answer_chunk(HOTEL), _answer_chunk(HOLD)
+    scripts = [
+        [_search("a1", HOTEL.question), _cite("a2", hotel.id), AIMessage("EUR 230.")],
+        [_search("b1", HOLD.question), _cite("b2", hold.id), AIMessage("Renata Duarte.")],
+        [AIMessage("Noted.")],
+    ]
+    for question, script in zip((HOTEL.question, HOLD.question, "thanks"), scripts, strict=True):
+        model = ScriptedModel(messages=iter(script))
+        agent = create_agent(
+            model, tools=[SEARCH], middleware=[capsule, summarizer], checkpointer=saver
+        )
+        agent.invoke({"messages": [HumanMessage(question)]}, CONFIG)
+    stored = agent.get_state(CONFIG).values
+    ledger = EvidenceLedger.from_json(stored[LEDGER_KEY])
+    assert not ledger.in_progress
+    assert ledger.ended_at == len(stored["messages"])  # re-anchored on what remains
+    assert any("Summary" in str(m.content) for m in stored["messages"])
+
+
+def test_middleware_names_an_evidence_tool_the_agent_does_not_have():
+    model = ScriptedModel(messages=iter([AIMessage("unused")]))
+    middleware = CitationCapsuleMiddleware(evidence_tools=["serach"])  # a typo
+    agent = create_agent(model, tools=[SEARCH], middleware=[middleware])
+    with pytest.raises(ValueError, match=r"\['serach'\] are not among the agent's tools"):
+        agent.invoke({"messages": [HumanMessage("hi")]})
+    assert model.seen == []
+
+
+def test_middleware_refuses_an_app_tool_that_takes_the_cite_name():
+    theirs = cite_tool("cite")  # another tool of the same name
+    model = ScriptedModel(messages=iter([AIMessage("unused")]))
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    agent = create_agent(model, tools=[SEARCH, theirs], middleware=[middleware])
+    with pytest.raises(ValueError, match=r"also named 'cite'.*cite_tool_name"):
+        agent.invoke({"messages": [HumanMessage("hi")]})
+
+
+def test_middleware_refuses_cite_and_recall_sharing_a_name():
+    with pytest.raises(ValueError, match="cannot share the name"):
+        CitationCapsuleMiddleware(evidence_tools=[SEARCH], recall_tool_name="cite")
+
+
+def test_middleware_pickles_and_still_works():
+    import pickle
+
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH], max_capsule_tokens=5_000)
+    restored = pickle.loads(pickle.dumps(middleware))
+    assert [t.name for t in restored.tools] == ["cite", "recall"]
+    assert restored.evidence_tools == middleware.evidence_tools
+    hotel = _answer_chunk(HOTEL)
+    model = ScriptedModel(messages=iter([_search("p1", HOTEL.question), AIMessage("EUR 230")]))
+    agent = create_agent(model, tools=[SEARCH], middleware=[restored], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage(HOTEL.question)]}, CONFIG)
+    assert hotel.page_content in _tool_contents(model.seen[1])[0]
+
+
+async def test_async_picture_fetcher_is_awaited_once_per_question():
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+    fetched: list[str] = []
+
+    async def fetch(picture):
+        fetched.append(picture.ref)
+        return png
+
+    class PictureRetriever(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager):
+            return [
+                Document(
+                    page_content="Closure dates are shown in the figure.",
+                    id="notice-figure-0001",
+                    metadata={"title": "Office Notice", "picture_refs": ["#/pictures/0"]},
+                )
+            ]
+
+    search = capsa_retriever_tool(PictureRetriever(), name="search")
+    middleware = CitationCapsuleMiddleware(evidence_tools=[search], fetch_picture=fetch)
+    saver = InMemorySaver()
+    first = ScriptedModel(
+        messages=iter([_search("f1", "closures"), AIMessage("See [notice-figure-0001].")])
+    )
+    agent = create_agent(first, tools=[search], middleware=[middleware], checkpointer=saver)
+    await agent.ainvoke({"messages": [HumanMessage("closures?")]}, CONFIG)
+    second = ScriptedModel(
+        messages=iter([_search("f2", "closures"), _search("f3", "again"), AIMessage("ok")])
+    )
+    agent = create_agent(second, tools=[search], middleware=[middleware], checkpointer=saver)
+    await agent.ainvoke({"messages": [HumanMessage("and?")]}, CONFIG)
+    assert len(second.seen) >= 3  # three model calls of one question, each with the picture
+    assert all(any(isinstance(m.content, list) for m in view) for view in second.seen)
+    assert fetched == ["#/pictures/0"]
+
+
+def test_middleware_bound_uses_the_callers_tokenizer():
+    hotel = _answer_chunk(HOTEL)
+    counted: list[str] = []
+
+    def encode(text: str) -> list[str]:  # an encoder: returns tokens, like tiktoken's encode
+        counted.append(text)
+        return text.split()
+
+    saver = InMemorySaver()
+    middleware = CitationCapsuleMiddleware(
+        evidence_tools=[SEARCH], max_capsule_tokens=60, tokenizer=encode
+    )
+    model = ScriptedModel(
+        messages=iter([_search("t1", HOTEL.question), _cite("t2", hotel.id), AIMessage("EUR 230")])
+    )
+    agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage(HOTEL.question)]}, CONFIG)
+    model = ScriptedModel(messages=iter([AIMessage("ok")]))
+    agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage("again?")]}, CONFIG)
+    (earlier,) = _tool_contents(model.seen[0])
+    assert len(earlier.split()) <= 60
+    assert hotel.page_content not in earlier and hotel.id in earlier  # named, recallable
+    assert counted
+
+
+def test_capsule_messages_and_edit_take_a_tokenizer_and_bound():
+    history, ledger, hotel = _history_and_ledger()
+    view = capsule_messages(
+        history,
+        ledger=ledger,
+        evidence_tools=["search"],
+        max_capsule_tokens=40,
+        tokenizer=str.split,
+    )
+    assert len(view[2].content.split()) <= 40 and hotel.id in view[2].content
+    edit = CitationCapsuleEdit(
+        ledger=ledger, evidence_tools=["search"], max_capsule_tokens=40, tokenizer=str.split
+    )
+    messages = list(history)
+    edit.apply(messages, count_tokens=count_tokens_approximately)
+    assert messages[2].content == view[2].content
