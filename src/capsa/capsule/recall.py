@@ -54,12 +54,13 @@ class RecallResult(BaseModel):
 def recallable(
     messages: Sequence[Message], ledger: EvidenceLedger | None, *, owned_tools: Iterable[str]
 ) -> dict[str, Evidence]:
-    """Every chunk the history or the ledger holds, by id, the most recent version last seen."""
+    """Every chunk the owned tools returned, by id: the ledger's, then the history's
+    (the most recent return wins)."""
     owned = frozenset(owned_tools)
     names = {call.id: call.name for m in messages for call in m.tool_calls}
     found: dict[str, Evidence] = {}
     if ledger is not None:
-        found.update((e.evidence.chunk_id, e.evidence) for e in ledger.entries)
+        found.update((e.evidence.chunk_id, e.evidence) for e in ledger.entries if e.tool in owned)
     for message in messages:
         tool = message.tool_name or names.get(message.tool_call_id or "")
         if message.role == "tool" and tool in owned and message.evidence:
