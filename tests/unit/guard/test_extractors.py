@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 import shutil
 import struct
 import zipfile
@@ -264,14 +265,27 @@ def test_unstructured_refuses_an_epub_part_that_declares_entities() -> None:
 
 
 def test_unstructured_refuses_a_deck_with_more_slides_than_pages_allowed() -> None:
-    slides = {f"ppt/slides/slide{i}.xml": b"<p:sld/>" for i in range(1, 26)}
-    payload = real_zip({"[Content_Types].xml": b"<Types/>", "ppt/presentation.xml": b"<p/>",
-                        **slides})
+    deck = SAMPLES["pptx"]()
+    with zipfile.ZipFile(io.BytesIO(deck)) as source:
+        presentation = source.read("ppt/presentation.xml")
+    one_id = re.search(rb"<p:sldId [^>]*/>", presentation)
+    assert one_id is not None
+    many = presentation.replace(one_id.group(0), one_id.group(0) * 25)
+    payload = rezip(deck, {"ppt/presentation.xml": many})
 
     error = preflight_refusal("pptx", payload)
 
     assert error.reason == "too_many_pages"
     assert error.detail == "25 slides, over the limit of 20"
+
+
+def test_unstructured_counts_slides_by_their_ids_not_by_part_names() -> None:
+    # 25 more slide parts that no sldId names: python-pptx never reads them.
+    slides = {f"ppt/slides/slide{i}.xml": b"<p:sld/>" for i in range(2, 27)}
+    payload = rezip(SAMPLES["pptx"](), slides)
+
+    assert "capsa self-test" in UnstructuredExtractor().extract("pptx", None, payload,
+                                                                max_pages=20)
 
 
 def test_unstructured_refuses_a_pdf_with_more_pages_than_allowed() -> None:
@@ -500,3 +514,10 @@ def test_epub_sample_stores_its_mimetype_first() -> None:
         first = book.infolist()[0]
 
     assert (first.filename, first.compress_type) == ("mimetype", zipfile.ZIP_STORED)
+
+
+def rezip(archive: bytes, replacements: dict[str, bytes]) -> bytes:
+    """A copy of `archive` with some members replaced and others added."""
+    with zipfile.ZipFile(io.BytesIO(archive)) as source:
+        members = {name: source.read(name) for name in source.namelist()}
+    return real_zip({**members, **replacements})
