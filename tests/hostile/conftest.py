@@ -439,6 +439,9 @@ class ZipEntry:
     symlink: bool = False
     local_name: str | None = None
     """Name written in the local header; the central name when None."""
+    packed: bytes | None = None
+    """Raw deflate data written as is (with `declared_size` and `crc`); `data` is then unused."""
+    crc: int | None = None
 
 
 def build_zip(entries: Sequence[ZipEntry]) -> bytes:
@@ -451,9 +454,9 @@ def build_zip(entries: Sequence[ZipEntry]) -> bytes:
     out = bytearray()
     central = bytearray()
     for entry in entries:
-        packed = _pack(entry)
+        packed = _pack(entry) if entry.packed is None else entry.packed
         size = entry.declared_size if entry.declared_size is not None else len(entry.data)
-        crc = zlib.crc32(entry.data)
+        crc = zlib.crc32(entry.data) if entry.crc is None else entry.crc
         name = entry.name.encode()
         local_name = (entry.local_name or entry.name).encode()
         offset = len(out)
@@ -470,6 +473,61 @@ def build_zip(entries: Sequence[ZipEntry]) -> bytes:
     out += struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, len(entries), len(entries),
                        len(central), directory_at, 0)
     return bytes(out)
+
+
+def zip_counting(entries: Sequence[ZipEntry], counted: int) -> bytes:
+    """A zip whose end record counts only the first `counted` of its directory's entries.
+
+    `zipfile` reads every entry inside the directory's declared size, so the
+    rest are hidden from a reader that trusts the count, and from no parser.
+    """
+    return zip_end_patched(build_zip(entries), count=counted)
+
+
+def zip_end_patched(archive: bytes, *, count: int | None = None,
+                    directory_size: int | None = None) -> bytes:
+    """A copy of a zip whose classic end record declares another count or directory size."""
+    at = archive.rindex(b"PK\x05\x06")
+    fields = list(struct.unpack_from("<4sHHHHIIH", archive, at))
+    if count is not None:
+        fields[3] = fields[4] = count
+    if directory_size is not None:
+        fields[5] = directory_size
+    return archive[:at] + struct.pack("<4sHHHHIIH", *fields) + archive[at + 22:]
+
+
+def zip_with_zip64_end(archive: bytes, *, count: int | None = None,
+                       mark_classic: bool = False) -> bytes:
+    """A copy of a zip with a zip64 end record and locator before its classic end record.
+
+    The zip64 record declares `count` members (the truth when None) and the
+    classic record's directory; `mark_classic` replaces the classic record's
+    count with the 0xFFFF zip64 marker, as an honest zip64 writer would.
+    """
+    at = archive.rindex(b"PK\x05\x06")
+    fields = list(struct.unpack_from("<4sHHHHIIH", archive, at))
+    declared = fields[4] if count is None else count
+    record = struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, declared, declared,
+                         fields[5], fields[6])
+    locator = struct.pack("<4sIQI", b"PK\x06\x07", 0, at, 1)
+    if mark_classic:
+        fields[3] = fields[4] = 0xFFFF
+    return (archive[:at] + record + locator + struct.pack("<4sHHHHIIH", *fields)
+            + archive[at + 22:])
+
+
+def docx_members(body: bytes) -> list[ZipEntry]:
+    """The three members of `docx_bytes`, for building a DOCX with something added."""
+    with zipfile.ZipFile(io.BytesIO(docx_bytes(body))) as source:
+        return [ZipEntry(name, source.read(name)) for name in source.namelist()]
+
+
+def zeros_member(name: str, size: int) -> ZipEntry:
+    """A member of `size` zero bytes, deflated about 1000:1, with honest sizes and CRC."""
+    crc = 0
+    for done in range(0, size, MiB):
+        crc = zlib.crc32(bytes(min(MiB, size - done)), crc)
+    return ZipEntry(name, packed=deflated_zeros(size), declared_size=size, crc=crc)
 
 
 def _pack(entry: ZipEntry) -> bytes:
