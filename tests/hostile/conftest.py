@@ -841,6 +841,35 @@ def xlsx_huge_shared_strings(count: int = 400_000) -> bytes:
     return replace_members(workbook, {}, extra={"xl/sharedStrings.xml": table})
 
 
+def pptx_repeating_slide_id(count: int) -> bytes:
+    """A one-slide deck whose ``sldIdLst`` names that slide `count` times (python-pptx
+    yields, and unstructured extracts, it once per id)."""
+    deck = pptx_with_slides(1)
+    with zipfile.ZipFile(io.BytesIO(deck)) as source:
+        presentation = source.read("ppt/presentation.xml")
+    one = re.search(rb"<p:sldId [^>]*/>", presentation)
+    assert one is not None
+    ids = b"".join(one.group(0).replace(b'id="256"', f'id="{256 + i}"'.encode())
+                   for i in range(count))
+    return replace_members(deck, {"ppt/presentation.xml":
+                                  presentation.replace(one.group(0), ids)})
+
+
+def pptx_slides_elsewhere(count: int) -> bytes:
+    """A deck of `count` slides stored as ``ppt/deck/page<N>.xml``, outside ``ppt/slides/``."""
+    import pptx
+    from pptx.opc.packuri import PackURI
+
+    deck = pptx.Presentation()
+    for number in range(count):
+        slide = deck.slides.add_slide(deck.slide_layouts[5])
+        slide.shapes.title.text = f"Northwind Harbor {number + 1}"
+        slide.part.partname = PackURI(f"/ppt/deck/page{number + 1}.xml")
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    return buffer.getvalue()
+
+
 def pptx_with_slides(count: int, title: str = "Northwind Harbor") -> bytes:
     """A real deck of `count` title slides, written by python-pptx."""
     import pptx
@@ -949,6 +978,32 @@ def pdf_pages_cycle() -> bytes:
     return build_pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
                       b"<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>",
                       b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"])
+
+
+def pdf_deep_page_tree(depth: int = 150) -> bytes:
+    """A page tree `depth` ``/Pages`` nodes deep above its one page (pypdf stops at 100)."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    for level in range(depth):
+        number = 2 + level
+        parent = b"" if level == 0 else b" /Parent %d 0 R" % (number - 1)
+        objects.append(b"<< /Type /Pages /Kids [%d 0 R] /Count 1%s >>" % (number + 1, parent))
+    page = 2 + depth
+    objects.append(b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources "
+                   b"<< /Font << /F1 %d 0 R >> >> /Contents %d 0 R >>" % (page - 1, page + 1,
+                                                                         page + 2))
+    objects.append(_FONT)
+    objects.append(stream(_text_ops("Northwind Harbor, deep down")))
+    return build_pdf(objects)
+
+
+def pdf_quoting_a_limit_name(name: str = "NoLimitExceeded") -> bytes:
+    """A page with text that also draws a form XObject named `name` which draws itself:
+    pypdf skips the cycle with a warning that quotes the name."""
+    form = stream(b"/%s Do" % name.encode(), b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] "
+                  b"/Resources << /XObject << /%s 6 0 R >> >>" % name.encode())
+    return _page_pdf(_text_ops("Northwind Harbor limits") + b" /%s Do" % name.encode(),
+                     b"<< /Font << /F1 3 0 R >> /XObject << /%s 6 0 R >> >>" % name.encode(),
+                     [form])
 
 
 def pdf_deep_nesting(depth: int = 200_000) -> bytes:
@@ -1063,6 +1118,13 @@ FITS = (b"SIMPLE  =                    T" + b" " * 50 + b"BITPIX  =             
 
 
 # ------------------------------------------------------------------------------ e-mail
+
+
+def html_nested(depth: int, *, tag: str = "div") -> bytes:
+    """`depth` nested elements around a sentence, then a paragraph after the nest."""
+    return (f"<html><body><p>Northwind Harbor opening.</p>{f'<{tag}>' * depth}"
+            f"Northwind Harbor at the bottom.{f'</{tag}>' * depth}"
+            "<p>Northwind Harbor closing.</p></body></html>").encode()
 
 
 def eml_simple(body: str, *, subject: str = "Harbor update") -> bytes:
