@@ -1076,6 +1076,22 @@ def png_ztxt_bomb(size: int = 64 * MiB) -> bytes:
                    rows=zlib.compress(b"\x00\xff"))
 
 
+def apng_with_bad_frame() -> bytes:
+    """An animated PNG whose second frame's data is not a deflate stream (its chunk CRC is
+    right, so only the decoder notices)."""
+    from PIL import Image
+
+    frames = [Image.new("L", (60, 40), 255), Image.new("L", (60, 40), 0)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="PNG", save_all=True, append_images=frames[1:])
+    data = buffer.getvalue()
+    at = data.index(b"fdAT")
+    length = struct.unpack(">I", data[at - 4:at])[0]
+    sequence = data[at + 4:at + 8]
+    bad = sequence + (b"\x00garbage" * length)[:length - 4]
+    return data[:at - 4] + _png_chunk(b"fdAT", bad) + data[at + 8 + length:]
+
+
 def png_with_text(text: str, *, size: int = 48) -> bytes:
     """Printed text, large and black on white, for Tesseract."""
     from PIL import Image, ImageDraw, ImageFont

@@ -16,6 +16,7 @@ from .conftest import (
     EPS,
     FITS,
     PARSE_LIMITS,
+    apng_with_bad_frame,
     assert_omitted,
     good_for,
     needs_tesseract,
@@ -134,3 +135,14 @@ def test_per_call_pixel_limit_is_enforced(real_pool: IsolatedExtractor) -> None:
     # The ceiling was the call's: the same image under the pool's own 40 Mpx
     # is decoded (and, being blank, yields no text).
     assert_omitted(_run_image(real_pool, "big.png", image), stage="text", reason="no_text")
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_apng_with_a_broken_frame_is_refused_as_corrupt(real_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(real_pool, Attachment(label="moving.png",
+                                                   payload=apng_with_bad_frame()),
+                             PARSE_LIMITS, good=[good_for("png"), good_for("text")],
+                             next_file=good_for("png"))
+    omission = assert_omitted(outcome, stage="preflight", reason="corrupt")
+    assert omission.detail.startswith("frame 1:")

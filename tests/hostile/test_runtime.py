@@ -200,6 +200,26 @@ def test_parser_error_with_terminal_escapes_leaves_a_clean_detail(
     assert omission.detail.endswith("click here]8;;")  # the printable tail is kept
 
 
+def test_parser_error_quoting_megabytes_of_input_stays_a_raised_failure(
+        probe_pool: IsolatedExtractor) -> None:
+    # 24 MB of error message, far past the reply frame: capped in the child, so
+    # the file is "raised", never "protocol", and the detail stays short.
+    outcome = run_among_good(probe_pool, _probe("raise_huge"), good=GOOD)
+    omission = assert_omitted(outcome, stage="parser", reason="raised")
+    assert omission.detail.startswith("ValueError: cannot parse \ufdfa")
+    assert len(omission.detail) <= 2000
+
+
+def test_parser_error_naming_a_scratch_path_does_not_leak_it(
+        probe_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(probe_pool, _probe("raise_scratch_path"), good=GOOD)
+    omission = assert_omitted(outcome, stage="parser", reason="raised")
+    assert omission.detail.startswith("FileNotFoundError:")
+    assert "<scratch>/missing/part.xml" in omission.detail
+    assert "capsa-worker-" not in omission.detail
+    assert str(worker_scratch(probe_pool)) not in omission.detail
+
+
 @pytest.mark.parametrize("probe", ["setsid_daemon", "setsid_daemon_chain"])
 def test_daemon_spawned_by_a_parser_does_not_outlive_its_file(probe: Probe) -> None:
     # The daemons leave the child's process group (out of reach of its kill)

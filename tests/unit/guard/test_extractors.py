@@ -15,11 +15,12 @@ import shutil
 import struct
 import zipfile
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from capsa.errors import IngestionRejected
+from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
     Attachment,
     ExtractionLimits,
@@ -521,3 +522,27 @@ def rezip(archive: bytes, replacements: dict[str, bytes]) -> bytes:
     with zipfile.ZipFile(io.BytesIO(archive)) as source:
         members = {name: source.read(name) for name in source.namelist()}
     return real_zip({**members, **replacements})
+
+
+def test_every_partial_output_warning_capsa_trusts_is_still_in_pypdf() -> None:
+    # The templates are matched exactly: one that pypdf renamed would never match again.
+    import pypdf
+
+    from capsa.guard.extractors.unstructured import _PARTIAL_WARNINGS
+
+    root = Path(pypdf.__file__).parent
+    for logger, template in _PARTIAL_WARNINGS:
+        source = (root / (logger.removeprefix("pypdf.").replace(".", "/") + ".py")).read_text()
+        flattened = re.sub(r'"\s*\n\s*"', "", source)  # join implicitly concatenated literals
+        assert template in flattened, (logger, template)
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_tesseract_past_its_own_timeout_is_a_timeout_with_the_limit() -> None:
+    image = Attachment(label="scan.png", payload=SAMPLES["png"]())
+    with pytest.raises(ExtractionFailed) as failed:
+        extract_attachment(image, TesseractExtractor(timeout_s=0.001))
+    assert failed.value.cause == "timeout"
+    assert "past its limit of 0.001 s" in failed.value.detail
+    assert failed.value.detail.startswith("Tesseract ran ")
