@@ -12,8 +12,9 @@ PDF does not go through `unstructured`: its `partition_pdf` imports
 `unstructured_inference` (torch, onnxruntime, a cloud vision client) even for
 the ``fast`` strategy, which is pdfminer.six underneath, a parser with no
 resource limits. pypdf has per-filter output caps, walks the page tree to
-count pages, and reports partial work through its log, which is turned into
-an ``incomplete`` failure here instead of silently short text.
+count pages, and reports partial work through its log; the warnings whose
+template means skipped content are turned into an ``incomplete`` failure here
+instead of silently short text.
 """
 
 from __future__ import annotations
@@ -48,10 +49,18 @@ class UnstructuredExtractor:
     """Text from PDF, DOCX, PPTX, XLSX, HTML, EML, EPUB and RTF, with pre-flight checks.
 
     Pre-flight, inside the worker and before any partitioner sees the bytes:
-    OOXML parts containing ``<!DOCTYPE`` and EPUB parts containing
-    ``<!ENTITY`` are refused (entity expansion is never enabled anywhere);
-    slides and PDF pages are counted against `max_pages`; e-mail MIME nesting
-    and part counts are bounded. E-mail attachments are never processed.
+    zip containers are inspected again under `limits` and read only through
+    the inspected view; OOXML parts declaring ``<!DOCTYPE`` and EPUB parts
+    declaring ``<!ENTITY`` are refused wherever an XML parser would find the
+    declaration (entity expansion is never enabled anywhere); slides (from
+    ``sldIdLst``) and PDF pages (by walking the tree) are counted against
+    `max_pages`; HTML nested past libxml2's depth limit is refused instead of
+    cut; e-mail MIME nesting and part counts are bounded. E-mail attachments
+    are never processed.
+
+    Args:
+        limits: the bounds for zip inspection in the worker; `with_limits`
+            replaces them per call.
     """
 
     kinds = frozenset({"pdf", "docx", "pptx", "xlsx", "html", "eml", "epub", "rtf"})
