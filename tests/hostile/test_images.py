@@ -11,20 +11,22 @@ from __future__ import annotations
 import pytest
 
 from capsa.guard import Attachment, Extracted, ExtractionLimits, IsolatedExtractor, Omission
-
-from .conftest import (
+from capsa.guard.samples import (
     EPS,
     FITS,
-    PARSE_LIMITS,
     apng_with_bad_frame,
-    assert_omitted,
-    good_for,
-    needs_tesseract,
     png_blank,
     png_raw,
     png_ztxt_bomb,
-    run_among_good,
     tiff_frames,
+)
+
+from .conftest import (
+    PARSE_LIMITS,
+    assert_omitted,
+    good_for,
+    needs_tesseract,
+    run_among_good,
 )
 
 

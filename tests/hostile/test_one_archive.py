@@ -18,21 +18,23 @@ import pytest
 from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, IsolatedExtractor, inspect_archive
 from capsa.guard.extractors import UnstructuredExtractor
-
-from .conftest import (
-    LIMITS,
+from capsa.guard.samples import (
     MiB,
     ZipEntry,
-    assert_omitted,
     build_zip,
     docx_members,
     paragraphs_xml,
-    run_among_good,
     zeros_member,
     zip_counting,
     zip_end_patched,
     zip_of,
     zip_with_zip64_end,
+)
+
+from .conftest import (
+    LIMITS,
+    assert_omitted,
+    run_among_good,
 )
 
 _HIDDEN_TEXT = "what only zipfile would show"

@@ -9,13 +9,8 @@ from __future__ import annotations
 import pytest
 
 from capsa.guard import Attachment, Extracted, ExtractionLimits, IsolatedExtractor, Omission
-
-from .conftest import (
-    LIMITS,
-    PARSE_LIMITS,
+from capsa.guard.samples import (
     MiB,
-    assert_omitted,
-    good_for,
     pdf_deep_nesting,
     pdf_encrypted,
     pdf_flate_bomb,
@@ -26,6 +21,13 @@ from .conftest import (
     pdf_with_text,
     pdf_xobject_fanout,
     pdf_xobject_loop,
+)
+
+from .conftest import (
+    LIMITS,
+    PARSE_LIMITS,
+    assert_omitted,
+    good_for,
     run_among_good,
 )
 

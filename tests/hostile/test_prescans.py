@@ -13,16 +13,11 @@ import zipfile
 import pytest
 
 from capsa.guard import Attachment, Extracted, IsolatedExtractor, Omission
-from capsa.guard.extractors._samples import SAMPLES
-
-from .conftest import (
-    PARSE_LIMITS,
-    Good,
-    assert_omitted,
+from capsa.guard.samples import (
     docx_document_xml,
     docx_with_main_part,
-    good_for,
-    good_text,
+    epub_book,
+    epub_with,
     html_nested,
     pdf_deep_page_tree,
     pptx_repeating_slide_id,
@@ -30,6 +25,14 @@ from .conftest import (
     pptx_with_slides,
     replace_members,
     xlsx_with_cells,
+)
+
+from .conftest import (
+    PARSE_LIMITS,
+    Good,
+    assert_omitted,
+    good_for,
+    good_text,
 )
 
 _DTD = '<!DOCTYPE w:document [<!ENTITY inj "INJECTED">]>'
@@ -111,10 +114,10 @@ def test_pptx_part_in_utf16_with_a_dtd_is_refused(real_pool: IsolatedExtractor) 
 @pytest.mark.slow
 def test_epub_chapter_with_an_entity_after_white_space_is_refused(
         real_pool: IsolatedExtractor) -> None:
-    book = SAMPLES["epub"]()
+    book = epub_book()
     chapter = (" \n" * 100 + '<!DOCTYPE html [<!ENTITY a "INJECTED">]>'
                '<html xmlns="http://www.w3.org/1999/xhtml"><body><p>&a;</p></body></html>')
-    payload = _epub_with(book, {"c.xhtml": chapter.encode()})
+    payload = epub_with(book, {"c.xhtml": chapter.encode()})
     outcome = run_kind(real_pool, "text", Attachment(label="book.epub", payload=payload))
     assert_omitted(outcome, stage="preflight", reason="forbidden_xml")
 
@@ -173,12 +176,3 @@ def test_html_nested_just_under_the_limit_is_extracted_whole(
                                           "Northwind Harbor at the bottom.",
                                           "Northwind Harbor closing."]
 
-
-def _epub_with(book: bytes, replacements: dict[str, bytes]) -> bytes:
-    """A copy of an EPUB with members replaced, its ``mimetype`` kept first and stored."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(book)) as source, zipfile.ZipFile(buffer, "w") as out:
-        for info in source.infolist():
-            data = replacements.get(info.filename, source.read(info))
-            out.writestr(info.filename, data, compress_type=info.compress_type)
-    return buffer.getvalue()

@@ -31,13 +31,16 @@ from capsa.guard import (
     extract_attachment,
 )
 from capsa.guard.extractors import PlainTextExtractor
+from capsa.guard.samples import (
+    MiB,
+    zip_overlap_bomb,
+)
 from capsa.guard.testing import MisbehavingExtractor
 
 from ._probes import LEFT_BEHIND, OrphanedAtForkExtractor, Probe, ProbeExtractor, probe_payload
 from .conftest import (
     LIMITS,
     CatalogueGap,
-    MiB,
     PoolFor,
     assert_omitted,
     good_echo,
@@ -47,7 +50,6 @@ from .conftest import (
     run_among_good,
     sandbox_marker,
     worker_scratch,
-    zip_overlap_bomb,
 )
 
 GOOD = [good_echo("before.txt", "before"), good_echo("after.txt", "after")]

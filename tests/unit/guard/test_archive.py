@@ -14,7 +14,7 @@ import pytest
 from capsa.errors import IngestionRejected
 from capsa.guard import ExtractionLimits, inspect_archive
 from capsa.guard.archive import member_names, read_directory
-from capsa.guard.extractors._samples import SAMPLES
+from capsa.guard.samples import SAMPLES
 
 from ._zips import (
     FLAG_ENCRYPTED,

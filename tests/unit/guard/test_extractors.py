@@ -3,7 +3,7 @@
 `PlainTextExtractor`, the `Router` and the pre-flight checks that run before
 any third-party parser are tested in process. The real parsers (unstructured,
 pypdf, Tesseract) run only through the isolated default pool, on the trusted
-samples from `capsa.guard.extractors._samples`.
+samples from `capsa.guard.samples`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from capsa.guard.extractors import (
     TesseractExtractor,
     UnstructuredExtractor,
 )
-from capsa.guard.extractors._samples import SAMPLES, make_pdf
+from capsa.guard.samples import SAMPLES, pdf_with_text
 
 from ._zips import real_zip
 
@@ -290,14 +290,15 @@ def test_unstructured_counts_slides_by_their_ids_not_by_part_names() -> None:
 
 
 def test_unstructured_refuses_a_pdf_with_more_pages_than_allowed() -> None:
-    error = preflight_refusal("pdf", make_pdf([f"page {i}" for i in range(25)]))
+    error = preflight_refusal("pdf", pdf_with_text([f"page {i}" for i in range(25)]))
 
     assert error.reason == "too_many_pages"
     assert error.detail == "25 pages, over the limit of 20"
 
 
 def test_unstructured_extracts_a_pdf_at_the_page_limit() -> None:
-    text = UnstructuredExtractor().extract("pdf", None, make_pdf(["alpha", "beta"]), max_pages=2)
+    payload = pdf_with_text(["alpha", "beta"])
+    text = UnstructuredExtractor().extract("pdf", None, payload, max_pages=2)
 
     assert text == "alpha\n\nbeta"
 
@@ -305,7 +306,7 @@ def test_unstructured_extracts_a_pdf_at_the_page_limit() -> None:
 def test_unstructured_refuses_an_encrypted_pdf_without_trying_passwords() -> None:
     from pypdf import PdfReader, PdfWriter
 
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["secret"]))))
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text(["secret"]))))
     writer.encrypt("password", algorithm="RC4-128")
     buffer = io.BytesIO()
     writer.write(buffer)
@@ -314,7 +315,7 @@ def test_unstructured_refuses_an_encrypted_pdf_without_trying_passwords() -> Non
 
 
 def test_unstructured_refuses_a_truncated_pdf_as_corrupt() -> None:
-    error = preflight_refusal("pdf", make_pdf(["alpha"])[:200])
+    error = preflight_refusal("pdf", pdf_with_text(["alpha"])[:200])
 
     assert error.reason == "corrupt"
     assert "PdfStreamError" in error.detail
@@ -502,8 +503,8 @@ def test_samples_cover_every_unstructured_kind_and_png() -> None:
     assert set(SAMPLES) == {*UNSTRUCTURED_KINDS, "png"}
 
 
-def test_make_pdf_writes_one_page_per_line() -> None:
-    payload = make_pdf(["one", "two (2)", "three"])
+def test_pdf_with_text_writes_one_page_per_line() -> None:
+    payload = pdf_with_text(["one", "two (2)", "three"])
 
     assert payload.startswith(b"%PDF-1.4")
     assert b"/Count 3" in payload

@@ -113,7 +113,7 @@ class TesseractExtractor:
 
     def self_test(self) -> dict[str, str]:
         """OCR one rendered sample line; proves the tesseract binary is there."""
-        from capsa.guard.extractors._samples import SAMPLES
+        from capsa.guard.samples import SAMPLES
 
         try:
             text = self.extract("png", None, SAMPLES["png"](), max_pages=1)

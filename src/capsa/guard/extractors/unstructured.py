@@ -98,7 +98,7 @@ class UnstructuredExtractor:
 
     def self_test(self) -> dict[str, str]:
         """Parse one trusted sample per kind; warms every lazy import in the worker."""
-        from capsa.guard.extractors._samples import SAMPLES
+        from capsa.guard.samples import SAMPLES
 
         report: dict[str, str] = {}
         for kind in sorted(self.kinds):
