@@ -176,3 +176,16 @@ def test_html_nested_just_under_the_limit_is_extracted_whole(
                                           "Northwind Harbor at the bottom.",
                                           "Northwind Harbor closing."]
 
+
+
+@pytest.mark.slow
+def test_epub_chapter_nested_past_the_parsers_depth_limit_is_omitted_not_cut(
+        real_pool: IsolatedExtractor) -> None:
+    # EPUB chapters reach libxml2 as HTML (through pandoc), so they are cut the same way.
+    nest = "<div>" * 300 + "<p>Northwind Harbor deep</p>" + "</div>" * 300
+    chapter = ('<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><head>'
+               f"<title>t</title></head><body><p>Northwind Harbor start</p>{nest}"
+               "<p>Northwind Harbor end</p></body></html>")
+    payload = epub_with(epub_book(), {"c.xhtml": chapter.encode()})
+    outcome = run_kind(real_pool, "text", Attachment(label="deep.epub", payload=payload))
+    assert_omitted(outcome, stage="preflight", reason="nested_too_deep")

@@ -54,9 +54,10 @@ class UnstructuredExtractor:
     declaring ``<!ENTITY`` are refused wherever an XML parser would find the
     declaration (entity expansion is never enabled anywhere); slides (from
     ``sldIdLst``) and PDF pages (by walking the tree) are counted against
-    `max_pages`; HTML nested past libxml2's depth limit is refused instead of
-    cut; e-mail MIME nesting and part counts are bounded. E-mail attachments
-    are never processed.
+    `max_pages`; HTML nested past libxml2's depth limit (in an HTML file, an
+    EPUB chapter or an e-mail body) is refused instead of cut; e-mail MIME
+    nesting and part counts are bounded. E-mail attachments are never
+    processed.
 
     Args:
         limits: the bounds for zip inspection in the worker; `with_limits`
@@ -86,8 +87,6 @@ class UnstructuredExtractor:
                     _scan_xml_parts(archive, forbid="ENTITY" if kind == "epub" else "DOCTYPE")
                     if kind == "pptx":
                         _count_slides(archive, max_pages)
-            if kind == "html":
-                _check_html_depth(payload)
             if kind == "eml":
                 _check_mime_shape(payload)
             elements = partition(payload)
@@ -144,6 +143,7 @@ def _corruption_errors() -> tuple[type[BaseException], ...]:
 
 def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
     _offline_spacy()
+    _guard_html_depth()
     if kind == "docx":
         from unstructured.partition.docx import partition_docx
 
@@ -344,26 +344,42 @@ def _parse_part(archive: zipfile.ZipFile, name: str) -> ElementTree.Element | No
         raise _refuse("corrupt", f"part {name!r} is not well-formed XML: {exc}") from None
 
 
-def _check_html_depth(payload: bytes) -> None:
-    """Refuse HTML nested past libxml2's depth limit, which would silently cut its text.
+class _DepthCheckedEtree:
+    """`lxml.etree` as unstructured's HTML partitioner sees it, with every parse checked.
 
-    libxml2's HTML parser stops at depth 256 without raising (lxml returns
-    the tree built so far, and everything after the deep point is lost), so
-    the document is parsed once here with the same parser and options
-    unstructured uses, and a resource-limit error in the log is a refusal.
+    libxml2's HTML parser stops at depth 256 without raising: lxml returns the
+    tree built so far and every word after the deep point is lost. HTML, EPUB
+    chapters (converted to HTML) and e-mail bodies all pass through
+    unstructured's one `fromstring` call; this wrapper reads the parser's
+    error log after each parse and refuses the file instead of letting a cut
+    text through.
     """
-    from lxml import etree
 
-    parser = etree.HTMLParser(remove_comments=True, remove_pis=True)
-    try:
-        etree.fromstring(payload, parser)
-    except (etree.XMLSyntaxError, ValueError):
-        return  # an empty or unreadable document: the partitioner says what it makes of it
-    for error in parser.error_log:
-        if error.type_name == "ERR_RESOURCE_LIMIT":
-            raise _refuse("nested_too_deep",
-                          f"elements nest deeper than the HTML parser's limit of 256 levels "
-                          f"(line {error.line}); its text would be cut there")
+    def __init__(self, etree: Any) -> None:
+        self._etree = etree
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._etree, name)
+
+    def fromstring(self, text: Any, parser: Any = None, **kwargs: Any) -> Any:
+        root = self._etree.fromstring(text, parser, **kwargs)
+        for error in getattr(parser, "error_log", ()):
+            if error.type_name == "ERR_RESOURCE_LIMIT":
+                raise _refuse("nested_too_deep",
+                              "elements nest deeper than the HTML parser's limit of 256 levels "
+                              f"(line {error.line}); its text would be cut there")
+        return root
+
+
+def _guard_html_depth() -> None:
+    import unstructured.partition.html.partition as html_partition
+
+    current = getattr(html_partition, "etree", None)
+    if current is None:  # a new unstructured that parses elsewhere: fail the self-test loudly
+        raise RuntimeError("unstructured's HTML partitioner no longer parses through "
+                           "lxml.etree.fromstring; capsa cannot see libxml2's depth cut")
+    if not isinstance(current, _DepthCheckedEtree):
+        setattr(html_partition, "etree", _DepthCheckedEtree(current))  # noqa: B010
 
 
 def _check_mime_shape(payload: bytes) -> None:
