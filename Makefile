@@ -65,6 +65,7 @@ bench: $(STAMP) system-deps
 	$(PY) benchmarks/tokens.py
 	$(PY) benchmarks/capsule.py
 	$(PY) benchmarks/soak.py
+	$(PY) benchmarks/shadow.py
 
 corpus: $(STAMP) system-deps
 	$(PY) scripts/make_corpus.py
