@@ -189,6 +189,16 @@ def compress(documents: Sequence[Document], query: str,
     return kept, report(packet, [receipts[r.passage_id] for r in packet.receipts])
 
 
+def to_passages(documents: Sequence[Document]) -> list[Passage]:
+    """Documents as passages under the ids receipts and reports name them by.
+
+    Each document's own id when unique, else its position; the packet itself
+    shows short handles instead (see `compress`).
+    """
+    return [_passage(document, ident)
+            for ident, document in zip(_unique_ids(documents), documents, strict=True)]
+
+
 def _unique_ids(documents: Sequence[Document]) -> list[str]:
     """Each document's id when unique, else its position."""
     seen: set[str] = set()
