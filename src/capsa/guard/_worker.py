@@ -375,7 +375,7 @@ def _file_scratch(policy: SandboxPolicy) -> str:
     """A private directory for one file, owned by the uid its parser will run as."""
     scratch = tempfile.mkdtemp(prefix="file-")
     if policy.as_root and policy.mode != "off":
-        os.chown(scratch, sandbox.NOBODY, sandbox.NOBODY)
+        os.chown(scratch, policy.child_uid, policy.child_uid)
     return scratch
 
 
