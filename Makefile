@@ -67,6 +67,7 @@ bench: $(STAMP) system-deps
 	$(PY) -m pip install --quiet -e '.[all,dev,embeddings]'
 	$(PY) benchmarks/extraction.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/compression.py
+	$(PY) benchmarks/tokens.py
 	$(PY) benchmarks/capsule.py
 	$(PY) benchmarks/soak.py
 	$(PY) benchmarks/shadow.py

@@ -39,11 +39,9 @@ from capsa.budget.evidence import link
 from capsa.budget.packet import Group, Passage, Shape
 from capsa.budget.relevance import Scorer, analyze, idf
 from capsa.budget.render import (
-    CLOSE_CONTEXT,
-    CLOSE_DOCUMENT,
     ELLIPSIS,
-    open_context,
-    open_document,
+    TAGGED,
+    Layout,
     truncation_marker,
 )
 from capsa.budget.sentences import split_sentences
@@ -119,6 +117,7 @@ class Prepared:
     context: dict[Group, int]
     measurable: bool
     """Whether relevance can be told at all: the query has terms, or something scored."""
+    layout: Layout = TAGGED
 
 
 @dataclass(slots=True)
@@ -150,6 +149,7 @@ def prepare(
     *,
     tokenizer: Tokenizer,
     scorer: Scorer,
+    layout: Layout = TAGGED,
 ) -> Prepared:
     """Segment, count and score every input once, for any number of budgets."""
     inputs: list[tuple[Group, Passage]] = [("attached", p) for p in attachments]
@@ -207,7 +207,7 @@ def prepare(
             spans=doc_spans,
             joins=tuple(joins),
             tokens_full=tokenizer(passage.text), whole_tokens=whole,
-            overhead=tokenizer(f"{open_document(passage)}{CLOSE_DOCUMENT}\n"),
+            overhead=tokenizer(layout.document_overhead(passage)),
             prior=(_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n]
                    + _LINK_WEIGHT * evidence.linked[n]),
             relevance=passage_scores[n],
@@ -220,9 +220,9 @@ def prepare(
         attached=tuple(d for d in docs if d.group == "attached"),
         retrieved=tuple(d for d in docs if d.group == "retrieved"),
         weights=weights, gap=tokenizer(f" {ELLIPSIS} "), bullet=tokenizer("\n- "),
-        context={g: tokenizer(f"{open_context(g)}\n\n{CLOSE_CONTEXT}\n")
-                 for g in ("attached", "retrieved")},
+        context={g: tokenizer(layout.context_overhead(g)) for g in ("attached", "retrieved")},
         measurable=bool(query_terms) or any(unit_scores) or any(passage_scores),
+        layout=layout,
     )
 
 

@@ -34,8 +34,8 @@ from capsa.budget.compress import (
 )
 from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
-from capsa.budget.render import Body, build_body, render_document, render_packet
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.render import Body, Layout, build_body
+from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.errors import BudgetError
 
 __all__ = ["compress_text", "pack"]
@@ -56,8 +56,9 @@ def pack(
     *,
     attachments: Sequence[Passage] = (),
     compress: bool = True,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
+    layout: Layout | None = None,
 ) -> Packet:
     """Pack passages (and attachments) into a packet that fits `budget`, best first.
 
@@ -81,9 +82,12 @@ def pack(
         attachments: texts the user attached; packed first, in their own
             container, under `Budget.attachment_share`.
         compress: keep the relevant sentences of passages that do not fit whole.
-        tokenizer: the counter the budget is measured with; `estimate_tokens`
-            when None. Pass the target model's counter for exact budgets.
+        tokenizer: the counter the budget is measured with, in any form
+            `as_tokenizer` accepts; `estimate_tokens` when None. Pass the
+            target model's counter for exact budgets.
         scorer: ranks sentences and passages; `LexicalScorer` when None.
+        layout: how the packet is written and so what the budget pays for:
+            capsa's containers when None, or a framework's frames (`Layout`).
 
     Returns:
         The packet, with one receipt per input passage.
@@ -104,36 +108,38 @@ def pack(
         True
     """
     _check_ids([*attachments, *passages])
-    prepared = _prepare_cached(query, attachments, passages, tokenizer or estimate_tokens,
-                               scorer or _DEFAULT_SCORER)
+    prepared = _prepare_cached(query, attachments, passages, tokenizer,
+                               scorer or _DEFAULT_SCORER, layout or Layout())
     return pack_prepared(prepared, budget, compress=compress)
 
 
 _DEFAULT_SCORER = LexicalScorer()
-_PREPARED: OrderedDict[tuple[object, ...], tuple[Tokenizer, Scorer, Prepared]] = OrderedDict()
+_PREPARED: OrderedDict[tuple[object, ...], tuple[object, Scorer, Prepared]] = OrderedDict()
 _PREPARED_SIZE = 8
 _PREPARED_LOCK = threading.Lock()
 
 
 def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequence[Passage],
-                    tokenizer: Tokenizer, scorer: Scorer) -> Prepared:
+                    counter: TokenizerLike | None, scorer: Scorer, layout: Layout) -> Prepared:
     """`prepare`, reusing the last few results: packing one retrieval for several budgets
     (or retrying with a smaller one) segments, counts and scores it once.
 
-    The key is the query, every input's id, text, source and score, and the very
-    tokenizer and scorer objects, so a hit is exactly what `prepare` would return.
+    The key is the query, every input's id, text, source and score, the layout,
+    and the very counter and scorer objects the caller passed (held by the cache,
+    so their ids cannot be reused), so a hit is exactly what `prepare` would return.
     """
-    key = (query, id(tokenizer), id(scorer),
+    key = (query, id(counter), id(scorer), repr(layout),
            tuple((p.id, p.text, p.source, p.score) for p in attachments),
            tuple((p.id, p.text, p.source, p.score) for p in passages))
     with _PREPARED_LOCK:
         hit = _PREPARED.get(key)
-        if hit is not None and hit[0] is tokenizer and hit[1] is scorer:
+        if hit is not None and hit[0] is counter and hit[1] is scorer:
             _PREPARED.move_to_end(key)
             return hit[2]
-    prepared = prepare(query, attachments, passages, tokenizer=tokenizer, scorer=scorer)
+    prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(counter),
+                       scorer=scorer, layout=layout)
     with _PREPARED_LOCK:
-        _PREPARED[key] = (tokenizer, scorer, prepared)
+        _PREPARED[key] = (counter, scorer, prepared)
         while len(_PREPARED) > _PREPARED_SIZE:
             _PREPARED.popitem(last=False)
     return prepared
@@ -171,7 +177,7 @@ def compress_text(
     query: str,
     max_tokens: int,
     *,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
 ) -> str:
     """Shrink one text to its sentences most relevant to `query`, within `max_tokens`.
@@ -199,7 +205,7 @@ def compress_text(
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-    count = tokenizer or estimate_tokens
+    count = as_tokenizer(tokenizer)
     if count(text) <= max_tokens:
         return text
     prepared = prepare(query, (), [Passage(id="text", text=text)], tokenizer=count,
@@ -326,11 +332,13 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     for group, selection, docs in groups:
         for n, choice in selection.chosen.items():
             body = _body(docs[n], choice, budget.shape)
+            if not budget.mark_excerpts:
+                body = replace(body, excerpt=None)
             ranks[(group, n)] = len(kept)
             kept.append(docs[n].passage)
             texts.append(body.raw)
-            rendered[group].append(render_document(docs[n].passage, body))
-    text = render_packet(rendered.items())
+            rendered[group].append(prepared.layout.document(docs[n].passage, body))
+    text = prepared.layout.packet(rendered.items())
     nothing = not kept
     for group, selection, docs in groups:
         for n, doc in enumerate(docs):

@@ -19,12 +19,14 @@ _NAMES = {
     "CapsaCompressor": "compressors",
     "BudgetedRetriever": "retrievers",
     "format_packet": "compressors",
+    "budget_for_model": "compressors",
     "AttachmentMiddleware": "attachments",
     "CitationCapsuleMiddleware": "middleware",
     "CitationCapsuleEdit": "middleware",
     "capsule_messages": "middleware",
     "capsa_retriever_tool": "middleware",
     "cite_tool": "middleware",
+    "recall_tool": "middleware",
     "ShadowRetriever": "shadow",
     "ShadowMiddleware": "shadow",
 }
@@ -35,6 +37,7 @@ __getattr__ = lazy_getattr(__name__, _NAMES)
 if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.langchain.attachments import AttachmentMiddleware as AttachmentMiddleware
     from capsa.langchain.compressors import CapsaCompressor as CapsaCompressor
+    from capsa.langchain.compressors import budget_for_model as budget_for_model
     from capsa.langchain.compressors import format_packet as format_packet
     from capsa.langchain.loaders import CapsaBlobParser as CapsaBlobParser
     from capsa.langchain.loaders import CapsaLoader as CapsaLoader
@@ -43,6 +46,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.langchain.middleware import capsa_retriever_tool as capsa_retriever_tool
     from capsa.langchain.middleware import capsule_messages as capsule_messages
     from capsa.langchain.middleware import cite_tool as cite_tool
+    from capsa.langchain.middleware import recall_tool as recall_tool
     from capsa.langchain.retrievers import BudgetedRetriever as BudgetedRetriever
     from capsa.langchain.shadow import ShadowMiddleware as ShadowMiddleware
     from capsa.langchain.shadow import ShadowRetriever as ShadowRetriever
