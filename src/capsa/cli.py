@@ -69,9 +69,12 @@ def _parser() -> argparse.ArgumentParser:
                          help="files parsed at once, each in its own isolated worker")
     extract.add_argument("--dask", metavar="SCHEDULER",
                          help="run on a Dask cluster (scheduler address, e.g. tcp://host:8786)")
+    ingestion = ExtractionLimits.for_ingestion()
     for name, kind in _LIMIT_FLAGS.items():
+        described = ExtractionLimits.model_fields[name].description or ""
         extract.add_argument(f"--{name.replace('_', '-')}", type=kind, dest=name,
-                             help=ExtractionLimits.model_fields[name].description)
+                             help=f"{described} (default: {getattr(ingestion, name)})"
+                                  .replace("%", "%%"))
     demo = commands.add_parser("demo", help="run the offline end-to-end demo")
     demo.add_argument("--json", action="store_true", help="print JSON instead of the story")
     demo.add_argument("--model", metavar="PROVIDER:NAME",

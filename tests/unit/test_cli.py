@@ -251,3 +251,10 @@ def test_demo_shadow_comparison_pairs_every_query(demo_report: dict[str, Any]) -
     shadow = demo_report["shadow"]
     assert shadow["invalidated"] == 0
     assert shadow["rows"] > shadow["queries"]
+
+
+def test_extract_help_shows_the_ingestion_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["extract", "--help"])
+    pages = ExtractionLimits.for_ingestion().max_pages
+    assert f"(default: {pages})" in " ".join(capsys.readouterr().out.split())
