@@ -96,7 +96,7 @@ def _extract(options: argparse.Namespace) -> int:
 
     limits = _limits(options)
     console = Console(stderr=True)
-    report = _Report()
+    report = _Report(own_output=options.out)
     out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
     try:
         if options.dask:
@@ -182,7 +182,8 @@ def _fields(record: dict[str, Any]) -> dict[str, Any]:
 class _Report:
     """Counts, the set-wide ceiling and the omissions of one `capsa extract` run."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, own_output: Path | None = None) -> None:
+        self.own_output = own_output.resolve() if own_output is not None else None
         self.total = 0
         self.extracted = 0
         self.used_chars = 0
@@ -193,7 +194,15 @@ class _Report:
 
     def write(self, outcome: Extracted | Omission, out: IO[str],
               limits: ExtractionLimits) -> None:
-        """One JSON line per file, extracted or omitted; the set ceiling applied on the way."""
+        """One JSON line per file, extracted or omitted; the set ceiling applied on the way.
+
+        The run's own output file, met in a walk of a folder it lies in, is
+        not an input: its outcome is dropped and it leaves the count.
+        """
+        if (self.own_output is not None and outcome.source is not None
+                and Path(outcome.source).resolve() == self.own_output):
+            self.total -= 1
+            return
         if isinstance(outcome, Extracted):
             chars = len(outcome.text)
             if self.used_chars + chars <= limits.max_total_chars:

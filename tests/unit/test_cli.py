@@ -258,3 +258,12 @@ def test_extract_help_shows_the_ingestion_defaults(capsys: pytest.CaptureFixture
         main(["extract", "--help"])
     pages = ExtractionLimits.for_ingestion().max_pages
     assert f"(default: {pages})" in " ".join(capsys.readouterr().out.split())
+
+
+def test_extract_never_reads_its_own_output_file(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    out = tmp_path / "docs.jsonl"
+    assert main(["extract", str(tmp_path), "--out", str(out), "--workers", "1"]) == 0
+    assert [line["label"] for line in _lines(out)] == ["a.txt"]
+    assert "extracted 1 of 1 files" in capsys.readouterr().err
