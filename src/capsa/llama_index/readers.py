@@ -211,12 +211,15 @@ class CapsaReader(BasePydanticReader):
         return self._spool
 
     def _read(self, path: Path, label: str, fs: Any) -> bytes:
-        if fs is None:
-            try:
+        try:
+            if fs is None:
                 return read_bounded(path, self.limits, label=label)
-            except OSError as error:  # missing, unreadable: this file's outcome, not the load's
-                raise IngestionRejected(f"could not read the file: {error.strerror}",
-                                        label=label, stage="size", reason="corrupt") from error
+            return self._read_from(fs, path, label)
+        except OSError as error:  # missing, unreadable: this file's outcome, not the load's
+            raise IngestionRejected(f"could not read the file: {error.strerror or error}",
+                                    label=label, stage="size", reason="corrupt") from error
+
+    def _read_from(self, fs: Any, path: Path, label: str) -> bytes:
         size = int(fs.info(str(path)).get("size", 0))
         if size > self.limits.max_bytes:
             raise IngestionRejected(f"{size} bytes, over the limit of {self.limits.max_bytes}",

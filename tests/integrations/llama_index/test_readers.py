@@ -175,3 +175,10 @@ async def test_reader_alazy_load_data_lets_other_coroutines_run(tmp_path: Path,
 
     texts, _ = await asyncio.gather(load(), other_coroutine())
     assert texts == ["alpha"]
+
+
+def test_reader_reports_a_file_missing_from_an_fsspec_filesystem(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    reader = CapsaReader(extractor=PlainTextExtractor())
+    assert reader.load_data(tmp_path / "gone.txt", fs=fsspec.filesystem("file")) == []
+    assert [(o.label, o.reason) for o in reader.omitted] == [("gone.txt", "corrupt")]
