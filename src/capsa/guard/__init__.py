@@ -27,12 +27,14 @@ from capsa.guard.extract import (
     extract_attachment,
     read_bounded,
     render_blocks,
+    warm_up,
 )
 from capsa.guard.isolation import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import normalize
 from capsa.guard.port import TextExtractor
+from capsa.guard.sandbox import SandboxReport
 from capsa.guard.sniff import EXTRACTABLE_KINDS, media_type_for_name, sniff
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "IngestionRejected",
     "IsolatedExtractor",
     "Omission",
+    "SandboxReport",
     "Skipped",
     "TextExtractor",
     "default_extractor",
@@ -60,4 +63,5 @@ __all__ = [
     "render_blocks",
     "safe_label",
     "sniff",
+    "warm_up",
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "extract_attachment",
     "read_bounded",
     "render_blocks",
+    "warm_up",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -222,7 +223,7 @@ def extract_attachment(attachment: Attachment, extractor: TextExtractor | None =
     if isinstance(extractor, IsolatedExtractor):
         text = extractor.run(kind, attachment.media_type, payload, limits, label=label)
     else:
-        text = _run_in_process(extractor, kind, attachment.media_type, payload, limits, label)
+        text = run_in_process(extractor, kind, attachment.media_type, payload, limits, label)
     if not text.strip():
         raise IngestionRejected("the parser found no text", label=label, stage="text",
                                 reason="no_text")
@@ -314,13 +315,27 @@ def default_extractor() -> IsolatedExtractor:
         return _DEFAULT[0]
 
 
+def warm_up() -> IsolatedExtractor:
+    """Start the process-wide pool now, so the first user's file does not wait for it.
+
+    Starting a worker imports every parser and self-tests each on a trusted
+    sample: seconds, once. Call this when the application starts (a web
+    app's start-up hook, a notebook's first cell). Text, Markdown, CSV and
+    JSON take the light path and never need the pool.
+    """
+    pool = default_extractor()
+    pool.warm_up()
+    return pool
+
+
 def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionRejected:
     return IngestionRejected(f"{size} bytes, over the limit of {limits.max_bytes}",
                              label=label, stage="size", reason="too_large")
 
 
-def _run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
-                    limits: ExtractionLimits, label: str) -> str:
+def run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
+                   limits: ExtractionLimits, label: str) -> str:
+    """Run a trusted or in-process-safe extractor here, with every post-check and error mapping."""
     with _parser_errors(label):
         configure = getattr(extractor, "with_limits", None)
         if configure is not None:
