@@ -56,12 +56,12 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results" / "extraction.json"
 
 
-def _load_sandbox_cost() -> Any:
-    """benchmarks/sandbox_cost.py, loaded by path (this script is also loaded by path)."""
+def _load_sibling(name: str) -> Any:
+    """benchmarks/<name>.py, loaded by path (this script is also loaded by path)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "capsa_bench_sandbox_cost", Path(__file__).with_name("sandbox_cost.py"))
+        f"capsa_bench_{name}", Path(__file__).with_name(f"{name}.py"))
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -69,7 +69,8 @@ def _load_sandbox_cost() -> Any:
     return module
 
 
-sandbox_cost = _load_sandbox_cost()
+sandbox_cost = _load_sibling("sandbox_cost")
+first_file = _load_sibling("first_file")
 TARGET_RATIO = 1.15
 """Guarded time over raw time allowed on files over `SIZE_THRESHOLD` bytes."""
 SIZE_THRESHOLD = 50_000
@@ -198,10 +199,10 @@ def _prose(sentences: Sequence[str], chars: int, start: int) -> str:
 
 
 def _big_pdf(sentences: Sequence[str]) -> bytes:
-    from capsa.guard.extractors._samples import make_pdf
+    from capsa.guard.samples import pdf_with_text
 
     pages = [f"Page {i + 1}. " + _prose(sentences, 1700, i * 11) for i in range(40)]
-    return make_pdf(pages)
+    return pdf_with_text(pages)
 
 
 def _big_docx(sentences: Sequence[str]) -> bytes:
@@ -273,7 +274,7 @@ def generated_samples() -> list[Sample]:
     sentences = _sentences()
     return [
         Sample("big-40-pages.pdf", "generated", _big_pdf(sentences),
-               "40 pages of text (make_pdf), pypdf"),
+               "40 pages of text (pdf_with_text), pypdf"),
         Sample("big-300-paragraphs.docx", "generated", _big_docx(sentences),
                "300 paragraphs, 12 headings and a 100x100 picture"),
         Sample("big-4200-cells.xlsx", "generated", _big_xlsx(sentences),
@@ -898,11 +899,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "zip_bombs": bombs,
         "throughput": throughput,
         "sandbox_cost": sandbox_cost.measure(100 if settings.quick else 300),
+        "first_file": first_file.measure(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
     print_report(report, plain=args.plain)
     sandbox_cost.print_table(report["sandbox_cost"])
+    first_file.print_table(report["first_file"])
     print(f"wrote {args.out}")
     return 0
 

@@ -545,3 +545,55 @@ def test_interpret_refuses_an_unrecognised_answer_as_protocol(answer: dict[str, 
         interpreted(answer)
 
     assert caught.value.cause == "protocol"
+
+
+# ------------------------------------------------------------------ the light path
+
+
+def test_plain_text_takes_the_light_path_and_starts_no_worker() -> None:
+    from capsa.guard.extractors import default_router
+
+    before = worker_pids()
+    pool = IsolatedExtractor(default_router())
+    try:
+        text = pool.run("markdown", None, b"# notes\n\nhello", LIMITS, label="a.md")
+        started = worker_pids() - before
+    finally:
+        pool.close()
+
+    assert text == "# notes\n\nhello"
+    assert started == set()
+
+
+def test_light_path_keeps_every_limit_and_reason() -> None:
+    from capsa.guard.extractors import default_router
+
+    small = LIMITS.model_copy(update={"max_text_chars": 5})
+    with IsolatedExtractor(default_router()) as pool:
+        with pytest.raises(IngestionRejected) as too_long:
+            pool.run("text", None, b"far too long", small, label="long.txt")
+        text = pool.run("text", None, b"a\x07b\r\nc", LIMITS, label="bell.txt")
+
+    assert (too_long.value.label, too_long.value.reason) == ("long.txt", "text_too_long")
+    assert text == "ab\nc"  # normalised exactly as a worker's text is
+
+
+def test_light_path_can_be_turned_off_and_a_single_extractor_never_takes_it() -> None:
+    from capsa.guard.extractors import default_router
+
+    before = worker_pids()
+    with IsolatedExtractor(default_router(), light_path=False) as pool:
+        assert pool.run("text", None, b"hi", LIMITS, label="a.txt") == "hi"
+        assert worker_pids() - before
+    # a pool around one extractor was asked for isolation by name
+    assert IsolatedExtractor(PlainTextExtractor())._in_process_route("text") is None
+
+
+def test_warm_up_starts_every_worker_and_returns_the_first_ones_health() -> None:
+    before = worker_pids()
+    with IsolatedExtractor(PlainTextExtractor(), workers=2) as pool:
+        health = pool.warm_up()
+        started = worker_pids() - before
+
+    assert health["ready"] is True
+    assert len(started) == 2
