@@ -71,7 +71,7 @@ def clean_detail(detail: object, *, limit: int = 2000) -> str:
     runs, so a detail quoting megabytes of input costs microseconds.
 
     Examples:
-        >>> clean_detail("bad \x1b]8;;x\x07link\n\ud800")
+        >>> clean_detail("bad \\x1b]8;;x\\x07link\\n\\ud800")
         'bad ]8;;xlink \ufffd'
         >>> clean_detail("No such file: '/tmp/capsa-worker-1a/worker-2b/file-3c/x.docx'")
         "No such file: '<scratch>/x.docx'"
