@@ -22,6 +22,7 @@ from capsa.errors import IngestionRejected
 from capsa.guard import (
     Attachment,
     ExtractionLimits,
+    Parsed,
     IsolatedExtractor,
     default_extractor,
     extract_attachment,
@@ -53,30 +54,35 @@ needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
 def test_plain_text_extractor_decodes_by_byte_order_mark(bom: bytes, encoding: str) -> None:
     payload = bom + "naïve café".encode(encoding)
 
-    assert PlainTextExtractor().extract("text", None, payload, max_pages=1) == "naïve café"
+    result = PlainTextExtractor().extract("text", None, payload, max_pages=1)
+
+    assert _text(result) == "naïve café"
+    assert isinstance(result, str) == (encoding == "utf-8")
 
 
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
 def test_plain_text_extractor_decodes_utf16_without_a_bom(encoding: str) -> None:
     payload = "naïve café, crème brûlée".encode(encoding)
 
-    text = PlainTextExtractor().extract("text", None, payload, max_pages=1)
+    result = PlainTextExtractor().extract("text", None, payload, max_pages=1)
 
-    assert text == "naïve café, crème brûlée"
+    assert isinstance(result, Parsed)
+    assert (result.text, result.encoding) == ("naïve café, crème brûlée", encoding)
 
 
 def test_plain_text_extractor_refuses_mostly_invalid_utf8_as_undecodable() -> None:
     with pytest.raises(IngestionRejected) as caught:
-        PlainTextExtractor().extract("text", "text/plain", b"abc" + b"\xff" * 10, max_pages=1)
+        PlainTextExtractor().extract("text", "text/plain", b"abc" + bytes(range(0x80, 0x100)),
+                                     max_pages=1)
 
     assert (caught.value.stage, caught.value.reason) == ("preflight", "undecodable")
-    assert "10 of 13 characters" in caught.value.detail
+    assert "128 of 131 characters" in caught.value.detail
 
 
 def test_plain_text_extractor_replaces_a_few_invalid_bytes() -> None:
-    text = PlainTextExtractor().extract("text", None, b"a" * 40 + b"\xff", max_pages=1)
+    text = PlainTextExtractor().extract("text", None, "é".encode() * 40 + b"\xff", max_pages=1)
 
-    assert text == "a" * 40 + "\ufffd"
+    assert text == "é" * 40 + "\ufffd"
 
 
 @pytest.mark.parametrize(
@@ -316,24 +322,55 @@ def test_unstructured_refuses_malformed_ooxml_as_corrupt() -> None:
     assert "XMLSyntaxError" in error.detail
 
 
-def test_unstructured_refuses_deeply_nested_mime() -> None:
-    headers = "".join(f'Content-Type: multipart/mixed; boundary="b{i}"\n' for i in range(21))
-    payload = f"From: a@x\nTo: b@x\n{headers}\nbody".encode()
+def _nested_multipart(depth: int, *, newline: str = "\n") -> bytes:
+    head = "From: a@x\nTo: b@x\nMIME-Version: 1.0\n"
+    body = "Content-Type: text/plain\n\ninnermost"
+    for level in reversed(range(depth)):
+        body = (f'Content-Type: multipart/mixed; boundary="b{level}"\n\n--b{level}\n{body}\n'
+                f"--b{level}--")
+    return (head + body).replace("\n", newline).encode()
 
-    error = preflight_refusal("eml", payload)
+
+@pytest.mark.parametrize("depth", [21, 300])
+def test_unstructured_refuses_deeply_nested_mime(depth: int) -> None:
+    error = preflight_refusal("eml", _nested_multipart(depth))
 
     assert error.reason == "nested_too_deep"
-    assert "21 multipart boundaries" in error.detail
+    assert "over the limit of 20" in error.detail
 
 
-def test_unstructured_refuses_an_email_with_too_many_parts() -> None:
-    parts = "".join("--b\nContent-Type: text/plain\n\npart\n" for _ in range(201))
+def test_unstructured_counts_nesting_with_bare_cr_line_ends() -> None:
+    error = preflight_refusal("eml", _nested_multipart(25, newline="\r"))
+
+    assert error.reason == "nested_too_deep"
+
+
+def test_unstructured_counts_nesting_with_rfc2231_continued_boundaries() -> None:
+    body = "Content-Type: text/plain\n\ninnermost"
+    for level in reversed(range(22)):
+        body = (f"Content-Type: multipart/mixed; boundary*0=\"b{level}\"; boundary*1=\"x\"\n\n"
+                f"--b{level}x\n{body}\n--b{level}x--")
+    error = preflight_refusal("eml", f"From: a@x\nTo: b@x\nMIME-Version: 1.0\n{body}".encode())
+
+    assert error.reason == "nested_too_deep"
+
+
+@pytest.mark.parametrize("count", [1001, 20_000])
+def test_unstructured_refuses_an_email_with_too_many_parts(count: int) -> None:
+    parts = "".join("--b\nContent-Type: text/plain\n\npart\n" for _ in range(count))
     payload = f'From: a@x\nTo: b@x\nContent-Type: multipart/mixed; boundary="b"\n\n{parts}--b--'
 
     error = preflight_refusal("eml", payload.encode())
 
     assert error.reason == "too_many_members"
-    assert "over the limit of 200" in error.detail
+    assert "over the limit of 1000" in error.detail
+
+
+def test_unstructured_counts_parts_without_a_content_type() -> None:
+    parts = "".join("--b\n\npart\n" for _ in range(1001))
+    payload = f'From: a@x\nTo: b@x\nContent-Type: multipart/mixed; boundary="b"\n\n{parts}--b--'
+
+    assert preflight_refusal("eml", payload.encode()).reason == "too_many_members"
 
 
 @pytest.mark.parametrize(
@@ -500,3 +537,7 @@ def test_epub_sample_stores_its_mimetype_first() -> None:
         first = book.infolist()[0]
 
     assert (first.filename, first.compress_type) == ("mimetype", zipfile.ZIP_STORED)
+
+
+def _text(result: str | Parsed) -> str:
+    return result if isinstance(result, str) else result.text

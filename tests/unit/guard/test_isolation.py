@@ -263,7 +263,8 @@ def test_hung_parser_times_out_and_the_same_worker_serves_the_next_file(
 
     error = failure(pool)
 
-    assert (error.cause, error.detail) == ("timeout", "wall-clock deadline passed")
+    assert (error.cause, error.detail) == ("timeout",
+                                           "ran past the wall-clock limit of 2 s (timeout_s)")
     assert pool.restarts == 0
     assert pool.health["pid"] == pid
 
@@ -280,7 +281,7 @@ def test_parser_over_its_cpu_seconds_is_stopped_by_rlimit_cpu(
     error = failure(pools("hang"), LIMITS.model_copy(update={"cpu_s": 1, "timeout_s": 60}))
 
     assert error.cause == "timeout"
-    assert "SIGXCPU" in error.detail
+    assert error.detail == "ran past the CPU-time limit of 1 s (cpu_s)"
 
 
 def test_parser_over_its_cpu_seconds_is_killed_before_the_wall_clock(
@@ -288,7 +289,7 @@ def test_parser_over_its_cpu_seconds_is_killed_before_the_wall_clock(
 ) -> None:
     error = failure(pools("hang"), LIMITS.model_copy(update={"cpu_s": 1, "timeout_s": 60}))
 
-    assert error.detail != "wall-clock deadline passed"
+    assert "wall-clock" not in error.detail
 
 
 def test_parser_over_its_memory_allowance_fails_as_memory_limit(
@@ -502,7 +503,7 @@ def interpreted(answer: dict[str, Any], limits: ExtractionLimits = LIMITS) -> st
 
 
 def test_interpret_normalises_text_from_the_child() -> None:
-    assert interpreted({"ok": "a\r\nb\u202e \ud800  "}) == "a\nb \ufffd"
+    assert interpreted({"ok": "a\r\nb\u202e \ud800  "}).text == "a\nb \ufffd"
 
 
 def test_interpret_applies_the_text_ceiling_itself() -> None:
