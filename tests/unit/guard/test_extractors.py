@@ -22,8 +22,8 @@ from capsa.errors import IngestionRejected
 from capsa.guard import (
     Attachment,
     ExtractionLimits,
-    Parsed,
     IsolatedExtractor,
+    Parsed,
     default_extractor,
     extract_attachment,
 )
