@@ -47,6 +47,9 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 _REASONS: frozenset[str] = frozenset(RejectionReason.__args__)  # type: ignore[attr-defined]
 _STAGES: frozenset[str] = frozenset(Stage.__args__)  # type: ignore[attr-defined]
 _CAUSES: frozenset[str] = frozenset(FailureCause.__args__)  # type: ignore[attr-defined]
+# A password-protected DOCX/XLSX/PPTX is an OLE compound file whose directory
+# names this stream (UTF-16LE), beside EncryptionInfo (MS-OFFCRYPTO 2.3.4).
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 
 
 class Attachment(BaseModel):
@@ -254,7 +257,12 @@ def _extract(payload: bytes, media_type: str | None, label: str,
         raise _too_large(label, len(payload), limits)
     if payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         inspect_archive(payload, limits, label=label)
-    kind = resolve_kind(sniff(payload), media_type, label=label,
+    sniffed = sniff(payload)
+    if sniffed == "ole" and _ENCRYPTED_PACKAGE in payload:
+        raise IngestionRejected(
+            "a password-protected Office file (an OLE container holding an EncryptedPackage); "
+            "capsa never tries passwords", label=label, stage="sniff", reason="encrypted")
+    kind = resolve_kind(sniffed, media_type, label=label,
                         trust_bytes=limits.on_type_mismatch == "trust_bytes")
     extractor = extractor if extractor is not None else default_extractor()
     if isinstance(extractor, IsolatedExtractor):

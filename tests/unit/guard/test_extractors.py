@@ -541,3 +541,106 @@ def test_epub_sample_stores_its_mimetype_first() -> None:
 
 def _text(result: str | Parsed) -> str:
     return result if isinstance(result, str) else result.text
+
+
+# work before a refusal is proportional to the limit
+
+
+def _long_docx(paragraphs: int) -> bytes:
+    import docx
+
+    document = docx.Document()
+    for number in range(paragraphs):
+        document.add_paragraph(f"Paragraph {number}: berth occupancy stayed under plan. " * 4)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_unstructured_refuses_a_docx_over_the_text_limit_before_parsing() -> None:
+    extractor = UnstructuredExtractor().with_limits(ExtractionLimits(max_text_chars=5_000))
+
+    with pytest.raises(IngestionRejected) as caught:
+        extractor.extract("docx", None, _long_docx(400), max_pages=20)
+
+    assert (caught.value.stage, caught.value.reason) == ("text", "text_too_long")
+    assert "refused before it was all parsed" in caught.value.detail
+    assert "over the limit of 5000 (max_text_chars)" in caught.value.detail
+
+
+def test_unstructured_docx_text_floor_never_refuses_what_the_parser_would_accept() -> None:
+    payload = _long_docx(40)
+    text = UnstructuredExtractor().extract("docx", None, payload, max_pages=20)
+    assert isinstance(text, str)
+    exact = ExtractionLimits(max_text_chars=len(text))
+
+    parsed = UnstructuredExtractor().with_limits(exact).extract("docx", None, payload,
+                                                                max_pages=20)
+
+    assert parsed == text
+
+
+def _scanned_pdf() -> bytes:
+    from PIL import Image, ImageDraw
+
+    page = Image.new("L", (1200, 400), 255)
+    ImageDraw.Draw(page).text((40, 150), "NORTHWIND SCANNED NOTICE", fill=0,
+                              font_size=64)
+    out = io.BytesIO()
+    page.save(out, format="PDF", resolution=150)
+    return out.getvalue()
+
+
+def test_unstructured_refuses_a_scanned_pdf_saying_ocr_is_off() -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        UnstructuredExtractor(ocr_pdf=False).extract("pdf", None, _scanned_pdf(), max_pages=5)
+
+    assert (caught.value.stage, caught.value.reason) == ("text", "no_text")
+    assert "no text layer" in caught.value.detail
+    assert "OCR is turned off (ocr_pdf=False)" in caught.value.detail
+
+
+@pytest.mark.ocr
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="needs the tesseract binary")
+def test_unstructured_reads_a_scanned_pdf_by_ocr_and_notes_it() -> None:
+    parsed = UnstructuredExtractor().extract("pdf", None, _scanned_pdf(), max_pages=5)
+
+    assert isinstance(parsed, Parsed)
+    assert "NORTHWIND" in parsed.text
+    assert parsed.notes == ("OCR (Tesseract) ran on 1 of 1 pages that have no text layer "
+                            "and found text on 1",)
+
+
+def test_unstructured_opens_a_pdf_that_has_only_an_owner_password() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["capsa owner lock"]))))
+    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+
+    assert "capsa owner lock" in str(UnstructuredExtractor().extract(
+        "pdf", None, out.getvalue(), max_pages=5))
+
+
+def test_unstructured_refuses_a_pdf_that_needs_a_user_password() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["secret"]))))
+    writer.encrypt(user_password="user", owner_password="owner", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+
+    error = preflight_refusal("pdf", out.getvalue())
+
+    assert error.reason == "encrypted"
+    assert "needs a user password" in error.detail
+
+
+def test_unstructured_keeps_a_line_break_inside_a_table_cell_as_a_space() -> None:
+    page = (b"<html><body><table><tr><td>answer<br/>questions</td><td>file\nreports</td>"
+            b"</tr></table></body></html>")
+
+    text = UnstructuredExtractor().extract("html", None, page, max_pages=5)
+
+    assert text == "answer questions\tfile reports"

@@ -540,3 +540,39 @@ def test_interpret_refuses_an_unrecognised_answer_as_protocol(answer: dict[str, 
         interpreted(answer)
 
     assert caught.value.cause == "protocol"
+
+
+# what a child may report besides text, re-validated by the parent
+
+
+def test_interpret_returns_embedded_files_decoded_from_base64() -> None:
+    parsed = interpreted({"ok": "body", "embedded": [
+        {"name": "a.txt", "media_type": "text/plain", "payload": "aGk="}]})
+
+    assert [(f.name, f.media_type, f.payload) for f in parsed.embedded] == [
+        ("a.txt", "text/plain", b"hi")]
+
+
+@pytest.mark.parametrize("item", [
+    "not an object", {"name": "a"}, {"name": "a", "payload": "not base64!"},
+])
+def test_interpret_refuses_a_malformed_embedded_file_as_protocol(item: object) -> None:
+    with pytest.raises(ExtractionFailed) as caught:
+        interpreted({"ok": "body", "embedded": [item]})
+
+    assert caught.value.cause == "protocol"
+
+
+def test_interpret_caps_the_number_of_embedded_files_at_max_members() -> None:
+    many = [{"name": "a", "payload": ""}] * 3
+
+    with pytest.raises(IngestionRejected, match="3 embedded files, over the limit of 2"):
+        interpreted({"ok": "body", "embedded": many}, ExtractionLimits(max_members=2))
+
+
+def test_interpret_drops_an_encoding_or_confidence_of_the_wrong_shape() -> None:
+    parsed = interpreted({"ok": "t", "encoding": "x" * 500, "confidence": 7})
+
+    assert (parsed.encoding, parsed.encoding_confidence) == (None, None)
+    kept = interpreted({"ok": "t", "encoding": "cp1252", "confidence": 0.5, "notes": ["n", 3]})
+    assert (kept.encoding, kept.encoding_confidence, kept.notes) == ("cp1252", 0.5, ("n",))

@@ -453,6 +453,6 @@ def _ocr_blank_pages(payload: bytes, texts: list[str], blank: list[int],
     note = (f"OCR (Tesseract) ran on {len(blank)} of {pages} pages that have no text layer "
             f"and found text on {found}")
     if not any(merged):
-        raise IngestionRejected(f"the PDF has no text layer and {note[0].lower() + note[1:]}",
-                                label="<payload>", stage="text", reason="no_text")
+        raise IngestionRejected(f"the PDF has no text layer; {note}", label="<payload>",
+                                stage="text", reason="no_text")
     return merged, (note,)
