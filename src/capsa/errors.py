@@ -7,7 +7,8 @@ Exception
     ├── ExtractionFailed       the parser lost: raised, crashed, timed out, ran out of memory
     ├── BudgetError            a packing request that no packet can satisfy
     ├── CompactionRefused      earlier evidence exists but no ledger was carried
-    └── CaptureInvalid         a shadow capture saw something ambiguous and was discarded
+    ├── CaptureInvalid         a shadow capture saw something ambiguous and was discarded
+    └── SandboxUnavailable     a strict pool could not get every isolation layer it requires
 ```
 
 A developer's mistake (a negative budget, an unknown option) is a `ValueError`
@@ -30,6 +31,7 @@ __all__ = [
     "FailureCause",
     "IngestionRejected",
     "RejectionReason",
+    "SandboxUnavailable",
     "Stage",
 ]
 
@@ -142,6 +144,22 @@ class CaptureInvalid(CapsaError):
     The request being served is unaffected; only the comparison row is lost,
     and the count of invalidated captures says so.
     """
+
+
+class SandboxUnavailable(CapsaError):
+    """A pool asked for ``sandbox="strict"`` and this machine lacks a layer.
+
+    `missing` names the layers (see `capsa.guard.sandbox.LAYERS`); ``capsa
+    doctor`` prints what each one stops and what its absence leaves open.
+    """
+
+    def __init__(self, detail: str, *, missing: list[str]) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.missing = list(missing)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.detail, {"missing": self.missing}))
 
 
 def _rebuild(cls: type[CapsaError], detail: str, kwargs: dict[str, Any]) -> CapsaError:

@@ -56,7 +56,10 @@ class ProbeExtractor:
 def _raw_connect(payload: bytes) -> str:
     # `_socket.socket` is the C type under `socket.socket`: it bypasses any
     # Python-level refusal, so only the kernel (a network namespace) can stop it.
-    raw = _socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        raw = _socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    except OSError as exc:  # seccomp refuses the socket itself
+        return f"errno={errno.errorcode.get(exc.errno or 0, exc.errno)}"
     try:
         raw.settimeout(1.0)
         raw.connect(("127.0.0.1", 9))
@@ -87,8 +90,10 @@ def _list_scratch(payload: bytes) -> str:
 
 
 def _list_home(payload: bytes) -> str:
-    # HOME is the pool's scratch directory, the parent of every file's own one.
-    home = os.environ["HOME"]
+    # The worker's scratch directory, the parent of every file's own one (a
+    # sandboxed child may not even list it; the tests that use this probe
+    # run without the sandbox, to see what the clean-up alone achieves).
+    home = os.path.dirname(os.environ["TMPDIR"])
     found = sorted(os.path.relpath(os.path.join(root, name), home)
                    for root, _, names in os.walk(home) for name in names)
     return "home holds: " + " ".join(found)

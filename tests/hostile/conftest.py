@@ -360,8 +360,27 @@ def leftover_processes(extractor: IsolatedExtractor, *, marker: bytes | None = N
     pool for its health waits for a free worker.
     """
     me = os.getpid()
-    return [pid for pid in sandbox_processes(extractor, marker=marker)
-            if not (_parent(pid) == me and b"capsa.guard._worker" in _cmdline(pid))]
+    found = sandbox_processes(extractor, marker=marker)
+    # A zygote is this process's child, or, where it re-forked into its own
+    # PID namespace, that child's child (the namespace's init).
+    outer = {pid for pid in found
+             if _parent(pid) == me and b"capsa.guard._worker" in _cmdline(pid)}
+    inner = {pid for pid in found
+             if _parent(pid) in outer and b"capsa.guard._worker" in _cmdline(pid)
+             and _in_own_pid_namespace(pid)}
+    return [pid for pid in found if pid not in outer | inner]
+
+
+def _in_own_pid_namespace(pid: int) -> bool:
+    """Whether `pid` is the init (pid 1) of a PID namespace of its own."""
+    try:
+        status = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            return line.split()[-1] == "1"
+    return False
 
 
 def sandbox_processes(extractor: IsolatedExtractor, *, marker: bytes | None = None

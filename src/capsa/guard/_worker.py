@@ -36,6 +36,9 @@ import tempfile
 import time
 from typing import IO, Any
 
+from capsa.guard import sandbox
+from capsa.guard.sandbox import SandboxPolicy
+
 _LENGTH = struct.Struct(">I")
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
@@ -114,7 +117,7 @@ def _address_space() -> int:
 
 
 def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: list[int],
-           scratch: str, zygote: int) -> None:
+           scratch: str, zygote: int, policy: SandboxPolicy) -> None:
     """Runs in the forked child; never returns."""
     status = 70
     try:
@@ -127,7 +130,7 @@ def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: li
                 os._exit(70)
             devnull = os.open(os.devnull, os.O_RDWR)
             os.dup2(devnull, 0)
-            os.environ["TMPDIR"] = scratch
+            os.environ["TMPDIR"] = os.environ["HOME"] = scratch
             tempfile.tempdir = scratch
             _limit(resource.RLIMIT_CORE, 0)
             # soft < hard, so the kernel sends SIGXCPU (reported as a timeout)
@@ -136,7 +139,13 @@ def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: li
             _limit(resource.RLIMIT_FSIZE, int(request["max_file_write_bytes"]))
             _limit(resource.RLIMIT_NOFILE, 64)
             _limit(resource.RLIMIT_AS, _address_space() + int(request["memory_bytes"]))
-            result = _run(extractor, request)
+            try:
+                sandbox.confine(policy, _libc(), scratch)
+            except OSError as exc:
+                result = {"failed": {"cause": "raised",
+                                     "detail": f"the sandbox could not be applied: {exc}"}}
+            else:
+                result = _run(extractor, request)
         except BaseException as exc:  # noqa: BLE001 - the child reports every way it can lose
             result = {"failed": {"cause": "raised", "detail": _describe(exc)}}
         data = json.dumps(result, ensure_ascii=False).encode("utf-8", "replace")
@@ -311,8 +320,14 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started the
     # zygote exits, and applications start pools from short-lived threads.
     # The zygote notices its parent's death as end-of-file on stdin instead.
-    network = _isolate_network()
     libc = _libc()
+    mode = config.get("sandbox", "best-effort")
+    policy = sandbox.prepare(mode, libc)  # may fork: from here on we are the PID namespace's init
+    if policy.namespaces.get("network_namespace") == "active":
+        _refuse_sockets()
+        network = "namespace+sockets-refused"
+    else:
+        network = _isolate_network()
     if libc is not None:  # orphans of a parser (setsid grandchildren) become ours to kill
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     sys.path.extend(p for p in config["sys_path"] if p not in sys.path)
@@ -324,20 +339,22 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
             self_test = {str(k): str(v) for k, v in test().items()}
         except BaseException as exc:  # noqa: BLE001
             self_test = {"*": f"{type(exc).__name__}: {exc}"}
-    write_frame(outbound, json.dumps({"ready": True, "pid": os.getpid(), "network": network,
-                                      "self_test": self_test}).encode())
+    layers = _probe_sandbox(policy)
+    pid = int(policy.namespaces.get("host_pid", os.getpid()))
+    write_frame(outbound, json.dumps({"ready": True, "pid": pid, "network": network,
+                                      "self_test": self_test, "sandbox": layers}).encode())
     while True:
         frame = read_frame(inbound)
         if frame is None:
             return
         request = pickle.loads(frame)
-        scratch = tempfile.mkdtemp(prefix="file-")  # one private directory per file
+        scratch = _file_scratch(policy)
         read_fd, write_fd = os.pipe()
         zygote = os.getpid()
         pid = os.fork()
         if pid == 0:
             _child(extractor, request, write_fd,
-                   [read_fd, inbound.fileno(), outbound.fileno()], scratch, zygote)
+                   [read_fd, inbound.fileno(), outbound.fileno()], scratch, zygote, policy)
         os.close(write_fd)
         deadline = time.monotonic() + float(request["timeout_s"])
         result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]),
@@ -347,6 +364,55 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
             failed["detail"] = f"ran past the CPU-time limit of {request['cpu_s']} s (cpu_s)"
         shutil.rmtree(scratch, ignore_errors=True)
         write_frame(outbound, json.dumps(result).encode())
+
+
+def _file_scratch(policy: SandboxPolicy) -> str:
+    """A private directory for one file, owned by the uid its parser will run as."""
+    scratch = tempfile.mkdtemp(prefix="file-")
+    if policy.as_root and policy.mode != "off":
+        os.chown(scratch, sandbox.NOBODY, sandbox.NOBODY)
+    return scratch
+
+
+def _probe_sandbox(policy: SandboxPolicy) -> dict[str, str]:
+    """Fork one child that confines itself exactly as a parse child does; report its layers.
+
+    The report comes from the kernel's answers in a real child, not from what
+    the zygote intended, so `capsa doctor` and `IsolatedExtractor.health` show
+    what a parser actually runs under. With the sandbox off there is nothing
+    to probe.
+    """
+    if policy.mode == "off":
+        return {"network_namespace": "off: sandbox='off'"}
+    scratch = _file_scratch(policy)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 70
+        try:
+            os.close(read_fd)
+            try:
+                states = sandbox.confine(policy, _libc(), scratch)
+            except BaseException as exc:  # noqa: BLE001 - reported, not raised
+                states = {name: detail for name, detail in policy.namespaces.items()}
+                states["error"] = f"{type(exc).__name__}: {exc}"
+            os.write(write_fd, json.dumps(states).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 65536):
+        chunks.append(chunk)
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        states = json.loads(b"".join(chunks))
+    except ValueError:
+        states = {"error": "the sandbox probe died before it reported"}
+    states.setdefault("network_namespace", policy.namespaces.get("network_namespace", ""))
+    return {str(k): str(v) for k, v in states.items()}
 
 
 def main() -> None:

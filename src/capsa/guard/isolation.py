@@ -29,10 +29,11 @@ import time
 from types import TracebackType
 from typing import IO, Any, Self
 
-from capsa.errors import ExtractionFailed, FailureCause, IngestionRejected
+from capsa.errors import ExtractionFailed, FailureCause, IngestionRejected, SandboxUnavailable
 from capsa.guard._worker import write_frame
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
+from capsa.guard.sandbox import SandboxMode, SandboxReport, summarise
 
 __all__ = ["IsolatedExtractor", "WorkerHealth"]
 
@@ -44,16 +45,23 @@ _CAUSES: tuple[FailureCause, ...] = (
 
 
 class WorkerHealth(dict[str, Any]):
-    """What a worker reported when it started: network mode and self-test per kind."""
+    """What a worker reported when it started: network mode, self-test per kind, sandbox layers."""
+
+    @property
+    def sandbox(self) -> SandboxReport:
+        """The isolation layers a probe child of this worker actually got."""
+        layers = self.get("sandbox")
+        return summarise(layers if isinstance(layers, dict) else {})
 
 
 class _Zygote:
     """One warm worker process and its protocol pipes."""
 
-    def __init__(self, extractor: TextExtractor, pool_scratch: str) -> None:
+    def __init__(self, extractor: TextExtractor, pool_scratch: str, sandbox: SandboxMode) -> None:
         # Each worker has its own directory, removed when it dies, so files a
         # killed worker's parser left behind are never seen by the next one.
         scratch = tempfile.mkdtemp(prefix="worker-", dir=pool_scratch)
+        os.chmod(scratch, 0o711)  # a parser running as nobody reaches its own file's directory
         self.scratch = scratch
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -83,7 +91,7 @@ class _Zygote:
         self.stdout: IO[bytes] = self.process.stdout
         extras = [p for p in sys.path if p and os.path.isdir(p)]
         write_frame(self.stdin, pickle.dumps({"extractor": pickle.dumps(extractor),
-                                              "sys_path": extras}))
+                                              "sys_path": extras, "sandbox": sandbox}))
         hello = self._read(_START_TIMEOUT_S)
         if hello is None or not hello.get("ready"):
             self.kill()
@@ -154,13 +162,26 @@ class IsolatedExtractor:
     as `ExtractionFailed`; the pool carries on, and a worker that stops
     answering is killed and replaced.
 
+    The child is also sandboxed on the assumption that a crafted file may
+    take over the parser (see `capsa.guard.sandbox`): namespaces, an
+    unprivileged uid, Landlock and seccomp, each where the OS offers it.
+    `health.sandbox` says which layers a worker got; ``capsa doctor`` prints
+    the same for this machine.
+
     Workers start on first use (or on ``with``); `inner` must be picklable
     and importable by the worker's interpreter. Safe to share across threads.
+    Modules `inner` needs are imported when the worker starts: the parse child
+    can read only the interpreter's own directories, its installed packages
+    and system data, never the application's working directory.
 
     Args:
         inner: the extractor to isolate (a `Router` by default in `default_extractor`).
         workers: number of warm workers, each serving one file at a time.
         limits: default limits for `extract`; `run` takes per-call limits.
+        sandbox: ``"best-effort"`` applies every layer the OS offers;
+            ``"strict"`` refuses to start (`SandboxUnavailable`) unless every
+            layer is active; ``"off"`` keeps only the rlimits and the network
+            namespace (for debugging a parser, never for untrusted files).
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -170,9 +191,13 @@ class IsolatedExtractor:
     """
 
     def __init__(self, inner: TextExtractor, *, workers: int = 1,
-                 limits: ExtractionLimits = DEFAULT_LIMITS) -> None:
+                 limits: ExtractionLimits = DEFAULT_LIMITS,
+                 sandbox: SandboxMode = "best-effort") -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
+        if sandbox not in ("best-effort", "strict", "off"):
+            raise ValueError(f"sandbox must be 'best-effort', 'strict' or 'off', not {sandbox!r}")
+        self.sandbox: SandboxMode = sandbox
         self.inner = inner
         self.workers = workers
         self.limits = limits
@@ -309,6 +334,7 @@ class IsolatedExtractor:
                     self._starting += 1
                     if self._scratch is None:
                         self._scratch = tempfile.mkdtemp(prefix="capsa-worker-")
+                        os.chmod(self._scratch, 0o711)
                     scratch = self._scratch
             if start:
                 return self._start(scratch)
@@ -320,10 +346,18 @@ class IsolatedExtractor:
 
     def _start(self, scratch: str) -> _Zygote:
         try:
-            worker = _Zygote(self.inner, scratch)
+            worker = _Zygote(self.inner, scratch, self.sandbox)
         finally:
             with self._lock:
                 self._starting -= 1
+        if self.sandbox == "strict":
+            missing = worker.health.sandbox.missing()
+            if missing:
+                worker.kill()
+                raise SandboxUnavailable(
+                    "sandbox='strict' needs every isolation layer; this machine lacks: "
+                    + ", ".join(missing) + " (run `capsa doctor` for what each one stops)",
+                    missing=missing)
         with self._lock:
             if not self._closed:
                 self._all.append(worker)
