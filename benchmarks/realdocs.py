@@ -209,15 +209,25 @@ def large_docx(pages: int = 872) -> bytes:
     About the size of the 872-page, 482 KB report in the issue that first
     measured this: a page break after every ~1,800 characters.
     """
+    import random
+
     import docx
 
+    vocabulary = ("harbour authority berth occupancy crane schedule feeder vessel waiting "
+                  "quarter customs inspection manifest cargo tonnage quay dredging shift "
+                  "night report growth container traffic budget board approval pilot tug "
+                  "weather delay storage yard gate truck rail link tariff revenue safety "
+                  "audit").split()
+    rng = random.Random(872)  # prose that compresses like prose, the same on every run
+
+    def sentence() -> str:
+        return " ".join(rng.choice(vocabulary) for _ in range(rng.randint(8, 18))).capitalize()
+
     document = docx.Document()
-    sentence = ("The harbour authority reviewed berth occupancy, crane schedules and "
-                "feeder waiting times for the quarter. ")
     for page in range(pages):
         document.add_heading(f"Section {page + 1}", level=2)
-        for _ in range(4):
-            document.add_paragraph(sentence * 4)
+        for _ in range(3):
+            document.add_paragraph(". ".join(sentence() for _ in range(4)) + ".")
         document.add_page_break()
     out = io.BytesIO()
     document.save(out)

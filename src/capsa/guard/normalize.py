@@ -165,6 +165,9 @@ def detect_and_decode(payload: bytes) -> DecodedText:
         return DecodedText(payload.decode("utf-8"), None, None)
     except UnicodeDecodeError:
         pass
+    sparse = _sparse_utf16(payload[:_SAMPLE_BYTES])
+    if sparse is not None:
+        return DecodedText(_checked(payload.decode(sparse, "replace")), sparse, 1.0)
     lenient = payload.decode("utf-8", "replace")
     if _MULTIBYTE_UTF8.search(payload[:_SAMPLE_BYTES]) and (
             lenient.count("\ufffd") <= max(1.0, _DAMAGED_UTF8_SHARE * len(lenient))):
@@ -192,11 +195,20 @@ def _wide_unicode(sample: bytes) -> str | None:
         return "utf-16-le"
     if even_nuls > 0.3 and odd_nuls < 0.05:
         return "utf-16-be"
-    # CJK text in UTF-16 has few NULs (only its ASCII spaces, digits, line
-    # ends), but all on one side; legacy 8-bit text has none at all.
+    return None
+
+
+def _sparse_utf16(sample: bytes) -> str | None:
+    """UTF-16 of CJK text: few NULs (its ASCII spaces, digits, line ends), all on one side.
+
+    Tried only after strict UTF-8 failed: ASCII with a stray NUL is UTF-8.
+    """
+    if len(sample) < 4 or len(sample) % 2 or 0 not in sample:
+        return None
+    even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
     for encoding, nuls, other in (("utf-16-le", odd_nuls, even_nuls),
                                   ("utf-16-be", even_nuls, odd_nuls)):
-        if nuls > 0 and other == 0 and len(sample) % 2 == 0 and _decodes(sample, encoding):
+        if nuls > 0 and other == 0 and _decodes(sample, encoding):
             return encoding
     return None
 

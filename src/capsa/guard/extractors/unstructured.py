@@ -89,12 +89,13 @@ class UnstructuredExtractor:
                                 self.max_text_chars)
         embedded: tuple[EmbeddedFile, ...] = ()
         try:
+            if kind == "docx" and self.max_text_chars is not None:
+                # first: it reads at most what the limit needs, and parses nothing
+                _check_docx_text_floor(payload, self.max_text_chars)
             if kind in _OOXML or kind == "epub":
                 _scan_xml_parts(payload, forbid=_ENTITY if kind == "epub" else _DOCTYPE)
             if kind == "pptx":
                 _count_slides(payload, max_pages)
-            if kind == "docx" and self.max_text_chars is not None:
-                _check_docx_text_floor(payload, self.max_text_chars)
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
                 embedded = read_mail(payload).embedded
@@ -321,7 +322,7 @@ def _check_docx_text_floor(payload: bytes, limit: int) -> None:
             return
         with part:
             while True:
-                chunk = part.read(1 << 18)
+                chunk = part.read(1 << 16)
                 if not chunk:
                     break
                 data = tail + chunk
@@ -344,12 +345,14 @@ def _text_floor_over(counted: int, limit: int, where: str) -> IngestionRejected:
 
 
 def _visible_text(xml: bytes) -> int:
-    xml = _DOCX_SKIPPED.sub(b"", xml)
-    runs = b"".join(match.group(1) for match in _DOCX_TEXT.finditer(xml))
-    text = runs.decode("utf-8", "replace")
+    if b"<w:txbxContent" in xml or b"<mc:Fallback" in xml:
+        xml = _DOCX_SKIPPED.sub(b"", xml)
+    text = b"".join(_DOCX_TEXT.findall(xml)).decode("utf-8", "replace")
     if "&" in text:
         text = html.unescape(text)
-    return len(_INVISIBLE.sub("", text))
+    if text.isascii():
+        return len(text) - sum(text.count(ch) for ch in " \t\n\r\x0b\x0c")
+    return len(text) - len(_INVISIBLE.findall(text))
 
 
 @contextmanager
