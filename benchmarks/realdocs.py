@@ -213,11 +213,12 @@ def large_docx(pages: int = 872) -> bytes:
 
     import docx
 
-    vocabulary = ("harbour authority berth occupancy crane schedule feeder vessel waiting "
-                  "quarter customs inspection manifest cargo tonnage quay dredging shift "
-                  "night report growth container traffic budget board approval pilot tug "
-                  "weather delay storage yard gate truck rail link tariff revenue safety "
-                  "audit").split()
+    vocabulary = [
+        "harbour", "authority", "berth", "occupancy", "crane", "schedule", "feeder", "vessel",
+        "waiting", "quarter", "customs", "inspection", "manifest", "cargo", "tonnage", "quay",
+        "dredging", "shift", "night", "report", "growth", "container", "traffic", "budget",
+        "board", "approval", "pilot", "tug", "weather", "delay", "storage", "yard", "gate",
+        "truck", "rail", "link", "tariff", "revenue", "safety", "audit"]
     rng = random.Random(872)  # prose that compresses like prose, the same on every run
 
     def sentence() -> str:
