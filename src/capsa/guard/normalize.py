@@ -105,8 +105,8 @@ def clean_detail(detail: object, *, limit: int = 2000) -> str:
     removes terminal escapes' control characters, lone surrogates and line breaks.
 
     Examples:
-        >>> clean_detail("bad \x1b]8;;x\x07link\n\ud800")
-        'bad ]8;;xlink \ufffd'
+        >>> clean_detail("bad \\x1b]8;;x\\x07link\\n\\ud800") == "bad ]8;;xlink \\ufffd"
+        True
     """
     text = " ".join(normalize(str(detail)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

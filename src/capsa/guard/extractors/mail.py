@@ -63,7 +63,7 @@ def read_mail(payload: bytes, *, max_parts: int = MAX_MIME_PARTS,
         ...         b'Content-Type: text/plain; name="n.txt"\\n'
         ...         b'Content-Disposition: attachment; filename="n.txt"\\n\\nnote\\n--b--\\n')
         >>> [(f.name, f.payload) for f in read_mail(mail).embedded]
-        [('n.txt', b'note\\n')]
+        [('n.txt', b'note')]
     """
     try:
         message = BytesParser(policy=policy.default).parsebytes(payload)
