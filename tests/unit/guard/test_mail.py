@@ -152,3 +152,14 @@ def test_extract_all_lists_attachments_after_their_parent_under_the_set_ceiling(
     tight = limits.model_copy(update={"max_total_chars": len(result.extracted[0].text) + 5})
     squeezed = extract_all([Attachment(label="m.eml", payload=bytes(mail))], _router(), tight)
     assert [(o.label, o.reason) for o in squeezed.omitted] == [("m.eml/big.txt", "set_ceiling")]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"])
+def test_extract_attachment_reads_a_utf16_mail_as_a_message_not_its_source(
+        encoding: str) -> None:
+    payload = bytes(_mail("Wide body text.")).decode().encode(encoding)
+
+    item = extract_attachment(Attachment(label="wide.eml", payload=payload), _router())
+
+    assert item.kind == "eml"
+    assert item.text == "Wide body text."
