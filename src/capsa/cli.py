@@ -1,4 +1,4 @@
-"""The `capsa` command: `capsa extract`, `capsa demo`, `capsa shadow`."""
+"""The `capsa` command: `capsa extract`, `capsa demo`, `capsa shadow`, `capsa doctor`."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ _LIMIT_FLAGS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "doctor":
+        from capsa.guard.doctor import main as doctor_main
+
+        return doctor_main(args[1:])
     if args and args[0] == "shadow":
         from capsa.shadow._cli import main as shadow_main
 
@@ -74,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="any LangChain chat model (keys from the environment); "
                            "default: a deterministic offline model")
     commands.add_parser("shadow", help="compare two retrieval routes (see capsa shadow -h)")
+    commands.add_parser("doctor", help="show which isolation layers parsers get here "
+                                       "(see capsa doctor -h)")
     return parser
 
 

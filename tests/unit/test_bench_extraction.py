@@ -114,7 +114,11 @@ def test_aggregate_judges_only_files_over_the_threshold(bench: ModuleType) -> No
 @pytest.mark.slow
 def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -> None:
     report, _ = quick_run
-    assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "real_documents"}
+    assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "real_documents",
+                           "sandbox_cost"}
+    cost = report["sandbox_cost"]
+    assert cost["fork_and_sandbox_ms"] > 0
+    assert cost["added_ms"] == cost["fork_and_sandbox_ms"] - cost["fork_ms"]
     assert report["meta"]["quick"] is True
     assert report["meta"]["raw_caches_cleared"] == [
         "_process_cached", "word_tokenize", "pos_tag", "_tokenize_for_cache"]

@@ -63,7 +63,7 @@ DENIED: tuple[str, ...] = (
     # namespaces, mounts, privileges
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "mount_setattr",
     "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
-    "open_by_handle_at", "name_to_handle_at", "capset", "personality",
+    "open_by_handle_at", "name_to_handle_at", "personality",
     # the kernel's own surfaces
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "lookup_dcookie",

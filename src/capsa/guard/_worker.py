@@ -339,6 +339,7 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
             self_test = {str(k): str(v) for k, v in test().items()}
         except BaseException as exc:  # noqa: BLE001
             self_test = {"*": f"{type(exc).__name__}: {exc}"}
+    sandbox.lock_zygote(policy, libc)
     layers = _probe_sandbox(policy)
     pid = int(policy.namespaces.get("host_pid", os.getpid()))
     write_frame(outbound, json.dumps({"ready": True, "pid": pid, "network": network,

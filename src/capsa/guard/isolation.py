@@ -100,7 +100,18 @@ class _Zygote:
         self.health = WorkerHealth(hello)
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        """Whether the worker can serve: the started process and, where it re-forked
+        into its own PID namespace, that namespace's init, which does the work."""
+        if self.process.poll() is not None:
+            return False
+        inner = getattr(self, "health", {}).get("pid", self.process.pid)
+        if inner == self.process.pid:
+            return True
+        try:
+            with open(f"/proc/{inner}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (OSError, IndexError):
+            return False
 
     def _read(self, timeout_s: float) -> dict[str, Any] | None:
         self.closed = False

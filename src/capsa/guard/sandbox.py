@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict
 
 from capsa.guard import _landlock, _seccomp
 
-__all__ = ["LAYERS", "LayerStatus", "SandboxPolicy", "SandboxReport", "SandboxMode"]
+__all__ = ["LAYERS", "LayerStatus", "SandboxMode", "SandboxPolicy", "SandboxReport"]
 
 SandboxMode = Literal["best-effort", "strict", "off"]
 
@@ -113,8 +113,8 @@ class SandboxReport(BaseModel):
 
     Examples:
         >>> report = SandboxReport(layers={"seccomp": LayerStatus(active=True)})
-        >>> report.missing()
-        ['user_namespace', 'mount_namespace', 'pid_namespace', 'ipc_namespace', 'network_namespace', 'unprivileged_uid', 'capabilities_dropped', 'no_new_privs', 'process_limit', 'landlock']
+        >>> report.active(), len(report.missing())
+        (['seccomp'], 10)
     """
 
     model_config = ConfigDict(frozen=True)
@@ -145,6 +145,7 @@ class SandboxPolicy:
     landlock_abi: int = 0
     seccomp_program: bytes | None = None
     seccomp_error: str = ""
+    seccomp_installed: bool = False
     mode: SandboxMode = "best-effort"
 
 
@@ -188,7 +189,16 @@ def interpreter_roots() -> list[str]:
     roots.update(p for p in sys.path if p)
     resolved = {os.path.realpath(p) for p in roots if os.path.exists(p)}
     resolved |= {p for p in roots if os.path.exists(p)}
-    return sorted(resolved)
+    return _outermost(resolved)
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """`paths` without those beneath another one (a Landlock rule covers its subtree)."""
+    kept: list[str] = []
+    for path in sorted(paths):
+        if not any(path == root or path.startswith(root.rstrip("/") + "/") for root in kept):
+            kept.append(path)
+    return kept
 
 
 def data_roots() -> list[str]:
@@ -197,7 +207,7 @@ def data_roots() -> list[str]:
     tessdata = os.environ.get("TESSDATA_PREFIX")
     if tessdata:
         roots.append(tessdata)
-    return [p for p in roots if os.path.exists(p)]
+    return _outermost(p for p in roots if os.path.exists(p))
 
 
 def enter_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> dict[str, str]:
@@ -240,7 +250,7 @@ def enter_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> dict[st
     else:
         state["pid_namespace"] = f"partial: /proc not remounted ({os.strerror(ctypes.get_errno())})"
     if as_root:
-        hidden = _make_reachable(lib, keep_reachable)
+        hidden = make_reachable(lib, keep_reachable)
         if hidden:
             state["mount_namespace"] += "; hidden: " + ", ".join(hidden)
     return state
@@ -248,11 +258,11 @@ def enter_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> dict[st
 
 def host_pid() -> int:
     """This process's pid as the application sees it (read before ``/proc`` is remounted)."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("NSpid:"):
-                    return int(line.split()[1])
+    with contextlib.suppress(OSError, ValueError, IndexError), \
+            open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("NSpid:"):
+                return int(line.split()[1])
     return os.getpid()
 
 
@@ -279,7 +289,7 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def _make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
+def make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
     """Let ``nobody`` reach `paths` by covering untraversable parents with a tmpfs.
 
     Only in the zygote's private mount namespace: a directory such as
@@ -313,7 +323,7 @@ def _make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
                 if stat.S_ISDIR(os.fstat(fd).st_mode):
                     os.mkdir(target)
                 else:
-                    open(target, "w").close()  # noqa: SIM115 - a bind-mount target
+                    open(target, "w").close()
                 lib.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None,
                           _MS_BIND | _MS_REC, None)
         finally:
@@ -327,7 +337,7 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     policy = SandboxPolicy(mode=mode, as_root=os.geteuid() == 0)
     if mode == "off" or lib is None:
         return policy
-    policy.read_roots = interpreter_roots() + data_roots()
+    policy.read_roots = _outermost(interpreter_roots() + data_roots())
     policy.namespaces = enter_namespaces(lib, policy.read_roots)
     policy.landlock_abi = _landlock.abi_version(lib)
     try:
@@ -366,19 +376,37 @@ def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dic
     _no_new_privs(lib)
     state["no_new_privs"] = "active"
     if policy.landlock_abi >= 1:
-        parts = _landlock.restrict(lib, read=policy.read_roots + ["/proc/self"],
+        parts = _landlock.restrict(lib, read=[*policy.read_roots, "/proc/self"],
                                    write=[scratch, "/dev/null"], abi=policy.landlock_abi)
         extras = [name for name, on in parts.items() if on]
         state["landlock"] = f"active: ABI {policy.landlock_abi}" + (
             f" (+{', '.join(extras)})" if extras else "")
     else:
         state["landlock"] = "unavailable: the kernel has no Landlock"
-    if policy.seccomp_program is not None:
-        _seccomp.install(policy.seccomp_program, lib)
-        state["seccomp"] = f"active: {len(_seccomp.DENIED)} syscalls refused"
+    if policy.seccomp_installed:
+        state["seccomp"] = (f"active: {len(_seccomp.DENIED)} syscalls refused "
+                            "(installed in the worker, inherited by every child)")
     else:
         state["seccomp"] = f"unavailable: {policy.seccomp_error}"
     return state
+
+
+def lock_zygote(policy: SandboxPolicy, lib: ctypes.CDLL | None) -> None:
+    """Install the seccomp filter on the zygote itself, once, after it is set up.
+
+    Every parse child inherits it through `fork` at no cost per file, and the
+    zygote, which reads what children send back, runs under it too. The
+    zygote needs none of the denied calls once its namespaces exist: it
+    forks, changes a child's uid, and waits.
+    """
+    if policy.mode == "off" or lib is None or policy.seccomp_program is None:
+        return
+    try:
+        _seccomp.install(policy.seccomp_program, lib)
+    except OSError as exc:
+        policy.seccomp_error = str(exc)
+    else:
+        policy.seccomp_installed = True
 
 
 def _set_nproc(count: int) -> None:

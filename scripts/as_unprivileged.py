@@ -1,0 +1,56 @@
+"""Run a command as ``nobody``, for the unprivileged half of the sandbox tests.
+
+`make test` runs as root on CI, so the sandbox's root path (parse children
+become ``nobody``) is what the main run proves. This script proves the other
+path: it drops to uid 65534 and runs the given command, where the pool then
+builds its namespaces through a user namespace, as it would for any user.
+
+The interpreter may live under a directory ``nobody`` cannot enter (a pyenv
+Python under ``/root``), so the script first enters a private mount
+namespace and covers such directories with a tmpfs that holds only the
+needed paths, the same way the sandbox does for its parse children. Nothing
+changes outside this process tree.
+
+Usage: python scripts/as_unprivileged.py -- COMMAND [ARGS...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import tempfile
+
+from capsa.guard.sandbox import NOBODY, libc, make_reachable
+
+_CLONE_NEWNS = 0x00020000
+_MS_REC, _MS_PRIVATE = 16384, 1 << 18
+
+
+def main(argv: list[str]) -> int:
+    command = argv[argv.index("--") + 1:] if "--" in argv else argv[1:]
+    if not command:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        os.execvp(command[0], command)  # already unprivileged: nothing to drop
+    lib = libc()
+    if lib is None or lib.unshare(_CLONE_NEWNS) != 0 or \
+            lib.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        print("as_unprivileged: no private mount namespace here", file=sys.stderr)
+        return 1
+    needed = [sys.base_prefix, sys.prefix, os.path.realpath(sys.executable), os.getcwd(),
+              *sysconfig.get_paths().values()]
+    make_reachable(lib, needed)
+    home = tempfile.mkdtemp(prefix="capsa-nobody-")
+    os.chown(home, NOBODY, NOBODY)
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    env = {**os.environ, "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1"}
+    os.execvpe(command[0], command, env)
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
