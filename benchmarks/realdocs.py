@@ -21,6 +21,7 @@ import io
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,9 @@ def raw_text(path: Path) -> str | None:
     payload = path.read_bytes()
     kind = sniff(payload)
     try:
-        return _RAW.get(kind, _raw_unstructured)(payload, kind)
+        with warnings.catch_warnings():  # unstructured warns about guessed encodings
+            warnings.simplefilter("ignore")
+            return _RAW.get(kind, _raw_unstructured)(payload, kind)
     except Exception:
         return None
 
