@@ -441,8 +441,10 @@ def measure_file(sample: Sample, raw_router: Any, pool: Any, limits: Any,
     attachment = Attachment(label=sample.name, media_type=media_type, payload=sample.payload)
 
     def raw() -> str:
-        text: str = raw_router.extract(kind, media_type, sample.payload,
-                                       max_pages=limits.max_pages)
+        result = raw_router.extract(kind, media_type, sample.payload,
+                                    max_pages=limits.max_pages)
+        # a parser with more to say (an OCR note, an encoding) answers with a Parsed
+        text: str = result if isinstance(result, str) else result.text
         return text
 
     def guarded() -> str:
