@@ -150,7 +150,8 @@ Extracted.model_rebuild()
 
 
 class ExtractionResult(BaseModel):
-    """What `extract_all` made of a set: every input is in exactly one of the two lists."""
+    """What `extract_all` made of a set: every input is in exactly one of the two lists,
+    followed there by the files found inside it (an e-mail's attachments)."""
 
     model_config = _FROZEN
     extracted: tuple[Extracted, ...]
