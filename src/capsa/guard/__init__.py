@@ -27,12 +27,14 @@ from capsa.guard.extract import (
     extract_attachment,
     read_bounded,
     render_blocks,
+    warm_up,
 )
 from capsa.guard.isolation import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import normalize
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
+from capsa.guard.sandbox import SandboxReport
 from capsa.guard.sniff import EXTRACTABLE_KINDS, media_type_for_name, sniff
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "IsolatedExtractor",
     "Omission",
     "Parsed",
+    "SandboxReport",
     "Skipped",
     "TextExtractor",
     "default_extractor",
@@ -62,4 +65,5 @@ __all__ = [
     "render_blocks",
     "safe_label",
     "sniff",
+    "warm_up",
 ]

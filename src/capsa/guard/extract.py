@@ -41,6 +41,7 @@ __all__ = [
     "extract_attachment",
     "read_bounded",
     "render_blocks",
+    "warm_up",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -269,7 +270,7 @@ def _extract(payload: bytes, media_type: str | None, label: str,
     if isinstance(extractor, IsolatedExtractor):
         parsed = extractor.run_parsed(kind, media_type, payload, limits, label=label)
     else:
-        parsed = _run_in_process(extractor, kind, media_type, payload, limits, label)
+        parsed = run_in_process(extractor, kind, media_type, payload, limits, label)
     children = tuple(
         _extract_embedded(item, number, label, extractor, limits, depth=depth + 1)
         for number, item in enumerate(parsed.embedded))
@@ -422,13 +423,27 @@ def default_extractor() -> IsolatedExtractor:
         return _DEFAULT[0]
 
 
+def warm_up() -> IsolatedExtractor:
+    """Start the process-wide pool now, so the first user's file does not wait for it.
+
+    Starting a worker imports every parser and self-tests each on a trusted
+    sample: seconds, once. Call this when the application starts (a web
+    app's start-up hook, a notebook's first cell). Text, Markdown, CSV and
+    JSON take the light path and never need the pool.
+    """
+    pool = default_extractor()
+    pool.warm_up()
+    return pool
+
+
 def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionRejected:
     return IngestionRejected(f"{size} bytes, over the limit of {limits.max_bytes}",
                              label=label, stage="size", reason="too_large")
 
 
-def _run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
-                    limits: ExtractionLimits, label: str) -> Parsed:
+def run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
+                   limits: ExtractionLimits, label: str) -> Parsed:
+    """Run a trusted or in-process-safe extractor here, with every post-check and error mapping."""
     with _parser_errors(label):
         configure = getattr(extractor, "with_limits", None)
         if configure is not None:

@@ -189,6 +189,10 @@ class IsolatedExtractor:
         inner: the extractor to isolate (a `Router` by default in `default_extractor`).
         workers: number of warm workers, each serving one file at a time.
         limits: default limits for `extract`; `run` takes per-call limits.
+        light_path: run extractors that declare ``in_process = True`` (plain
+            text, Markdown, CSV and JSON: standard-library decoding, no native
+            parser) in this process, under the same limits and checks, so
+            those files never wait for a worker to start or fork.
         sandbox: ``"best-effort"`` applies every layer the OS offers;
             ``"strict"`` refuses to start (`SandboxUnavailable`) unless every
             layer is active; ``"off"`` keeps only the rlimits and the network
@@ -203,12 +207,13 @@ class IsolatedExtractor:
 
     def __init__(self, inner: TextExtractor, *, workers: int = 1,
                  limits: ExtractionLimits = DEFAULT_LIMITS,
-                 sandbox: SandboxMode = "best-effort") -> None:
+                 sandbox: SandboxMode = "best-effort", light_path: bool = True) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         if sandbox not in ("best-effort", "strict", "off"):
             raise ValueError(f"sandbox must be 'best-effort', 'strict' or 'off', not {sandbox!r}")
         self.sandbox: SandboxMode = sandbox
+        self.light_path = light_path
         self.inner = inner
         self.workers = workers
         self.limits = limits
@@ -300,6 +305,11 @@ class IsolatedExtractor:
             # payload they were decoded from, with room for re-encoding)
             "max_result_bytes": 4 * limits.max_text_chars + 3 * len(payload) + 65536,
         }
+        light = self._in_process_route(kind)
+        if light is not None:
+            from capsa.guard.extract import run_in_process
+
+            return run_in_process(light, kind, media_type, payload, limits, label)
         self._check_self_test(kind, label)
         worker = self._acquire()
         answer = worker.request(message, limits.timeout_s + _GRACE_S)
@@ -315,6 +325,26 @@ class IsolatedExtractor:
                 cause="timeout")
         self._idle.put(worker)
         return _interpret(answer, label, limits)
+
+    def warm_up(self) -> WorkerHealth:
+        """Start every worker now and return the first one's health.
+
+        A worker imports every parser and runs its self-tests on trusted
+        samples before it serves (a few seconds, once). Call this at
+        application start-up so the first user's file does not pay for it;
+        plain text, Markdown, CSV and JSON never wait for a worker at all.
+        """
+        self.start()
+        return self.health
+
+    def _in_process_route(self, kind: str) -> TextExtractor | None:
+        if not self.light_path:
+            return None
+        route = getattr(self.inner, "in_process_route", None)
+        if route is not None:
+            found: TextExtractor | None = route(kind)
+            return found
+        return self.inner if getattr(self.inner, "in_process", False) is True else None
 
     def _check_self_test(self, kind: str, label: str) -> None:
         report = self.health.get("self_test", {})

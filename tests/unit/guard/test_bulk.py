@@ -257,8 +257,8 @@ def test_manifest_with_a_line_cut_by_a_crash_redoes_only_that_file(tmp_path: Pat
 
 @pytest.mark.slow
 def test_extract_many_closes_its_own_pool_when_the_caller_stops_early(tmp_path: Path) -> None:
-    for i in range(6):
-        (tmp_path / f"f{i}.txt").write_text(f"file {i}")
+    for i in range(6):  # HTML: plain text would take the light path and start no worker
+        (tmp_path / f"f{i}.html").write_text(f"<html><body><p>file {i}</p></body></html>")
     before = _worker_processes()
     outcomes = extract_many([tmp_path], workers=1)
     first = next(outcomes)

@@ -582,3 +582,57 @@ def test_interpret_drops_an_encoding_or_confidence_of_the_wrong_shape() -> None:
     assert (parsed.encoding, parsed.encoding_confidence) == (None, None)
     kept = interpreted({"ok": "t", "encoding": "cp1252", "confidence": 0.5, "notes": ["n", 3]})
     assert (kept.encoding, kept.encoding_confidence, kept.notes) == ("cp1252", 0.5, ("n",))
+
+
+# ------------------------------------------------------------------ the light path
+
+
+def test_plain_text_takes_the_light_path_and_starts_no_worker() -> None:
+    from capsa.guard.extractors import default_router
+
+    before = worker_pids()
+    pool = IsolatedExtractor(default_router())
+    try:
+        text = pool.run("markdown", None, b"# notes\n\nhello", LIMITS, label="a.md")
+        started = worker_pids() - before
+    finally:
+        pool.close()
+
+    assert text == "# notes\n\nhello"
+    assert started == set()
+
+
+def test_light_path_keeps_every_limit_and_reason() -> None:
+    from capsa.guard.extractors import default_router
+
+    small = LIMITS.model_copy(update={"max_text_chars": 5})
+    with IsolatedExtractor(default_router()) as pool:
+        with pytest.raises(IngestionRejected) as too_long:
+            pool.run("text", None, b"far too long", small, label="long.txt")
+        with pytest.raises(IngestionRejected) as undecodable:
+            pool.run("text", None, b"\xff\xfe\xfa" * 3 + b"\x00\x81" * 40, LIMITS,
+                     label="bad.txt")
+
+    assert (too_long.value.label, too_long.value.reason) == ("long.txt", "text_too_long")
+    assert undecodable.value.label == "bad.txt"
+
+
+def test_light_path_can_be_turned_off_and_custom_extractors_never_take_it() -> None:
+    from capsa.guard.extractors import default_router
+
+    before = worker_pids()
+    with IsolatedExtractor(default_router(), light_path=False) as pool:
+        assert pool.run("text", None, b"hi", LIMITS, label="a.txt") == "hi"
+        assert worker_pids() - before
+    echo = MisbehavingExtractor("echo")
+    assert IsolatedExtractor(echo)._in_process_route("text") is None
+
+
+def test_warm_up_starts_every_worker_and_returns_the_first_ones_health() -> None:
+    before = worker_pids()
+    with IsolatedExtractor(PlainTextExtractor(), workers=2) as pool:
+        health = pool.warm_up()
+        started = worker_pids() - before
+
+    assert health["ready"] is True
+    assert len(started) == 2

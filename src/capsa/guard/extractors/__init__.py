@@ -47,6 +47,11 @@ class Router:
                                     stage="sniff", reason="unsupported_type")
         return extractor.extract(kind, media_type, payload, max_pages=max_pages)
 
+    def in_process_route(self, kind: str) -> TextExtractor | None:
+        """The extractor for `kind` if it declares itself safe in process (``in_process``)."""
+        extractor = self.routes.get(kind)
+        return extractor if getattr(extractor, "in_process", False) is True else None
+
     def with_limits(self, limits: Any) -> Router:
         """A router whose extractors honour per-call limits (e.g. `max_pixels`)."""
         configured = []

@@ -24,6 +24,10 @@ class PlainTextExtractor:
     """
 
     kinds = frozenset({"text", "markdown", "csv", "json"})
+    in_process = True
+    """Safe to run in the application's process: pure standard-library decoding of at
+    most ``max_bytes``, no native parser a crafted file could take over. An
+    `IsolatedExtractor` takes this light path for these kinds instead of a worker."""
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *,
                 max_pages: int) -> str | Parsed:
