@@ -305,6 +305,8 @@ class IsolatedExtractor:
             # payload they were decoded from, with room for re-encoding)
             "max_result_bytes": 4 * limits.max_text_chars + 3 * len(payload) + 65536,
         }
+        if self._closed:  # the light path needs no worker, but a closed pool takes no work
+            raise RuntimeError("this IsolatedExtractor is closed")
         light = self._in_process_route(kind)
         if light is not None:
             from capsa.guard.extract import run_in_process
