@@ -64,6 +64,7 @@ bench: $(STAMP) system-deps
 	$(PY) benchmarks/compression.py
 	$(PY) benchmarks/capsule.py
 	$(PY) benchmarks/soak.py
+	$(PY) benchmarks/shadow.py
 
 corpus: $(STAMP) system-deps
 	$(PY) scripts/make_corpus.py

@@ -61,12 +61,12 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results" / "extraction.json"
 
 
-def _load_sandbox_cost() -> Any:
-    """benchmarks/sandbox_cost.py, loaded by path (this script is also loaded by path)."""
+def _load_sibling(name: str) -> Any:
+    """benchmarks/<name>.py, loaded by path (this script is also loaded by path)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "capsa_bench_sandbox_cost", Path(__file__).with_name("sandbox_cost.py"))
+        f"capsa_bench_{name}", Path(__file__).with_name(f"{name}.py"))
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -74,7 +74,8 @@ def _load_sandbox_cost() -> Any:
     return module
 
 
-sandbox_cost = _load_sandbox_cost()
+sandbox_cost = _load_sibling("sandbox_cost")
+first_file = _load_sibling("first_file")
 TARGET_RATIO = 1.15
 """Guarded time over raw time allowed on files over `SIZE_THRESHOLD` bytes."""
 SIZE_THRESHOLD = 50_000
@@ -993,11 +994,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "throughput": throughput,
         "real_documents": real_documents,
         "sandbox_cost": sandbox_cost.measure(100 if settings.quick else 300),
+        "first_file": first_file.measure(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
     print_report(report, plain=args.plain)
     sandbox_cost.print_table(report["sandbox_cost"])
+    first_file.print_table(report["first_file"])
     print(f"wrote {args.out}")
     return 0
 

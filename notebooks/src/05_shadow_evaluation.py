@@ -20,7 +20,7 @@ from importlib.resources import files
 
 import pandas as pd
 
-from capsa.shadow.routes import ROUTES
+from capsa.demo.routes import ROUTES
 
 lines = files("capsa.demo").joinpath("queries.jsonl").read_text(encoding="utf-8")
 queries = [json.loads(line)["query"] for line in lines.splitlines() if line.strip()]
@@ -42,7 +42,7 @@ runs = {"lexical": baseline.run(query), "budgeted": candidate.run(query)}
 inside = []
 for name, run in runs.items():
     reasons = {g.source_id: g.reason for g in run.gate}
-    inside += [{"route": name, "passage": c.source_id, "score": round(c.score, 3),
+    inside += [{"route": name, "passage": c.source_id, "score": round(c.score or 0.0, 3),
                 "gate": reasons[c.source_id], "selected": c.source_id in run.selected}
                for c in run.candidates]
 pd.DataFrame(inside).pivot(index="passage", columns="route", values=["score", "gate", "selected"])
@@ -55,8 +55,8 @@ pd.DataFrame(inside).pivot(index="passage", columns="route", values=["score", "g
 # and two fresh random ids:
 
 # %%
+from capsa.demo.routes import capture_route
 from capsa.shadow import pair
-from capsa.shadow.routes import capture_route
 
 rows = pair(capture_route("baseline", query, baseline),
             capture_route("candidate", query, candidate), random_bytes=seeded)
@@ -84,8 +84,8 @@ assert not any(word in serialised for word in query.lower().split() if len(word)
 # %%
 from IPython.display import Image, Markdown, display
 
+from capsa.demo.routes import compare_routes
 from capsa.shadow import ShadowReport
-from capsa.shadow.routes import compare_routes
 
 run = compare_routes(queries, baseline, candidate, random_bytes=seeded)
 report = ShadowReport.from_rows(run.rows, invalidated=run.invalidated)
@@ -134,20 +134,30 @@ ax.tick_params(axis="y", labelsize=7)
 plt.tight_layout()
 
 # %% [markdown]
-# ## On live traffic: `ShadowRetriever`
+# ## On live traffic: a production set-up
 #
-# In an application, the candidate rides along with the retriever being
-# served. `capsa.langchain.ShadowRetriever` returns the baseline's documents
-# unchanged and hands each query's rows to a sink (a list here; an analytics
-# client in production). Both retrievers below search the same paragraphs; the
-# candidate packs eight of them into 160 tokens with `BudgetedRetriever`.
+# In an application the candidate must cost the user nothing.
+# `capsa.langchain.ShadowRetriever` returns the baseline's documents as soon as
+# the baseline answers; the candidate runs afterwards in a bounded thread pool
+# (a task on `ainvoke`). `sample_rate` compares a share of the traffic,
+# `max_in_flight` bounds the comparisons running at once (a query beyond it is
+# served alone and counted), `flush()` waits for running comparisons (tests,
+# batch jobs) and `close()` stops at shutdown. Rows go to a sink: a list here,
+# a queue or an analytics client in production.
+#
+# The candidate below is capsa's own `BudgetedRetriever`, so the comparison is
+# captured whole: the packer's report (observed through LangChain's callbacks)
+# says which passages it admitted and why not, in which order it packed them,
+# and what text it rendered.
 
 # %%
+import time
+
 from capsa.budget import Budget
 from capsa.demo.pipelines import CorpusRetriever
 from capsa.demo.retrieval import Chunk
+from capsa.demo.routes import sample_passages
 from capsa.langchain import BudgetedRetriever, ShadowRetriever
-from capsa.shadow.routes import sample_passages
 
 paragraphs = [Chunk(id=p.source_id, text=p.text, source=p.source_id.split("#")[0], title="")
               for p in sample_passages()]
@@ -155,31 +165,80 @@ current = CorpusRetriever(chunks=paragraphs, k=3)
 trial = BudgetedRetriever(retriever=CorpusRetriever(chunks=paragraphs, k=8),
                           budget=Budget(max_tokens=160))
 sink: list = []
+draws = random.Random(7)
 shadow = ShadowRetriever(baseline=current, candidate=trial, sink=sink.extend,
-                         random_bytes=seeded)
+                         sample_rate=0.5, max_in_flight=16, max_workers=2,
+                         random_bytes=seeded, sampler=draws.random)
+served_ms = []
 for text in queries:
-    served = shadow.invoke(text)
+    start = time.perf_counter()
+    served = shadow.invoke(text)                      # the baseline's documents, unchanged
+    served_ms.append(1000 * (time.perf_counter() - start))
     assert [d.id for d in served] == [d.id for d in current.invoke(text)]
-live = ShadowReport.from_rows(sink, invalidated=shadow.counts.invalidated)
+shadow.flush()                                        # the candidates ran in the background
 print(shadow.counts)
+live = ShadowReport.from_rows(sink, invalidated=shadow.counts.invalidated)
 display(Markdown(live.to_markdown()))
 
 # %% [markdown]
-# A plain retriever exposes no gate and no rendered block, so the adapter
-# records every returned document as admitted, selected and included, scores
-# them by rank, and leaves visibility unknown (`n/a`). For gate and wire
-# figures, drive `RouteCapture` from inside the route, as the bundled routes do.
+# About half the queries were compared (`paired`); the others were served alone and
+# counted as `sampled_out`. The candidate's gate reasons are the packer's own:
+# `admitted` for what fit in 160 tokens, `over_budget` for what did not. Each
+# row also carries the passage's rank in each route's selection:
+
+# %%
+ranked = pd.DataFrame([r.model_dump() for r in sink])
+ranked[ranked.candidate_selected][["baseline_rank", "candidate_rank", "candidate_gate_reason",
+                                   "candidate_included"]].head(8)
+
+# %% [markdown]
+# ## Was the served block visible to the model?
 #
+# Only the place where the model's request is built can say. In an agent,
+# `ShadowMiddleware` shows each model call's messages to the recorder under the
+# conversation's `thread_id`; a retriever tool's comparison in that thread then
+# records `baseline_visible`. (In LlamaIndex, `ShadowRetriever(...,
+# observe_wire=True)` does the same at the query engine's LLM call.)
+
+# %%
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import create_retriever_tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from capsa.langchain import ShadowMiddleware
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """A fake chat model: calls the search tool once, then answers."""
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+
+agent_rows: list = []
+agent_shadow = ShadowRetriever(baseline=current, candidate=trial, sink=agent_rows.extend,
+                               random_bytes=seeded)
+question = "How much is the monthly internet stipend for remote workers?"
+model = ScriptedModel(messages=iter([
+    AIMessage("", tool_calls=[{"name": "search", "args": {"query": question}, "id": "c1"}]),
+    AIMessage("EUR 30 a month."),
+]))
+agent = create_agent(model, tools=[create_retriever_tool(agent_shadow, "search", "Search.")],
+                     middleware=[ShadowMiddleware(agent_shadow)], checkpointer=InMemorySaver())
+agent.invoke({"messages": [HumanMessage(question)]}, {"configurable": {"thread_id": "demo"}})
+agent_shadow.flush()
+print(ShadowReport.from_rows(agent_rows).baseline_visibility)
+
+# %% [markdown]
 # ## A candidate that fails costs one comparison, never a response
 #
 # A candidate that raises, or runs past `timeout_s`, loses only that query's
-# comparison; the loss is counted by cause and reported as a `capsa.shadow`
-# custom callback event.
+# comparison, counted by cause. The served request never waits for it: below,
+# a candidate that takes a second does not slow the baseline down.
 
 # %%
-import time
-
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.retrievers import BaseRetriever
 
 
@@ -198,22 +257,15 @@ class Slow(BaseRetriever):
         return []
 
 
-class Outcomes(BaseCallbackHandler):
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def on_custom_event(self, name, data, **kwargs) -> None:
-        if name == "capsa.shadow":
-            self.seen.append(data["outcome"])
-
-
-outcomes = Outcomes()
 results = []
-for label, trial in (("raises", Down()), ("too slow", Slow())):
-    shadow = ShadowRetriever(baseline=current, candidate=trial, sink=[].extend, timeout_s=0.2)
+for label, failing in (("raises", Down()), ("too slow", Slow())):
+    shadow = ShadowRetriever(baseline=current, candidate=failing, sink=[].extend, timeout_s=0.2)
+    start = time.perf_counter()
     for text in queries[:2]:
-        served = shadow.invoke(text, config={"callbacks": [outcomes]})
+        served = shadow.invoke(text)
         assert [d.id for d in served] == [d.id for d in current.invoke(text)]
-    results.append({"candidate": label, **shadow.counts.model_dump()})
-print("events:", outcomes.seen)
+    served_s = time.perf_counter() - start
+    shadow.close()                                    # waits for the slow candidate
+    results.append({"candidate": label, "served in (s)": round(served_s, 3),
+                    **shadow.counts.model_dump()})
 pd.DataFrame(results)

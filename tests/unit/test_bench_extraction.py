@@ -115,7 +115,9 @@ def test_aggregate_judges_only_files_over_the_threshold(bench: ModuleType) -> No
 def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -> None:
     report, _ = quick_run
     assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "real_documents",
-                           "sandbox_cost"}
+                           "sandbox_cost", "first_file"}
+    assert {"cold_text_s", "warm_up_s", "text_after_warm_up_s", "docx_after_warm_up_s",
+            "cold_docx_s", "met"} <= set(report["first_file"])
     cost = report["sandbox_cost"]
     assert cost["fork_and_sandbox_ms"] > 0
     assert cost["added_ms"] == cost["fork_and_sandbox_ms"] - cost["fork_ms"]

@@ -195,8 +195,8 @@ def shadow_comparison() -> dict[str, Any]:
     """The bundled lexical and capsa-budgeted routes, compared on the bundled queries."""
     from importlib.resources import files
 
+    from capsa.demo.routes import ROUTES, compare_routes
     from capsa.shadow import ShadowReport
-    from capsa.shadow.routes import ROUTES, compare_routes
 
     lines = files("capsa.demo").joinpath("queries.jsonl").read_text(encoding="utf-8")
     queries = [json.loads(line)["query"] for line in lines.splitlines() if line.strip()]

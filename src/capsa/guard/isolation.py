@@ -189,7 +189,7 @@ class IsolatedExtractor:
         inner: the extractor to isolate (a `Router` by default in `default_extractor`).
         workers: number of warm workers, each serving one file at a time.
         limits: default limits for `extract`; `run` takes per-call limits.
-        light_path: run extractors that declare ``in_process = True`` (plain
+        light_path: run the routes of a `Router` that declare ``in_process = True`` (plain
             text, Markdown, CSV and JSON: standard-library decoding, no native
             parser) in this process, under the same limits and checks, so
             those files never wait for a worker to start or fork.
@@ -309,6 +309,8 @@ class IsolatedExtractor:
             raise RuntimeError("this IsolatedExtractor is closed")
         light = self._in_process_route(kind)
         if light is not None:
+            if self._closed:
+                raise RuntimeError("this IsolatedExtractor is closed")
             from capsa.guard.extract import run_in_process
 
             return run_in_process(light, kind, media_type, payload, limits, label)
@@ -342,11 +344,11 @@ class IsolatedExtractor:
     def _in_process_route(self, kind: str) -> TextExtractor | None:
         if not self.light_path:
             return None
+        # Only a router's light routes: a pool built around one extractor was
+        # asked for isolation by name, and gets it.
         route = getattr(self.inner, "in_process_route", None)
-        if route is not None:
-            found: TextExtractor | None = route(kind)
-            return found
-        return self.inner if getattr(self.inner, "in_process", False) is True else None
+        found: TextExtractor | None = route(kind) if route is not None else None
+        return found
 
     def _check_self_test(self, kind: str, label: str) -> None:
         report = self.health.get("self_test", {})

@@ -26,6 +26,7 @@ _NAMES = {
     "capsa_retriever_tool": "middleware",
     "cite_tool": "middleware",
     "ShadowRetriever": "shadow",
+    "ShadowMiddleware": "shadow",
 }
 
 __all__ = sorted(_NAMES)
@@ -43,4 +44,5 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.langchain.middleware import capsule_messages as capsule_messages
     from capsa.langchain.middleware import cite_tool as cite_tool
     from capsa.langchain.retrievers import BudgetedRetriever as BudgetedRetriever
+    from capsa.langchain.shadow import ShadowMiddleware as ShadowMiddleware
     from capsa.langchain.shadow import ShadowRetriever as ShadowRetriever

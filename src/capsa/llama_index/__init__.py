@@ -19,6 +19,7 @@ _NAMES = {
     "CitationCapsuleBlock": "memory",
     "CapsaTransform": "transforms",
     "ShadowRetriever": "shadow",
+    "ShadowEventHandler": "shadow",
 }
 
 __all__ = sorted(_NAMES)
@@ -29,5 +30,6 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.llama_index.memory import CitationCapsuleBlock as CitationCapsuleBlock
     from capsa.llama_index.postprocessors import CapsaNodePostprocessor as CapsaNodePostprocessor
     from capsa.llama_index.readers import CapsaReader as CapsaReader
+    from capsa.llama_index.shadow import ShadowEventHandler as ShadowEventHandler
     from capsa.llama_index.shadow import ShadowRetriever as ShadowRetriever
     from capsa.llama_index.transforms import CapsaTransform as CapsaTransform

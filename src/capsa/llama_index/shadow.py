@@ -1,76 +1,165 @@
-"""LlamaIndex `ShadowRetriever`: serve one retriever, observe another beside it."""
+"""LlamaIndex shadow evaluation: serve one route, compare another off the request's path.
+
+`ShadowRetriever` serves the baseline's nodes and runs the candidate in the
+background through a `capsa.shadow.ShadowRecorder`. Either side may be any
+`BaseRetriever` or a query engine's retriever path (anything with
+``retrieve``/``aretrieve``, such as `RetrieverQueryEngine`, whose
+postprocessors then run). When a side runs capsa's `CapsaNodePostprocessor`,
+its `CapsaCompressionEvent` and the retrieval it packed, observed through
+LlamaIndex's instrumentation, give the gate's reasons, the selection and
+what was rendered. `ShadowEventHandler`, registered on the root dispatcher,
+does that observing and, with ``observe_wire=True``, records whether the
+served block was visible in what the LLM was sent.
+"""
 
 from __future__ import annotations
 
 import math
+import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from contextvars import ContextVar
+from typing import Any, Protocol
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatStartEvent,
+    LLMCompletionStartEvent,
+)
+from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index_instrumentation import get_dispatcher
 from llama_index_instrumentation.base import BaseEvent
+from llama_index_instrumentation.event_handlers import BaseEventHandler
 
+from capsa.errors import CaptureInvalid
+from capsa.llama_index.postprocessors import RECEIPT_KEY, CapsaCompressionEvent
 from capsa.shadow import (
     Candidate,
     RandomBytes,
+    RouteCapture,
     RowSink,
     ShadowCounts,
-    Shadowed,
-    ShadowOutcome,
     ShadowRecorder,
+    Side,
+    capture_packed,
+    capture_retrieved,
 )
 
-__all__ = ["ShadowOutcomeEvent", "ShadowRetriever"]
+__all__ = ["ShadowEventHandler", "ShadowQueryEvent", "ShadowRetriever"]
 
 _dispatcher = get_dispatcher(__name__)
 
+_OBSERVED: ContextVar[list[BaseEvent] | None] = ContextVar("capsa_shadow_observed",
+                                                           default=None)
+_WIRE: ContextVar[tuple[ShadowRecorder, object] | None] = ContextVar("capsa_shadow_wire",
+                                                                     default=None)
 
-class ShadowOutcomeEvent(BaseEvent):
-    """Instrumentation event: what became of one query's shadow comparison."""
 
-    outcome: ShadowOutcome
-    """``paired``, or why the query produced no rows."""
+class ShadowQueryEvent(BaseEvent):
+    """Instrumentation event per served query: whether it was compared, and the counts."""
+
+    compared: bool
+    """A comparison was started; False when sampling or the bound on work skipped it."""
     counts: dict[str, int]
-    """The retriever's `ShadowCounts` after this query."""
+    """The retriever's `ShadowCounts` when the query was served."""
 
     @classmethod
     def class_name(cls) -> str:
         """Stable name for LlamaIndex's instrumentation."""
-        return "ShadowOutcomeEvent"
+        return "ShadowQueryEvent"
+
+
+class _Retrieves(Protocol):
+    """A retriever, or a query engine's retrieve path (postprocessors included)."""
+
+    def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]: ...
+
+    async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]: ...
+
+
+class ShadowEventHandler(BaseEventHandler):
+    """Observes, for shadow retrievers, what their routes packed and what the LLM was sent.
+
+    Registered once on the root dispatcher by the first `ShadowRetriever`; it
+    only records while a shadow route is being run or its served block is
+    waiting for the LLM call in the same context, and ignores every other
+    event.
+    """
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Stable name for LlamaIndex's instrumentation."""
+        return "ShadowEventHandler"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        """Keep packing and retrieval events of an observed route; show the wire."""
+        observed = _OBSERVED.get()
+        if observed is not None and isinstance(event, RetrievalEndEvent | CapsaCompressionEvent):
+            observed.append(event)
+        wire = _WIRE.get()
+        if wire is None:
+            return
+        if isinstance(event, LLMChatStartEvent):
+            messages: list[object] = list(event.messages)
+        elif isinstance(event, LLMCompletionStartEvent):
+            messages = [event.prompt]
+        else:
+            return
+        _WIRE.set(None)
+        recorder, key = wire
+        recorder.observe_wire(key, messages)
+
+
+_HANDLER = ShadowEventHandler()
+
+
+def _register_handler() -> None:
+    root = get_dispatcher()
+    if not any(h is _HANDLER for h in root.event_handlers):
+        root.add_event_handler(_HANDLER)
 
 
 class ShadowRetriever(BaseRetriever):
-    """Serve the baseline retriever's nodes; run a candidate beside it and compare.
+    """Serve the baseline's nodes; compare a candidate route in the background.
 
-    For teams replacing a retrieval route: the candidate sees the same live
-    queries, and each query's two answers are paired by node id in process and
+    For teams replacing a retrieval route on live traffic. The caller gets the
+    baseline's nodes as soon as the baseline returns; a sampled share of
+    queries then runs the candidate in a bounded thread pool (a task on
+    `aretrieve`), and the two answers are paired by node id in process and
     handed to `sink` as anonymous `PairedDecision` rows (numbers, booleans,
-    fresh random ids; no id, text or query). What the caller receives is always
-    the baseline's nodes, unchanged. A candidate that raises, runs past
-    `timeout_s`, or returns an answer the capture refuses (the same node twice,
-    a missing score when node scores are used) costs that query's comparison,
-    counted in `counts`; a `ShadowOutcomeEvent` reports each query's outcome.
-    On `aretrieve` the two retrievers run concurrently as tasks; on `retrieve`
-    the candidate runs in a worker thread.
+    fresh random ids; no id, text or query). Queries skipped by sampling or by
+    the bound on work in flight, and comparisons lost to a failing candidate,
+    are counted in `counts` and sent with each query as a `ShadowQueryEvent`;
+    `flush()` waits for running comparisons, `close()` stops.
 
-    A retriever only returns nodes, so each is recorded as admitted and
-    selected, and the two answers compare on selection overlap, recall of the
-    baseline's nodes and rank order.
+    A side that runs `CapsaNodePostprocessor` (a `RetrieverQueryEngine` with
+    it among its postprocessors) is captured whole: admitted or why not,
+    packed order, and the packed text rendered as the block. Any other side
+    is captured as a plain retrieval. The block is the nodes' LLM-facing
+    content joined by blank lines, as LlamaIndex's synthesizers build the
+    context. With `observe_wire`, the next LLM call in the same context (the
+    query engine's synthesis) records whether that block was visible.
 
     Args:
-        baseline: The retriever whose nodes are served.
-        candidate: The retriever on trial; its nodes are compared, never served.
+        baseline: The route whose nodes are served.
+        candidate: The route on trial; its nodes are compared, never served.
         sink: Receives each paired query's rows as one tuple, e.g. ``rows.extend``.
-        timeout_s: Seconds to wait for the candidate, from when both started.
+        sample_rate: Share of queries compared.
+        max_in_flight: Comparisons running or waiting at once; excess dropped.
+        max_workers: Threads running candidates on the sync path.
+        timeout_s: A candidate taking longer is counted as timed out.
+        wire_timeout_s: How long a comparison waits for the LLM call.
+        observe_wire: Record the served block's visibility at the next LLM call.
         use_node_scores: Compare `NodeWithScore.score` (must lie in [0, 1]);
             by default nodes are scored by rank, which suits any retriever.
         random_bytes: Source of the rows' fresh ids; inject a seeded one in tests.
+        sampler: Draws the sampling number per query.
         callback_manager: Passed to LlamaIndex's `BaseRetriever`.
 
     Raises:
-        ValueError: `timeout_s` is not a positive number.
+        ValueError: a rate outside [0, 1] or a non-positive bound or timeout.
 
     Examples:
         >>> from llama_index.core.schema import TextNode
@@ -86,26 +175,40 @@ class ShadowRetriever(BaseRetriever):
         >>> shadow = ShadowRetriever(Fixed([a, b]), Fixed([b]), rows.extend)
         >>> [n.node.node_id for n in shadow.retrieve("refunds")]
         ['a', 'b']
+        >>> shadow.flush()
         >>> (len(rows), shadow.counts.paired)
         (2, 1)
+        >>> shadow.close()
     """
 
     def __init__(
         self,
-        baseline: BaseRetriever,
-        candidate: BaseRetriever,
+        baseline: _Retrieves,
+        candidate: _Retrieves,
         sink: RowSink,
         *,
+        sample_rate: float = 1.0,
+        max_in_flight: int = 64,
+        max_workers: int = 2,
         timeout_s: float = 10.0,
+        wire_timeout_s: float = 60.0,
+        observe_wire: bool = False,
         use_node_scores: bool = False,
         random_bytes: RandomBytes = secrets.token_bytes,
+        sampler: Any = random.random,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
         self.baseline = baseline
         self.candidate = candidate
         self.use_node_scores = use_node_scores
-        self._recorder = ShadowRecorder(sink, timeout_s=timeout_s, random_bytes=random_bytes)
+        self.observe_wire = observe_wire
+        self._recorder = ShadowRecorder(
+            sink, sample_rate=sample_rate, max_in_flight=max_in_flight,
+            max_workers=max_workers, timeout_s=timeout_s, wire_timeout_s=wire_timeout_s,
+            random_bytes=random_bytes, sampler=sampler,
+        )
+        _register_handler()
 
     @classmethod
     def class_name(cls) -> str:
@@ -114,37 +217,122 @@ class ShadowRetriever(BaseRetriever):
 
     @property
     def counts(self) -> ShadowCounts:
-        """Queries paired so far, and queries whose comparison was lost, by cause."""
+        """Queries paired, skipped and lost so far, by cause."""
         return self._recorder.counts
 
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every comparison started on the sync path is paired or lost."""
+        self._recorder.flush(timeout_s)
+
+    async def aflush(self) -> None:
+        """Await every comparison started on `aretrieve`, then `flush`."""
+        await self._recorder.aflush()
+
+    def close(self) -> None:
+        """Flush and stop; later queries are served without a comparison."""
+        self._recorder.close()
+
+    async def aclose(self) -> None:
+        """Async `close`: await running comparisons too, then stop."""
+        await self._recorder.aclose()
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = self._recorder.serve(
-            query_bundle.query_str,
-            lambda: self.baseline.retrieve(query_bundle),
-            lambda: self.candidate.retrieve(query_bundle),
-            self._candidates,
-        )
-        self._report(result)
-        return list(result.served)
+        self._forget_wire()
+        slot = self._recorder.reserve()
+        _dispatcher.event(self._event(slot is not None))
+        if slot is None:
+            return self.baseline.retrieve(query_bundle)
+        seen: list[BaseEvent] = []
+        token = _OBSERVED.set(seen)
+        try:
+            served = self.baseline.retrieve(query_bundle)
+        except BaseException:
+            slot.cancel()
+            raise
+        finally:
+            _OBSERVED.reset(token)
+        query, snapshot = query_bundle.query_str, list(served)
+
+        def trial() -> RouteCapture:
+            events: list[BaseEvent] = []
+            _OBSERVED.set(events)
+            nodes = self.candidate.retrieve(query_bundle)
+            _OBSERVED.set(None)
+            return self._capture("candidate", query, nodes, events)
+
+        slot.start(lambda: self._capture("baseline", query, snapshot, seen), trial,
+                   wire_key=self._wire_key())
+        return served
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = await self._recorder.aserve(
-            query_bundle.query_str,
-            lambda: self.baseline.aretrieve(query_bundle),
-            lambda: self.candidate.aretrieve(query_bundle),
-            self._candidates,
+        self._forget_wire()
+        slot = self._recorder.reserve()
+        await _dispatcher.aevent(self._event(slot is not None))
+        if slot is None:
+            return await self.baseline.aretrieve(query_bundle)
+        seen: list[BaseEvent] = []
+        token = _OBSERVED.set(seen)
+        try:
+            served = await self.baseline.aretrieve(query_bundle)
+        except BaseException:
+            slot.cancel()
+            raise
+        finally:
+            _OBSERVED.reset(token)
+        query, snapshot = query_bundle.query_str, list(served)
+
+        async def trial() -> RouteCapture:
+            events: list[BaseEvent] = []
+            _OBSERVED.set(events)
+            nodes = await self.candidate.aretrieve(query_bundle)
+            _OBSERVED.set(None)
+            return self._capture("candidate", query, nodes, events)
+
+        slot.astart(lambda: self._capture("baseline", query, snapshot, seen), trial,
+                    wire_key=self._wire_key())
+        return served
+
+    def _event(self, compared: bool) -> ShadowQueryEvent:
+        return ShadowQueryEvent(compared=compared, counts=self._recorder.counts.model_dump())
+
+    def _forget_wire(self) -> None:
+        """A new query: an earlier one whose LLM call never came must not take this one's."""
+        if self.observe_wire:
+            _WIRE.set(None)
+
+    def _wire_key(self) -> Hashable | None:
+        if not self.observe_wire:
+            return None
+        key = object()
+        _WIRE.set((self._recorder, key))
+        return key
+
+    def _capture(self, side: Side, query: str, nodes: Sequence[NodeWithScore],
+                 events: Sequence[BaseEvent]) -> RouteCapture:
+        packings = [n for n, e in enumerate(events) if isinstance(e, CapsaCompressionEvent)]
+        if not packings:
+            return capture_retrieved(side, query, self._candidates(nodes))
+        report = events[packings[-1]]
+        assert isinstance(report, CapsaCompressionEvent)
+        retrievals = [e for e in events[: packings[-1]] if isinstance(e, RetrievalEndEvent)]
+        if not retrievals:
+            raise CaptureInvalid("a packing event came without the retrieval it packed")
+        inputs = retrievals[-1].nodes
+        dropped = {str(d.get("id")): d.get("reason") for d in report.dropped}
+        outcomes = {n.node.node_id: dropped.get(n.node.node_id) for n in inputs}
+        served_ids = [(n.node.metadata.get(RECEIPT_KEY) or {}).get("passage_id") for n in nodes]
+        if served_ids != list(report.kept):
+            raise CaptureInvalid("the route changed its nodes after packing")
+        return capture_packed(
+            side, query, self._candidates(inputs), outcomes,
+            [(str(sid), _text(n)) for sid, n in zip(served_ids, nodes, strict=True)],
         )
-        self._report(result)
-        return list(result.served)
 
     def _candidates(self, nodes: Sequence[NodeWithScore]) -> list[Candidate]:
         count = len(nodes)
         return [
-            Candidate(
-                source_id=item.node.node_id,
-                score=self._score(item, (count - rank) / count),
-                text=item.node.get_content(),
-            )
+            Candidate(source_id=item.node.node_id,
+                      score=self._score(item, (count - rank) / count), text=_text(item))
             for rank, item in enumerate(nodes)
         ]
 
@@ -154,7 +342,6 @@ class ShadowRetriever(BaseRetriever):
         # A node without a score is ambiguous: NaN makes the capture refuse it.
         return math.nan if item.score is None else float(item.score)
 
-    def _report(self, result: Shadowed[NodeWithScore]) -> None:
-        _dispatcher.event(
-            ShadowOutcomeEvent(outcome=result.outcome, counts=self.counts.model_dump())
-        )
+
+def _text(item: NodeWithScore) -> str:
+    return item.node.get_content(metadata_mode=MetadataMode.LLM)

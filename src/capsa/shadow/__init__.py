@@ -9,6 +9,7 @@ and recall figures.
 """
 
 from capsa.shadow.capture import (
+    DROP_GATE_REASONS,
     GATE_REASONS,
     Candidate,
     CaptureState,
@@ -17,23 +18,36 @@ from capsa.shadow.capture import (
     RenderedBlock,
     RouteCapture,
     Side,
+    capture_packed,
     capture_retrieved,
+)
+from capsa.shadow.offline import (
+    CorpusPassage,
+    Route,
+    RouteFactory,
+    RouteRun,
+    ShadowRun,
+    capture_route,
+    compare_routes,
+    prompt_for,
 )
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
 from capsa.shadow.recorder import (
     InvalidationCause,
     RowSink,
     ShadowCounts,
-    Shadowed,
     ShadowOutcome,
     ShadowRecorder,
+    Slot,
 )
 from capsa.shadow.report import QueryAgreement, ShadowReport, spearman
 
 __all__ = [
+    "DROP_GATE_REASONS",
     "GATE_REASONS",
     "Candidate",
     "CaptureState",
+    "CorpusPassage",
     "GateObservation",
     "GateReason",
     "InvalidationCause",
@@ -41,15 +55,23 @@ __all__ = [
     "QueryAgreement",
     "RandomBytes",
     "RenderedBlock",
+    "Route",
     "RouteCapture",
+    "RouteFactory",
+    "RouteRun",
     "RowSink",
     "ShadowCounts",
     "ShadowOutcome",
     "ShadowRecorder",
     "ShadowReport",
-    "Shadowed",
+    "ShadowRun",
     "Side",
+    "Slot",
+    "capture_packed",
     "capture_retrieved",
+    "capture_route",
+    "compare_routes",
     "pair",
+    "prompt_for",
     "spearman",
 ]

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from capsa.errors import CaptureInvalid
 
 __all__ = [
+    "DROP_GATE_REASONS",
     "GATE_REASONS",
     "Candidate",
     "CaptureState",
@@ -35,6 +36,7 @@ __all__ = [
     "RenderedBlock",
     "RouteCapture",
     "Side",
+    "capture_packed",
     "capture_retrieved",
 ]
 
@@ -70,8 +72,11 @@ class Candidate(BaseModel):
 
     source_id: str = Field(min_length=1)
     """Stable identity of the source passage, the same on both routes (a chunk id)."""
-    score: float = Field(strict=True)
-    """The route's relevance score, normalised by the route into [0, 1]."""
+    score: float | None = Field(default=None, strict=True)
+    """The route's relevance score, normalised by the route into [0, 1].
+
+    None where the route's gate gives no score (a packer that keeps or drops,
+    a filter); such a passage still has a gate reason, a rank and inclusion."""
     text: str
     """Exactly what the route renders into the context block if it selects this passage."""
 
@@ -103,6 +108,13 @@ class RenderedBlock(BaseModel):
     """The block exactly as it was handed on towards the model."""
     scaffold: tuple[str, ...] = ()
     """Strings the renderer wrapped around the passages; whitespace needs no declaring."""
+    sources: tuple[str, ...] | None = None
+    """The source ids the renderer says it hydrated into the block, in order.
+
+    When given, hydration is checked against the captured retrieval, not by
+    text alone: every id must be a passage this capture selected, and each
+    must be found in the block. None falls back to locating selected texts.
+    """
 
 
 class _Decision(BaseModel):
@@ -111,10 +123,11 @@ class _Decision(BaseModel):
     model_config = _CONFIG
 
     source_id: str
-    score: float
+    score: float | None
     reason: GateReason
     admitted: bool
     selected: bool
+    rank: int | None
     included: bool = False
 
 
@@ -183,7 +196,8 @@ class RouteCapture:
             query: The query the route answered.
             candidates: Every passage the route scored, in its own order.
             admitted: Source ids the gate let through.
-            selected: Source ids ranking chose from the admitted ones.
+            selected: Source ids ranking chose from the admitted ones, best
+                first; the position is the passage's released rank (1-based).
             observed_gate: The gate's own report, one entry per candidate.
                 None (not observed) is refused: admission would be a guess.
 
@@ -206,7 +220,9 @@ class RouteCapture:
         A selected passage is included when its text occurs exactly once in
         the block. The block must consist of included passages, declared
         scaffold and whitespace; anything else means it was transformed and
-        inclusion cannot be attributed.
+        inclusion cannot be attributed. When the block declares the `sources`
+        it was hydrated from, they must be exactly the passages found in it,
+        all selected by this capture.
 
         Args:
             block: The block the route rendered for the observed query.
@@ -214,9 +230,10 @@ class RouteCapture:
         Raises:
             CaptureInvalid: the capture is not freshly observed, the block is
                 for another query, two selected texts overlap or one is empty,
-                a selected text occurs more than once, or the block holds text
-                that is neither a selected passage nor scaffold. The capture is
-                discarded.
+                a selected text occurs more than once, the block holds text
+                that is neither a selected passage nor scaffold, or its declared
+                sources are not the selected passages found in it. The capture
+                is discarded.
         """
         with self._discard_on_refusal():
             if self._state != "observed":
@@ -225,6 +242,7 @@ class RouteCapture:
                 raise CaptureInvalid("the rendered block is from a different query")
             selected = {sid: self._texts[sid] for sid, d in self._decisions.items() if d.selected}
             included = _locate(block, selected)
+            _check_hydration(block.sources, selected, included)
             self._decisions = {
                 sid: d.model_copy(update={"included": sid in included})
                 for sid, d in self._decisions.items()
@@ -314,6 +332,80 @@ def capture_retrieved(
     return capture
 
 
+DROP_GATE_REASONS: Mapping[str, GateReason] = {
+    "budget": "over_budget",
+    "max_items": "over_budget",
+    "duplicate": "duplicate",
+    "empty": "filtered",
+    "irrelevant": "below_threshold",
+}
+"""The gate reason each `capsa.budget` receipt drop reason stands for."""
+
+
+def capture_packed(
+    side: Side,
+    query: str,
+    retrieved: Sequence[Candidate],
+    dropped: Mapping[str, str | None],
+    kept: Sequence[tuple[str, str]],
+    *,
+    separator: str = "\n\n",
+) -> RouteCapture:
+    """Capture a route that packs its retrieval into a budget (capsa's own packers).
+
+    The packer is the route's gate and its ranking: what it kept was
+    admitted and selected, in packed order; what it dropped was stopped for
+    the receipt's reason (`DROP_GATE_REASONS`). The kept texts, as packed,
+    are rendered joined by `separator` and the block declares them as its
+    sources, so hydration is checked against this retrieval.
+
+    Args:
+        side: Which route this is.
+        query: The query the route answered.
+        retrieved: What went into the packer, with full texts.
+        dropped: For each retrieved source id, its receipt's drop reason, or
+            None when the packer kept it.
+        kept: ``(source id, text as packed)`` in packed order.
+        separator: What the prompt puts between kept passages.
+
+    Raises:
+        CaptureInvalid: the receipts do not cover exactly the retrieved
+            passages, a drop reason is unknown, what was kept disagrees with
+            the receipts, or as `RouteCapture.observe` and `finalize`.
+
+    Examples:
+        >>> docs = [Candidate(source_id="a", text="Refunds within 30 days."),
+        ...         Candidate(source_id="b", text="Returns need a receipt.")]
+        >>> capture = capture_packed("candidate", "refunds", docs,
+        ...                          {"a": None, "b": "budget"}, [("a", "Refunds within 30 days.")])
+        >>> capture.state
+        'finalized'
+    """
+    ids = [c.source_id for c in retrieved]
+    if set(dropped) != set(ids) or len(dropped) != len(ids):
+        raise CaptureInvalid("the packer's receipts do not cover exactly its input")
+    kept_ids = [sid for sid, _ in kept]
+    if set(kept_ids) != {sid for sid, reason in dropped.items() if reason is None}:
+        raise CaptureInvalid("what the route returned is not what its packer kept")
+    reasons: dict[str, GateReason] = {}
+    for sid, reason in dropped.items():
+        if reason is not None and reason not in DROP_GATE_REASONS:
+            raise CaptureInvalid("a receipt gives a drop reason outside the known set")
+        reasons[sid] = "admitted" if reason is None else DROP_GATE_REASONS[reason]
+    texts = dict(kept)
+    candidates = [c.model_copy(update={"text": texts.get(c.source_id, c.text)}) for c in retrieved]
+    gate = [GateObservation(source_id=sid, reason=reasons[sid]) for sid in ids]
+    capture = RouteCapture(side)
+    capture.observe(query, candidates, kept_ids, kept_ids, gate)
+    capture.finalize(RenderedBlock(
+        query=query,
+        text=separator.join(text for _, text in kept),
+        scaffold=(separator,),
+        sources=tuple(kept_ids),
+    ))
+    return capture
+
+
 def _decide(
     candidates: Sequence[Candidate],
     admitted: Sequence[str],
@@ -329,21 +421,25 @@ def _decide(
     if not selected_ids <= admitted_ids:
         raise CaptureInvalid("a selected id was not admitted by the gate")
     reasons = _gate_reasons(observed_gate, ids)
+    ranks = {sid: n for n, sid in enumerate(selected, start=1)}
     decisions: dict[str, _Decision] = {}
     for candidate in candidates:
         sid, score = candidate.source_id, candidate.score
-        if isinstance(score, bool) or not isinstance(score, int | float):
-            raise CaptureInvalid("a score is not a number")
-        if not math.isfinite(score) or not 0.0 <= score <= 1.0:
-            raise CaptureInvalid("a score is not a finite number in [0, 1]")
+        if score is not None:
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                raise CaptureInvalid("a score is not a number")
+            if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+                raise CaptureInvalid("a score is not a finite number in [0, 1]")
+            score = float(score)
         if (reasons[sid] == "admitted") != (sid in admitted_ids):
             raise CaptureInvalid("the gate observation disagrees with the admitted set")
         decisions[sid] = _Decision(
             source_id=sid,
-            score=float(score),
+            score=score,
             reason=reasons[sid],
             admitted=sid in admitted_ids,
             selected=sid in selected_ids,
+            rank=ranks.get(sid),
         )
     return decisions, {c.source_id: c.text for c in candidates}
 
@@ -408,6 +504,20 @@ def _locate(block: RenderedBlock, selected: Mapping[str, str]) -> set[str]:
     return included
 
 
+def _check_hydration(
+    sources: tuple[str, ...] | None, selected: Mapping[str, str], included: set[str]
+) -> None:
+    """Refuse a block whose declared sources are not what this capture selected and found."""
+    if sources is None:
+        return
+    if len(set(sources)) != len(sources):
+        raise CaptureInvalid("the block declares one source twice")
+    if not set(sources) <= set(selected):
+        raise CaptureInvalid("the block was hydrated from passages this capture did not select")
+    if set(sources) != included:
+        raise CaptureInvalid("the block's declared sources are not the passages found in it")
+
+
 def _wire_texts(messages: Sequence[object]) -> list[str] | None:
     """Every text part on the wire, or None when some message cannot be read."""
     texts: list[str] = []
@@ -434,10 +544,16 @@ def _wire_texts(messages: Sequence[object]) -> list[str] | None:
 
 
 def _block_visible(block: str, included: Sequence[str], texts: Sequence[str]) -> bool:
-    if not block.strip() or not included:
+    """Whether the block is on the wire; whitespace is layout, so runs of it compare equal."""
+    block, wire = _squeeze(block), [_squeeze(text) for text in texts]
+    if not block or not included:
         return False
-    if any(block.strip() in text for text in texts):
+    if any(block in text for text in wire):
         return True
-    if any(passage in text for passage in included for text in texts):
+    if any(_squeeze(passage) in text for passage in included for text in wire):
         raise CaptureInvalid("the wire holds part of the block but not the block as rendered")
     return False
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split())

@@ -45,9 +45,9 @@ class PairedDecision(BaseModel):
     candidate_present: bool
     """The candidate route scored this passage at all."""
     baseline_score: float | None = Field(ge=0.0, le=1.0)
-    """The baseline's score in [0, 1]; None when not present."""
+    """The baseline's score in [0, 1]; None when not present or its gate gives no score."""
     candidate_score: float | None = Field(ge=0.0, le=1.0)
-    """The candidate's score in [0, 1]; None when not present."""
+    """The candidate's score in [0, 1]; None when not present or its gate gives no score."""
     baseline_admitted: bool
     """The baseline's gate admitted the passage."""
     candidate_admitted: bool
@@ -60,6 +60,10 @@ class PairedDecision(BaseModel):
     """The baseline's ranking selected the passage."""
     candidate_selected: bool
     """The candidate's ranking selected the passage."""
+    baseline_rank: int | None = Field(default=None, ge=1)
+    """The passage's 1-based position in the baseline's selection; None when not selected."""
+    candidate_rank: int | None = Field(default=None, ge=1)
+    """The passage's 1-based position in the candidate's selection; None when not selected."""
     baseline_included: bool
     """The passage reached the baseline's rendered block verbatim."""
     candidate_included: bool
@@ -138,6 +142,8 @@ def pair(
                 candidate_gate_reason=c.reason if c else None,
                 baseline_selected=bool(b and b.selected),
                 candidate_selected=bool(c and c.selected),
+                baseline_rank=b.rank if b else None,
+                candidate_rank=c.rank if c else None,
                 baseline_included=bool(b and b.included),
                 candidate_included=bool(c and c.included),
                 baseline_visible=_visible(b, b_visible),

@@ -1,32 +1,40 @@
-"""Serve the baseline, run the candidate beside it, pair the two, count every loss.
+"""Serve the baseline, run the candidate off the request's path, pair, count every loss.
 
-This is the edge both framework adapters stand on. A `ShadowRecorder` runs
-the candidate route concurrently with the baseline (in a worker thread on the
-sync path, as a task on the async path), waits for it at most `timeout_s`,
-and then pairs the two answers and hands the rows to a sink. Whatever the
-candidate does, raises, hangs, returns something ambiguous, the caller gets
-the baseline's answer unchanged; the lost comparison becomes a count.
+This is the edge both framework adapters stand on. The served request only
+asks a `ShadowRecorder` for a slot (`reserve`: sampling and the bound on work
+in flight, decided in microseconds) and hands it two thunks (`Slot.start`):
+one that captures the answer already served, one that runs and captures the
+candidate. Both run later, in a bounded thread pool (sync path) or as a task
+(async path); the caller has its baseline answer before the candidate starts.
+Whatever the candidate does, raises, hangs, returns something ambiguous, the
+lost comparison becomes a count. `flush` waits for everything started;
+`close` flushes and refuses new work.
+
+When a host can also show what the model was sent (a LangChain middleware, a
+LlamaIndex instrumentation handler), a slot started with a `wire_key` waits
+for `observe_wire(wire_key, messages)` and the baseline's block is checked
+against that wire; a wire that never comes leaves visibility unknown once
+`wire_timeout_s` has passed or at `flush`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 import math
+import random
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
 from capsa.errors import CaptureInvalid
-from capsa.shadow.capture import Candidate, capture_retrieved
+from capsa.shadow.capture import Candidate, RouteCapture, _wire_texts, capture_retrieved
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
 
 __all__ = [
@@ -35,10 +43,8 @@ __all__ = [
     "ShadowCounts",
     "ShadowOutcome",
     "ShadowRecorder",
-    "Shadowed",
+    "Slot",
 ]
-
-T = TypeVar("T")
 
 RowSink = Callable[[tuple[PairedDecision, ...]], object]
 """Where one query's paired rows go: a list's ``extend``, a queue, an analytics client."""
@@ -53,10 +59,11 @@ ShadowOutcome = Literal[
 """What became of one query's comparison."""
 
 _log = logging.getLogger("capsa.shadow")
+_FLUSH_POLL_S = 0.05
 
 
 class ShadowCounts(BaseModel):
-    """What a `ShadowRecorder` has done so far: queries paired, and queries lost by cause."""
+    """What a `ShadowRecorder` has done so far: queries paired, skipped and lost by cause."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -64,6 +71,10 @@ class ShadowCounts(BaseModel):
     """Queries whose rows reached the sink."""
     rows: NonNegativeInt = 0
     """Rows handed to the sink in total."""
+    sampled_out: NonNegativeInt = 0
+    """Queries served without a comparison because sampling passed them over."""
+    dropped_busy: NonNegativeInt = 0
+    """Queries served without a comparison because `max_in_flight` comparisons were running."""
     candidate_raised: NonNegativeInt = 0
     """Queries lost because the candidate route raised."""
     candidate_timed_out: NonNegativeInt = 0
@@ -79,63 +90,280 @@ class ShadowCounts(BaseModel):
         return self.candidate_raised + self.candidate_timed_out + self.capture_refused
 
 
-@dataclass(frozen=True)
-class Shadowed(Generic[T]):
-    """The baseline's answer, untouched, and what became of the comparison."""
+_NO_WIRE = object()
 
-    served: Sequence[T]
-    """Exactly what the baseline returned."""
-    outcome: ShadowOutcome
-    """`paired`, or why this query produced no rows."""
+
+class Slot:
+    """One sampled query's place in the recorder, from `reserve` to its rows.
+
+    Start it once, with `start` or `astart`, after the baseline has answered;
+    or `cancel` it when the baseline raised. Not created directly.
+    """
+
+    def __init__(self, recorder: ShadowRecorder) -> None:
+        self._recorder = recorder
+        self._lock = threading.Lock()
+        self._used = False
+        self._captures: tuple[RouteCapture, RouteCapture] | None = None
+        self._wire: object = _NO_WIRE
+        self._awaits_wire = False
+        self._done = False
+        self._task_running = False
+        self.started_at = recorder._clock()
+
+    def start(
+        self,
+        baseline: Callable[[], RouteCapture],
+        candidate: Callable[[], RouteCapture],
+        *,
+        wire_key: Hashable | None = None,
+    ) -> None:
+        """Capture the served answer and run the candidate in the recorder's pool.
+
+        Args:
+            baseline: Captures the answer already served (cheap; no I/O).
+            candidate: Runs the candidate route and captures its answer.
+            wire_key: Wait for `ShadowRecorder.observe_wire` with this key
+                before pairing; None pairs as soon as the candidate is done.
+        """
+        self._begin(wire_key)
+        context = contextvars.copy_context()
+        self._recorder._submit(lambda: context.run(self._run, baseline, candidate))
+
+    def astart(
+        self,
+        baseline: Callable[[], RouteCapture],
+        candidate: Callable[[], Awaitable[RouteCapture]],
+        *,
+        wire_key: Hashable | None = None,
+    ) -> None:
+        """Async `start`: the candidate runs as a task on the running loop."""
+        self._begin(wire_key)
+        self._task_running = True
+        self._recorder._spawn(self._arun(baseline, candidate))
+
+    def cancel(self) -> None:
+        """Give the slot back without a comparison (the baseline itself raised)."""
+        with self._lock:
+            self._used = True
+        self._recorder._finished(self)
+
+    def _begin(self, wire_key: Hashable | None) -> None:
+        with self._lock:
+            if self._used:
+                raise RuntimeError("a shadow slot is started once")
+            self._used = True
+            self._awaits_wire = wire_key is not None
+        if wire_key is not None:
+            self._recorder._await_wire(wire_key, self)
+
+    def _run(
+        self,
+        baseline: Callable[[], RouteCapture],
+        candidate: Callable[[], RouteCapture],
+    ) -> None:
+        try:
+            served = baseline()
+        except Exception:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
+            _log.info("shadow baseline capture refused; comparison discarded", exc_info=True)
+            self._lose("capture_refused")
+            return
+        started = self._recorder._clock()
+        try:
+            trial = candidate()
+        except CaptureInvalid:
+            self._lose("capture_refused")
+            return
+        except Exception:  # noqa: BLE001 - the candidate's failure is counted, never served
+            _log.info("shadow candidate raised; comparison discarded", exc_info=True)
+            self._lose("candidate_raised")
+            return
+        if self._recorder._clock() - started > self._recorder.timeout_s:
+            self._lose("candidate_timed_out")
+            return
+        self._captured(served, trial)
+
+    async def _arun(
+        self,
+        baseline: Callable[[], RouteCapture],
+        candidate: Callable[[], Awaitable[RouteCapture]],
+    ) -> None:
+        try:
+            await self._acompare(baseline, candidate)
+        finally:
+            self._task_running = False
+
+    async def _acompare(
+        self,
+        baseline: Callable[[], RouteCapture],
+        candidate: Callable[[], Awaitable[RouteCapture]],
+    ) -> None:
+        try:
+            served = baseline()
+        except Exception:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
+            _log.info("shadow baseline capture refused; comparison discarded", exc_info=True)
+            self._lose("capture_refused")
+            return
+        try:
+            trial = await asyncio.wait_for(candidate(), self._recorder.timeout_s)
+        except CaptureInvalid:
+            self._lose("capture_refused")
+            return
+        except TimeoutError:
+            self._lose("candidate_timed_out")
+            return
+        except Exception:  # noqa: BLE001 - the candidate's failure is counted, never served
+            _log.info("shadow candidate raised; comparison discarded", exc_info=True)
+            self._lose("candidate_raised")
+            return
+        self._captured(served, trial)
+
+    def _captured(self, served: RouteCapture, trial: RouteCapture) -> None:
+        with self._lock:
+            self._captures = (served, trial)
+            ready = not self._awaits_wire or self._wire is not _NO_WIRE
+        if ready:
+            self._finish()
+
+    def _observe(self, texts: list[str] | None, *, inline: bool = False) -> None:
+        """The wire arrived (or never will: None); pair if the captures are done.
+
+        Pairing and the sink run in the pool unless `inline`: the wire is
+        observed on the model call's path.
+        """
+        with self._lock:
+            if self._wire is not _NO_WIRE or self._done:
+                return
+            self._wire = texts
+            ready = self._captures is not None
+        if ready and inline:
+            self._finish()
+        elif ready:
+            self._recorder._submit(self._finish)
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._done or self._captures is None:
+                return
+            self._done = True
+            served, trial = self._captures
+            wire = self._wire
+        try:
+            if isinstance(wire, list):
+                served.observe_provider(wire)
+            rows = pair(served, trial, random_bytes=self._recorder._random_bytes)
+        except Exception:  # noqa: BLE001 - CaptureInvalid, or a random source that repeated
+            _log.info("shadow pairing refused; comparison discarded", exc_info=True)
+            self._recorder._lose("capture_refused")
+        else:
+            self._recorder._deliver(rows)
+        finally:
+            self._recorder._finished(self)
+
+    def _lose(self, cause: InvalidationCause) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._recorder._lose(cause)
+        self._recorder._finished(self)
+
+    def _expire(self) -> None:
+        """Stop waiting for the wire: pair with visibility unknown."""
+        self._observe(None, inline=True)
 
 
 class ShadowRecorder:
-    """Run a candidate beside a baseline and turn each query into paired rows or a count.
+    """Compare a candidate route with the served baseline, off the request's path.
 
-    Neither `serve` nor `aserve` ever lets the candidate change what the
-    caller receives: a candidate that raises, runs past `timeout_s` or
-    returns an answer the capture refuses costs one comparison, counted by
-    cause. A sink that raises is logged on the ``capsa.shadow`` logger and
-    counted. The baseline's own exceptions propagate as they would without
-    the shadow. Safe to share between threads.
+    The request pays for `reserve` (a random draw and a counter) and for
+    handing two thunks to `Slot.start`; the candidate runs afterwards in a
+    thread pool of `max_workers` (or as a task on `astart`), then the two
+    captures are paired and the rows handed to `sink`. A query the sampler
+    passes over, or one that arrives while `max_in_flight` comparisons are
+    still running, is served without a comparison and counted. A candidate
+    that raises, exceeds `timeout_s` or returns an ambiguous answer, and a
+    sink that raises, each cost one comparison and are counted by cause.
+    Safe to share between threads.
 
-    On the sync path a candidate that times out keeps its worker thread until
-    it returns; its answer is then ignored.
+    On the sync path a candidate past `timeout_s` keeps its worker until it
+    returns; its answer is then ignored and counted as timed out, and it holds
+    its in-flight place meanwhile, so a hanging candidate can only ever cost
+    `max_in_flight` places, never the served request.
 
     Args:
-        sink: Receives each query's rows as one tuple.
-        timeout_s: How long to wait for the candidate, counted from when both
-            routes were started.
+        sink: Receives each query's rows as one tuple. It is called from the
+            pool's threads (or on the event loop after `Slot.astart`), so it
+            must be safe to call from any thread: a list's ``extend``, a
+            queue's ``put``, a thread-safe analytics client.
+        sample_rate: Share of queries compared, 0 to 1.
+        max_in_flight: Comparisons that may be running or waiting at once.
+        max_workers: Threads running sync candidates.
+        timeout_s: How long a candidate may take.
+        wire_timeout_s: How long a slot waits for `observe_wire` before
+            pairing with visibility unknown.
         random_bytes: Source of fresh row ids, passed to `pair`.
+        sampler: Draws a number in [0, 1) per query; compared when below
+            `sample_rate`. Inject a seeded one in tests.
+        clock: Monotonic seconds; inject a fake one in tests.
 
     Raises:
-        ValueError: `timeout_s` is not a positive finite number.
+        ValueError: a rate outside [0, 1], a non-positive bound, worker count
+            or timeout.
 
     Examples:
         >>> rows: list[PairedDecision] = []
         >>> recorder = ShadowRecorder(rows.extend)
         >>> docs = [Candidate(source_id="a", score=1.0, text="Refunds within 30 days.")]
-        >>> recorder.compare("refunds", docs, docs)
-        'paired'
-        >>> recorder.discard("candidate_timed_out")
-        >>> (len(rows), recorder.counts.paired, recorder.counts.invalidated)
-        (1, 1, 1)
+        >>> slot = recorder.reserve()
+        >>> slot.start(lambda: capture_retrieved("baseline", "refunds", docs),
+        ...            lambda: capture_retrieved("candidate", "refunds", docs))
+        >>> recorder.flush()
+        >>> (len(rows), recorder.counts.paired)
+        (1, 1)
+        >>> recorder.close()
     """
 
     def __init__(
         self,
         sink: RowSink,
         *,
+        sample_rate: float = 1.0,
+        max_in_flight: int = 64,
+        max_workers: int = 2,
         timeout_s: float = 10.0,
+        wire_timeout_s: float = 60.0,
         random_bytes: RandomBytes = secrets.token_bytes,
+        sampler: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not (math.isfinite(timeout_s) and timeout_s > 0):
-            raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
+        if not (0.0 <= sample_rate <= 1.0):
+            raise ValueError(f"sample_rate must lie in [0, 1], not {sample_rate!r}")
+        if max_in_flight < 1 or max_workers < 1:
+            raise ValueError(
+                f"max_in_flight and max_workers must be at least 1, not "
+                f"{max_in_flight!r} and {max_workers!r}"
+            )
+        for name, value in (("timeout_s", timeout_s), ("wire_timeout_s", wire_timeout_s)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
         self._sink = sink
+        self.sample_rate = sample_rate
+        self.max_in_flight = max_in_flight
+        self.max_workers = max_workers
         self.timeout_s = timeout_s
+        self.wire_timeout_s = wire_timeout_s
         self._random_bytes = random_bytes
+        self._sampler = sampler
+        self._clock = clock
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._counts = ShadowCounts()
+        self._slots: set[Slot] = set()
+        self._waiting: dict[Hashable, list[Slot]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
 
     @property
     def counts(self) -> ShadowCounts:
@@ -143,70 +371,54 @@ class ShadowRecorder:
         with self._lock:
             return self._counts
 
-    def serve(
-        self,
-        query: str,
-        baseline: Callable[[], Sequence[T]],
-        candidate: Callable[[], Sequence[T]],
-        convert: Callable[[Sequence[T]], Sequence[Candidate]],
-    ) -> Shadowed[T]:
-        """Run both routes concurrently; return the baseline's answer and the outcome.
+    @property
+    def in_flight(self) -> int:
+        """Comparisons reserved and not yet paired or lost."""
+        with self._lock:
+            return len(self._slots)
 
-        Args:
-            query: The query both routes answer.
-            baseline: Produces the served answer, in the calling thread.
-            candidate: Produces the trial answer, in a worker thread.
-            convert: Turns either answer into capture candidates.
+    def reserve(self) -> Slot | None:
+        """Decide, cheaply, whether this query is compared; None when not.
+
+        None when the recorder is closed, the sampler passes the query over
+        (counted as `sampled_out`) or `max_in_flight` comparisons are running
+        (counted as `dropped_busy`).
         """
-        deadline = time.monotonic() + self.timeout_s
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="capsa-shadow")
-        try:
-            future = pool.submit(contextvars.copy_context().run, candidate)
-        finally:
-            pool.shutdown(wait=False)
-        try:
-            served = baseline()
-        except BaseException:
-            future.cancel()
-            raise
-        try:
-            trial = future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
-            return Shadowed(served, self._lose("candidate_timed_out"))
-        except Exception:  # noqa: BLE001 - the candidate's failure is counted, never served
-            _log.info("shadow candidate raised; comparison discarded", exc_info=True)
-            return Shadowed(served, self._lose("candidate_raised"))
-        return Shadowed(served, self._convert_and_compare(query, served, trial, convert))
+        self._expire_waiting()
+        if self._closed:
+            return None
+        if self.sample_rate < 1.0 and self._sampler() >= self.sample_rate:
+            self._bump(sampled_out=1)
+            return None
+        with self._lock:
+            if len(self._slots) >= self.max_in_flight:
+                self._counts = _plus(self._counts, dropped_busy=1)
+                return None
+            slot = Slot(self)
+            self._slots.add(slot)
+            return slot
 
-    async def aserve(
-        self,
-        query: str,
-        baseline: Callable[[], Awaitable[Sequence[T]]],
-        candidate: Callable[[], Awaitable[Sequence[T]]],
-        convert: Callable[[Sequence[T]], Sequence[Candidate]],
-    ) -> Shadowed[T]:
-        """Async `serve`: the candidate runs as a task beside the awaited baseline."""
-        task = asyncio.ensure_future(asyncio.wait_for(candidate(), self.timeout_s))
-        try:
-            served = await baseline()
-        except BaseException:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            raise
-        try:
-            trial = await task
-        except TimeoutError:
-            return Shadowed(served, self._lose("candidate_timed_out"))
-        except Exception:  # noqa: BLE001 - the candidate's failure is counted, never served
-            _log.info("shadow candidate raised; comparison discarded", exc_info=True)
-            return Shadowed(served, self._lose("candidate_raised"))
-        return Shadowed(served, self._convert_and_compare(query, served, trial, convert))
+    def observe_wire(self, wire_key: Hashable, messages: Sequence[object]) -> int:
+        """Record what the model was sent for every slot waiting on `wire_key`.
+
+        Called by a model-call hook just before the call. Only the texts of
+        `messages` are kept, until the slot pairs.
+
+        Returns:
+            How many waiting slots the wire was recorded for.
+        """
+        with self._lock:
+            slots = self._waiting.pop(wire_key, [])
+        if slots:
+            texts = _wire_texts(messages)
+            for slot in slots:
+                slot._observe(texts)
+        return len(slots)
 
     def compare(
         self, query: str, baseline: Sequence[Candidate], candidate: Sequence[Candidate]
     ) -> ShadowOutcome:
-        """Capture both answers as plain retrievals, pair them and hand the rows on."""
+        """Capture two answers as plain retrievals, pair them and hand the rows on, now."""
         try:
             rows = pair(
                 capture_retrieved("baseline", query, baseline),
@@ -215,39 +427,133 @@ class ShadowRecorder:
             )
         except CaptureInvalid:
             return self._lose("capture_refused")
+        return self._deliver(rows)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every comparison started on the sync path has paired or been lost.
+
+        Slots still waiting for their wire pair now, with visibility unknown.
+        Tasks started with `astart` are awaited by `aflush`.
+
+        Raises:
+            TimeoutError: `timeout_s` passed with comparisons still running.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            # A slot started during the flush may still wait for its wire: expire
+            # it on every round, so flush never waits for `wire_timeout_s`.
+            self._expire_waiting(everything=True)
+            with self._idle:
+                running = sum(1 for s in self._slots if s._used and not s._task_running)
+                if not running:
+                    return
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"{running} shadow comparisons still running")
+                self._idle.wait(_FLUSH_POLL_S if remaining is None
+                                else min(remaining, _FLUSH_POLL_S))
+
+    async def aflush(self) -> None:
+        """Await every task started with `astart`, then `flush` the rest."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        self._expire_waiting(everything=True)
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await asyncio.to_thread(self.flush)
+
+    def close(self) -> None:
+        """Flush, stop the pool, and serve every later query without a comparison."""
+        self._closed = True
+        self.flush()
+        self._stop_pool()
+
+    async def aclose(self) -> None:
+        """Async `close`: await the tasks too, then stop the pool."""
+        self._closed = True
+        await self.aflush()
+        await asyncio.to_thread(self._stop_pool)
+
+    def _stop_pool(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _submit(self, work: Callable[[], None]) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.max_workers, thread_name_prefix="capsa-shadow"
+                )
+            pool = self._pool
+        future: Future[None] = pool.submit(work)
+        future.add_done_callback(_log_crash)
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            await work
+
+        task = asyncio.get_running_loop().create_task(run())
+        with self._lock:
+            self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _await_wire(self, wire_key: Hashable, slot: Slot) -> None:
+        with self._lock:
+            self._waiting.setdefault(wire_key, []).append(slot)
+
+    def _expire_waiting(self, *, everything: bool = False) -> None:
+        now = self._clock()
+        expired: list[Slot] = []
+        with self._lock:
+            for key in list(self._waiting):
+                keep: list[Slot] = []
+                for slot in self._waiting[key]:
+                    late = now - slot.started_at > self.wire_timeout_s
+                    (expired if everything or late else keep).append(slot)
+                if keep:
+                    self._waiting[key] = keep
+                else:
+                    del self._waiting[key]
+        for slot in expired:
+            slot._expire()
+
+    def _deliver(self, rows: tuple[PairedDecision, ...]) -> ShadowOutcome:
         try:
             self._sink(rows)
-        except Exception:  # noqa: BLE001 - a failing sink must not fail the served request
+        except Exception:  # noqa: BLE001 - a failing sink must not fail anything served
             _log.warning("shadow sink raised; %d paired rows lost", len(rows), exc_info=True)
             self._bump(sink_failed=1)
             return "sink_failed"
         self._bump(paired=1, rows=len(rows))
         return "paired"
 
-    def discard(self, cause: InvalidationCause) -> None:
-        """Count one query whose comparison was invalidated."""
-        self._bump(**{cause: 1})
-
     def _lose(self, cause: InvalidationCause) -> InvalidationCause:
-        self.discard(cause)
+        self._bump(**{cause: 1})
         return cause
 
-    def _convert_and_compare(
-        self,
-        query: str,
-        served: Sequence[T],
-        trial: Sequence[T],
-        convert: Callable[[Sequence[T]], Sequence[Candidate]],
-    ) -> ShadowOutcome:
-        try:
-            baseline, candidate = convert(served), convert(trial)
-        except (CaptureInvalid, ValueError, TypeError):
-            # An answer that cannot even be described as candidates (a score
-            # that is not a number, an id that is not a string) is ambiguous.
-            return self._lose("capture_refused")
-        return self.compare(query, baseline, candidate)
+    def _finished(self, slot: Slot) -> None:
+        with self._idle:
+            self._slots.discard(slot)
+            for key, waiting in list(self._waiting.items()):
+                if slot in waiting:
+                    waiting.remove(slot)
+                    if not waiting:
+                        del self._waiting[key]
+            self._idle.notify_all()
 
     def _bump(self, **deltas: int) -> None:
         with self._lock:
-            current = self._counts.model_dump()
-            self._counts = ShadowCounts(**{k: v + deltas.get(k, 0) for k, v in current.items()})
+            self._counts = _plus(self._counts, **deltas)
+
+
+def _plus(counts: ShadowCounts, **deltas: int) -> ShadowCounts:
+    current = counts.model_dump()
+    return ShadowCounts(**{k: v + deltas.get(k, 0) for k, v in current.items()})
+
+
+def _log_crash(future: Future[None]) -> None:
+    error = future.exception()
+    if error is not None:
+        _log.error("shadow comparison crashed", exc_info=error)

@@ -89,6 +89,10 @@ class QueryAgreement(BaseModel):
     None when the baseline selected nothing."""
     score_rank_correlation: float | None
     """Spearman correlation of the scores of passages both routes scored; None when undefined."""
+    selection_rank_correlation: float | None = None
+    """Spearman correlation of the ranks of passages both routes selected; None when undefined.
+
+    Defined even where a route's gate gives no scores (a packer)."""
 
 
 class ShadowReport(BaseModel):
@@ -133,6 +137,8 @@ class ShadowReport(BaseModel):
     """Mean per-query share of the baseline's selection that the candidate also selected."""
     score_rank_correlation: float | None
     """Mean per-query Spearman correlation over passages both routes scored."""
+    selection_rank_correlation: float | None = None
+    """Mean per-query Spearman correlation of the ranks of passages both routes selected."""
     baseline_gate_reasons: dict[str, int]
     """How often the baseline's gate gave each reason."""
     candidate_gate_reasons: dict[str, int]
@@ -170,6 +176,7 @@ class ShadowReport(BaseModel):
             ),
             recall_of_baseline=_mean([q.recall_of_baseline for q in per_query]),
             score_rank_correlation=_mean([q.score_rank_correlation for q in per_query]),
+            selection_rank_correlation=_mean([q.selection_rank_correlation for q in per_query]),
             baseline_gate_reasons=_reasons(r.baseline_gate_reason for r in rows),
             candidate_gate_reasons=_reasons(r.candidate_gate_reason for r in rows),
             per_query=per_query,
@@ -190,6 +197,7 @@ class ShadowReport(BaseModel):
             ("inclusion agreement", _fmt(self.inclusion_agreement)),
             ("recall of baseline's selection", _fmt(self.recall_of_baseline)),
             ("score rank correlation (Spearman)", _fmt(self.score_rank_correlation)),
+            ("shared selection rank correlation", _fmt(self.selection_rank_correlation)),
             ("baseline visibility", _fmt(self.baseline_visibility)),
             ("candidate visibility", _fmt(self.candidate_visibility)),
         ]
@@ -251,6 +259,8 @@ def _agreement(query_id: str, rows: Sequence[PairedDecision]) -> QueryAgreement:
     c_sel = {r.row_id for r in rows if r.candidate_selected}
     union = b_sel | c_sel
     both = [r for r in rows if r.baseline_score is not None and r.candidate_score is not None]
+    ranked = [(r.baseline_rank, r.candidate_rank) for r in rows
+              if r.baseline_rank is not None and r.candidate_rank is not None]
     return QueryAgreement(
         query_id=query_id,
         rows=len(rows),
@@ -260,6 +270,9 @@ def _agreement(query_id: str, rows: Sequence[PairedDecision]) -> QueryAgreement:
             [r.baseline_score for r in both if r.baseline_score is not None],
             [r.candidate_score for r in both if r.candidate_score is not None],
         ),
+        # Rank 1 is best, so ranks are negated to correlate like scores.
+        selection_rank_correlation=spearman([-float(b) for b, _ in ranked],
+                                            [-float(c) for _, c in ranked]),
     )
 
 

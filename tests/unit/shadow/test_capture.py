@@ -13,6 +13,7 @@ from capsa.shadow import (
     GateObservation,
     RenderedBlock,
     RouteCapture,
+    capture_packed,
     capture_retrieved,
     pair,
 )
@@ -409,3 +410,102 @@ def test_capture_retrieved_refuses_two_documents_with_the_same_text(query) -> No
             Candidate(source_id="y", score=0.5, text="Same words.")]
     with pytest.raises(CaptureInvalid, match="overlap"):
         capture_retrieved("baseline", query, same)
+
+
+# --- scores a gate does not give, ranks, declared hydration sources -----------------
+
+
+def test_observe_accepts_a_candidate_without_a_score_and_pairs_it_as_none(
+        texts, query) -> None:
+    unscored = [Candidate(source_id=i, text=texts[i]) for i in "ab"]
+    baseline = capture_retrieved("baseline", query, unscored)
+    rows = pair(baseline, capture_retrieved("candidate", query, unscored))
+    assert {r.baseline_score for r in rows} == {None}
+    assert all(r.baseline_selected for r in rows)
+
+
+def test_pair_releases_each_passages_one_based_rank_in_the_selection(observe, texts, query) -> None:
+    baseline = observe("baseline", selected=["c", "a"], admitted=["a", "b", "c"])
+    baseline.finalize(RenderedBlock(query=query, text=f"{texts['c']}\n\n{texts['a']}"))
+    candidate = observe("candidate", selected=["b"], admitted=["b"])
+    candidate.finalize(RenderedBlock(query=query, text=texts["b"]))
+    ranks = {(r.baseline_rank, r.candidate_rank) for r in pair(baseline, candidate)
+             if r.baseline_selected or r.candidate_selected}
+    assert ranks == {(1, None), (2, None), (None, 1)}  # c, then a; b is the candidate's pick
+
+
+def test_finalize_accepts_declared_sources_that_are_the_passages_found(observe, texts,
+                                                                      query) -> None:
+    capture = observe(selected=["a", "b"], admitted=["a", "b", "c"])
+    capture.finalize(RenderedBlock(query=query, text=f"{texts['a']}\n\n{texts['b']}",
+                                   sources=("a", "b")))
+    assert capture.state == "finalized"
+
+
+def test_finalize_refuses_a_block_hydrated_from_a_passage_not_selected(observe, texts,
+                                                                      query) -> None:
+    capture = observe(selected=["a"], admitted=["a", "b"])
+    with pytest.raises(CaptureInvalid, match="did not select"):
+        capture.finalize(RenderedBlock(query=query, text=texts["a"], sources=("a", "b")))
+    assert capture.state == "invalid"
+
+
+def test_finalize_refuses_declared_sources_that_disagree_with_the_text(observe, texts,
+                                                                      query) -> None:
+    capture = observe(selected=["a", "b"], admitted=["a", "b"])
+    # The text holds b as well, but the renderer says it hydrated only a.
+    with pytest.raises(CaptureInvalid, match="not the passages found"):
+        capture.finalize(RenderedBlock(query=query, text=f"{texts['a']}\n\n{texts['b']}",
+                                       sources=("a",)))
+
+
+def test_finalize_refuses_a_source_declared_twice(observe, texts, query) -> None:
+    capture = observe(selected=["a"], admitted=["a"])
+    with pytest.raises(CaptureInvalid, match="twice"):
+        capture.finalize(RenderedBlock(query=query, text=texts["a"], sources=("a", "a")))
+
+
+def test_observe_provider_treats_runs_of_whitespace_as_layout(finalized, texts) -> None:
+    capture = finalized(selected=["a", "b"])
+    wire = f"Context:\n{texts['a']}\n   {texts['b']}\nQuestion?"
+    capture.observe_provider([wire])
+    rows = pair(capture, capture_retrieved("candidate", capture.query or "", []))
+    assert {r.baseline_visible for r in rows if r.baseline_included} == {True}
+
+
+# --- capture_packed: a packer is the gate and the ranking ---------------------------
+
+
+def _unscored(texts: dict[str, str], ids: str) -> list[Candidate]:
+    return [Candidate(source_id=i, text=texts[i]) for i in ids]
+
+
+def test_capture_packed_maps_receipt_reasons_to_gate_reasons(texts, query) -> None:
+    capture = capture_packed(
+        "candidate", query, _unscored(texts, "abcd"),
+        {"a": None, "b": "budget", "c": "duplicate", "d": "irrelevant"},
+        [("a", "Refunds are accepted within 30 days.")])
+    baseline = capture_retrieved("baseline", query, _unscored(texts, "a"))
+    reasons = sorted(str(r.candidate_gate_reason) for r in pair(baseline, capture))
+    assert reasons == ["admitted", "below_threshold", "duplicate", "over_budget"]
+
+
+def test_capture_packed_renders_the_packed_text_not_the_original(texts, query) -> None:
+    short = "Refunds are accepted within 30 days."
+    capture = capture_packed("candidate", query, _unscored(texts, "ab"),
+                             {"a": None, "b": None}, [("b", texts["b"]), ("a", short)])
+    capture.observe_provider([f"{texts['b']}\n\n{short}"])
+    rows = pair(capture_retrieved("baseline", query, []), capture)
+    assert sorted(r.candidate_rank for r in rows) == [1, 2]
+    assert all(r.candidate_included and r.candidate_visible for r in rows)
+
+
+@pytest.mark.parametrize(("dropped", "kept", "message"), [
+    ({"a": None}, [("a", "x")], "do not cover"),
+    ({"a": None, "b": "budget"}, [("b", "x")], "not what its packer kept"),
+    ({"a": None, "b": "melted"}, [("a", "x")], "outside the known set"),
+])
+def test_capture_packed_refuses_receipts_that_do_not_add_up(texts, query, dropped, kept,
+                                                            message) -> None:
+    with pytest.raises(CaptureInvalid, match=message):
+        capture_packed("candidate", query, _unscored(texts, "ab"), dropped, kept)

@@ -1,10 +1,14 @@
-"""`capsa shadow`: the two bundled routes over a queries file, printed as a report."""
+"""`capsa shadow`: two routes over the user's documents and queries, reported without identities."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,10 +72,19 @@ def test_main_refuses_a_missing_queries_file(tmp_path: Path, capsys) -> None:
     assert "cannot read" in capsys.readouterr().err
 
 
-def test_main_rejects_an_unknown_route() -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--candidate", "semantic-magic"])
-    assert exit_info.value.code == 2
+def test_main_rejects_an_unknown_route(capsys) -> None:
+    assert main(["--candidate", "semantic-magic"]) == 2
+    assert "neither" in capsys.readouterr().err
+
+
+def test_main_rejects_a_route_path_that_does_not_import(capsys) -> None:
+    assert main(["--candidate", "no_such_module_here:factory"]) == 2
+    assert "cannot import route" in capsys.readouterr().err
+
+
+def test_main_refuses_a_docs_path_that_is_not_a_directory(tmp_path: Path, capsys) -> None:
+    assert main(["--docs", str(tmp_path / "absent")]) == 2
+    assert "not a directory" in capsys.readouterr().err
 
 
 def test_main_writes_the_chart_when_asked(tmp_path: Path, capsys) -> None:
@@ -85,3 +98,94 @@ def test_main_writes_the_chart_when_asked(tmp_path: Path, capsys) -> None:
 def test_main_exits_1_when_the_chart_cannot_be_written(tmp_path: Path, capsys) -> None:
     assert main(["--chart", str(tmp_path / "no-such-dir" / "report.png")]) == 1
     assert "no chart" in capsys.readouterr().err
+
+
+# --- the user's own documents, queries and routes ----------------------------------
+
+USER_DOCS = {
+    "zephyr-handbook.md": "# Zephyr handbook\n\nQuokka badges open the north door after "
+    "eight in the evening.\n\nThe marmalade fund pays for one conference a year per "
+    "engineer.\n\nParking near the obsidian tower is reserved for visitors and couriers.",
+    "tangerine-notes.txt": "Tangerine servers restart every Sunday at four in the morning."
+    "\n\nBackups of the quasar cluster are kept for ninety days in cold storage.",
+}
+USER_QUERIES = ["when do quokka badges open the door", "how long are quasar backups kept"]
+
+ROUTE_MODULE = """
+from capsa.demo.routes import LexicalRoute
+
+def narrow(passages):
+    return LexicalRoute("narrow", passages, top_k=1)
+"""
+
+
+@pytest.fixture(scope="module")
+def user_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One CLI run over a documents directory, a queries file and an imported route."""
+    root = tmp_path_factory.mktemp("user")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in USER_DOCS.items():
+        (docs / name).write_text(text, "utf-8")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.7 not really a pdf")
+    queries = root / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"query": q}) + "\n" for q in USER_QUERIES), "utf-8")
+    (root / "user_routes_for_cli_test.py").write_text(ROUTE_MODULE, "utf-8")
+    out = root / "out"
+    sys.path.insert(0, str(root))
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            stdout, stderr = io.StringIO(), io.StringIO()
+            patch.setattr(sys, "stdout", stdout)
+            patch.setattr(sys, "stderr", stderr)
+            status = main([str(queries), "--docs", str(docs), "--baseline", "lexical",
+                           "--candidate", "user_routes_for_cli_test:narrow",
+                           "--out", str(out), "--format", "json"])
+            captured = {"stdout": stdout.getvalue(), "err": stderr.getvalue()}
+    finally:
+        sys.path.remove(str(root))
+    return {"status": status, "out": out, **captured}
+
+
+def test_main_compares_an_imported_route_over_the_users_documents(user_run) -> None:
+    assert user_run["status"] in (0, 1)  # 1 only when matplotlib is missing for the PNG
+    report = json.loads(user_run["out"].joinpath("report.json").read_text("utf-8"))
+    assert report["queries"] == len(USER_QUERIES) and report["invalidated"] == 0
+    rows = [json.loads(line) for line in
+            user_run["out"].joinpath("rows.jsonl").read_text("utf-8").splitlines()]
+    selected: dict[str, int] = {}
+    for row in rows:
+        selected[row["query_id"]] = selected.get(row["query_id"], 0) + row["candidate_selected"]
+    assert sorted(selected.values()) == [1, 1]  # the imported route keeps its top 1
+    assert json.loads(user_run["stdout"]) == report  # --format json prints the same report
+
+
+def test_main_counts_files_the_guard_did_not_extract(user_run) -> None:
+    assert "2 files extracted, 1 not" in user_run["err"]
+
+
+def test_main_writes_rows_as_json_lines_beside_the_report(user_run) -> None:
+    out = user_run["out"]
+    lines = out.joinpath("rows.jsonl").read_text("utf-8").splitlines()
+    report = json.loads(out.joinpath("report.json").read_text("utf-8"))
+    assert len(lines) == report["rows"] > 0
+    assert all(set(json.loads(line)) >= {"query_id", "row_id", "baseline_rank"} for line in lines)
+    assert out.joinpath("report.md").read_text("utf-8").startswith("# lexical (baseline)")
+
+
+def test_main_releases_no_document_name_text_or_query_word(user_run) -> None:
+    out = user_run["out"]
+    released = "\n".join([
+        out.joinpath("rows.jsonl").read_text("utf-8"),
+        out.joinpath("report.json").read_text("utf-8"),
+        out.joinpath("report.md").read_text("utf-8"),
+        user_run["stdout"],
+    ]).lower()
+    tokens = set(re.findall(r"[a-z0-9_]+", released))
+    texts = [*USER_DOCS.values(), *USER_QUERIES]
+    words = {w for t in texts for w in re.findall(r"[a-z0-9_]+", t.lower())
+             if not w.isdigit() and len(w) > 3}
+    words -= {"baseline", "candidate", "lexical", "narrow", "admitted", "over_budget",
+              "below_threshold", "filtered", "duplicate", "rows", "query", "queries"}
+    assert words & tokens == set()
+    assert not any(name.lower() in released for name in USER_DOCS)

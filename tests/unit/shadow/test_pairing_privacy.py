@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
+from capsa.demo.routes import ROUTES, compare_routes, sample_passages
 from capsa.shadow import Candidate, PairedDecision, capture_retrieved, pair
-from capsa.shadow.routes import ROUTES, compare_routes, sample_passages
 
 _TOKEN = re.compile(r"[a-z0-9_]+")
 _SCHEMA_WORDS = {"true", "false", "null", "admitted", "below_threshold", "over_budget",

@@ -1,4 +1,4 @@
-"""ShadowRecorder: the baseline is served unchanged whatever the candidate does."""
+"""ShadowRecorder: comparisons run off the request's path, sampled, bounded and counted."""
 
 from __future__ import annotations
 
@@ -9,15 +9,22 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from capsa.shadow import Candidate, PairedDecision, ShadowCounts, ShadowRecorder
+from capsa.shadow import (
+    Candidate,
+    PairedDecision,
+    RouteCapture,
+    ShadowCounts,
+    ShadowRecorder,
+    capture_retrieved,
+)
 
 QUERY = "how long is the refund window"
 A = Candidate(source_id="a", score=1.0, text="Refunds are accepted within 30 days.")
 B = Candidate(source_id="b", score=0.5, text="Store credit never expires.")
 
 
-def _same(items: Sequence[Candidate]) -> Sequence[Candidate]:
-    return items
+def _captured(side, items: Sequence[Candidate]):
+    return lambda: capture_retrieved(side, QUERY, items)
 
 
 @pytest.fixture
@@ -26,8 +33,10 @@ def rows() -> list[PairedDecision]:
 
 
 @pytest.fixture
-def recorder(rows: list[PairedDecision]) -> ShadowRecorder:
-    return ShadowRecorder(rows.extend, timeout_s=5.0)
+def recorder(rows: list[PairedDecision]) -> Iterator[ShadowRecorder]:
+    recorder = ShadowRecorder(rows.extend, timeout_s=5.0)
+    yield recorder
+    recorder.close()
 
 
 @pytest.fixture
@@ -38,7 +47,7 @@ def gate() -> Iterator[threading.Event]:
     event.set()
 
 
-def _boom() -> list[Candidate]:
+def _boom() -> RouteCapture:
     raise RuntimeError("candidate index is down")
 
 
@@ -74,153 +83,251 @@ def test_compare_counts_and_logs_a_sink_that_raises(caplog) -> None:
     assert "shadow sink raised" in caplog.text
 
 
-def test_discard_counts_by_cause(recorder) -> None:
-    recorder.discard("candidate_raised")
-    recorder.discard("candidate_timed_out")
-    recorder.discard("candidate_timed_out")
-    counts = recorder.counts
-    assert (counts.candidate_raised, counts.candidate_timed_out, counts.invalidated) == (1, 2, 3)
+class FakeClock:
+    """Monotonic seconds the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-# --- serve (sync) -------------------------------------------------------------------
+@pytest.mark.parametrize("rate", [-0.1, 1.5])
+def test_recorder_refuses_a_sample_rate_outside_zero_to_one(rate) -> None:
+    with pytest.raises(ValueError, match="sample_rate"):
+        ShadowRecorder(list().extend, sample_rate=rate)
 
 
-def test_serve_returns_the_baseline_answer_unchanged_and_pairs(recorder, rows) -> None:
-    served = [A, B]
-    result = recorder.serve(QUERY, lambda: served, lambda: [B], _same)
-    assert result.served is served
-    assert result.outcome == "paired"
-    assert len(rows) == 2
+@pytest.mark.parametrize("field", ["max_in_flight", "max_workers"])
+def test_recorder_refuses_a_bound_below_one(field) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        ShadowRecorder(list().extend, **{field: 0})
 
 
-def test_serve_runs_the_candidate_concurrently_with_the_baseline(recorder) -> None:
-    candidate_started = threading.Event()
-
-    def baseline() -> list[Candidate]:
-        assert candidate_started.wait(timeout=5), "the candidate never ran beside the baseline"
-        return [A]
-
-    def candidate() -> list[Candidate]:
-        candidate_started.set()
-        return [A]
-
-    assert recorder.serve(QUERY, baseline, candidate, _same).outcome == "paired"
+# --- off the request's path --------------------------------------------------------
 
 
-def test_serve_counts_a_candidate_that_raises_and_still_serves(recorder, rows) -> None:
-    result = recorder.serve(QUERY, lambda: [A], _boom, _same)
-    assert (list(result.served), result.outcome) == ([A], "candidate_raised")
-    assert rows == [] and recorder.counts.candidate_raised == 1
+def test_start_returns_before_the_candidate_runs(recorder, rows, gate) -> None:
+    started = threading.Event()
 
-
-def test_serve_counts_a_candidate_that_times_out_and_still_serves(rows, gate) -> None:
-    recorder = ShadowRecorder(rows.extend, timeout_s=0.05)
-
-    def hangs() -> list[Candidate]:
+    def slow() -> RouteCapture:
+        started.set()
         gate.wait()
-        return [A]
+        return capture_retrieved("candidate", QUERY, [B])
 
-    result = recorder.serve(QUERY, lambda: [A], hangs, _same)
-    assert (list(result.served), result.outcome) == ([A], "candidate_timed_out")
+    slot = recorder.reserve()
+    slot.start(_captured("baseline", [A, B]), slow)
+    assert started.wait(5)
+    assert rows == [] and recorder.in_flight == 1
+    gate.set()
+    recorder.flush(timeout_s=5)
+    assert len(rows) == 2 and recorder.in_flight == 0
+
+
+def test_flush_waits_for_every_started_comparison(recorder, rows) -> None:
+    for _ in range(5):
+        recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A, B]))
+    recorder.flush(timeout_s=5)
+    assert recorder.counts.paired == 5 and len(rows) == 10
+
+
+def test_flush_times_out_on_a_candidate_that_never_returns(recorder, gate) -> None:
+    recorder.reserve().start(_captured("baseline", [A]),
+                             lambda: gate.wait() and capture_retrieved("candidate", QUERY, [A]))
+    with pytest.raises(TimeoutError, match="still running"):
+        recorder.flush(timeout_s=0.05)
+    gate.set()
+
+
+def test_close_refuses_later_queries_without_counting_them(rows) -> None:
+    recorder = ShadowRecorder(rows.extend)
+    recorder.close()
+    assert recorder.reserve() is None
+    assert recorder.counts == ShadowCounts()
+
+
+# --- sampling and the bound on work in flight --------------------------------------
+
+
+def test_reserve_samples_by_the_injected_draw_and_counts_the_rest(rows) -> None:
+    draws = iter([0.05, 0.5, 0.09, 0.95])
+    recorder = ShadowRecorder(rows.extend, sample_rate=0.1, sampler=lambda: next(draws))
+    slots = [recorder.reserve() for _ in range(4)]
+    assert [s is not None for s in slots] == [True, False, True, False]
+    assert recorder.counts.sampled_out == 2
+    for slot in slots:
+        if slot is not None:
+            slot.cancel()
+    recorder.close()
+
+
+def test_reserve_drops_and_counts_queries_beyond_max_in_flight(rows) -> None:
+    recorder = ShadowRecorder(rows.extend, max_in_flight=2)
+    first, second = recorder.reserve(), recorder.reserve()
+    assert recorder.reserve() is None and recorder.counts.dropped_busy == 1
+    first.cancel()
+    assert recorder.reserve() is not None
+    second.cancel()
+    recorder.close()
+
+
+def test_a_hanging_candidate_costs_only_its_place_in_flight(rows, gate) -> None:
+    recorder = ShadowRecorder(rows.extend, max_in_flight=1)
+    recorder.reserve().start(_captured("baseline", [A]),
+                             lambda: gate.wait() and capture_retrieved("candidate", QUERY, [A]))
+    assert recorder.reserve() is None
+    assert recorder.counts.dropped_busy == 1
+    gate.set()
+    recorder.close()
+    assert recorder.counts.paired == 1
+
+
+def test_cancel_gives_the_place_back_without_a_count(recorder) -> None:
+    recorder.reserve().cancel()
+    assert recorder.in_flight == 0 and recorder.counts == ShadowCounts()
+
+
+def test_a_slot_starts_once(recorder) -> None:
+    slot = recorder.reserve()
+    slot.start(_captured("baseline", [A]), _captured("candidate", [A]))
+    with pytest.raises(RuntimeError, match="started once"):
+        slot.start(_captured("baseline", [A]), _captured("candidate", [A]))
+
+
+# --- losses, counted by cause ------------------------------------------------------
+
+
+def test_a_candidate_that_raises_is_counted_and_logged(recorder, rows, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="capsa.shadow"):
+        recorder.reserve().start(_captured("baseline", [A]), _boom)
+        recorder.flush(timeout_s=5)
+    assert rows == [] and recorder.counts.candidate_raised == 1
+    assert "candidate raised" in caplog.text
+
+
+def test_a_candidate_past_its_timeout_is_counted_and_ignored(rows) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, timeout_s=1.0, clock=clock)
+
+    def late() -> RouteCapture:
+        clock.now += 2.0
+        return capture_retrieved("candidate", QUERY, [A])
+
+    recorder.reserve().start(_captured("baseline", [A]), late)
+    recorder.close()
     assert rows == [] and recorder.counts.candidate_timed_out == 1
 
 
-def test_serve_counts_a_candidate_answer_the_capture_refuses(recorder) -> None:
-    result = recorder.serve(QUERY, lambda: [A], lambda: [B, B], _same)
-    assert (list(result.served), result.outcome) == ([A], "capture_refused")
+def test_an_ambiguous_capture_is_counted_as_refused(recorder, rows) -> None:
+    recorder.reserve().start(_captured("baseline", [A, A]), _captured("candidate", [A]))
+    recorder.flush(timeout_s=5)
+    assert rows == [] and recorder.counts.capture_refused == 1
 
 
-def test_serve_counts_an_answer_that_cannot_be_converted(recorder) -> None:
-    def convert(items: Sequence[object]) -> list[Candidate]:
-        return [Candidate(source_id="x", score="high", text="t") for _ in items]  # type: ignore[arg-type]
-
-    result = recorder.serve(QUERY, lambda: ["doc"], lambda: ["doc"], convert)
-    assert (list(result.served), result.outcome) == (["doc"], "capture_refused")
+# --- the wire ----------------------------------------------------------------------
 
 
-def test_serve_lets_the_baselines_own_error_propagate_uncounted(recorder) -> None:
-    def baseline() -> list[Candidate]:
-        raise LookupError("the served index is down")
-
-    with pytest.raises(LookupError):
-        recorder.serve(QUERY, baseline, lambda: [A], _same)
-    assert recorder.counts == ShadowCounts()
-
-
-# --- aserve (async) -------------------------------------------------------------------
+def test_a_slot_with_a_wire_key_records_visibility_from_the_wire(recorder, rows) -> None:
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]),
+                             wire_key="thread-1")
+    assert recorder.observe_wire("thread-1", [{"role": "user", "content": A.text}]) == 1
+    recorder.flush(timeout_s=5)
+    assert [r.baseline_visible for r in rows] == [True]
 
 
-async def test_aserve_returns_the_baseline_answer_unchanged_and_pairs(recorder, rows) -> None:
-    served = [A, B]
-
-    async def baseline() -> list[Candidate]:
-        return served
-
-    async def candidate() -> list[Candidate]:
-        return [A]
-
-    result = await recorder.aserve(QUERY, baseline, candidate, _same)
-    assert result.served is served and result.outcome == "paired"
-    assert len(rows) == 2
+def test_a_wire_without_the_block_records_it_as_not_visible(recorder, rows) -> None:
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]),
+                             wire_key="thread-1")
+    recorder.observe_wire("thread-1", ["Answer politely."])
+    recorder.flush(timeout_s=5)
+    assert [r.baseline_visible for r in rows] == [False]
 
 
-async def test_aserve_runs_the_candidate_concurrently_with_the_baseline(recorder) -> None:
-    candidate_started = asyncio.Event()
-
-    async def baseline() -> list[Candidate]:
-        await asyncio.wait_for(candidate_started.wait(), timeout=5)
-        return [A]
-
-    async def candidate() -> list[Candidate]:
-        candidate_started.set()
-        return [A]
-
-    assert (await recorder.aserve(QUERY, baseline, candidate, _same)).outcome == "paired"
+def test_another_threads_wire_is_not_taken_for_this_one(recorder, rows) -> None:
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]),
+                             wire_key="thread-1")
+    assert recorder.observe_wire("thread-2", ["Answer politely."]) == 0
+    recorder.flush(timeout_s=5)
+    assert [r.baseline_visible for r in rows] == [None]
 
 
-async def test_aserve_counts_a_candidate_that_raises_and_still_serves(recorder) -> None:
-    async def baseline() -> list[Candidate]:
-        return [A]
-
-    async def candidate() -> list[Candidate]:
-        return _boom()
-
-    result = await recorder.aserve(QUERY, baseline, candidate, _same)
-    assert (list(result.served), result.outcome) == ([A], "candidate_raised")
-
-
-async def test_aserve_counts_a_candidate_that_times_out_and_still_serves(rows) -> None:
-    recorder = ShadowRecorder(rows.extend, timeout_s=0.05)
-    never = asyncio.Event()
-
-    async def baseline() -> list[Candidate]:
-        return [A]
-
-    async def candidate() -> list[Candidate]:
-        await never.wait()
-        return [A]
-
-    result = await recorder.aserve(QUERY, baseline, candidate, _same)
-    assert (list(result.served), result.outcome) == ([A], "candidate_timed_out")
-    assert recorder.counts.candidate_timed_out == 1
+def test_a_wire_that_never_comes_pairs_as_unknown_after_the_wire_timeout(rows) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, wire_timeout_s=5.0, clock=clock)
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]),
+                             wire_key="thread-1")
+    clock.now += 10.0
+    recorder.reserve().cancel()  # any later reservation sweeps the expired slots
+    recorder.flush(timeout_s=5)
+    assert [r.baseline_visible for r in rows] == [None]
+    recorder.close()
 
 
-async def test_aserve_cancels_the_candidate_when_the_baseline_raises(recorder) -> None:
-    cancelled = asyncio.Event()
+# --- async -------------------------------------------------------------------------
 
-    async def baseline() -> list[Candidate]:
+
+async def test_astart_runs_the_candidate_as_a_task_and_aflush_awaits_it(recorder, rows) -> None:
+    began = asyncio.Event()
+
+    async def candidate() -> RouteCapture:
+        began.set()
         await asyncio.sleep(0)
-        raise LookupError("the served index is down")
+        return capture_retrieved("candidate", QUERY, [B])
 
-    async def candidate() -> list[Candidate]:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return [A]
+    recorder.reserve().astart(_captured("baseline", [A, B]), candidate)
+    assert rows == []
+    await recorder.aflush()
+    assert began.is_set() and len(rows) == 2
 
-    with pytest.raises(LookupError):
-        await recorder.aserve(QUERY, baseline, candidate, _same)
-    assert cancelled.is_set()
-    assert recorder.counts == ShadowCounts()
+
+async def test_astart_counts_a_candidate_past_its_timeout(rows) -> None:
+    recorder = ShadowRecorder(rows.extend, timeout_s=0.01)
+
+    async def hangs() -> RouteCapture:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    recorder.reserve().astart(_captured("baseline", [A]), hangs)
+    await recorder.aflush()
+    assert recorder.counts.candidate_timed_out == 1 and rows == []
+    recorder.close()
+
+
+async def test_astart_counts_a_candidate_that_raises(recorder, rows) -> None:
+    async def boom() -> RouteCapture:
+        raise ConnectionError("candidate index unreachable")
+
+    recorder.reserve().astart(_captured("baseline", [A]), boom)
+    await recorder.aflush()
+    assert recorder.counts.candidate_raised == 1 and rows == []
+
+
+def test_a_served_answer_that_cannot_be_captured_is_counted_and_frees_its_place(
+        recorder, rows) -> None:
+    def unreadable() -> RouteCapture:
+        Candidate(source_id="", text="an empty id fails validation")
+        raise AssertionError("unreachable")
+
+    recorder.reserve().start(unreadable, _captured("candidate", [A]))
+    recorder.flush(timeout_s=5)
+    assert recorder.counts.capture_refused == 1 and recorder.in_flight == 0 and rows == []
+
+
+def test_a_random_source_that_repeats_costs_the_comparison_not_the_pool(rows) -> None:
+    recorder = ShadowRecorder(rows.extend, random_bytes=lambda n: bytes(n))
+    recorder.reserve().start(_captured("baseline", [A, B]), _captured("candidate", [A]))
+    recorder.close()
+    assert recorder.counts.capture_refused == 1 and recorder.in_flight == 0
+
+
+async def test_aclose_awaits_running_tasks_and_refuses_later_queries(rows) -> None:
+    recorder = ShadowRecorder(rows.extend)
+
+    async def candidate() -> RouteCapture:
+        await asyncio.sleep(0)
+        return capture_retrieved("candidate", QUERY, [A])
+
+    recorder.reserve().astart(_captured("baseline", [A]), candidate)
+    await recorder.aclose()
+    assert recorder.counts.paired == 1 and recorder.reserve() is None

@@ -111,6 +111,26 @@ def test_score_rank_correlation_uses_passages_both_routes_scored(rows) -> None:
     assert report.score_rank_correlation == pytest.approx(0.25)
 
 
+def _ranked(query_id: str, b_rank: int | None, c_rank: int | None) -> PairedDecision:
+    row = _row(query_id, "i" if b_rank else "p", "i" if c_rank else "p")
+    return row.model_copy(update={"baseline_rank": b_rank, "candidate_rank": c_rank})
+
+
+def test_selection_rank_correlation_uses_ranks_where_no_score_is_given() -> None:
+    q1, q2 = _id(), _id()
+    rows = [_ranked(q1, 1, 2), _ranked(q1, 2, 1), _ranked(q1, 3, None),   # swapped: -1.0
+            _ranked(q2, 1, 1), _ranked(q2, 2, 3), _ranked(q2, 3, 2)]      # 0.5
+    report = ShadowReport.from_rows(rows)
+    assert report.score_rank_correlation is None  # no scores on either side
+    assert [q.selection_rank_correlation for q in report.per_query] == [-1.0, 0.5]
+    assert report.selection_rank_correlation == pytest.approx(-0.25)
+
+
+def test_selection_rank_correlation_is_undefined_with_one_shared_pick() -> None:
+    report = ShadowReport.from_rows([_ranked(_id(), 1, 1), _ranked(_id(), 2, None)])
+    assert report.selection_rank_correlation is None
+
+
 def test_recall_is_none_for_a_query_where_the_baseline_selected_nothing() -> None:
     q = _id()
     report = ShadowReport.from_rows([_row(q, "a", "i", bs=0.5, cs=0.5)])

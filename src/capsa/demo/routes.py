@@ -1,4 +1,7 @@
-"""Two bundled retrieval routes over the sample corpus, for `capsa shadow`.
+"""Two bundled retrieval routes over the sample corpus, for `capsa shadow` and the demo.
+
+They live beside the demo, not in `capsa.shadow`, because they read the demo's
+corpus: the shadow core imports nothing above itself.
 
 The CLI needs routes it can run offline and observe completely: every
 candidate's score, the gate's reason for each, the ranking's choice, the block
@@ -18,25 +21,26 @@ from __future__ import annotations
 
 import math
 import re
-import secrets
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from typing import Protocol
 
-from capsa.budget import Budget, DropReason, pack
+from capsa.budget import Budget, pack
 from capsa.budget import Passage as BudgetPassage
-from capsa.errors import CaptureInvalid
-from capsa.shadow.capture import (
+from capsa.shadow import (
+    DROP_GATE_REASONS,
     Candidate,
     GateObservation,
     GateReason,
     RenderedBlock,
-    RouteCapture,
-    Side,
+    Route,
+    RouteRun,
+    ShadowRun,
+    capture_route,
+    compare_routes,
+    prompt_for,
 )
-from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
+from capsa.shadow import CorpusPassage as Passage
 
 __all__ = [
     "ROUTES",
@@ -46,53 +50,16 @@ __all__ = [
     "Route",
     "RouteRun",
     "ShadowRun",
+    "budgeted_route",
     "capture_route",
     "compare_routes",
+    "lexical_route",
     "prompt_for",
     "sample_passages",
 ]
 
 _SEPARATOR = "\n\n"
 _WORD = re.compile(r"[a-z0-9]+")
-
-
-@dataclass(frozen=True)
-class Passage:
-    """One retrievable paragraph of the sample corpus."""
-
-    source_id: str
-    """``<file name>#<paragraph number>``, stable across runs."""
-    text: str
-    """The paragraph as written in the corpus."""
-
-
-@dataclass(frozen=True)
-class RouteRun:
-    """Everything one route did for one query, ready for `RouteCapture`."""
-
-    candidates: tuple[Candidate, ...]
-    admitted: tuple[str, ...]
-    selected: tuple[str, ...]
-    gate: tuple[GateObservation, ...]
-    block: RenderedBlock
-
-
-class Route(Protocol):
-    """A retrieval route the CLI can observe end to end."""
-
-    name: str
-
-    def run(self, query: str) -> RouteRun:
-        """Retrieve, gate, select and render for `query`."""
-        ...
-
-
-@dataclass(frozen=True)
-class ShadowRun:
-    """The rows of a run over many queries and how many queries produced none."""
-
-    rows: tuple[PairedDecision, ...]
-    invalidated: int
 
 
 @cache
@@ -191,7 +158,7 @@ class LexicalRoute:
         """Retrieve, gate, select and render for `query`."""
         candidates = self.retrieve(query)
         reasons: dict[str, GateReason] = {
-            c.source_id: "admitted" if c.score >= self._gate else "below_threshold"
+            c.source_id: "admitted" if (c.score or 0.0) >= self._gate else "below_threshold"
             for c in candidates
         }
         admitted = tuple(c.source_id for c in candidates if reasons[c.source_id] == "admitted")
@@ -209,13 +176,6 @@ class LexicalRoute:
             ),
         )
 
-
-_DROP_REASONS: Mapping[DropReason, GateReason] = {
-    "budget": "over_budget",
-    "max_items": "over_budget",
-    "duplicate": "duplicate",
-    "empty": "filtered",
-}
 
 # The tags `capsa.budget` renders around retrieved passages, declared as the
 # block's scaffold. Should that format change, every capture of this route is
@@ -250,14 +210,14 @@ class BudgetedRoute:
         """Retrieve, gate, pack and render for `query`."""
         retrieved = self._retrieval.retrieve(query)
         reasons: dict[str, GateReason] = {
-            c.source_id: "admitted" if c.score >= self._gate else "below_threshold"
+            c.source_id: "admitted" if (c.score or 0.0) >= self._gate else "below_threshold"
             for c in retrieved
         }
         eligible = [BudgetPassage(id=c.source_id, text=c.text, score=c.score)
                     for c in retrieved if reasons[c.source_id] == "admitted"]
         packet = pack(query, eligible, self._budget)
         for receipt in packet.dropped:
-            reasons[receipt.passage_id] = _DROP_REASONS[receipt.dropped or "budget"]
+            reasons[receipt.passage_id] = DROP_GATE_REASONS[receipt.dropped or "budget"]
         packed = {p.id: text for p, text in zip(packet.passages, packet.texts, strict=True)}
         candidates = tuple(c.model_copy(update={"text": packed.get(c.source_id, c.text)})
                            for c in retrieved)
@@ -283,52 +243,18 @@ def _gate(
                  for c in candidates)
 
 
+def lexical_route(passages: Sequence[Passage] | None = None) -> LexicalRoute:
+    """The bundled ``lexical`` route over `passages` (the sample corpus by default)."""
+    return LexicalRoute("lexical", sample_passages() if passages is None else passages)
+
+
+def budgeted_route(passages: Sequence[Passage] | None = None) -> BudgetedRoute:
+    """The bundled ``budgeted`` route over `passages` (the sample corpus by default)."""
+    return BudgetedRoute("budgeted", lexical_route(passages))
+
+
 ROUTES: Mapping[str, Callable[[], Route]] = {
-    "lexical": lambda: LexicalRoute("lexical", sample_passages()),
-    "budgeted": lambda: BudgetedRoute("budgeted", LexicalRoute("lexical", sample_passages())),
+    "lexical": lexical_route,
+    "budgeted": budgeted_route,
 }
 """The bundled routes by name; each factory builds its index on call."""
-
-
-def prompt_for(query: str, block: str) -> list[dict[str, str]]:
-    """The messages a simple RAG chain would send for `query` with `block` as context."""
-    return [
-        {"role": "system", "content": "Answer only from the context. Say so if it is missing."},
-        {"role": "user", "content": f"Context:\n\n{block}\n\nQuestion: {query}"},
-    ]
-
-
-def capture_route(side: Side, query: str, route: Route) -> RouteCapture:
-    """Run `route` for `query` and capture it fully, wire included.
-
-    Raises:
-        CaptureInvalid: the run was ambiguous; the capture is discarded.
-    """
-    run = route.run(query)
-    capture = RouteCapture(side)
-    capture.observe(query, run.candidates, run.admitted, run.selected, run.gate)
-    capture.finalize(run.block)
-    capture.observe_provider(prompt_for(query, run.block.text))
-    return capture
-
-
-def compare_routes(
-    queries: Iterable[str],
-    baseline: Route,
-    candidate: Route,
-    *,
-    random_bytes: RandomBytes = secrets.token_bytes,
-) -> ShadowRun:
-    """Run both routes on every query, pair the captures and count the invalidated ones."""
-    rows: list[PairedDecision] = []
-    invalidated = 0
-    for query in queries:
-        try:
-            b = capture_route("baseline", query, baseline)
-            c = capture_route("candidate", query, candidate)
-            paired = pair(b, c, random_bytes=random_bytes)
-        except CaptureInvalid:
-            invalidated += 1
-            continue
-        rows.extend(paired)
-    return ShadowRun(rows=tuple(rows), invalidated=invalidated)

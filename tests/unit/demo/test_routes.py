@@ -6,9 +6,7 @@ import pytest
 
 from capsa.budget import estimate_tokens
 from capsa.demo.corpus_source import QUESTIONS
-from capsa.errors import CaptureInvalid
-from capsa.shadow import ShadowReport
-from capsa.shadow.routes import (
+from capsa.demo.routes import (
     ROUTES,
     LexicalRoute,
     Passage,
@@ -17,6 +15,8 @@ from capsa.shadow.routes import (
     prompt_for,
     sample_passages,
 )
+from capsa.errors import CaptureInvalid
+from capsa.shadow import ShadowReport
 
 QUERIES = [q.question for q in QUESTIONS]
 

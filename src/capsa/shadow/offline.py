@@ -1,0 +1,123 @@
+"""Compare two fully observable routes over a list of queries, offline.
+
+`capsa shadow` and the demo use this: a `Route` reports everything it did for
+one query as a `RouteRun` (every candidate with its score, the gate's reason
+for each, the selection, the rendered block), `capture_route` turns that into
+a finalized capture with the wire observed, and `compare_routes` pairs the two
+routes query by query. Routes are built by factories that take the corpus as
+`CorpusPassage`s, so the same route runs over the sample corpus or a user's
+own documents.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from capsa.errors import CaptureInvalid
+from capsa.shadow.capture import Candidate, GateObservation, RenderedBlock, RouteCapture, Side
+from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
+
+__all__ = [
+    "CorpusPassage",
+    "Route",
+    "RouteFactory",
+    "RouteRun",
+    "ShadowRun",
+    "capture_route",
+    "compare_routes",
+    "prompt_for",
+]
+
+
+@dataclass(frozen=True)
+class CorpusPassage:
+    """One retrievable passage of a corpus a route is built over."""
+
+    source_id: str
+    """Stable identity, such as ``<file name>#<paragraph number>``."""
+    text: str
+    """The passage as written."""
+
+
+@dataclass(frozen=True)
+class RouteRun:
+    """Everything one route did for one query, ready for `RouteCapture`."""
+
+    candidates: tuple[Candidate, ...]
+    admitted: tuple[str, ...]
+    selected: tuple[str, ...]
+    gate: tuple[GateObservation, ...]
+    block: RenderedBlock
+
+
+class Route(Protocol):
+    """A retrieval route that can be observed end to end."""
+
+    name: str
+
+    def run(self, query: str) -> RouteRun:
+        """Retrieve, gate, select and render for `query`."""
+        ...
+
+
+class RouteFactory(Protocol):
+    """Builds a route over a corpus; what ``capsa shadow`` imports as ``module:factory``."""
+
+    def __call__(self, passages: Sequence[CorpusPassage]) -> Route:
+        """The route, indexed over `passages`."""
+        ...
+
+
+@dataclass(frozen=True)
+class ShadowRun:
+    """The rows of a run over many queries and how many queries produced none."""
+
+    rows: tuple[PairedDecision, ...]
+    invalidated: int
+
+
+def prompt_for(query: str, block: str) -> list[dict[str, str]]:
+    """The messages a simple RAG chain would send for `query` with `block` as context."""
+    return [
+        {"role": "system", "content": "Answer only from the context. Say so if it is missing."},
+        {"role": "user", "content": f"Context:\n\n{block}\n\nQuestion: {query}"},
+    ]
+
+
+def capture_route(side: Side, query: str, route: Route) -> RouteCapture:
+    """Run `route` for `query` and capture it fully, wire included.
+
+    Raises:
+        CaptureInvalid: the run was ambiguous; the capture is discarded.
+    """
+    run = route.run(query)
+    capture = RouteCapture(side)
+    capture.observe(query, run.candidates, run.admitted, run.selected, run.gate)
+    capture.finalize(run.block)
+    capture.observe_provider(prompt_for(query, run.block.text))
+    return capture
+
+
+def compare_routes(
+    queries: Iterable[str],
+    baseline: Route,
+    candidate: Route,
+    *,
+    random_bytes: RandomBytes = secrets.token_bytes,
+) -> ShadowRun:
+    """Run both routes on every query, pair the captures and count the invalidated ones."""
+    rows: list[PairedDecision] = []
+    invalidated = 0
+    for query in queries:
+        try:
+            b = capture_route("baseline", query, baseline)
+            c = capture_route("candidate", query, candidate)
+            paired = pair(b, c, random_bytes=random_bytes)
+        except CaptureInvalid:
+            invalidated += 1
+            continue
+        rows.extend(paired)
+    return ShadowRun(rows=tuple(rows), invalidated=invalidated)
