@@ -1,36 +1,46 @@
-"""What citation capsules save on the wire, what they keep, and what they cost.
+"""What citation capsules save on the wire and on the bill, and what they keep.
 
-A simulated 20-question RAG conversation over LangChain messages: every question
-retrieves 5 chunks of about 300 tokens through a ``search`` tool, and every answer
-cites 1 or 2 chunks through a ``cite`` tool, sometimes a chunk an earlier question
-cited. The ledger is kept the way `CitationCapsuleMiddleware` keeps it. At each
-question, the request the model receives is built four ways:
+A simulated 20-question RAG agent chat over LangChain messages: every question
+retrieves 5 chunks of about 375 tokens through a ``search`` tool, and every answer
+cites 1 or 2 chunks through a ``cite`` tool. A citation slot goes, with some
+chance, to a chunk an earlier question retrieved: half of those were cited
+before (visible), half never were (a *late* citation). Under capsa the agent
+first calls ``recall`` with the late chunk's id (named in the receipt of its
+earlier return), then cites; the other strategies see the chunk in their own
+history or not at all, so their chat has no recall calls.
+
+Every model call of the chat is a request: after the question, after each tool
+return. Each request is built five ways, plus capsa's older layout:
 
 (a) full history, as a checkpointer stores it;
 (b) ``trim_messages`` (strategy "last", ``start_on="human"``) to the token count
-    capsa's request has;
-(c) ``ClearToolUsesEdit(trigger=0, keep=3)``, i.e. ContextEditingMiddleware's edit
-    firing on every call (with its default trigger of 100,000 tokens it never fires
-    in this conversation, and the request equals (a));
-(d) capsa, `capsule_messages` with the ledger.
+    of capsa's request at the same point;
+(c) ``ClearToolUsesEdit(trigger=0, keep=3)`` (with its default trigger of 100,000
+    tokens it never fires here and equals (a));
+(d) ``SummarizationMiddleware`` with a fake summariser (a fixed ~60-token summary),
+    trigger 12,000 tokens, keep 20 messages, applied as the agent applies it:
+    the summarised state persists;
+(e) capsa, `capsule_messages` with the ledger, stable layout (the default);
+(f) the seed's single moving capsule, rebuilt here from `build_capsule`: the newest
+    earlier evidence return carries every chunk earlier answers cited, the others a
+    receipt naming their uncited chunks. capsa dropped this layout on these figures.
 
-Two requests per question are measured: the *first* (the question has just
-arrived) and the *answer* request (the question's own 5 chunks are in view, as
-they are in every strategy). Tokens are counted for all four with LangChain's
-``count_tokens_approximately``. For the last question the table also shows which
-share of the chunks earlier answers cited is still visible in full, and whether
-every tool call still has its return.
+Tokens are counted per message with LangChain's ``count_tokens_approximately``.
+Billing follows prompt caching: a request's longest message prefix equal to the
+prefix of an earlier request of the same chat is read from the cache, the rest
+is written to it; input is billed at ``read`` and ``write`` times the base price,
+for two price pairs: 0.1/1.25 (cache reads a tenth, writes a premium) and
+0.5/1.0 (half-price reads, no write premium). Output tokens are left out.
 
-Compaction time is measured on a longer run of the same conversation (a history
-of at least 200 messages): the core `compact` on neutral messages, and the
-LangChain adapter `capsule_messages` including the conversion both ways, run
-interleaved. Wall-clock percentiles are the figures; the thread's CPU time per
-call is recorded beside them, because on a loaded machine the wall-clock tail
-measures preemption as much as compaction (the load average is in the JSON).
+Cited evidence visible: at the request on which the model cites, is each chunk it
+cites visible whole in the request? Late citations are counted separately. The
+stored history is checked to be exactly what the agent produced after every
+compaction.
 
 Run ``python benchmarks/capsule.py`` (``--quick`` for few timing repetitions).
 Writes ``benchmarks/results/capsule.json`` and, when matplotlib is importable,
-``benchmarks/results/capsule_tokens.png``. Nothing here asserts on time.
+``benchmarks/results/capsule_tokens.png`` (tokens per request beside billed cost).
+Nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -50,26 +60,49 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from langchain.agents.middleware import ClearToolUsesEdit
+from langchain.agents.middleware import ClearToolUsesEdit, SummarizationMiddleware
 from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import count_tokens_approximately, trim_messages
 
-from capsa.capsule import Evidence, EvidenceLedger, compact, render_evidence
-from capsa.langchain.middleware import _to_core, capsule_messages
+from capsa.capsule import (
+    Evidence,
+    EvidenceLedger,
+    build_capsule,
+    compact,
+    parse_evidence,
+    render_evidence,
+)
+from capsa.capsule.render import render_unshown
+from capsa.langchain.capsule_conversion import Observe, to_core
+from capsa.langchain.middleware import capsule_messages
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEED = 20250401
 QUESTIONS = 20
 CHUNKS_PER_QUESTION = 5
-CHUNK_CHARS = 1200
-"""About 300 tokens at four characters a token."""
+CHUNK_CHARS = 1500
+"""About 375 tokens at four characters a token."""
 EARLIER_CITE_SHARE = 0.3
-"""Chance that a citation slot goes to a chunk an earlier answer cited."""
+"""Chance that a citation slot goes to a chunk an earlier question retrieved."""
+PRICES = {"0.1/1.25": (0.1, 1.25), "0.5/1.0": (0.5, 1.0)}
+"""Cache read and cache write price, as multiples of the base input price."""
+SUMMARY_TRIGGER = 12_000
 TIMING_MESSAGES = 200
-GOAL_REDUCTION = 0.75
-GOAL_FROM_QUESTION = 10
-GOAL_MS = 2.0
+GOAL_RAW_SHARE = 0.25
+GOAL_BILLED = {"0.1/1.25": 0.70, "0.5/1.0": 0.40}
+STRATEGIES = ("full", "trim_messages", "clear_tool_uses", "summarization", "capsa", "capsa_moving")
+ROWS = (*STRATEGIES, "floor")
+"""``floor``: capsa's stable requests with every rewritten return cut to the bare text of
+the chunks it shows whole: no markup, no receipts. What no strategy that keeps every
+cited chunk whole and every wire form fixed can go below."""
 
 _VOCABULARY = (
     "shipment berth crane manifest invoice customs warehouse pallet tariff carrier "
@@ -82,93 +115,269 @@ _WORDS = tuple(_VOCABULARY.split())
 
 
 @dataclass
-class Conversation:
-    """The stored history, its ledger, and the requests worth measuring."""
+class Plan:
+    """One question: what it retrieves and what its answer cites."""
 
-    rng: random.Random
-    citations: tuple[int, ...] = (1, 2)
-    """How many chunks an answer may cite; each answer draws one of these."""
-    messages: list[BaseMessage] = field(default_factory=list)
-    ledger: EvidenceLedger = field(default_factory=EvidenceLedger)
-    first_requests: list[int] = field(default_factory=list)
-    """Per question: how many messages the first request holds."""
-    answer_requests: list[int] = field(default_factory=list)
-    """Per question: how many messages the answer request holds."""
-    ledgers: list[EvidenceLedger] = field(default_factory=list)
-    """Per question: the ledger while it was asked (ledgers are immutable snapshots)."""
-    cited: list[list[str]] = field(default_factory=list)
-    contents: dict[str, str] = field(default_factory=dict)
+    docs: list[Document]
+    cited: list[str]
+    late: list[str]
+    """Cited chunks an earlier question retrieved and no earlier answer cited."""
 
-    def _chunk(self, question: int, position: int) -> Document:
-        words: list[str] = []
-        while sum(len(w) + 1 for w in words) < CHUNK_CHARS:
-            words.append(self.rng.choice(_WORDS))
-        chunk_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-        text = f"Section {question}.{position}: " + " ".join(words) + "."
-        self.contents[chunk_id] = text
-        return Document(
-            page_content=text,
-            id=chunk_id,
-            metadata={"title": f"Policy {question}", "source": f"policy-{question}.pdf"},
-        )
 
-    def ask(self) -> None:
-        k = len(self.cited) + 1
-        if self.ledger.in_progress:
-            self.ledger = self.ledger.end_question(len(self.messages))
-        self.ledger = self.ledger.begin_question(len(self.messages))
-        self.messages.append(HumanMessage(f"Question {k}: what does the policy say on {k}?"))
-        self.first_requests.append(len(self.messages))
-        docs = [self._chunk(k, i) for i in range(CHUNKS_PER_QUESTION)]
-        evidence = [
-            Evidence(
-                chunk_id=d.id or "",
-                content=d.page_content,
-                document_id=d.metadata["source"],
-                title=d.metadata["title"],
-                uri=d.metadata["source"],
+def plan_chat(rng: random.Random, questions: int = QUESTIONS) -> tuple[list[Plan], dict[str, str]]:
+    """Draw the chat once; both histories are rendered from the same plan."""
+    contents: dict[str, str] = {}
+    plans: list[Plan] = []
+    retrieved: list[str] = []
+    cited_so_far: set[str] = set()
+    for k in range(1, questions + 1):
+        docs = []
+        for position in range(CHUNKS_PER_QUESTION):
+            words: list[str] = []
+            while sum(len(w) + 1 for w in words) < CHUNK_CHARS:
+                words.append(rng.choice(_WORDS))
+            chunk_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+            text = f"Section {k}.{position}: " + " ".join(words) + "."
+            contents[chunk_id] = text
+            docs.append(
+                Document(
+                    page_content=text,
+                    id=chunk_id,
+                    metadata={"title": f"Policy {k}", "source": f"policy-{k}.pdf"},
+                )
             )
-            for d in docs
-        ]
-        search_id, cite_id = f"q{k}-search", f"q{k}-cite"
-        self.messages.append(
+        chosen: list[str] = []
+        for _ in range(rng.choice((1, 2))):
+            earlier_cited = sorted(cited_so_far - set(chosen))
+            earlier_uncited = [c for c in retrieved if c not in cited_so_far and c not in chosen]
+            if retrieved and rng.random() < EARLIER_CITE_SHARE:
+                pool = earlier_cited if rng.random() < 0.5 else earlier_uncited
+                pool = pool or earlier_cited or earlier_uncited
+                chosen.append(rng.choice(pool))
+            else:
+                chosen.append(rng.choice([d.id or "" for d in docs if d.id not in chosen]))
+        late = [c for c in chosen if c in retrieved and c not in cited_so_far]
+        plans.append(Plan(docs=docs, cited=chosen, late=late))
+        retrieved += [d.id or "" for d in docs]
+        cited_so_far.update(chosen)
+    return plans, contents
+
+
+def _evidence(docs: Sequence[Document]) -> list[Evidence]:
+    return [
+        Evidence(
+            chunk_id=d.id or "",
+            content=d.page_content,
+            document_id=d.metadata["source"],
+            title=d.metadata["title"],
+            uri=d.metadata["source"],
+        )
+        for d in docs
+    ]
+
+
+@dataclass
+class Request:
+    """One model call: how many stored messages it sees, and its role in the question."""
+
+    question: int
+    phase: str
+    """``first``, ``search``, ``recall`` or ``cite``: the tool return it follows."""
+    length: int
+    ledger: EvidenceLedger | None = None
+
+
+@dataclass
+class Chat:
+    """A stored history, its requests, and (for capsa) the ledger at each request."""
+
+    messages: list[BaseMessage] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+
+
+def render_chat(plans: Sequence[Plan], *, recall: bool) -> Chat:
+    """The history an agent produces for `plans`; with recall calls for late citations."""
+    chat = Chat()
+    ledger = EvidenceLedger()
+    by_id = {d.id: d for plan in plans for d in plan.docs}
+    for k, plan in enumerate(plans, start=1):
+        if ledger.in_progress:
+            ledger = ledger.end_question(len(chat.messages))
+        ledger = ledger.begin_question(len(chat.messages))
+        chat.messages.append(HumanMessage(f"Question {k}: what does the policy say on {k}?"))
+        chat.requests.append(Request(k, "first", len(chat.messages), ledger))
+        evidence = _evidence(plan.docs)
+        chat.messages += [
             AIMessage(
                 "",
-                tool_calls=[{"name": "search", "args": {"query": f"topic {k}"}, "id": search_id}],
-            )
-        )
-        self.messages.append(
+                tool_calls=[{"name": "search", "args": {"query": f"topic {k}"}, "id": f"q{k}-s"}],
+            ),
             ToolMessage(
-                render_evidence(evidence), tool_call_id=search_id, name="search", artifact=docs
-            )
-        )
-        self.ledger = self.ledger.record_retrieval(evidence, tool="search")
-        self.ledgers.append(self.ledger)
-        self.answer_requests.append(len(self.messages))
-        earlier = [c for group in self.cited for c in group]
-        chosen: list[str] = []
-        for _ in range(self.rng.choice(self.citations)):
-            pool = [c for c in earlier if c not in chosen]
-            if pool and self.rng.random() < EARLIER_CITE_SHARE:
-                chosen.append(self.rng.choice(pool))
-            else:
-                chosen.append(
-                    self.rng.choice([e.chunk_id for e in evidence if e.chunk_id not in chosen])
-                )
-        self.messages.append(
+                render_evidence(evidence), tool_call_id=f"q{k}-s", name="search", artifact=plan.docs
+            ),
+        ]
+        ledger = ledger.record_retrieval(evidence, tool="search")
+        chat.requests.append(Request(k, "search", len(chat.messages), ledger))
+        if recall and plan.late:
+            docs = [by_id[c] for c in plan.late]
+            recalled = _evidence(docs)
+            chat.messages += [
+                AIMessage(
+                    "",
+                    tool_calls=[
+                        {"name": "recall", "args": {"chunk_ids": plan.late}, "id": f"q{k}-r"}
+                    ],
+                ),
+                ToolMessage(
+                    render_evidence(recalled),
+                    tool_call_id=f"q{k}-r",
+                    name="recall",
+                    artifact=[e.model_dump(mode="json") for e in recalled],
+                ),
+            ]
+            ledger = ledger.record_retrieval(recalled, tool="recall")
+            chat.requests.append(Request(k, "recall", len(chat.messages), ledger))
+        if recall:
+            ledger = ledger.record_citations(plan.cited)
+        chat.messages += [
             AIMessage(
-                "", tool_calls=[{"name": "cite", "args": {"chunk_ids": chosen}, "id": cite_id}]
-            )
-        )
-        self.messages.append(
-            ToolMessage(f"Recorded {len(chosen)} citation(s).", tool_call_id=cite_id, name="cite")
-        )
-        self.ledger = self.ledger.record_citations(chosen)
-        markers = " ".join(f"[{c}]" for c in chosen)
-        self.messages.append(
+                "",
+                tool_calls=[{"name": "cite", "args": {"chunk_ids": plan.cited}, "id": f"q{k}-c"}],
+            ),
+            ToolMessage(
+                f"Recorded {len(plan.cited)} citation(s).", tool_call_id=f"q{k}-c", name="cite"
+            ),
+        ]
+        chat.requests.append(Request(k, "cite", len(chat.messages), ledger))
+        markers = " ".join(f"[{c}]" for c in plan.cited)
+        chat.messages.append(
             AIMessage(f"Answer {k}: the policy sets the limit and the deadline. {markers}")
         )
-        self.cited.append(chosen)
+    return chat
+
+
+# -- building each strategy's requests ----------------------------------------------------------
+
+
+def moving_capsule(history: list[BaseMessage], ledger: EvidenceLedger | None) -> list[BaseMessage]:
+    """The seed's layout: one capsule in the newest earlier return, receipts elsewhere."""
+    if ledger is None or ledger.question is None:
+        return list(history)
+    capsule = build_capsule(ledger, before=ledger.question)
+    shown = set(capsule.chunk_ids)
+    earlier = [
+        i
+        for i, m in enumerate(history[: ledger.question])
+        if isinstance(m, ToolMessage) and m.name in ("search", "recall")
+    ]
+    out = list(history)
+    for index in earlier:
+        chunks = parse_evidence(history[index].text) or ()
+        receipt = render_unshown([c for c in chunks if c.chunk_id not in shown])
+        text = "\n".join(t for t in (capsule.text if index == earlier[-1] else "", receipt) if t)
+        out[index] = history[index].model_copy(update={"content": text or "<in-capsule/>"})
+    return out
+
+
+def _floor(request: list[BaseMessage], stored: list[BaseMessage]) -> list[BaseMessage]:
+    out = []
+    for message, original in zip(request, stored, strict=False):
+        if message is original or not isinstance(message, ToolMessage):
+            out.append(message)
+            continue
+        shown = parse_evidence(message.text) or ()
+        out.append(message.model_copy(update={"content": "\n".join(e.content for e in shown)}))
+    return out
+
+
+def _summarizer() -> SummarizationMiddleware:
+    summary = (
+        "Summary of the conversation so far: the user asked about several policies; the "
+        "assistant searched the knowledge base and answered each question with citations."
+    )
+    model = FakeListChatModel(responses=[summary])
+    return SummarizationMiddleware(
+        model=model, trigger=("tokens", SUMMARY_TRIGGER), keep=("messages", 20)
+    )
+
+
+def build_requests(baseline: Chat, capsa: Chat) -> dict[str, list[list[BaseMessage]]]:
+    """Every request of the chat under every strategy, in order."""
+    out: dict[str, list[list[BaseMessage]]] = {name: [] for name in ROWS}
+    for request in capsa.requests:
+        history = capsa.messages[: request.length]
+        out["capsa"].append(
+            capsule_messages(history, ledger=request.ledger, evidence_tools=["search", "recall"])
+        )
+        out["capsa_moving"].append(moving_capsule(history, request.ledger))
+    out["floor"] = [_floor(r, capsa.messages) for r in out["capsa"]]
+    budgets = {
+        (r.question, r.phase): count_tokens_approximately(m)
+        for r, m in zip(capsa.requests, out["capsa"], strict=True)
+    }
+    middleware = _summarizer()
+    state: list[BaseMessage] = []
+    taken = 0
+    for request in baseline.requests:
+        history = baseline.messages[: request.length]
+        out["full"].append(list(history))
+        out["trim_messages"].append(
+            trim_messages(
+                history,
+                max_tokens=budgets[(request.question, request.phase)],
+                strategy="last",
+                start_on="human",
+                token_counter=count_tokens_approximately,
+            )
+        )
+        cleared = deepcopy(history)
+        ClearToolUsesEdit(trigger=0, keep=3).apply(cleared, count_tokens=count_tokens_approximately)
+        out["clear_tool_uses"].append(cleared)
+        state += deepcopy(history[taken:])  # the middleware stamps ids on what it holds
+        taken = len(history)
+        update = middleware.before_model({"messages": state}, None)  # type: ignore[arg-type]
+        if update is not None:
+            state = [m for m in update["messages"] if not isinstance(m, RemoveMessage)]
+        out["summarization"].append(list(state))
+    return out
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+def _signature(message: BaseMessage) -> str:
+    calls = getattr(message, "tool_calls", None) or []
+    return json.dumps(
+        [message.type, message.content, calls, getattr(message, "tool_call_id", None)],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def bill(requests: Sequence[Sequence[BaseMessage]], read: float, write: float) -> dict[str, Any]:
+    """Billed input over the chat: cached prefix at `read`, the rest at `write`."""
+    seen: list[list[str]] = []
+    total = cached = billed = 0.0
+    for request in requests:
+        signatures = [_signature(m) for m in request]
+        tokens = [count_tokens_approximately([m]) for m in request]
+        prefix = 0
+        for earlier in seen:
+            n = 0
+            while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
+                n += 1
+            prefix = max(prefix, n)
+        hit = sum(tokens[:prefix])
+        total += sum(tokens)
+        cached += hit
+        billed += hit * read + (sum(tokens) - hit) * write
+        seen.append(signatures)
+    return {
+        "input_tokens": int(total),
+        "cached_tokens": int(cached),
+        "cache_share": round(cached / total, 4) if total else 0.0,
+        "billed": round(billed, 1),
+    }
 
 
 def _text(messages: Sequence[BaseMessage]) -> str:
@@ -183,121 +392,57 @@ def _text(messages: Sequence[BaseMessage]) -> str:
     return "\n".join(parts)
 
 
-def _pairs_intact(messages: Sequence[BaseMessage]) -> bool:
-    calls = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
-    returns = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    return calls == returns
+def visibility(
+    plans: Sequence[Plan],
+    chat: Chat,
+    requests: Sequence[Sequence[BaseMessage]],
+    contents: dict[str, str],
+) -> dict[str, Any]:
+    """At each question's citing request: which cited chunks were visible whole."""
+    citing: dict[int, Sequence[BaseMessage]] = {}
+    for meta, request in zip(chat.requests, requests, strict=True):
+        if meta.phase in ("search", "recall"):
+            citing[meta.question] = request  # the recall request, when there is one, wins
+    cited = late = visible = late_visible = 0
+    for k, plan in enumerate(plans, start=1):
+        text = _text(citing[k])
+        for chunk in plan.cited:
+            seen = contents[chunk] in text
+            cited += 1
+            visible += seen
+            if chunk in plan.late:
+                late += 1
+                late_visible += seen
+    return {"cited": cited, "visible": visible, "late": late, "late_visible": late_visible}
 
 
-def floor_tokens(
-    request: list[BaseMessage], boundary: int, earlier: set[str], contents: dict[str, str]
-) -> int:
-    """The least any strategy keeping every earlier-cited chunk whole can send.
-
-    Every turn that is not an earlier search result, plus each earlier-cited chunk's
-    text once, with no header, label or receipt.
-    """
-    kept = [
-        m
-        for i, m in enumerate(request)
-        if not (i < boundary and isinstance(m, ToolMessage) and m.name == "search")
+def per_question(chat: Chat, requests: Sequence[Sequence[BaseMessage]], phase: str) -> list[int]:
+    return [
+        count_tokens_approximately(r)
+        for meta, r in zip(chat.requests, requests, strict=True)
+        if meta.phase == phase
     ]
-    if earlier:
-        kept.append(HumanMessage("\n\n".join(contents[c] for c in sorted(earlier))))
-    return count_tokens_approximately(kept)
 
 
-def strategies(request: list[BaseMessage], ledger: EvidenceLedger) -> dict[str, list[BaseMessage]]:
-    """The same request under the four strategies."""
-    capsa = capsule_messages(request, ledger=ledger, evidence_tools=["search"])
-    budget = count_tokens_approximately(capsa)
-    trimmed = trim_messages(
-        request,
-        max_tokens=budget,
-        strategy="last",
-        start_on="human",
-        token_counter=count_tokens_approximately,
-    )
-    cleared = deepcopy(request)
-    ClearToolUsesEdit(trigger=0, keep=3).apply(cleared, count_tokens=count_tokens_approximately)
-    return {
-        "full": list(request),
-        "trim_messages": trimmed,
-        "clear_tool_uses": cleared,
-        "capsa": capsa,
-    }
-
-
-def _visible(messages: Sequence[BaseMessage], earlier: set[str], contents: dict[str, str]) -> float:
-    if not earlier:
-        return 1.0
-    text = _text(messages)
-    return sum(contents[c] in text for c in earlier) / len(earlier)
-
-
-def measure_tokens(conversation: Conversation) -> list[dict[str, Any]]:
-    """Per question and request: tokens, earlier cited evidence visible, pairs intact."""
-    rows = []
-    for k in range(1, len(conversation.cited) + 1):
-        ledger = conversation.ledgers[k - 1]
-        boundary = conversation.first_requests[k - 1] - 1
-        earlier = {c for group in conversation.cited[: k - 1] for c in group}
-        row: dict[str, Any] = {"question": k, "earlier_cited_chunks": len(earlier)}
-        for point, ends in (
-            ("first", conversation.first_requests),
-            ("answer", conversation.answer_requests),
-        ):
-            request = conversation.messages[: ends[k - 1]]
-            cells = {
-                name: {
-                    "tokens": count_tokens_approximately(messages),
-                    "cited_visible": _visible(messages, earlier, conversation.contents),
-                    "pairs_intact": _pairs_intact(messages),
-                }
-                for name, messages in strategies(request, ledger).items()
-            }
-            cells["floor"] = {
-                "tokens": floor_tokens(request, boundary, earlier, conversation.contents)
-            }
-            row[point] = cells
-        rows.append(row)
-    return rows
-
-
-def reductions(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """From `GOAL_FROM_QUESTION` on: capsa's and the floor's least saving against full history."""
-    late = [r for r in rows if r["question"] >= GOAL_FROM_QUESTION]
-    out: dict[str, Any] = {}
-    for point in ("first", "answer"):
-        capsa = [1 - r[point]["capsa"]["tokens"] / r[point]["full"]["tokens"] for r in late]
-        floor = [1 - r[point]["floor"]["tokens"] / r[point]["full"]["tokens"] for r in late]
-        visible = [r[point]["capsa"]["cited_visible"] for r in late]
-        out[point] = {
-            "min_reduction": round(min(capsa), 4),
-            "min_floor_reduction": round(min(floor), 4),
-            "min_cited_visible": min(visible),
-            "goal_met": min(capsa) >= GOAL_REDUCTION and min(visible) == 1.0,
-        }
-    return out
-
-
-def sensitivity() -> list[dict[str, Any]]:
-    """The same measurement with answers citing exactly 1 or exactly 2 chunks."""
+def cumulative_bill(
+    chat: Chat, requests: Sequence[Sequence[BaseMessage]], read: float, write: float
+) -> list[float]:
+    """Billed input summed up to the end of each question."""
     out = []
-    for citations in ((1,), (1, 2), (2,)):
-        conversation = Conversation(random.Random(SEED), citations=citations)
-        for _ in range(QUESTIONS):
-            conversation.ask()
-        rows = measure_tokens(conversation)
-        unique = len({c for group in conversation.cited[:-1] for c in group})
-        out.append(
-            {
-                "citations_per_answer": list(citations),
-                "earlier_cited_chunks_at_last_question": unique,
-                **reductions(rows),
-            }
-        )
+    for k in range(1, QUESTIONS + 1):
+        upto = [r for meta, r in zip(chat.requests, requests, strict=True) if meta.question <= k]
+        out.append(bill(upto, read, write)["billed"])
     return out
+
+
+def stored_intact(chat: Chat, plans: Sequence[Plan]) -> bool:
+    """Every stored evidence return is exactly what the tool produced."""
+    by_call = {f"q{k}-s": _evidence(p.docs) for k, p in enumerate(plans, start=1)}
+    returns = [m for m in chat.messages if isinstance(m, ToolMessage) and m.name == "search"]
+    return all(m.content == render_evidence(by_call[m.tool_call_id]) for m in returns)
+
+
+# -- timing --------------------------------------------------------------------------------------
 
 
 def _percentile(samples: Sequence[float], share: float) -> float:
@@ -315,25 +460,23 @@ def _summary(samples: list[float]) -> dict[str, float]:
 
 
 def measure_time(runs: int) -> dict[str, Any]:
-    """Compaction time on a history of at least `TIMING_MESSAGES` messages.
-
-    The core and the adapter run interleaved, so a machine that gets busier slows both.
-    """
-    conversation = Conversation(random.Random(SEED + 1))
-    while len(conversation.messages) < TIMING_MESSAGES:
-        conversation.ask()
-    request = conversation.messages[: conversation.answer_requests[-1]]
-    ledger = conversation.ledgers[-1]
-    neutral = [_to_core(m, i) for i, m in enumerate(request)]
+    """Compaction time on a history of at least `TIMING_MESSAGES` messages."""
+    plans, _ = plan_chat(random.Random(SEED + 1), questions=40)
+    chat = render_chat(plans, recall=True)
+    request = next(r for r in chat.requests if r.length >= TIMING_MESSAGES)
+    history = chat.messages[: request.length]
+    ledger = request.ledger
+    observe = Observe.of(history, {"search", "recall"})
+    neutral = [to_core(m, i, observe) for i, m in enumerate(history)]
     calls: dict[str, Callable[[], object]] = {
-        "core_compact": lambda: compact(neutral, ledger, owned_tools={"search"}),
+        "core_compact": lambda: compact(neutral, ledger, owned_tools={"search", "recall"}),
         "langchain_capsule_messages": lambda: capsule_messages(
-            request, ledger=ledger, evidence_tools=["search"]
+            history, ledger=ledger, evidence_tools=["search", "recall"]
         ),
     }
     wall: dict[str, list[float]] = {name: [] for name in calls}
     cpu: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(max(5, runs // 10)):
+    for _ in range(max(3, runs // 10)):
         for call in calls.values():
             call()
     for _ in range(runs):
@@ -343,16 +486,17 @@ def measure_time(runs: int) -> dict[str, Any]:
             cpu[name].append((time.thread_time_ns() - began_cpu) / 1e6)
             wall[name].append((time.perf_counter_ns() - began) / 1e6)
     return {
-        "messages": len(request),
-        "earlier_questions": len(conversation.cited) - 1,
-        "ledger_entries": len(ledger.entries),
+        "messages": len(history),
         **{name: _summary(values) for name, values in wall.items()},
         "thread_cpu": {name: _summary(values) for name, values in cpu.items()},
     }
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> bool:
-    """Draw tokens per question for each strategy; False when matplotlib is missing."""
+# -- report --------------------------------------------------------------------------------------
+
+
+def plot(report: dict[str, Any], path: Path) -> bool:
+    """Tokens of each question's first request beside cumulative billed cost."""
     try:
         import matplotlib
 
@@ -361,105 +505,119 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         return False
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    questions = [r["question"] for r in rows]
-    for axis, point in zip(axes, ("first", "answer"), strict=True):
-        for name in (*STRATEGIES, "floor"):
-            style = {"linestyle": ":", "color": "grey"} if name == "floor" else {"marker": "."}
-            axis.plot(questions, [r[point][name]["tokens"] for r in rows], label=name, **style)
-        axis.set_title(f"{point} request of each question")
+    figure, (tokens, billed) = plt.subplots(1, 2, figsize=(12, 4.4))
+    questions = list(range(1, QUESTIONS + 1))
+    for name in ROWS:
+        style: dict[str, Any] = {"marker": "."}
+        if name == "capsa_moving":
+            style = {"linestyle": "--"}
+        if name == "floor":
+            style = {"linestyle": ":", "color": "grey"}
+        tokens.plot(questions, report["tokens_first_request"][name], label=name, **style)
+        billed.plot(questions, report["cumulative_billed"]["0.1/1.25"][name], label=name, **style)
+    tokens.set_title("tokens sent on each question's first request")
+    billed.set_title("billed input so far, cache reads 0.1x / writes 1.25x")
+    for axis in (tokens, billed):
         axis.set_xlabel("question")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
-    axes[0].set_ylabel("tokens sent (count_tokens_approximately)")
-    axes[0].legend()
+    tokens.set_ylabel("tokens (count_tokens_approximately)")
+    billed.set_ylabel("billed input, in base-price tokens")
+    tokens.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return True
 
 
-STRATEGIES = ("full", "trim_messages", "clear_tool_uses", "capsa")
-
-
 def print_report(report: dict[str, Any]) -> None:
-    """Print the tables."""
-    rows = report["tokens"]
-    for point in ("first", "answer"):
-        print(f"\nTokens sent at the {point} request of each question")
-        header = "".join(f"{n:>16}" for n in (*STRATEGIES, "floor"))
-        print(f"  q{header}  capsa saves  floor saves")
-        for row in rows:
-            cells = "".join(f"{row[point][n]['tokens']:>16,}" for n in (*STRATEGIES, "floor"))
-            full = row[point]["full"]["tokens"]
-            saved = 1 - row[point]["capsa"]["tokens"] / full
-            floor = 1 - row[point]["floor"]["tokens"] / full
-            print(f"{row['question']:>3}{cells}  {saved:>11.1%}  {floor:>11.1%}")
-    last = rows[-1]["answer"]
-    print(
-        f"\nQuestion {rows[-1]['question']}, answer request ({rows[-1]['earlier_cited_chunks']} "
-        "chunks cited earlier):"
+    """Print the table."""
+    full = report["strategies"]["full"]
+    print(f"\n{QUESTIONS}-question chat; ratios against full history")
+    header = (
+        f"  {'strategy':<16}{'tokens q' + str(QUESTIONS):>11}{'ratio':>7}"
+        f"{'billed .1/1.25':>16}{'ratio':>7}{'billed .5/1':>13}{'ratio':>7}"
+        f"{'cache hit':>10}{'cited visible':>15}{'late visible':>14}"
     )
-    print(f"  {'strategy':<16}{'cited visible':>14}{'pairs intact':>14}")
-    for name in STRATEGIES:
-        print(f"  {name:<16}{last[name]['cited_visible']:>14.1%}{last[name]['pairs_intact']!s:>14}")
+    print(header)
+    for name in ROWS:
+        row = report["strategies"][name]
+        seen = row["visibility"]
+        print(
+            f"  {name:<16}{row['tokens_last_first_request']:>11,}"
+            f"{row['tokens_last_first_request'] / full['tokens_last_first_request']:>7.2f}"
+            f"{row['billed']['0.1/1.25']['billed']:>16,.0f}{row['billed_ratio']['0.1/1.25']:>7.2f}"
+            f"{row['billed']['0.5/1.0']['billed']:>13,.0f}{row['billed_ratio']['0.5/1.0']:>7.2f}"
+            f"{row['billed']['0.1/1.25']['cache_share']:>10.0%}"
+            f"{seen['visible']:>8}/{seen['cited']:<6}{seen['late_visible']:>7}/{seen['late']:<6}"
+        )
     timing = report["timing"]
-    print(
-        f"\nCompaction time: {timing['messages']}-message history, "
-        f"{timing['ledger_entries']} ledger entries, load average {report['meta']['loadavg']}"
-    )
+    print(f"\nCompaction time, {timing['messages']}-message history:")
     for key in ("core_compact", "langchain_capsule_messages"):
         t, c = timing[key], timing["thread_cpu"][key]
         print(
             f"  {key:<28} wall p50 {t['p50_ms']:.3f} ms  p95 {t['p95_ms']:.3f} ms   "
-            f"thread CPU p50 {c['p50_ms']:.3f} ms  p95 {c['p95_ms']:.3f} ms  ({t['runs']} runs)"
+            f"thread CPU p50 {c['p50_ms']:.3f} ms  ({t['runs']} runs)"
         )
-    print("\nSensitivity: least saving from question 10 on (first / answer request)")
-    for case in report["sensitivity"]:
-        first, answer = case["first"], case["answer"]
-        print(
-            f"  cites {case['citations_per_answer']!s:<8} capsa {first['min_reduction']:.1%} / "
-            f"{answer['min_reduction']:.1%}   floor {first['min_floor_reduction']:.1%} / "
-            f"{answer['min_floor_reduction']:.1%}   cited visible {first['min_cited_visible']:.0%}"
-        )
-    goals = report["goals"]
-    print(
-        f"\nGoals: from question {GOAL_FROM_QUESTION} on >= {GOAL_REDUCTION:.0%} fewer tokens "
-        f"than full history with 100% cited visible; compaction p95 < {GOAL_MS} ms"
-    )
-    for point in ("first", "answer"):
-        g = goals[point]
-        verdict = "met" if g["goal_met"] else "NOT met"
-        print(
-            f"  {point:<6} request: capsa {g['min_reduction']:.1%} "
-            f"(floor {g['min_floor_reduction']:.1%}), "
-            f"cited visible {g['min_cited_visible']:.0%}: {verdict}"
-        )
-    print(
-        f"  compaction: core {'met' if goals['core_time_met'] else 'NOT met'}, "
-        f"LangChain adapter {'met' if goals['adapter_time_met'] else 'NOT met'}"
-    )
+    print("\nGoals (capsa, stable layout, against full history):")
+    for goal, value in report["goals"].items():
+        print(f"  {goal:<44} {'met' if value['met'] else 'NOT met':<8} {value['value']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the simulation, print the tables, write the JSON (and the PNG)."""
+    """Run the simulation, print the table, write the JSON (and the PNG)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="few timing repetitions")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"output directory ({RESULTS})")
     args = parser.parse_args(argv)
     loadavg = [round(x, 2) for x in os.getloadavg()]
-    conversation = Conversation(random.Random(SEED))
-    for _ in range(QUESTIONS):
-        conversation.ask()
-    rows = measure_tokens(conversation)
-    timing = measure_time(30 if args.quick else 1000)
-    cited_before = [
-        sum(c in {x for g in conversation.cited[:i] for x in g} for c in group)
-        for i, group in enumerate(conversation.cited)
-    ]
-    goals: dict[str, Any] = reductions(rows)
-    goals["core_time_met"] = timing["core_compact"]["p95_ms"] < GOAL_MS
-    goals["adapter_time_met"] = timing["langchain_capsule_messages"]["p95_ms"] < GOAL_MS
+    plans, contents = plan_chat(random.Random(SEED))
+    baseline, capsa = render_chat(plans, recall=False), render_chat(plans, recall=True)
+    snapshot = [m.model_dump() for m in capsa.messages]
+    requests = build_requests(baseline, capsa)
+    intact = [m.model_dump() for m in capsa.messages] == snapshot and stored_intact(capsa, plans)
+    chats = {name: baseline if name in STRATEGIES[:4] else capsa for name in ROWS}
+    strategies: dict[str, Any] = {}
+    for name in ROWS:
+        chat, built = chats[name], requests[name]
+        firsts = per_question(chat, built, "first")
+        strategies[name] = {
+            "tokens_last_first_request": firsts[-1],
+            "billed": {label: bill(built, *pair) for label, pair in PRICES.items()},
+            "visibility": visibility(plans, chat, built, contents),
+            "requests": len(built),
+        }
+    for name in ROWS:
+        strategies[name]["billed_ratio"] = {
+            label: round(
+                strategies[name]["billed"][label]["billed"]
+                / strategies["full"]["billed"][label]["billed"],
+                4,
+            )
+            for label in PRICES
+        }
+    capsa_row, full_row = strategies["capsa"], strategies["full"]
+    raw = capsa_row["tokens_last_first_request"] / full_row["tokens_last_first_request"]
+    seen = capsa_row["visibility"]
+    goals = {
+        f"raw tokens at question {QUESTIONS} <= {GOAL_RAW_SHARE:.0%} of full": {
+            "value": round(raw, 4),
+            "met": raw <= GOAL_RAW_SHARE,
+        },
+        **{
+            f"billed at {label} <= {limit}x full": {
+                "value": capsa_row["billed_ratio"][label],
+                "met": capsa_row["billed_ratio"][label] <= limit,
+            }
+            for label, limit in GOAL_BILLED.items()
+        },
+        "every cited chunk visible whole (late included)": {
+            "value": f"{seen['visible']}/{seen['cited']} "
+            f"({seen['late_visible']}/{seen['late']} late)",
+            "met": seen["visible"] == seen["cited"],
+        },
+        "stored messages exactly as produced": {"value": intact, "met": intact},
+    }
     report: dict[str, Any] = {
         "meta": {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -471,23 +629,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             "questions": QUESTIONS,
             "chunks_per_question": CHUNKS_PER_QUESTION,
             "chunk_chars": CHUNK_CHARS,
-            "citations_per_answer": [len(group) for group in conversation.cited],
-            "citations_of_earlier_chunks_per_answer": cited_before,
-            "token_counter": "langchain_core count_tokens_approximately",
+            "citations_per_answer": [len(p.cited) for p in plans],
+            "late_citations_per_answer": [len(p.late) for p in plans],
+            "token_counter": "langchain_core count_tokens_approximately, per message",
+            "prices": {label: {"read": r, "write": w} for label, (r, w) in PRICES.items()},
             "clear_tool_uses": "ClearToolUsesEdit(trigger=0, keep=3)",
             "trim_messages": "strategy='last', start_on='human', max_tokens=capsa's count",
-            "floor": "non-evidence turns plus each earlier-cited chunk's text once",
+            "summarization": f"SummarizationMiddleware(trigger=('tokens', {SUMMARY_TRIGGER}), "
+            "keep=('messages', 20)), FakeListChatModel summariser",
         },
-        "tokens": rows,
-        "timing": timing,
-        "sensitivity": sensitivity(),
+        "strategies": strategies,
+        "tokens_first_request": {
+            name: per_question(chats[name], requests[name], "first") for name in ROWS
+        },
+        "cumulative_billed": {
+            label: {name: cumulative_bill(chats[name], requests[name], *pair) for name in ROWS}
+            for label, pair in PRICES.items()
+        },
+        "timing": measure_time(20 if args.quick else 300),
         "goals": goals,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "capsule.json").write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)
     png = args.out / "capsule_tokens.png"
-    drawn = plot(rows, png)
+    drawn = plot(report, png)
     print(f"\nwrote {args.out / 'capsule.json'}" + (f" and {png}" if drawn else ""))
     return 0
 

@@ -204,10 +204,10 @@ def _prose(sentences: Sequence[str], chars: int, start: int) -> str:
 
 
 def _big_pdf(sentences: Sequence[str]) -> bytes:
-    from capsa.guard.extractors._samples import make_pdf
+    from capsa.guard.samples import pdf_with_text
 
     pages = [f"Page {i + 1}. " + _prose(sentences, 1700, i * 11) for i in range(40)]
-    return make_pdf(pages)
+    return pdf_with_text(pages)
 
 
 def _big_docx(sentences: Sequence[str]) -> bytes:
@@ -279,7 +279,7 @@ def generated_samples() -> list[Sample]:
     sentences = _sentences()
     return [
         Sample("big-40-pages.pdf", "generated", _big_pdf(sentences),
-               "40 pages of text (make_pdf), pypdf"),
+               "40 pages of text (pdf_with_text), pypdf"),
         Sample("big-300-paragraphs.docx", "generated", _big_docx(sentences),
                "300 paragraphs, 12 headings and a 100x100 picture"),
         Sample("big-4200-cells.xlsx", "generated", _big_xlsx(sentences),

@@ -39,7 +39,7 @@ plain, confined = [], []
 for index in range(2 * runs):
     scratch = tempfile.mkdtemp()
     if policy.as_root:
-        os.chown(scratch, sandbox.NOBODY, sandbox.NOBODY)
+        os.chown(scratch, policy.child_uid, policy.child_uid)
     with_layers = index % 2 == 1
     start = time.perf_counter()
     pid = os.fork()

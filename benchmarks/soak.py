@@ -68,7 +68,7 @@ from capsa.guard.extractors import (
     TesseractExtractor,
     UnstructuredExtractor,
 )
-from capsa.guard.extractors._samples import make_pdf
+from capsa.guard.samples import pdf_with_text
 from capsa.guard.testing import FaultInjectingExtractor
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -496,7 +496,7 @@ _GOOD_BUILDERS: dict[str, Any] = {
                          "{token}\nMIME-Version: 1.0\nContent-Type: text/plain\n\n{token}: "
                          "{sentence}\n"),
     "rtf": _text_builder("{{\\rtf1\\ansi Memo {token}\\par {sentence}}}"),
-    "pdf": lambda token, sentence, rng: make_pdf([f"Invoice {token}", sentence]),
+    "pdf": lambda token, sentence, rng: pdf_with_text([f"Invoice {token}", sentence]),
     "docx": _docx, "pptx": _pptx, "xlsx": _xlsx, "epub": _epub, "png": _png,
 }
 

@@ -4,9 +4,11 @@
 # An agent with a search tool keeps every search result in its checkpointed
 # history, so each new question carries all earlier retrievals with it, cited
 # or not. `CitationCapsuleMiddleware` changes what is *sent*, never what is
-# *stored*: before each model call, earlier search results are replaced by one
-# capsule of the chunks earlier answers actually cited, and the rest by short
-# receipts.
+# *stored*: before each model call, every earlier search result shows only the
+# chunks its question's answer cited, whole, and a receipt naming the rest. Once
+# a question ends its wire form never changes again, so each request repeats the
+# previous one's prefix, which providers bill at a fraction as cached input. A
+# `recall` tool brings any receipted chunk back whole from the stored history.
 #
 # This notebook runs the same eight-question conversation through two agents,
 # with and without the middleware, and compares what the model received.
@@ -28,8 +30,9 @@ search = capsa_retriever_tool(CorpusRetriever(chunks=chunks, k=4), name="search"
 print(search.invoke({"query": "internet stipend"})[:600])
 
 # %% [markdown]
-# The tool shows each chunk under its id, so the model can cite it; its
-# artifact carries the documents, which is what the middleware records.
+# The tool shows each chunk as an escaped `<chunk id=...>` element, so the model
+# can cite it and no chunk's text can forge another; its artifact carries the
+# documents, which is what the middleware records.
 #
 # ## Two agents, one conversation
 
@@ -115,16 +118,55 @@ for n in range(len(conversation)):
 tokens = pd.DataFrame(rows).set_index("question")
 tokens
 
+# %% [markdown]
+# ## What it costs with a prompt cache
+#
+# Providers bill the part of a request that repeats an earlier request's
+# prefix as cached input. The bill below follows that model: per request, the
+# longest run of leading messages equal to an earlier request's is read from
+# the cache (0.1x the input price), the rest is written to it (1.25x).
+
+
+# %%
+def bill(requests, read=0.1, write=1.25):
+    """Billed input over a chat: cached prefix at `read`, the rest at `write`."""
+    seen, total = [], 0.0
+    for request in requests:
+        keys = [(m.type, str(m.content), str(getattr(m, "tool_calls", ""))) for m in request]
+        tokens = [count_tokens_approximately([m]) for m in request]
+        prefix = 0
+        for earlier in seen:
+            n = 0
+            while n < min(len(earlier), len(keys)) and earlier[n] == keys[n]:
+                n += 1
+            prefix = max(prefix, n)
+        total += read * sum(tokens[:prefix]) + write * sum(tokens[prefix:])
+        seen.append(keys)
+    return total
+
+
+for label, run in runs.items():
+    requests = [r for q in run["questions"] for r in q["wire"].requests]
+    tokens[f"billed so far, {label}"] = [
+        bill([r for q in run["questions"][: n + 1] for r in q["wire"].requests])
+        for n in range(len(conversation))
+    ]
+    print(f"{label}: billed {bill(requests):,.0f} input-token units over the chat")
+
 # %%
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(7, 4))
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
 for label, style in (("without capsule", "o-"), ("with capsule", "s-")):
-    ax.plot(tokens.index, tokens[f"first call, {label}"], style, label=label)
-ax.set_ylabel("tokens sent on the question's first call")
-ax.set_title("What each new question carries from the conversation so far")
-ax.legend()
-ax.grid(alpha=0.3)
+    left.plot(tokens.index, tokens[f"first call, {label}"], style, label=label)
+    right.plot(tokens.index, tokens[f"billed so far, {label}"], style, label=label)
+left.set_ylabel("tokens sent on the question's first call")
+left.set_title("What each new question carries")
+right.set_ylabel("billed input so far (cache reads 0.1x, writes 1.25x)")
+right.set_title("What the chat has cost")
+for axis in (left, right):
+    axis.legend()
+    axis.grid(alpha=0.3)
 plt.tight_layout()
 
 # %%
@@ -134,17 +176,18 @@ print(f"question {len(conversation)}: {last['first call, without capsule']} -> "
       f"{last['first call, with capsule']} tokens on the first call ({saved:.0%} fewer)")
 
 # %% [markdown]
-# The saving is modest here because the answers cite long chunks (the travel
-# policy's first chunk is about 500 tokens, and three answers rest on it); the
-# capsule keeps cited chunks whole, once. What it drops is everything that was
-# retrieved and never cited. At the second question it even costs a little
-# more than it saves: the first search returned a single chunk, the answer
-# cited it, and the capsule is that same chunk plus its header.
+# By question 8 the capsule agent's first call is about half the size. Cited
+# chunks stay whole, once (a chunk cited again is named where it was already
+# shown); what goes is everything retrieved and never cited. The bill gains
+# less than the tokens in a chat this short: the full history is a cached
+# prefix too, and only grows by one retrieval per question. Over longer chats
+# the gap widens; `benchmarks/capsule.py` measures both on a 20-question chat
+# against `trim_messages`, `ClearToolUsesEdit` and `SummarizationMiddleware`.
 #
 # ## What the model saw at the last question
 #
-# The first request of question 8, message by message. Earlier search results
-# became receipts, except the newest one, which carries the capsule:
+# The first request of question 8, message by message. Each earlier search
+# result shows its own question's cited chunks and names the rest:
 
 # %%
 request = runs["with capsule"]["questions"][-1]["wire"].requests[0]
@@ -153,19 +196,19 @@ pd.DataFrame([{"type": m.type, "tool": getattr(m, "name", None),
                "starts with": str(m.content)[:70].replace("\n", " ")} for m in request])
 
 # %%
-capsule = next(str(m.content) for m in request if str(m.content).startswith("[Evidence capsule"))
-print(f"{count_tokens_approximately([capsule])} tokens; its outline (each chunk follows its line):")
-print("\n".join(line for line in capsule.splitlines() if line.startswith("[")))
+earlier = next(str(m.content) for m in request if getattr(m, "name", None) == "search")
+print("The first search result as question 8 sees it (chunk bodies elided):")
+print("\n".join(line for line in earlier.splitlines() if line.startswith("<")))
 
 # %% [markdown]
 # The middleware reports each compaction as a `capsa.capsule` custom callback
-# event: which chunks the capsule holds, how many returns became receipts, and
-# any picture it could not re-attach.
+# event: which chunks are visible whole, which are only named (and can be
+# recalled), and any picture it could not re-attach.
 
 # %%
 wire = runs["with capsule"]["questions"][-1]["wire"]
 name, event = next(e for e in wire.events if e[0] == "capsa.capsule")
-{k: event[k] for k in ("receipts", "capsule_chunk_ids", "capsule_tokens", "omitted_chunk_ids")}
+{k: event[k] for k in ("rewritten", "shown", "unshown", "kept_unknown")}
 
 # %% [markdown]
 # ## The stored history is untouched
@@ -207,8 +250,10 @@ print(f"stored {count_tokens_approximately(history)} tokens -> view "
       f"{count_tokens_approximately(view)} tokens, {len(view)} of {len(history)} messages")
 
 # %% [markdown]
-# Without the ledger it cannot tell which earlier evidence was cited, and it
-# refuses rather than drop evidence the answers rest on:
+# Without the ledger it cannot tell where the current question begins, and it
+# refuses rather than guess; the message says how to adopt a history it never
+# recorded. (The middleware adopts such a thread by itself: earlier evidence
+# becomes receipts, recallable.)
 
 # %%
 from capsa.errors import CompactionRefused

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from capsa.errors import IngestionRejected, RejectionReason
 from capsa.guard import ExtractionLimits, inspect_archive, sniff
 from capsa.guard.archive import read_directory
-from capsa.guard.extractors._samples import SAMPLES
+from capsa.guard.samples import SAMPLES
 from capsa.guard.sniff import Kind
 
 _MiB = 1024 * 1024

@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 Probe = Literal["raw_connect", "fresh_state", "write_scratch", "list_scratch", "list_home",
                 "write_then_kill_worker", "write_until_refused", "raise_surrogate",
-                "raise_escape", "broken_str", "setsid_daemon", "setsid_daemon_chain"]
+                "raise_escape", "broken_str", "setsid_daemon", "setsid_daemon_chain",
+                "raise_huge", "raise_scratch_path"]
 
 LEFT_BEHIND = "capsa-probe-left-behind.txt"
 """The file the writing probes leave in their scratch directory."""
@@ -128,6 +129,17 @@ def _raise_escape(payload: bytes) -> str:
     raise ValueError("\x1b[2J\x1b]8;;https://evil.example\x07click here\x1b]8;;\x07")
 
 
+def _raise_huge(payload: bytes) -> str:
+    # An error quoting eight megabytes of its input: bigger than any reply frame.
+    raise ValueError("cannot parse " + "\ufdfa" * (8 << 20))
+
+
+def _raise_scratch_path(payload: bytes) -> str:
+    path = os.path.join(_scratch(), "missing", "part.xml")
+    with open(path, "rb") as handle:  # FileNotFoundError, quoting the scratch path
+        return handle.read().decode()
+
+
 class _Unprintable(Exception):
     def __str__(self) -> str:
         raise RuntimeError("this exception cannot describe itself")
@@ -180,7 +192,8 @@ _PROBES: dict[str, Callable[[bytes], str]] = {
     "write_until_refused": _write_until_refused,
     "raise_surrogate": _raise_surrogate, "raise_escape": _raise_escape,
     "broken_str": _broken_str, "setsid_daemon": _setsid_daemon,
-    "setsid_daemon_chain": _setsid_daemon_chain,
+    "setsid_daemon_chain": _setsid_daemon_chain, "raise_huge": _raise_huge,
+    "raise_scratch_path": _raise_scratch_path,
 }
 
 

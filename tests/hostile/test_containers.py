@@ -14,28 +14,30 @@ import zipfile
 import pytest
 
 from capsa.guard import Attachment, Extracted, IsolatedExtractor, Omission
-
-from .conftest import (
-    LIMITS,
-    PARSE_LIMITS,
+from capsa.guard.samples import (
     MiB,
     ZipEntry,
-    assert_omitted,
     build_zip,
     docx_bytes,
     docx_document_xml,
     docx_lying_size,
     docx_with_main_part,
-    good_for,
     paragraphs_xml,
     pdf_zip_polyglot,
-    run_among_good,
     zip_declared_count,
     zip_many_members,
     zip_nested,
     zip_of,
     zip_overlap_bomb,
     zip_ratio_bomb,
+)
+
+from .conftest import (
+    LIMITS,
+    PARSE_LIMITS,
+    assert_omitted,
+    good_for,
+    run_among_good,
 )
 
 

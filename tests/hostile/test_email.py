@@ -11,6 +11,9 @@ from __future__ import annotations
 import pytest
 
 from capsa.guard import Attachment, Extracted, IsolatedExtractor, Omission
+from capsa.guard.samples import (
+    zip_ratio_bomb,
+)
 
 from .conftest import (
     OLE_MSG,
@@ -25,7 +28,6 @@ from .conftest import (
     run_among_good,
     run_set,
     worker_scratch,
-    zip_ratio_bomb,
 )
 
 

@@ -11,19 +11,22 @@ from __future__ import annotations
 import pytest
 
 from capsa.guard import Attachment, Extracted, ExtractionLimits, IsolatedExtractor, Omission
-
-from .conftest import (
+from capsa.guard.samples import (
     EPS,
     FITS,
+    apng_with_bad_frame,
+    png_blank,
+    png_raw,
+    png_ztxt_bomb,
+    tiff_frames,
+)
+
+from .conftest import (
     PARSE_LIMITS,
     assert_omitted,
     good_for,
     needs_tesseract,
-    png_blank,
-    png_raw,
-    png_ztxt_bomb,
     run_among_good,
-    tiff_frames,
 )
 
 
@@ -134,3 +137,14 @@ def test_per_call_pixel_limit_is_enforced(real_pool: IsolatedExtractor) -> None:
     # The ceiling was the call's: the same image under the pool's own 40 Mpx
     # is decoded (and, being blank, yields no text).
     assert_omitted(_run_image(real_pool, "big.png", image), stage="text", reason="no_text")
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_apng_with_a_broken_frame_is_refused_as_corrupt(real_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(real_pool, Attachment(label="moving.png",
+                                                   payload=apng_with_bad_frame()),
+                             PARSE_LIMITS, good=[good_for("png"), good_for("text")],
+                             next_file=good_for("png"))
+    omission = assert_omitted(outcome, stage="preflight", reason="corrupt")
+    assert omission.detail.startswith("frame 1:")

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from capsa.guard import Attachment, Extracted, IsolatedExtractor
+from capsa.guard.samples import MiB
 from capsa.guard.testing import Behaviour, MisbehavingExtractor
 
 from .conftest import (
     LIMITS,
-    MiB,
     PoolFor,
     assert_omitted,
     good_echo,

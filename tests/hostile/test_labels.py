@@ -111,3 +111,40 @@ def test_declared_media_type_with_terminal_escapes_is_kept_printable(
              Attachment(label="b.txt", media_type="\x1b\x07\u202e", payload=b"ho")]
     run = run_set(files, plain_pool, LIMITS)
     assert [item.media_type for item in run.result.extracted] == ["text/plain]8;;x", None]
+
+
+def test_n4_six_mib_label_is_cut_before_any_normalisation(
+        plain_pool: IsolatedExtractor, monkeypatch: pytest.MonkeyPatch) -> None:
+    # U+FDFA grows eighteenfold under NFKC: whole, 6 MiB of it cost the
+    # application 18 s and 2.8 GiB. Only a bounded slice may ever reach NFKC.
+    seen: list[int] = []
+    normalize = unicodedata.normalize
+
+    def measured(form: str, text: str) -> str:
+        seen.append(len(text))
+        return normalize(form, text)
+
+    monkeypatch.setattr(unicodedata, "normalize", measured)
+    raw = "\ufdfa" * (2 << 20) + ".txt"  # 6 MiB of UTF-8
+    outcome = run_among_good(plain_pool, Attachment(label=raw, payload=b"a long name"))
+    assert isinstance(outcome, Extracted)
+    assert len(outcome.label) <= 255
+    assert len(outcome.label.encode()) <= 4 * 255
+    assert outcome.label.endswith(".txt")
+    assert max(seen) <= 18 * 1024  # NFKC of at most 1,024 characters, and NFC of its result
+
+
+def test_n4_names_cut_before_normalisation_still_stay_distinct(
+        plain_pool: IsolatedExtractor) -> None:
+    # Equal first and last 512 characters; only the middle differs.
+    names = ["a" * 600 + middle + "z" * 600 + ".txt" for middle in ("one", "two")]
+    run = run_set([Attachment(label=n, payload=b"same") for n in names], plain_pool, LIMITS)
+    first, second = (item.label for item in run.result.extracted)
+    assert first != second
+
+
+def test_overlong_declared_media_type_is_bounded_before_it_is_cleaned(
+        plain_pool: IsolatedExtractor) -> None:
+    run = run_set([Attachment(label="a.txt", media_type="text/plain" + "\x1b" * (8 << 20),
+                              payload=b"hi")], plain_pool, LIMITS)
+    assert [item.media_type for item in run.result.extracted] == ["text/plain"]

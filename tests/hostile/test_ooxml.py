@@ -18,12 +18,7 @@ from capsa.guard import (
     Omission,
     extract_attachment,
 )
-
-from .conftest import (
-    LIMITS,
-    PARSE_LIMITS,
-    Good,
-    assert_omitted,
+from capsa.guard.samples import (
     docx_billion_laughs,
     docx_bytes,
     docx_deep_nesting,
@@ -32,12 +27,19 @@ from .conftest import (
     docx_many_paragraphs,
     docx_with_main_part,
     docx_xxe,
-    good_for,
     paragraphs_xml,
     pptx_with_slides,
-    run_among_good,
     xlsx_huge_shared_strings,
     xlsx_sparse_corners,
+)
+
+from .conftest import (
+    LIMITS,
+    PARSE_LIMITS,
+    Good,
+    assert_omitted,
+    good_for,
+    run_among_good,
 )
 
 _ENTITY_BODY = b"<w:body><w:p><w:r><w:t>visible &inj; text</w:t></w:r></w:p></w:body>"

@@ -9,22 +9,25 @@ from __future__ import annotations
 import pytest
 
 from capsa.guard import Attachment, Extracted, ExtractionLimits, IsolatedExtractor, Omission
-
-from .conftest import (
-    LIMITS,
-    PARSE_LIMITS,
+from capsa.guard.samples import (
     MiB,
-    assert_omitted,
-    good_for,
     pdf_deep_nesting,
     pdf_encrypted,
     pdf_flate_bomb,
     pdf_inline_image_without_end,
     pdf_missing_root,
     pdf_pages_cycle,
+    pdf_quoting_a_limit_name,
     pdf_with_text,
     pdf_xobject_fanout,
     pdf_xobject_loop,
+)
+
+from .conftest import (
+    LIMITS,
+    PARSE_LIMITS,
+    assert_omitted,
+    good_for,
     run_among_good,
 )
 
@@ -145,3 +148,15 @@ def test_p13_empty_pdf_is_refused_before_any_parser(plain_pool: IsolatedExtracto
     empty = Attachment(label="empty.pdf", media_type="application/pdf", payload=b"")
     outcome = run_among_good(plain_pool, empty)
     assert_omitted(outcome, stage="size", reason="empty")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["NoLimitExceeded", "limit", "EXCEEDED"])
+def test_a_name_that_says_limit_cannot_get_a_pdf_refused_as_incomplete(
+        real_pool: IsolatedExtractor, name: str) -> None:
+    # pypdf quotes the name in a warning ("Detected cyclic form XObject
+    # reference, skipping /NoLimitExceeded."); only the template of a warning
+    # that means skipped content may count, never words the file chose.
+    outcome = _run_pdf(real_pool, pdf_quoting_a_limit_name(name))
+    assert isinstance(outcome, Extracted)
+    assert outcome.text == "Northwind Harbor limits"

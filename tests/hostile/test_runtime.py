@@ -31,13 +31,16 @@ from capsa.guard import (
     extract_attachment,
 )
 from capsa.guard.extractors import PlainTextExtractor
+from capsa.guard.samples import (
+    MiB,
+    zip_overlap_bomb,
+)
 from capsa.guard.testing import MisbehavingExtractor
 
 from ._probes import LEFT_BEHIND, OrphanedAtForkExtractor, Probe, ProbeExtractor, probe_payload
 from .conftest import (
     LIMITS,
     CatalogueGap,
-    MiB,
     PoolFor,
     assert_omitted,
     good_echo,
@@ -47,7 +50,6 @@ from .conftest import (
     run_among_good,
     sandbox_marker,
     worker_scratch,
-    zip_overlap_bomb,
 )
 
 GOOD = [good_echo("before.txt", "before"), good_echo("after.txt", "after")]
@@ -204,6 +206,26 @@ def test_parser_error_with_terminal_escapes_leaves_a_clean_detail(
     omission = assert_omitted(outcome, stage="parser", reason="raised")
     assert not [ch for ch in omission.detail if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0]
     assert omission.detail.endswith("click here]8;;")  # the printable tail is kept
+
+
+def test_parser_error_quoting_megabytes_of_input_stays_a_raised_failure(
+        probe_pool: IsolatedExtractor) -> None:
+    # 24 MB of error message, far past the reply frame: capped in the child, so
+    # the file is "raised", never "protocol", and the detail stays short.
+    outcome = run_among_good(probe_pool, _probe("raise_huge"), good=GOOD)
+    omission = assert_omitted(outcome, stage="parser", reason="raised")
+    assert omission.detail.startswith("ValueError: cannot parse \ufdfa")
+    assert len(omission.detail) <= 2000
+
+
+def test_parser_error_naming_a_scratch_path_does_not_leak_it(
+        probe_pool: IsolatedExtractor) -> None:
+    outcome = run_among_good(probe_pool, _probe("raise_scratch_path"), good=GOOD)
+    omission = assert_omitted(outcome, stage="parser", reason="raised")
+    assert omission.detail.startswith("FileNotFoundError:")
+    assert "<scratch>/missing/part.xml" in omission.detail
+    assert "capsa-worker-" not in omission.detail
+    assert str(worker_scratch(probe_pool)) not in omission.detail
 
 
 @pytest.mark.parametrize("probe", ["setsid_daemon", "setsid_daemon_chain"])

@@ -13,6 +13,10 @@ import pytest
 
 from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, Extracted, ExtractionLimits, IsolatedExtractor, read_bounded
+from capsa.guard.samples import (
+    MiB,
+    png_raw,
+)
 
 from .conftest import (
     BREAKOUTS,
@@ -20,12 +24,10 @@ from .conftest import (
     HIDDEN_HTML,
     LIMITS,
     PARSE_LIMITS,
-    MiB,
     assert_omitted,
     breakout_text,
     good_for,
     good_text,
-    png_raw,
     run_among_good,
     run_set,
     utf16_lone_surrogate,

@@ -1,11 +1,13 @@
 """Citation capsules: earlier evidence survives on the wire only as what answers cited.
 
 In a multi-turn RAG conversation every question drags all earlier retrieval
-results along. `compact` rewrites a copy of the history so that the newest
-earlier evidence return carries one capsule of the chunks earlier answers cited
-(whole, once, newest first) and every other earlier return becomes a short
-receipt. The `EvidenceLedger`, carried by the host beside the history, records
-per question what was retrieved and cited; without it, compaction refuses.
+results along. `compact` rewrites a copy of the history: once a question ends,
+its evidence returns show the chunks its answer cited, whole, and a receipt
+naming the rest, and that wire form never changes again, so a provider's prompt
+cache keeps serving it. `recall` brings any receipted chunk back whole from the
+stored history, which capsa never changes: nothing is lost. The
+`EvidenceLedger`, carried by the host beside the history, records per question
+what was retrieved and cited.
 
 Examples:
     >>> from capsa.capsule import EvidenceLedger, Evidence, build_capsule
@@ -18,15 +20,15 @@ Examples:
 """
 
 from capsa.capsule.capsule import (
+    CAPSULE_FOOTER,
     CAPSULE_HEADER,
-    NO_RESULTS,
-    RECEIPT,
     Capsule,
     RetainedPicture,
+    TokenCounter,
     Tokenizer,
+    as_tokenizer,
     build_capsule,
     estimate_tokens,
-    render_evidence,
 )
 from capsa.capsule.citations import (
     CiteResult,
@@ -41,6 +43,7 @@ from capsa.capsule.compaction import (
     PictureFetcher,
     compact,
     compact_with_report,
+    pictures_needed,
 )
 from capsa.capsule.ledger import EvidenceLedger, LedgerEntry, record_messages
 from capsa.capsule.messages import (
@@ -54,11 +57,13 @@ from capsa.capsule.messages import (
     TextPart,
     ToolCall,
 )
+from capsa.capsule.recall import RecallResult, recall, recallable
+from capsa.capsule.render import NO_RESULTS, parse_evidence, render_evidence
 
 __all__ = [
+    "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
     "NO_RESULTS",
-    "RECEIPT",
     "Capsule",
     "CitationRef",
     "CiteResult",
@@ -72,18 +77,25 @@ __all__ = [
     "OtherPart",
     "Part",
     "PictureFetcher",
+    "RecallResult",
     "Repair",
     "RetainedPicture",
     "Role",
     "TextPart",
+    "TokenCounter",
     "Tokenizer",
     "ToolCall",
+    "as_tokenizer",
     "build_capsule",
     "cite_ids",
     "compact",
     "compact_with_report",
     "estimate_tokens",
     "parse_citations",
+    "parse_evidence",
+    "pictures_needed",
+    "recall",
+    "recallable",
     "record_messages",
     "render_evidence",
     "resolve_citations",

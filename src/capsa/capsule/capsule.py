@@ -14,54 +14,80 @@ that must accompany the image. Fetching the bytes is I/O and belongs to the call
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt
 
+from capsa.budget.tokens import estimate_tokens as _estimate
 from capsa.capsule.ledger import EvidenceLedger, LedgerEntry
 from capsa.capsule.messages import Evidence
+from capsa.capsule.render import escape_attribute, escape_body, render_chunk
 
 __all__ = [
+    "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
-    "NO_RESULTS",
-    "RECEIPT",
     "Capsule",
     "RetainedPicture",
+    "TokenCounter",
     "Tokenizer",
+    "as_tokenizer",
     "build_capsule",
     "estimate_tokens",
-    "render_evidence",
 ]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 CAPSULE_HEADER = (
-    "[Evidence capsule: the chunks that answers to earlier questions cited, kept whole, "
-    "newest first. Cite a chunk id from here to rely on it again.]"
+    '<capsule note="The chunks that answers to earlier questions cited, kept whole, '
+    'newest first. Cite a chunk id from here to rely on it again.">'
 )
 """First line of every non-empty capsule."""
 
-RECEIPT = (
-    "[Earlier search result, not shown; the chunks answers cited are in the evidence capsule.]"
-)
-"""What an earlier evidence return that does not carry the capsule is replaced by."""
-
-NO_RESULTS = "No results found."
-"""What a search tool returns when it found nothing."""
+CAPSULE_FOOTER = "</capsule>"
+"""Last line of every non-empty capsule."""
 
 Tokenizer = Callable[[str], int]
 """Counts the tokens in a text."""
 
+TokenCounter = Callable[[str], int] | Callable[[str], Sequence[Any]]
+"""What a caller may pass as a tokenizer: a counter returning an int, or an encoder
+returning the token sequence (tiktoken's ``Encoding.encode``)."""
+
+
+def as_tokenizer(counter: TokenCounter) -> Tokenizer:
+    """Accept a counter or an encoder and return a counter.
+
+    Examples:
+        >>> as_tokenizer(str.split)("three short words")
+        3
+        >>> as_tokenizer(len)("four")
+        4
+    """
+
+    def count(text: str) -> int:
+        result = counter(text)
+        if isinstance(result, bool):
+            raise TypeError(f"a tokenizer must return an int or a token sequence, got {result!r}")
+        if isinstance(result, int):
+            return result
+        return len(result)
+
+    return count
+
 
 def estimate_tokens(text: str) -> int:
-    """A dependency-free token estimate: one token per four characters, rounded up.
+    """capsa's dependency-free token estimate (see `capsa.budget.estimate_tokens`).
+
+    It counts UUIDs, hashes and CJK text far more closely than characters / 4,
+    which undercounts them several times over.
 
     Examples:
         >>> estimate_tokens("twelve chars")
-        3
+        2
     """
-    return (len(text) + 3) // 4
+    return _estimate(text)
 
 
 class RetainedPicture(BaseModel):
@@ -112,37 +138,12 @@ def _source(evidence: Evidence) -> str:
     return evidence.uri or evidence.document_id
 
 
-def _render(evidence: Evidence, *, name_collection: bool) -> str:
-    lines = [f"[{evidence.chunk_id}] Source: {_source(evidence)}"]
-    if name_collection:
-        lines.append(f"Collection: {evidence.collection or '(none)'}")
-    lines.append(evidence.content)
-    return "\n".join(lines)
-
-
-def render_evidence(evidence: Sequence[Evidence]) -> str:
-    """Render retrieved chunks for a search tool's output, in the capsule's own format.
-
-    Each chunk opens with its ``[chunk_id]`` and source, so the model learns the ids
-    it can cite; the collection is named when the chunks come from several.
-
-    Examples:
-        >>> print(render_evidence([Evidence(chunk_id="c1", content="EUR 230.", document_id="d",
-        ...                                 title="Travel Policy")]))
-        [c1] Source: "Travel Policy"
-        EUR 230.
-    """
-    if not evidence:
-        return NO_RESULTS
-    name_collection = len({e.collection for e in evidence}) > 1
-    return "\n\n".join(_render(e, name_collection=name_collection) for e in evidence)
-
-
 def _picture_label(evidence: Evidence, ref: str) -> str:
     where = f' in collection "{evidence.collection}"' if evidence.collection else ""
     return (
-        f"Picture {ref} of cited evidence [{evidence.chunk_id}] from the knowledge base"
-        f" (document {_source(evidence)}{where}). Retrieved by search, not provided by the user."
+        f"Picture {escape_body(ref)} of cited evidence [{escape_body(evidence.chunk_id)}]"
+        f" from the knowledge base (document {escape_body(_source(evidence))}"
+        f"{escape_body(where)}). Retrieved by search, not provided by the user."
     )
 
 
@@ -156,33 +157,49 @@ def _eligible(ledger: EvidenceLedger, before: int | None) -> list[tuple[int, Led
     return eligible
 
 
-def _pictures(entries: list[LedgerEntry]) -> tuple[RetainedPicture, ...]:
+def picture_records(evidence: Iterable[Evidence]) -> tuple[RetainedPicture, ...]:
+    """The pictures of these chunks, deduplicated by collection, document and reference."""
     seen: set[tuple[str | None, str, str]] = set()
     pictures: list[RetainedPicture] = []
-    for entry in entries:
-        evidence = entry.evidence
-        for ref in evidence.picture_refs:
-            identity = (evidence.collection, evidence.document_id, ref)
+    for chunk in evidence:
+        for ref in chunk.picture_refs:
+            identity = (chunk.collection, chunk.document_id, ref)
             if identity in seen:
                 continue
             seen.add(identity)
             pictures.append(
                 RetainedPicture(
-                    chunk_id=evidence.chunk_id,
-                    document_id=evidence.document_id,
+                    chunk_id=chunk.chunk_id,
+                    document_id=chunk.document_id,
                     ref=ref,
-                    collection=evidence.collection,
-                    label=_picture_label(evidence, ref),
+                    collection=chunk.collection,
+                    label=_picture_label(chunk, ref),
                 )
             )
     return tuple(pictures)
 
 
-def _omission_notice(omitted: list[str], max_tokens: int) -> str:
-    return (
-        f"[{len(omitted)} older cited chunk(s) left out to keep the capsule within "
-        f"{max_tokens} tokens: {', '.join(omitted)}.]"
-    )
+def _omission_notice(omitted: Sequence[str], listed: int) -> str:
+    shown = " ".join(omitted[:listed])
+    more = len(omitted) - listed
+    ids = f' ids="{escape_attribute(shown)}"' if listed else ""
+    rest = f' more="{more}"' if listed and more else ""
+    return f'<omitted count="{len(omitted)}" reason="max_tokens"{ids}{rest}/>'
+
+
+def _fit_notice(
+    head: str, omitted: Sequence[str], max_tokens: int, tokenizer: Tokenizer
+) -> str | None:
+    """The longest notice (most ids listed) that keeps the capsule within `max_tokens`."""
+    low, high, best = 0, len(omitted), None
+    while low <= high:  # the text grows with each listed id, so bisect on the count
+        middle = (low + high) // 2
+        text = "\n".join(part for part in (head, _omission_notice(omitted, middle), CAPSULE_FOOTER))
+        if tokenizer(text) <= max_tokens:
+            best, low = text, middle + 1
+        else:
+            high = middle - 1
+    return best
 
 
 def build_capsule(
@@ -190,7 +207,7 @@ def build_capsule(
     max_tokens: PositiveInt | None = None,
     *,
     before: int | None = None,
-    tokenizer: Tokenizer = estimate_tokens,
+    tokenizer: TokenCounter = estimate_tokens,
 ) -> Capsule:
     """Render every cited chunk once and whole, grouped by the newest question citing it.
 
@@ -200,14 +217,16 @@ def build_capsule(
 
     Args:
         ledger: The conversation's ledger.
-        max_tokens: Optional hard bound on the capsule. Whole groups are dropped,
-            oldest first, until the text fits, and a closing line names the chunks
-            left out. When even that line alone exceeds the bound, the capsule is
-            that line alone: the omission is never silent.
+        max_tokens: Optional hard bound on the capsule, notice included. Whole
+            groups are dropped, oldest first, until the text fits with a notice
+            naming as many of the chunks left out as fit (the rest are counted).
+            When not even the header and a bare notice fit, the text is empty;
+            `Capsule.omitted` names every chunk left out either way.
         before: Count only citations by questions whose identity is below this.
             Defaults to excluding the question in progress, whose evidence is
             still live in the history.
-        tokenizer: Counts tokens for `max_tokens` and `Capsule.tokens`.
+        tokenizer: Counts tokens for `max_tokens` and `Capsule.tokens`; a counter or
+            an encoder returning tokens (see `as_tokenizer`).
 
     Returns:
         The capsule; empty when nothing qualifies.
@@ -219,9 +238,11 @@ def build_capsule(
         >>> ledger = (EvidenceLedger().begin_question(0)
         ...           .record_retrieval([chunk], tool="search").record_citations(["c1"])
         ...           .end_question(4))
-        >>> print(build_capsule(ledger).text.splitlines()[2:])
-        ['[Group 1 of 1, newest first]', '[c1] Source: "Travel Policy"', 'EUR 230 a night.']
+        >>> print(build_capsule(ledger).text.splitlines()[1:])
+        ['<group rank="1" of="1">', '<chunk id="c1" title="Travel Policy">', \
+'EUR 230 a night.', '</chunk>', '</group>', '</capsule>']
     """
+    tokenizer = as_tokenizer(tokenizer)
     if before is None and ledger.in_progress:
         before = ledger.question
     eligible = _eligible(ledger, before)
@@ -232,22 +253,27 @@ def build_capsule(
         [entry for _, entry in members] for _, members in groupby(eligible, key=lambda p: p[0])
     ]
     blocks = [
-        "\n\n".join(_render(entry.evidence, name_collection=name_collection) for entry in group)
+        "\n".join(render_chunk(entry.evidence, name_collection=name_collection) for entry in group)
         for group in groups
     ]
     kept = len(groups)
     while True:
         omitted = [e.evidence.chunk_id for group in groups[kept:] for e in group]
-        parts = [CAPSULE_HEADER] if kept else []
+        parts = [CAPSULE_HEADER]
         parts += [
-            f"[Group {i + 1} of {kept}, newest first]\n{block}"
+            f'<group rank="{i + 1}" of="{kept}">\n{block}\n</group>'
             for i, block in enumerate(blocks[:kept])
         ]
-        if omitted and max_tokens is not None:
-            parts.append(_omission_notice(omitted, max_tokens))
-        text = "\n\n".join(parts)
-        tokens = tokenizer(text)
-        if max_tokens is None or tokens <= max_tokens or kept == 0:
+        text = "\n".join([*parts, CAPSULE_FOOTER])
+        if max_tokens is None or (not omitted and tokenizer(text) <= max_tokens):
+            break
+        if omitted:
+            fitted = _fit_notice("\n".join(parts), omitted, max_tokens, tokenizer)
+            if fitted is not None:
+                text = fitted
+                break
+        if kept == 0:
+            text = ""  # not even the header fits; `omitted` still names every chunk
             break
         kept -= 1
     rendered = [entry for group in groups[:kept] for entry in group]
@@ -255,6 +281,6 @@ def build_capsule(
         text=text,
         chunk_ids=tuple(e.evidence.chunk_id for e in rendered),
         omitted=tuple(omitted),
-        pictures=_pictures(rendered),
-        tokens=tokens,
+        pictures=picture_records(e.evidence for e in rendered),
+        tokens=tokenizer(text),
     )

@@ -1,13 +1,23 @@
 """Rewrite a copy of the history so earlier evidence costs only what was cited.
 
 Below the current question's identity, every return of an evidence tool is
-rewritten: the newest one carries the capsule, every other one becomes a short
-receipt. Returns are rewritten and never removed, so every tool call keeps its
-return and no provider rejects the request for an orphaned call. Nothing else
-changes: not other tools' returns, not cite acknowledgements, not the user's text
-or pictures, and nothing at or above the current question. Cited pictures are
-re-attached in one user message placed right after the capsule's tool returns.
+rewritten; returns are never removed, so every tool call keeps its return and no
+provider rejects the request for an orphaned call. Nothing else changes: not
+other tools' returns, not cite acknowledgements, not the user's text or
+pictures, and nothing at or above the current question.
 
+Once a question ends, the wire form of its returns is fixed. Each shows the
+chunks that question's answer cited, whole, and a receipt naming the rest by id
+and source. A chunk already shown whole earlier is named, not repeated. The wire
+form of a question depends only on that question and the ones before it, so
+every request shares a byte-identical prefix with the previous request of the
+thread up to the newest question, and a provider's prompt cache serves it. (An
+earlier design moved one capsule of all cited chunks to the newest earlier
+return on every question; it was no smaller, and it made almost nothing
+cacheable: see ``benchmarks/capsule.py``.)
+
+Receipts name the chunks they stand for, so a ``recall`` tool (`recall`) can
+bring any of them back whole from the stored history: compaction loses nothing.
 The input is never mutated; messages that do not change are shared between input
 and output, which is safe because they are frozen.
 """
@@ -16,23 +26,32 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt
 
 from capsa.capsule.capsule import (
-    RECEIPT,
-    Capsule,
     RetainedPicture,
+    TokenCounter,
     Tokenizer,
-    build_capsule,
+    as_tokenizer,
     estimate_tokens,
+    picture_records,
 )
 from capsa.capsule.ledger import EvidenceLedger
-from capsa.capsule.messages import ImagePart, Message, Part, TextPart
+from capsa.capsule.messages import Evidence, ImagePart, Message, Part, TextPart
+from capsa.capsule.render import render_chunk, render_reference, render_unshown
 from capsa.errors import CompactionRefused
 
-__all__ = ["Compaction", "DroppedPicture", "PictureFetcher", "compact", "compact_with_report"]
+__all__ = [
+    "Compaction",
+    "DroppedPicture",
+    "PictureFetcher",
+    "compact",
+    "compact_with_report",
+    "pictures_needed",
+]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -45,6 +64,9 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),
 )
+
+_WHOLE, _NAMED, _COUNTED = 0, 1, 2
+"""How much of a stable return survives: cited chunks whole, ids only, a count only."""
 
 
 class DroppedPicture(BaseModel):
@@ -68,17 +90,24 @@ class Compaction(BaseModel):
 
     messages: tuple[Message, ...]
     """The history to send to the model."""
-    capsule: Capsule
-    """The capsule placed in the newest earlier evidence return (empty when none)."""
     boundary: NonNegativeInt
     """The current question's identity; input messages from here on are untouched."""
-    carrier: int | None = None
-    """Index in `messages` of the return carrying the capsule; None when no earlier
-    evidence return exists."""
-    receipts: NonNegativeInt = 0
-    """Earlier evidence returns replaced by a receipt."""
+    rewritten: NonNegativeInt = 0
+    """Earlier evidence returns rewritten."""
+    shown: tuple[str, ...] = ()
+    """Ids of earlier chunks visible whole on the wire, in order of appearance."""
+    unshown: tuple[str, ...] = ()
+    """Ids of earlier chunks only named by a receipt (recallable), in order."""
+    uncounted: tuple[str, ...] = ()
+    """Ids of cited chunks `max_tokens` forced out of view, oldest first."""
+    kept_unknown: NonNegativeInt = 0
+    """Earlier evidence returns kept verbatim because what they hold is not known
+    (no `Message.evidence`): rewriting them could lose what nothing names."""
+    tokens_added: NonNegativeInt | None = None
+    """Tokens of everything compaction wrote (rewritten returns, notices, picture
+    labels), counted when `max_tokens` was given; None otherwise (counting costs)."""
     attached: tuple[RetainedPicture, ...] = ()
-    """Cited pictures re-attached beside the capsule."""
+    """Cited pictures re-attached."""
     dropped: tuple[DroppedPicture, ...] = ()
     """Cited pictures that could not be re-attached, with the reason."""
 
@@ -102,11 +131,8 @@ def _fetch(
         try:
             data = fetch(picture)
         except Exception as exc:  # noqa: BLE001 - an unreadable picture costs itself, not the answer
-            dropped.append(
-                DroppedPicture(
-                    picture=picture, reason="fetch_failed", detail=f"{type(exc).__name__}: {exc}"
-                )
-            )
+            detail = f"{type(exc).__name__}: {exc}"
+            dropped.append(DroppedPicture(picture=picture, reason="fetch_failed", detail=detail))
             continue
         if not data:
             dropped.append(DroppedPicture(picture=picture, reason="missing"))
@@ -121,19 +147,228 @@ def _fetch(
     return parts, attached, dropped
 
 
-def _tool_name(message: Message, names: dict[str, str]) -> str | None:
-    return message.tool_name or names.get(message.tool_call_id or "")
-
-
-def _owned_returns(
-    messages: Sequence[Message], end: int, owned: frozenset[str]
-) -> list[int]:
+def _owned_returns(messages: Sequence[Message], end: int, owned: frozenset[str]) -> list[int]:
     names = {call.id: call.name for m in messages[:end] for call in m.tool_calls}
     return [
         i
         for i, message in enumerate(messages[:end])
-        if message.role == "tool" and _tool_name(message, names) in owned
+        if message.role == "tool"
+        and (message.tool_name or names.get(message.tool_call_id or "")) in owned
     ]
+
+
+def _after_tool_block(history: Sequence[Message], index: int, end: int) -> int:
+    after = index + 1
+    while after < end and history[after].role == "tool":
+        after += 1
+    return after
+
+
+def _check(history: Sequence[Message], ledger: EvidenceLedger | None, owned: frozenset[str]) -> int:
+    """The boundary, or a refusal that names the fix."""
+    if ledger is None or ledger.question is None:
+        if _owned_returns(history, len(history), owned):
+            raise CompactionRefused(
+                f"the history holds {len(history)} messages with evidence returns but no "
+                "evidence ledger is carried, so nothing says where the current question "
+                "begins; carry the EvidenceLedger beside the history, or adopt the history "
+                "with EvidenceLedger().begin_question(len(history) - 1)"
+            )
+        return 0
+    if ledger.question > len(history):
+        raise CompactionRefused(
+            f"the ledger's current question arrived with {ledger.question} messages but the "
+            f"history holds {len(history)}: the stored history was shortened after it was "
+            "recorded; re-anchor with ledger.reanchor(<index of the current question's "
+            "first message>)"
+        )
+    return ledger.question
+
+
+@dataclass(frozen=True)
+class _Return:
+    index: int
+    question: int | None
+    evidence: tuple[Evidence, ...]
+
+
+def _stable_text(
+    item: _Return, level: int, ledger: EvidenceLedger, shown: set[tuple[str, str]]
+) -> tuple[str, list[Evidence], list[str], list[str]]:
+    cited = set(ledger.cited_ids(item.question)) if item.question is not None else set()
+    whole: list[Evidence] = []
+    lines: list[str] = []
+    unshown: list[Evidence] = []
+    named_collection = len({e.collection for e in item.evidence}) > 1
+    for chunk in item.evidence:
+        key = (chunk.chunk_id, chunk.content)
+        if chunk.chunk_id in cited and level == _WHOLE:
+            if key in shown:
+                lines.append(render_reference(chunk))
+            else:
+                shown.add(key)
+                whole.append(chunk)
+                lines.append(render_chunk(chunk, name_collection=named_collection))
+        else:
+            unshown.append(chunk)
+    forced = [c.chunk_id for c in item.evidence if c.chunk_id in cited and level != _WHOLE]
+    if level == _COUNTED:
+        lines = [f'<not-shown count="{len(item.evidence)}" reason="max_tokens"/>']
+    elif unshown:
+        lines.append(render_unshown(unshown))
+    return "\n".join(lines), whole, [c.chunk_id for c in unshown], forced
+
+
+def _pictures_of(whole: Iterable[Evidence], ledger: EvidenceLedger) -> list[Evidence]:
+    out = []
+    for chunk in whole:
+        if not chunk.picture_refs:
+            entry = ledger.entry(chunk.chunk_id)
+            if entry is not None and entry.evidence.content == chunk.content:
+                chunk = entry.evidence
+        out.append(chunk)
+    return out
+
+
+@dataclass
+class _Plan:
+    texts: dict[int, str]
+    pictures: dict[int, tuple[RetainedPicture, ...]]
+    shown: list[str]
+    unshown: list[str]
+    forced: list[str]
+    tokens: int
+
+
+def _plan(
+    items: Sequence[_Return],
+    levels: Sequence[int],
+    ledger: EvidenceLedger,
+    count: Tokenizer | None,
+) -> _Plan:
+    shown: set[tuple[str, str]] = set()
+    plan = _Plan({}, {}, [], [], [], 0)
+    seen_pictures: set[tuple[str | None, str, str]] = set()
+    for item, level in zip(items, levels, strict=True):
+        text, whole, unshown, forced = _stable_text(item, level, ledger, shown)
+        plan.texts[item.index] = text
+        plan.tokens += count(text) if count is not None else 0
+        plan.shown += [c.chunk_id for c in whole]
+        plan.unshown += unshown
+        plan.forced += forced
+        fresh = [
+            p
+            for p in picture_records(_pictures_of(whole, ledger))
+            if (p.collection, p.document_id, p.ref) not in seen_pictures
+        ]
+        seen_pictures.update((p.collection, p.document_id, p.ref) for p in fresh)
+        if fresh:
+            plan.pictures[item.index] = tuple(fresh)
+            plan.tokens += sum(count(p.label) for p in fresh) if count is not None else 0
+    return plan
+
+
+def _returns(
+    history: Sequence[Message], ledger: EvidenceLedger, boundary: int, owned: frozenset[str]
+) -> tuple[list[_Return], int]:
+    first = ledger.first_question if ledger.first_question is not None else boundary
+    items: list[_Return] = []
+    unknown = 0
+    for index in _owned_returns(history, boundary, owned):
+        evidence = history[index].evidence
+        if evidence is None:
+            unknown += 1
+            continue
+        question = ledger.question_of(index) if index >= first else None
+        items.append(_Return(index, question, evidence))
+    return items, unknown
+
+
+def _fitted_plan(
+    items: Sequence[_Return], ledger: EvidenceLedger, max_tokens: int | None, count: Tokenizer
+) -> _Plan:
+    levels = [_WHOLE] * len(items)
+    if max_tokens is None:  # unbounded: nothing needs counting
+        return _plan(items, levels, ledger, None)
+    plan = _plan(items, levels, ledger, count)
+    for target in (_NAMED, _COUNTED):
+        for i in range(len(items)):
+            if plan.tokens <= max_tokens:
+                return plan
+            levels[i] = target
+            plan = _plan(items, levels, ledger, count)
+    if plan.tokens > max_tokens:
+        raise CompactionRefused(
+            f"max_tokens={max_tokens} cannot hold even a count of the {len(items)} earlier "
+            f"evidence returns ({plan.tokens} tokens); raise max_tokens to at least "
+            f"{plan.tokens}, or shorten the history (SummarizationMiddleware, trim_messages)"
+        )
+    return plan
+
+
+def _rewrite(
+    history: list[Message],
+    ledger: EvidenceLedger,
+    boundary: int,
+    owned: frozenset[str],
+    fetch_picture: PictureFetcher | None,
+    max_tokens: int | None,
+    count: Tokenizer,
+) -> Compaction:
+    items, unknown = _returns(history, ledger, boundary, owned)
+    plan = _fitted_plan(items, ledger, max_tokens, count)
+    for index, text in plan.texts.items():
+        history[index] = history[index].model_copy(update={"parts": (TextPart(text=text),)})
+    attached: list[RetainedPicture] = []
+    dropped: list[DroppedPicture] = []
+    inserts: list[tuple[int, Message]] = []
+    if fetch_picture is not None:
+        for index, pictures in plan.pictures.items():
+            parts, got, lost = _fetch(pictures, fetch_picture)
+            attached += got
+            dropped += lost
+            if parts:
+                where = _after_tool_block(history, index, boundary)
+                inserts.append((where, Message(role="user", parts=tuple(parts))))
+    tokens = None
+    if max_tokens is not None:
+        tokens = plan.tokens - sum(count(d.picture.label) for d in dropped)
+        if fetch_picture is None:
+            tokens -= sum(count(p.label) for ps in plan.pictures.values() for p in ps)
+    for where, message in sorted(inserts, key=lambda pair: -pair[0]):
+        history.insert(where, message)
+    return Compaction(
+        messages=tuple(history),
+        boundary=boundary,
+        rewritten=len(plan.texts),
+        shown=tuple(plan.shown),
+        unshown=tuple(dict.fromkeys(plan.unshown)),
+        uncounted=tuple(dict.fromkeys(plan.forced)),
+        kept_unknown=unknown,
+        tokens_added=tokens,
+        attached=tuple(attached),
+        dropped=tuple(dropped),
+    )
+
+
+def pictures_needed(
+    messages: Sequence[Message],
+    ledger: EvidenceLedger | None,
+    *,
+    owned_tools: Iterable[str],
+) -> tuple[RetainedPicture, ...]:
+    """The cited pictures `compact` would attach, so a host can fetch them first.
+
+    An adapter with an async fetcher awaits these, then passes a lookup as
+    `fetch_picture`; bytes fetched once serve every model call of a question.
+    """
+    owned = frozenset(owned_tools)
+    history = list(messages)
+    if ledger is None or ledger.question is None or ledger.question > len(history):
+        return ()
+    items, _ = _returns(history, ledger, ledger.question, owned)
+    plan = _plan(items, [_WHOLE] * len(items), ledger, estimate_tokens)
+    return tuple(p for pictures in plan.pictures.values() for p in pictures)
 
 
 def compact_with_report(
@@ -143,7 +378,7 @@ def compact_with_report(
     owned_tools: Iterable[str],
     fetch_picture: PictureFetcher | None = None,
     max_tokens: PositiveInt | None = None,
-    tokenizer: Tokenizer = estimate_tokens,
+    tokenizer: TokenCounter = estimate_tokens,
 ) -> Compaction:
     """Compact a copy of the history and report what was done.
 
@@ -153,73 +388,36 @@ def compact_with_report(
     Args:
         messages: The stored history, in order (positions are question identities).
         ledger: The ledger carried beside the history; its current question is the
-            boundary.
-        owned_tools: Names of the evidence tools whose earlier returns are compacted.
+            boundary. Evidence returns older than the ledger's first question were
+            never recorded (a thread that began with an existing conversation): they
+            become receipts, recallable by id.
+        owned_tools: Names of the evidence tools (and the recall tool) whose earlier
+            returns are compacted.
         fetch_picture: Fetches a cited picture's bytes. Without it no picture is
             attached. A picture whose fetch raises, returns nothing, or returns
             bytes that are not an image is dropped together with its label.
-        max_tokens: Optional bound on the capsule (see `build_capsule`).
-        tokenizer: Counts tokens for `max_tokens`.
+        max_tokens: Optional hard bound on everything compaction writes: rewritten
+            returns, receipts, notices and picture labels. The oldest questions'
+            cited chunks are shown by id only, then by count only, until it fits.
+        tokenizer: Counts tokens for `max_tokens`: a counter, or an encoder that
+            returns the tokens (tiktoken's ``encode``).
 
     Returns:
         The compacted history with its report.
 
     Raises:
-        CompactionRefused: Evidence returns exist that the ledger does not cover:
-            no ledger (or one where no question began) while the history holds
-            evidence returns, or evidence returns older than the ledger's first
-            question, or a ledger whose question lies beyond the history's end.
+        CompactionRefused: no ledger while the history holds evidence returns; a
+            ledger whose question lies beyond the history's end (re-anchor it); a
+            `max_tokens` too small for even a count of every earlier return. Each
+            message names the fix.
     """
     owned = frozenset(owned_tools)
+    count = as_tokenizer(tokenizer)
     history = list(messages)
-    if ledger is None or ledger.question is None:
-        if _owned_returns(history, len(history), owned):
-            raise CompactionRefused(
-                "the history holds evidence returns but no evidence ledger was carried, so "
-                "nothing says what was cited; carry the EvidenceLedger beside the history"
-            )
-        return Compaction(messages=tuple(history), capsule=Capsule(), boundary=0)
-    boundary = ledger.question
-    if boundary > len(history):
-        raise CompactionRefused(
-            f"the ledger's current question arrived with {boundary} messages but the history "
-            f"holds {len(history)}: the stored history was shortened after it was recorded"
-        )
-    earlier = _owned_returns(history, boundary, owned)
-    if not earlier:
-        return Compaction(messages=tuple(history), capsule=Capsule(), boundary=boundary)
-    first = ledger.first_question if ledger.first_question is not None else boundary
-    if earlier[0] < first:
-        raise CompactionRefused(
-            f"evidence returned at message {earlier[0]} predates the ledger, which began "
-            f"with the question at message {first}; what that evidence supported is unknown"
-        )
-    capsule = build_capsule(ledger, max_tokens, before=boundary, tokenizer=tokenizer)
-    carrier = earlier[-1]
-    carried = TextPart(text=capsule.text or RECEIPT)
-    receipt = TextPart(text=RECEIPT)
-    for index in earlier:
-        parts = (carried,) if index == carrier else (receipt,)
-        history[index] = history[index].model_copy(update={"parts": parts})
-    picture_parts: list[Part] = []
-    attached: list[RetainedPicture] = []
-    dropped: list[DroppedPicture] = []
-    if fetch_picture is not None and capsule.pictures:
-        picture_parts, attached, dropped = _fetch(capsule.pictures, fetch_picture)
-    if picture_parts:
-        after = carrier + 1
-        while after < boundary and history[after].role == "tool":
-            after += 1
-        history.insert(after, Message(role="user", parts=tuple(picture_parts)))
-    return Compaction(
-        messages=tuple(history),
-        capsule=capsule,
-        boundary=boundary,
-        carrier=carrier,
-        receipts=len(earlier) - 1,
-        attached=tuple(attached),
-        dropped=tuple(dropped),
-    )
+    boundary = _check(history, ledger, owned)
+    if ledger is None or not _owned_returns(history, boundary, owned):
+        return Compaction(messages=tuple(history), boundary=boundary)
+    return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count)
 
 
 def compact(
@@ -229,38 +427,44 @@ def compact(
     owned_tools: Iterable[str],
     fetch_picture: PictureFetcher | None = None,
     max_tokens: PositiveInt | None = None,
-    tokenizer: Tokenizer = estimate_tokens,
+    tokenizer: TokenCounter = estimate_tokens,
 ) -> list[Message]:
-    """Replace earlier evidence in a copy of the history with one capsule.
+    """Rewrite earlier evidence in a copy of the history down to what answers cited.
 
-    Only what earlier answers cited survives, so the model keeps its sources while
-    old retrievals stop costing tokens. The stored history is never touched; the
-    host sends the returned list and keeps its own.
+    Only what earlier answers cited stays visible whole, so the model keeps its
+    sources while old retrievals stop costing tokens; the rest is named in
+    receipts and can be recalled. The stored history is never touched; the host
+    sends the returned list and keeps its own.
 
     See `compact_with_report` for the arguments.
 
     Raises:
-        CompactionRefused: earlier evidence exists but no ledger covering it was carried.
+        CompactionRefused: see `compact_with_report`.
 
     Examples:
         >>> from capsa.capsule import Evidence, TextPart, ToolCall
-        >>> chunk = Evidence(chunk_id="c1", content="Hotels: EUR 230.", document_id="d")
+        >>> c1 = Evidence(chunk_id="c1", content="Hotels: EUR 230.", document_id="d")
+        >>> c2 = Evidence(chunk_id="c2", content="Meals: EUR 40.", document_id="d")
         >>> call = ToolCall(id="t1", name="search", args={"query": "hotel cap"})
         >>> history = [
         ...     Message(role="user", parts=(TextPart(text="Hotel cap?"),)),
         ...     Message(role="assistant", tool_calls=(call,)),
-        ...     Message(role="tool", tool_call_id="t1", parts=(TextPart(text="[c1] ..."),)),
+        ...     Message(role="tool", tool_call_id="t1", parts=(TextPart(text="..."),),
+        ...             evidence=(c1, c2)),
         ...     Message(role="assistant", parts=(TextPart(text="EUR 230 [c1]."),)),
         ...     Message(role="user", parts=(TextPart(text="And mileage?"),)),
         ... ]
         >>> ledger = (EvidenceLedger().begin_question(0)
-        ...           .record_retrieval([chunk], tool="search").record_citations(["c1"])
+        ...           .record_retrieval([c1, c2], tool="search").record_citations(["c1"])
         ...           .end_question(4).begin_question(4))
         >>> view = compact(history, ledger, owned_tools={"search"})
         >>> len(view) == len(history)  # contents shrink; no message is dropped
         True
-        >>> "Hotels: EUR 230." in view[2].text
-        True
+        >>> print(view[2].text)
+        <chunk id="c1" document="d">
+        Hotels: EUR 230.
+        </chunk>
+        <not-shown title="d" ids="c2"/>
     """
     return list(
         compact_with_report(

@@ -39,7 +39,7 @@ class LedgerEntry(BaseModel):
     evidence: Evidence
     """The chunk as the model was last shown it."""
     tool: str
-    """The evidence tool that first returned it."""
+    """The evidence tool that returned it; with the chunk id, the entry's key."""
     retrieved_in: tuple[NonNegativeInt, ...] = ()
     """Identities of the questions that retrieved it, in order."""
     cited_in: tuple[NonNegativeInt, ...] = ()
@@ -71,12 +71,22 @@ class EvidenceLedger(BaseModel):
     it was never recorded, so compaction refuses rather than lose it."""
     ended_at: NonNegativeInt | None = None
     """History length when the last question ended: where the next one begins."""
+    questions: tuple[NonNegativeInt, ...] = ()
+    """Identities of every question this ledger saw, in order; a message belongs to the
+    newest question at or below its position."""
+    evidence_tools: tuple[str, ...] = ()
+    """Names of the evidence tools the host registered, so a restored ledger knows them."""
+    anchor: str | None = None
+    """The host's handle (message id) of the current question's first message, when it
+    has one; lets `locate` find the question again after the history was shortened."""
     entries: tuple[LedgerEntry, ...] = ()
     """Every chunk an answer cited, and every chunk the current question retrieved, in
     order of first retrieval; `end_question` drops the ones never cited."""
 
-    def begin_question(self, boundary: int) -> EvidenceLedger:
+    def begin_question(self, boundary: int, *, anchor: str | None = None) -> EvidenceLedger:
         """Start a question that arrived when the history held `boundary` messages.
+
+        `anchor` is the host's handle of the question's first message, if any.
 
         Raises:
             ValueError: `boundary` is negative, not above the current question, or
@@ -95,9 +105,99 @@ class EvidenceLedger(BaseModel):
                 f"which ended with {self.ended_at} messages"
             )
         first = self.first_question if self.first_question is not None else boundary
-        return self.model_copy(
-            update={"question": boundary, "in_progress": True, "first_question": first}
+        update = {
+            "question": boundary,
+            "in_progress": True,
+            "first_question": first,
+            "questions": (*self.questions, boundary),
+            "anchor": anchor,
+        }
+        return self.model_copy(update=update)
+
+    def locate(self, keys: Sequence[str | None]) -> EvidenceLedger:
+        """This ledger, re-anchored if the history (its messages' handles) was shortened.
+
+        When the message at the current question's identity still carries the
+        recorded `anchor` (or no anchor was recorded and the history is long
+        enough), nothing changed. Otherwise the question is found by its anchor and
+        re-anchored there; when its first message is gone too, everything left is
+        treated as the current question (boundary 0), so nothing live is compacted.
+
+        Examples:
+            >>> ledger = EvidenceLedger().begin_question(6, anchor="m6")
+            >>> ledger.locate(["summary", "m6", "m7"]).question
+            1
+        """
+        question = self.question
+        if question is None:
+            if self.ended_at is not None and self.ended_at > len(keys):
+                return self.reanchor(len(keys))
+            return self
+        if question < len(keys) and (self.anchor is None or keys[question] in (None, self.anchor)):
+            return self
+        if self.anchor is None and question <= len(keys):
+            return self
+        if not self.in_progress:  # between questions: the next one starts after what is left
+            return self.reanchor(max(len(keys) - 1, 0))
+        found = [i for i, key in enumerate(keys) if key is not None and key == self.anchor]
+        return self.reanchor(found[0] if found else 0).model_copy(update={"anchor": self.anchor})
+
+    def reanchor(self, boundary: int) -> EvidenceLedger:
+        """Re-anchor on a history that was shortened (summarised, messages removed).
+
+        Positions recorded before the shortening no longer mean anything, so the
+        ledger starts over as if the thread began with the remaining messages: the
+        current question (if any) resumes at `boundary` with what it retrieved and
+        cited so far, and earlier questions are forgotten. Their evidence returns
+        still in the history become receipts, recallable by id; evidence the
+        shortening removed is gone with it.
+
+        Examples:
+            >>> ledger = EvidenceLedger().begin_question(40)
+            >>> ledger.reanchor(3).question, ledger.reanchor(3).first_question
+            (3, 3)
+        """
+        if boundary < 0:
+            raise ValueError(f"a question's identity is a message count, got {boundary}")
+        current = self.question
+        entries = tuple(
+            entry.model_copy(
+                update={
+                    "retrieved_in": (boundary,) if current in entry.retrieved_in else (),
+                    "cited_in": (boundary,) if current in entry.cited_in else (),
+                }
+            )
+            for entry in self.entries
+            if self.in_progress and current in entry.retrieved_in
         )
+        if not self.in_progress:
+            return EvidenceLedger(
+                ended_at=boundary, first_question=boundary, evidence_tools=self.evidence_tools
+            )
+        return EvidenceLedger(
+            question=boundary,
+            in_progress=True,
+            first_question=boundary,
+            questions=(boundary,),
+            entries=entries,
+            evidence_tools=self.evidence_tools,
+        )
+
+    def with_evidence_tools(self, names: Iterable[str]) -> EvidenceLedger:
+        """The same ledger remembering these evidence tool names as well."""
+        merged = tuple(sorted({*self.evidence_tools, *names}))
+        if merged == self.evidence_tools:
+            return self
+        return self.model_copy(update={"evidence_tools": merged})
+
+    def question_of(self, position: int) -> int | None:
+        """The identity of the question the message at `position` belongs to; None
+        when it predates every question this ledger saw."""
+        owner = None
+        for question in self.questions:
+            if question <= position:
+                owner = question
+        return owner
 
     def end_question(self, history_length: int) -> EvidenceLedger:
         """Mark the current question answered; the history then held `history_length` messages.
@@ -113,9 +213,7 @@ class EvidenceLedger(BaseModel):
         """
         question = self._require_question("end a question")
         if history_length < question:
-            raise ValueError(
-                f"question {question} cannot end with only {history_length} messages"
-            )
+            raise ValueError(f"question {question} cannot end with only {history_length} messages")
         kept = tuple(entry for entry in self.entries if entry.cited_in)
         return self.model_copy(
             update={"in_progress": False, "ended_at": history_length, "entries": kept}
@@ -128,7 +226,8 @@ class EvidenceLedger(BaseModel):
 
         Recording the same chunk twice in one question changes nothing, so a host
         may replay a question's tool returns safely. A chunk seen before keeps its
-        history and takes the newer content, the text the model last saw.
+        history and takes newer content, the text the model last saw; the same
+        content read back from a rendered return keeps the first, fuller record.
 
         Raises:
             ValueError: no question has begun.
@@ -136,15 +235,18 @@ class EvidenceLedger(BaseModel):
         question = self._require_question("record a retrieval")
         chunks = [evidence] if isinstance(evidence, Evidence) else list(evidence)
         entries = list(self.entries)
-        position = {entry.evidence.chunk_id: i for i, entry in enumerate(entries)}
+        position = {(entry.tool, entry.evidence.chunk_id): i for i, entry in enumerate(entries)}
         for chunk in chunks:
-            at = position.get(chunk.chunk_id)
+            at = position.get((tool, chunk.chunk_id))
             if at is None:
-                position[chunk.chunk_id] = len(entries)
+                position[(tool, chunk.chunk_id)] = len(entries)
                 entries.append(LedgerEntry(evidence=chunk, tool=tool, retrieved_in=(question,)))
                 continue
             entry = entries[at]
             retrieved = _add(entry.retrieved_in, question)
+            if entry.evidence.content == chunk.content:
+                chunk = entry.evidence  # same text read back (from a rendered return): keep
+                # the record with its pictures and document id
             if retrieved != entry.retrieved_in or entry.evidence != chunk:
                 update = {"evidence": chunk, "retrieved_in": retrieved}
                 entries[at] = entry.model_copy(update=update)
@@ -163,30 +265,50 @@ class EvidenceLedger(BaseModel):
         question = self._require_question("record citations")
         wanted = list(dict.fromkeys(chunk_ids))
         entries = list(self.entries)
-        position = {entry.evidence.chunk_id: i for i, entry in enumerate(entries)}
-        unknown = [chunk_id for chunk_id in wanted if chunk_id not in position]
+        visible = {id(e) for e in self._citable_entries()}
+        positions: dict[str, list[int]] = {}
+        for i, entry in enumerate(entries):
+            if id(entry) in visible:
+                positions.setdefault(entry.evidence.chunk_id, []).append(i)
+        unknown = [chunk_id for chunk_id in wanted if chunk_id not in positions]
         if unknown:
             raise ValueError(f"cannot cite chunks that were never retrieved: {unknown}")
         for chunk_id in wanted:
-            entry = entries[position[chunk_id]]
-            cited = _add(entry.cited_in, question)
-            if cited != entry.cited_in:
-                entries[position[chunk_id]] = entry.model_copy(update={"cited_in": cited})
+            for at in positions[chunk_id]:
+                entry = entries[at]
+                cited = _add(entry.cited_in, question)
+                if cited != entry.cited_in:
+                    entries[at] = entry.model_copy(update={"cited_in": cited})
         return self._with_entries(entries)
 
-    def entry(self, chunk_id: str) -> LedgerEntry | None:
-        """The entry for `chunk_id`, or None when it was never retrieved."""
-        return next((e for e in self.entries if e.evidence.chunk_id == chunk_id), None)
+    def entry(self, chunk_id: str, tool: str | None = None) -> LedgerEntry | None:
+        """The entry for `chunk_id` (from `tool`, when given), or None when there is none.
+
+        Evidence is keyed by tool and chunk id together: two tools may return
+        different chunks under the same id, and neither overwrites the other.
+        """
+        return next(
+            (
+                e
+                for e in self.entries
+                if e.evidence.chunk_id == chunk_id and (tool is None or e.tool == tool)
+            ),
+            None,
+        )
 
     def retrieved_ids(self, question: int | None = None) -> tuple[str, ...]:
         """Ids retrieved in `question` (default: the current one), in ledger order."""
         asked = self.question if question is None else question
-        return tuple(e.evidence.chunk_id for e in self.entries if asked in e.retrieved_in)
+        return tuple(
+            dict.fromkeys(e.evidence.chunk_id for e in self.entries if asked in e.retrieved_in)
+        )
 
     def cited_ids(self, question: int | None = None) -> tuple[str, ...]:
         """Ids cited in `question` (default: the current one), in ledger order."""
         asked = self.question if question is None else question
-        return tuple(e.evidence.chunk_id for e in self.entries if asked in e.cited_in)
+        return tuple(
+            dict.fromkeys(e.evidence.chunk_id for e in self.entries if asked in e.cited_in)
+        )
 
     def citable(self) -> tuple[Evidence, ...]:
         """What the model can cite now: this question's retrieval, then earlier cited chunks.
@@ -194,18 +316,21 @@ class EvidenceLedger(BaseModel):
         Earlier cited chunks are visible in the evidence capsule; chunks an earlier
         question retrieved but never cited are receipts only, and not citable.
         """
+        return tuple(e.evidence for e in self._citable_entries())
+
+    def citable_ids(self) -> tuple[str, ...]:
+        """Ids of `citable()`, in the same order, each once."""
+        return tuple(dict.fromkeys(e.chunk_id for e in self.citable()))
+
+    def _citable_entries(self) -> list[LedgerEntry]:
         current = self.question
-        live = [e.evidence for e in self.entries if current in e.retrieved_in]
+        live = [e for e in self.entries if current in e.retrieved_in]
         kept = [
-            e.evidence
+            e
             for e in self.entries
             if current not in e.retrieved_in and any(q != current for q in e.cited_in)
         ]
-        return (*live, *kept)
-
-    def citable_ids(self) -> tuple[str, ...]:
-        """Ids of `citable()`, in the same order."""
-        return tuple(e.chunk_id for e in self.citable())
+        return [*live, *kept]
 
     def to_json(self) -> str:
         """Serialise to JSON; `from_json` restores an equal ledger."""

@@ -44,6 +44,9 @@ _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _CPU_DETAIL = "CPU time limit reached (SIGXCPU)"
+_DETAIL_CHARS = 2000
+"""The longest detail a child sends back (at most 12 KB of JSON, inside any reply frame)."""
+_DETAIL_SCAN = 4 * _DETAIL_CHARS
 
 
 def read_frame(stream: IO[bytes]) -> bytes | None:
@@ -160,12 +163,40 @@ def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: li
 
 def _describe(exc: BaseException) -> str:
     try:
-        return f"{type(exc).__name__}: {exc}"
+        return _bounded(f"{type(exc).__name__}: {exc}")
     except BaseException:  # noqa: BLE001 - an exception whose str() raises
-        return type(exc).__name__
+        return _bounded(type(exc).__name__)
+
+
+def _bounded(detail: object) -> str:
+    """A detail that always fits the reply frame and names no scratch path.
+
+    An error may quote megabytes of its input; capped here, in the child, it
+    can never push the result past ``max_result_bytes`` and turn a refusal
+    into a ``protocol`` failure.
+    """
+    from capsa.guard.normalize import clean_detail
+
+    text = str(detail)[:_DETAIL_SCAN]
+    scratch = tempfile.gettempdir()
+    if scratch.count("/") > 1:  # this file's own directory, wherever the pool put it
+        text = text.replace(scratch, "<scratch>").replace(os.path.dirname(scratch), "<scratch>")
+    return clean_detail(text, limit=_DETAIL_CHARS)
+
+
+def _bounded_fields(result: dict[str, Any]) -> dict[str, Any]:
+    for key in ("rejected", "failed"):
+        fields = result.get(key)
+        if isinstance(fields, dict) and "detail" in fields:
+            fields["detail"] = _bounded(fields["detail"])
+    return result
 
 
 def _run(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
+    return _bounded_fields(_outcome(extractor, request))
+
+
+def _outcome(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
     from capsa.errors import ExtractionFailed, IngestionRejected
     from capsa.guard.limits import ExtractionLimits
     from capsa.guard.normalize import normalize
@@ -371,7 +402,7 @@ def _file_scratch(policy: SandboxPolicy) -> str:
     """A private directory for one file, owned by the uid its parser will run as."""
     scratch = tempfile.mkdtemp(prefix="file-")
     if policy.as_root and policy.mode != "off":
-        os.chown(scratch, sandbox.NOBODY, sandbox.NOBODY)
+        os.chown(scratch, policy.child_uid, policy.child_uid)
     return scratch
 
 

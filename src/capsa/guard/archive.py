@@ -10,15 +10,17 @@ bomb. DOCX, XLSX, PPTX and EPUB are zips and pass through here first.
 
 from __future__ import annotations
 
+import io
 import re
 import struct
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from capsa.errors import IngestionRejected, RejectionReason
 from capsa.guard.limits import ExtractionLimits
 
-__all__ = ["ZipMember", "inspect_archive", "member_names", "read_directory"]
+__all__ = ["ZipMember", "inspect_archive", "member_names", "open_inspected", "read_directory"]
 
 _EOCD = struct.Struct("<4sHHHHIIH")
 _EOCD64_LOCATOR = struct.Struct("<4sIQI")
@@ -111,6 +113,33 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
                                 reason=refusal.reason) from None
 
 
+def open_inspected(payload: bytes, limits: ExtractionLimits, *, label: str) -> zipfile.ZipFile:
+    """Inspect `payload`, then open it with `zipfile` for reading its members.
+
+    The inspection has already proved that `zipfile` sees exactly the
+    entries it checked (same names, offsets, methods and sizes, in the same
+    order), and `zipfile` never inflates a member past the size it declares,
+    so nothing read through the returned archive can be a member that was
+    not checked, or grow past its checked size. Parsers that open the same
+    bytes with `zipfile` themselves (python-docx, python-pptx, openpyxl) see
+    the same list, because `zipfile` reads the same bytes the same way.
+
+    Raises:
+        IngestionRejected: stage ``archive``, as `inspect_archive`.
+
+    Examples:
+        >>> import io, zipfile
+        >>> buf = io.BytesIO()
+        >>> with zipfile.ZipFile(buf, "w") as z:
+        ...     z.writestr("a.txt", "hello")
+        >>> with open_inspected(buf.getvalue(), ExtractionLimits(), label="a.zip") as archive:
+        ...     archive.read("a.txt")
+        b'hello'
+    """
+    inspect_archive(payload, limits, label=label)
+    return zipfile.ZipFile(io.BytesIO(payload))
+
+
 def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int]) -> None:
     if not payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         raise _Refusal("corrupt", "archive does not start with a local file header")
@@ -137,6 +166,8 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
             )
     _check_ratio(total_out, total_in, limits, "the archive")
     _check_overlaps(spans)
+    if depth == 0:
+        _check_zipfile_agrees(payload, members)
     for member in members:
         if _looks_like_archive(payload, member):
             if depth + 1 > limits.max_nesting_depth:
@@ -151,27 +182,78 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
                          depth=depth + 1, budget=budget)
 
 
+def _check_zipfile_agrees(payload: bytes, members: list[ZipMember]) -> None:
+    """Refuse the archive unless `zipfile` lists exactly the entries that were checked."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+            listed = archive.infolist()
+    except (zipfile.BadZipFile, NotImplementedError, ValueError, EOFError, struct.error) as exc:
+        # (UnicodeDecodeError is a ValueError: zipfile decodes UTF-8 names strictly.)
+        raise _Refusal("corrupt", f"zipfile cannot read the directory: {exc}") from None
+    seen = [(i.header_offset, i.compress_type, i.compress_size, i.file_size) for i in listed]
+    checked = [(m.local_offset, m.method, m.compressed, m.uncompressed) for m in members]
+    if seen != checked or [i.filename for i in listed] != [m.name for m in members]:
+        raise _Refusal("header_mismatch",
+                       f"zipfile lists {len(listed)} entries where the inspection checked "
+                       f"{len(members)}, or reads them differently")
+
+
 def _read_directory(payload: bytes, max_members: int) -> tuple[list[ZipMember], int]:
     count, start, size = _locate(payload, max_members)
     return list(_entries(payload, count, start, size)), start
 
 
 def _locate(payload: bytes, max_members: int) -> tuple[int, int, int]:
-    """The member count, offset and size of the central directory, count checked first."""
-    eocd_at = payload.rfind(b"PK\x05\x06", max(0, len(payload) - _EOCD.size - _MAX_COMMENT))
-    if eocd_at < 0 or eocd_at + _EOCD.size > len(payload):
-        raise _Refusal("corrupt", "no end-of-central-directory record (truncated archive?)")
-    _, disk, cd_disk, _, count, cd_size, cd_offset, _ = _EOCD.unpack_from(payload, eocd_at)
+    """The member count, offset and size of the central directory, count checked first.
+
+    The end records are found exactly where `zipfile` looks for them (the
+    classic one at the very end, or the last signature in the comment window;
+    a zip64 record whenever a locator sits just before the classic one), and
+    every figure they give must agree with every other: the two entry counts,
+    the classic and the zip64 values, and the directory's offset plus size
+    with the position of the record that follows it. A parser that trusts a
+    different record than this check did would read a different archive.
+    """
+    eocd_at = _find_end_record(payload)
+    (_, disk, cd_disk, on_disk, count, cd_size, cd_offset,
+     comment_len) = _EOCD.unpack_from(payload, eocd_at)
     if disk != 0 or cd_disk != 0:
         raise _Refusal("corrupt", "multi-disk archives are not supported")
-    if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
-        count, cd_size, cd_offset = _read_zip64_end(payload, eocd_at)
+    if eocd_at + _EOCD.size + comment_len != len(payload):
+        raise _Refusal("header_mismatch",
+                       f"the end record's comment length ({comment_len}) does not reach the end "
+                       f"of the file ({len(payload) - eocd_at - _EOCD.size} bytes follow it)")
+    directory_end = eocd_at
+    locator_at = eocd_at - _EOCD64_LOCATOR.size
+    classic = count
+    if locator_at >= 0 and payload[locator_at:locator_at + 4] == b"PK\x06\x07":
+        count, cd_size, cd_offset, directory_end = _read_zip64_end(
+            payload, locator_at, (count, cd_size, cd_offset))
+    elif count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
+        raise _Refusal("corrupt", "zip64 sizes without a zip64 end locator")
+    if on_disk != classic:
+        raise _Refusal("header_mismatch", f"the end record counts {on_disk} entries on its disk "
+                                          f"but {classic} in total")
     if count > max_members:
         raise _Refusal("too_many_members",
                        f"declares {count} members, over the limit of {max_members}")
     if cd_offset + cd_size > len(payload):
         raise _Refusal("corrupt", "central directory lies past the end of the file")
+    if cd_offset + cd_size != directory_end:
+        raise _Refusal("header_mismatch",
+                       f"the central directory is declared at offset {cd_offset} with {cd_size} "
+                       f"bytes, but the end record that follows it starts at {directory_end}")
     return count, cd_offset, cd_size
+
+
+def _find_end_record(payload: bytes) -> int:
+    tail = len(payload) - _EOCD.size
+    if tail >= 0 and payload[tail:tail + 4] == b"PK\x05\x06" and payload[-2:] == b"\0\0":
+        return tail  # zipfile's fast path: a record with no comment, last in the file
+    eocd_at = payload.rfind(b"PK\x05\x06", max(0, tail - _MAX_COMMENT))
+    if eocd_at < 0 or eocd_at + _EOCD.size > len(payload):
+        raise _Refusal("corrupt", "no end-of-central-directory record (truncated archive?)")
+    return eocd_at
 
 
 def _entries(payload: bytes, count: int, start: int, size: int) -> Iterator[ZipMember]:
@@ -181,17 +263,38 @@ def _entries(payload: bytes, count: int, start: int, size: int) -> Iterator[ZipM
         pos += _CENTRAL.size + sum(_CENTRAL.unpack_from(payload, pos)[10:13])
         if pos > start + size:
             raise _Refusal("corrupt", "central directory entries overrun its declared size")
+    if pos != start + size:
+        # zipfile reads every entry inside the declared size, whatever the count says.
+        raise _Refusal("header_mismatch",
+                       f"the central directory holds {start + size - pos} bytes past the {count} "
+                       "entries the end record counts (entries hidden from the count)")
 
 
-def _read_zip64_end(payload: bytes, eocd_at: int) -> tuple[int, int, int]:
-    locator_at = eocd_at - _EOCD64_LOCATOR.size
-    if locator_at < 0 or payload[locator_at:locator_at + 4] != b"PK\x06\x07":
-        raise _Refusal("corrupt", "zip64 sizes without a zip64 end locator")
-    _, _, end_at, _ = _EOCD64_LOCATOR.unpack_from(payload, locator_at)
-    if end_at + _EOCD64.size > len(payload) or payload[end_at:end_at + 4] != b"PK\x06\x06":
-        raise _Refusal("corrupt", "zip64 end record missing")
-    fields = _EOCD64.unpack_from(payload, end_at)
-    return fields[7], fields[8], fields[9]
+def _read_zip64_end(payload: bytes, locator_at: int, classic: tuple[int, int, int]
+                    ) -> tuple[int, int, int, int]:
+    """Count, size and offset from the zip64 end record, and where that record starts."""
+    _, disk, end_at, disks = _EOCD64_LOCATOR.unpack_from(payload, locator_at)
+    if disk != 0 or disks > 1:
+        raise _Refusal("corrupt", "multi-disk archives are not supported")
+    expected = locator_at - _EOCD64.size  # where zipfile reads it: no extensible data
+    if end_at != expected or expected < 0 or payload[expected:expected + 4] != b"PK\x06\x06":
+        raise _Refusal("header_mismatch",
+                       f"the zip64 locator points at offset {end_at}, but a zip64 end record "
+                       f"is read at {expected}")
+    (_, _, _, _, disk_num, disk_dir, on_disk, count, cd_size,
+     cd_offset) = _EOCD64.unpack_from(payload, expected)
+    if disk_num != 0 or disk_dir != 0:
+        raise _Refusal("corrupt", "multi-disk archives are not supported")
+    if on_disk != count:
+        raise _Refusal("header_mismatch", f"the zip64 end record counts {on_disk} entries on its "
+                                          f"disk but {count} in total")
+    markers = (0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF)
+    for what, old, new, marker in zip(("entry count", "directory size", "directory offset"),
+                                      classic, (count, cd_size, cd_offset), markers, strict=True):
+        if old not in (marker, new):
+            raise _Refusal("header_mismatch", f"the classic end record's {what} ({old}) "
+                                              f"disagrees with the zip64 record's ({new})")
+    return count, cd_size, cd_offset, expected
 
 
 def _read_central(payload: bytes, pos: int) -> ZipMember:

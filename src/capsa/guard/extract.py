@@ -71,7 +71,7 @@ class Attachment(BaseModel):
         # printable ASCII so nothing downstream has to guess.
         if value is None:
             return None
-        cleaned = "".join(ch for ch in value if " " <= ch <= "~")[:255].strip()
+        cleaned = "".join(ch for ch in value[:1024] if " " <= ch <= "~")[:255].strip()
         return cleaned or None
 
 

@@ -18,9 +18,11 @@ Zygote (once per worker, before any file):
 
 Parse child (once per file, after `fork`, before it reads a byte):
 
-- **unprivileged uid**: under a root pool the child becomes ``nobody``
-  (65534) with no supplementary groups; otherwise it keeps the user's uid and
-  drops every capability the user namespace gave it;
+- **unprivileged uid**: under a root pool the child takes a uid of its
+  worker's own (`worker_uid`: a high number no account uses, so the child
+  owns nothing on the host and shares its process count with no one) with no
+  supplementary groups; otherwise it keeps the user's uid and drops every
+  capability the user namespace gave it;
 - **no_new_privs**: no set-uid binary can give privileges back;
 - **process limit**: ``RLIMIT_NPROC`` where it counts only the sandbox's own
   processes (a dedicated uid or a private user namespace), so a fork bomb stops;
@@ -55,6 +57,22 @@ __all__ = ["LAYERS", "LayerStatus", "SandboxMode", "SandboxPolicy", "SandboxRepo
 SandboxMode = Literal["best-effort", "strict", "off"]
 
 NOBODY = 65534
+WORKER_UID_BASE = 0x70000000
+"""Root pools run each worker's children as ``WORKER_UID_BASE + the worker's pid``:
+far above any account, subordinate-uid range or systemd dynamic user, and
+unique to the worker, so ``RLIMIT_NPROC`` counts that worker's processes only."""
+CHILD_PROCESSES = 128
+"""``RLIMIT_NPROC`` for a parse child: room for Tesseract's and pandoc's threads."""
+
+
+def worker_uid(host_pid: int) -> int:
+    """The uid (and gid) a root pool's worker runs its parse children as.
+
+    Examples:
+        >>> worker_uid(1234) - WORKER_UID_BASE
+        1234
+    """
+    return WORKER_UID_BASE + host_pid % (1 << 22)
 
 LAYERS: dict[str, tuple[str, str]] = {
     "user_namespace": (
@@ -76,7 +94,8 @@ LAYERS: dict[str, tuple[str, str]] = {
         "no network interface but a down loopback",
         "network reachable if a socket is ever allowed (seccomp still refuses them)"),
     "unprivileged_uid": (
-        "root pools run parsers as nobody; file permissions protect the host's secrets",
+        "root pools run parsers under a uid of their own that owns nothing; file "
+        "permissions protect the host's secrets",
         "a parser running as root is bounded only by the other layers"),
     "capabilities_dropped": (
         "the child holds no capability in any namespace",
@@ -146,6 +165,7 @@ class SandboxPolicy:
     seccomp_program: bytes | None = None
     seccomp_error: str = ""
     seccomp_installed: bool = False
+    child_uid: int = NOBODY
     mode: SandboxMode = "best-effort"
 
 
@@ -290,7 +310,7 @@ def _write(path: str, text: str) -> None:
 
 
 def make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
-    """Let ``nobody`` reach `paths` by covering untraversable parents with a tmpfs.
+    """Let an unprivileged uid reach `paths` by covering untraversable parents with a tmpfs.
 
     Only in the zygote's private mount namespace: a directory such as
     ``/root`` (mode 0700) becomes an empty tmpfs into which exactly the
@@ -339,6 +359,7 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
         return policy
     policy.read_roots = _outermost(interpreter_roots() + data_roots())
     policy.namespaces = enter_namespaces(lib, policy.read_roots)
+    policy.child_uid = worker_uid(int(policy.namespaces.get("host_pid", os.getpid())))
     policy.landlock_abi = _landlock.abi_version(lib)
     try:
         policy.seccomp_program = _seccomp.build_filter()
@@ -358,18 +379,19 @@ def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dic
         return state
     if policy.as_root:
         os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
-        state["unprivileged_uid"] = "active: nobody (65534)"
+        os.setresgid(policy.child_uid, policy.child_uid, policy.child_uid)
+        os.setresuid(policy.child_uid, policy.child_uid, policy.child_uid)
+        state["unprivileged_uid"] = f"active: uid {policy.child_uid}, the worker's own"
         state["capabilities_dropped"] = "active: a non-root uid holds none"
-        _set_nproc(512)
-        state["process_limit"] = "active: 512 processes for nobody"
+        _set_nproc(CHILD_PROCESSES)
+        state["process_limit"] = f"active: {CHILD_PROCESSES} processes for the worker's uid"
     else:
         state["unprivileged_uid"] = f"active: uid {os.geteuid()} (not root)"
         state["capabilities_dropped"] = _drop_capabilities(lib)
         if policy.namespaces.get("user_namespace") == "active":
-            _set_nproc(64)
-            state["process_limit"] = "active: 64 processes in the user namespace"
+            _set_nproc(CHILD_PROCESSES)
+            state["process_limit"] = (f"active: {CHILD_PROCESSES} processes in the user "
+                                      "namespace")
         else:
             state["process_limit"] = ("unavailable: RLIMIT_NPROC would count every process "
                                       "of this user, not only the sandbox's")

@@ -25,6 +25,7 @@ _NAMES = {
     "capsule_messages": "middleware",
     "capsa_retriever_tool": "middleware",
     "cite_tool": "middleware",
+    "recall_tool": "middleware",
     "ShadowRetriever": "shadow",
     "ShadowMiddleware": "shadow",
 }
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.langchain.middleware import capsa_retriever_tool as capsa_retriever_tool
     from capsa.langchain.middleware import capsule_messages as capsule_messages
     from capsa.langchain.middleware import cite_tool as cite_tool
+    from capsa.langchain.middleware import recall_tool as recall_tool
     from capsa.langchain.retrievers import BudgetedRetriever as BudgetedRetriever
     from capsa.langchain.shadow import ShadowMiddleware as ShadowMiddleware
     from capsa.langchain.shadow import ShadowRetriever as ShadowRetriever

@@ -1,44 +1,30 @@
-"""Citation capsules for LangChain: agent middleware, a context edit, an LCEL step, tools.
+"""`CitationCapsuleMiddleware`: citation capsules for `langchain.agents.create_agent`.
 
 LangChain agents checkpoint every retriever `ToolMessage`, so each question drags
-all earlier retrievals along until the thread overflows the window. Here the model
-sees earlier evidence only as one capsule of what the answers cited, while the
-checkpointed state keeps the real history.
+all earlier retrievals along. This middleware rewrites the messages of every model
+call (`wrap_model_call` / `awrap_model_call`) so that earlier questions' evidence
+shows only what their answers cited, in a wire form fixed once each question ends
+(cache-stable), while the checkpointed state keeps the real history. It registers
+a cite and a recall tool, and keeps the `EvidenceLedger` in the agent state under
+``capsa_ledger``, so any checkpointer persists it and a stateless app can carry it
+in the agent's input and output.
 
-- `CitationCapsuleMiddleware` (for `langchain.agents.create_agent`): rewrites the
-  messages of every model call through `wrap_model_call` / `awrap_model_call` and
-  keeps the `EvidenceLedger` in the agent's state, so whatever checkpointer the
-  agent runs persists it.
-- `capsa_retriever_tool`: wraps a retriever as an evidence tool whose output shows
-  chunk ids and whose artifact carries the documents the middleware records.
-- `cite_tool`: the tool the model calls to declare what its answer rests on.
-- `CitationCapsuleEdit`: the same rewrite for `ContextEditingMiddleware(edits=[...])`.
-- `capsule_messages`: the same rewrite as a function or `RunnableLambda` for chains.
-
-Every class here converts LangChain messages to `capsa.capsule.Message`, calls the
-core, and converts back; the logic lives in `capsa.capsule`.
+Message conversion lives in `capsa.langchain.capsule_conversion`, the tools in
+`capsa.langchain.capsule_tools`, the context edit and LCEL step in
+`capsa.langchain.capsule_edits`; the decisions live in `capsa.capsule`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NotRequired, cast, overload
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, NotRequired, cast
 
-from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
-from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableLambda
-from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
+from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.tools import BaseTool
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
     from langchain.agents.middleware.types import ModelResponse
-    from langchain.tools import ToolRuntime
     from langgraph.runtime import Runtime
 except ImportError as exc:  # langchain-core alone does not ship the agents package
     raise ImportError(
@@ -46,22 +32,27 @@ except ImportError as exc:  # langchain-core alone does not ship the agents pack
     ) from exc
 
 from capsa.capsule import (
-    CitationRef,
     Compaction,
-    Evidence,
     EvidenceLedger,
-    ImagePart,
     Message,
-    OtherPart,
-    Part,
-    PictureFetcher,
-    TextPart,
-    ToolCall,
-    cite_ids,
-    compact_with_report,
+    TokenCounter,
+    estimate_tokens,
+    pictures_needed,
     record_messages,
-    render_evidence,
 )
+from capsa.capsule.session import AnyPictureFetcher, PictureCache, check_tools, start_question
+from capsa.langchain.capsule_conversion import (
+    LEDGER_KEY,
+    Observe,
+    aannounce,
+    announce,
+    compact,
+    keys,
+    load_ledger,
+    to_core,
+)
+from capsa.langchain.capsule_edits import CitationCapsuleEdit, capsule_messages
+from capsa.langchain.capsule_tools import capsa_retriever_tool, cite_tool, recall_tool
 
 __all__ = [
     "LEDGER_KEY",
@@ -71,378 +62,20 @@ __all__ = [
     "capsa_retriever_tool",
     "capsule_messages",
     "cite_tool",
+    "recall_tool",
 ]
-
-LEDGER_KEY = "capsa_ledger"
-"""Agent-state key holding the ledger's JSON."""
-
-EVENT = "capsa.capsule"
-"""Name of the custom callback event reporting each compaction."""
-
-_ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
-
-_RETRIEVER_DESCRIPTION = (
-    "Search the knowledge base. Each result starts with its [chunk_id] and source. "
-    "After answering from the results, call the cite tool with the chunk ids your "
-    "answer relies on."
-)
-_CITE_DESCRIPTION = (
-    "Record which retrieved chunks your answer relies on. Pass their chunk ids exactly as "
-    "shown in search results or in the evidence capsule. Call it once per answer."
-)
 
 
 class CapsuleState(AgentState[Any]):
     """Agent state with the evidence ledger beside the messages."""
 
     capsa_ledger: NotRequired[str]
-    """The `EvidenceLedger` as JSON; written by `CitationCapsuleMiddleware`."""
-
-
-@functools.lru_cache(maxsize=16)
-def _parse(text: str) -> EvidenceLedger:
-    # A model call reads the same JSON several times (before_model, the model call, the
-    # cite tool); ledgers are frozen, so sharing one parsed copy is safe.
-    return EvidenceLedger.from_json(text)
-
-
-def _load(state: Mapping[str, Any]) -> EvidenceLedger | None:
-    stored = state.get(LEDGER_KEY)
-    return _parse(stored) if stored else None
-
-
-# -- documents <-> evidence ------------------------------------------------------------------
-
-
-def _chunk_id(doc: Document) -> str:
-    meta = doc.metadata
-    for candidate in (meta.get("capsa_chunk_id"), doc.id, meta.get("chunk_id")):
-        if candidate:
-            return str(candidate)
-    source = str(meta.get("source", ""))
-    return hashlib.sha256(f"{source}\n{doc.page_content}".encode()).hexdigest()[:16]
-
-
-def _stamp(doc: Document, collection: str | None) -> Document:
-    chunk_id = _chunk_id(doc)
-    meta = dict(doc.metadata)
-    meta["capsa_chunk_id"] = chunk_id
-    meta.setdefault(
-        "capsa_document_id", str(meta.get("document_id") or meta.get("source") or chunk_id)
-    )
-    if collection is not None:
-        meta.setdefault("collection", collection)
-    return Document(page_content=doc.page_content, metadata=meta, id=chunk_id)
-
-
-def _evidence(item: Any) -> Evidence | None:
-    if isinstance(item, Evidence):
-        return item
-    if isinstance(item, Mapping) and "chunk_id" in item:
-        return Evidence.model_validate(item)
-    if not isinstance(item, Document):
-        return None
-    meta = item.metadata
-    chunk_id = _chunk_id(item)
-    uri = meta.get("source") or meta.get("uri") or meta.get("url")
-    return Evidence(
-        chunk_id=chunk_id,
-        content=item.page_content,
-        document_id=str(
-            meta.get("capsa_document_id") or meta.get("document_id") or uri or chunk_id
-        ),
-        title=meta.get("title"),
-        uri=str(uri) if uri else None,
-        collection=meta.get("collection"),
-        picture_refs=tuple(meta.get("picture_refs") or ()),
-    )
-
-
-def _artifact_evidence(artifact: Any) -> tuple[Evidence, ...] | None:
-    if not isinstance(artifact, Sequence) or isinstance(artifact, str | bytes):
-        return None
-    found = [e for e in (_evidence(item) for item in artifact) if e is not None]
-    return tuple(found)
-
-
-# -- messages <-> core records -----------------------------------------------------------------
-
-
-def _part(block: Any) -> Part:
-    if isinstance(block, str):
-        return TextPart(text=block)
-    if not isinstance(block, Mapping):
-        return OtherPart(kind=type(block).__name__)
-    kind = str(block.get("type", ""))
-    if kind == "text":
-        return TextPart(text=str(block.get("text", "")))
-    if kind == "image_url":
-        url = block.get("image_url")
-        return ImagePart(url=url.get("url") if isinstance(url, Mapping) else url)
-    if kind == "image":
-        return ImagePart(
-            base64=block.get("base64") or block.get("data"),
-            url=block.get("url"),
-            mime_type=block.get("mime_type"),
-        )
-    return OtherPart(kind=kind or "unknown")
-
-
-def _parts(content: str | list[Any]) -> tuple[Part, ...]:
-    if isinstance(content, str):
-        return (TextPart(text=content),) if content else ()
-    return tuple(_part(block) for block in content)
-
-
-def _annotations(message: AIMessage) -> tuple[CitationRef, ...]:
-    if isinstance(message.content, str):
-        return ()
-    refs: list[CitationRef] = []
-    for block in message.content_blocks:
-        data: Mapping[str, Any] = block
-        notes: list[Mapping[str, Any]] = data.get("annotations") or []
-        for note in notes if data.get("type") == "text" else []:
-            if note.get("type") != "citation":
-                continue
-            extras = note.get("extras") or {}
-            refs.append(
-                CitationRef(
-                    chunk_id=extras.get("chunk_id"),
-                    cited_text=note.get("cited_text"),
-                    url=note.get("url"),
-                    title=note.get("title"),
-                )
-            )
-    return tuple(refs)
-
-
-@dataclass(frozen=True)
-class _Observe:
-    """Which tools' artifacts to read while converting, for `record_messages`."""
-
-    evidence_tools: frozenset[str]
-    cite_tools: frozenset[str]
-    names: Mapping[str, str]
-
-
-def _to_core(message: BaseMessage, key: int, observe: _Observe | None = None) -> Message:
-    role = _ROLES.get(message.type) or getattr(message, "role", "user")
-    fields: dict[str, Any] = {}
-    if isinstance(message, AIMessage):
-        fields["tool_calls"] = tuple(
-            ToolCall(id=call.get("id") or "", name=call["name"], args=call["args"])
-            for call in message.tool_calls
-        )
-        if observe is not None:
-            fields["citations"] = _annotations(message)
-    elif isinstance(message, ToolMessage):
-        fields["tool_call_id"] = message.tool_call_id
-        fields["tool_name"] = message.name
-        if observe is not None:
-            name = message.name or observe.names.get(message.tool_call_id)
-            if name in observe.evidence_tools:
-                fields["evidence"] = _artifact_evidence(message.artifact)
-            elif name in observe.cite_tools and isinstance(message.artifact, list):
-                fields["citations"] = tuple(
-                    CitationRef(chunk_id=str(i)) for i in message.artifact if isinstance(i, str)
-                )
-    if role not in ("system", "user", "assistant", "tool"):
-        role = "user"
-    return Message(role=role, parts=_parts(message.content), key=str(key), **fields)
-
-
-def _block(part: Part) -> dict[str, Any]:
-    if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text}
-    if isinstance(part, ImagePart):
-        block: dict[str, Any] = {"type": "image"}
-        if part.base64 is not None:
-            block["base64"] = part.base64
-        if part.url is not None:
-            block["url"] = part.url
-        if part.mime_type is not None:
-            block["mime_type"] = part.mime_type
-        return block
-    raise ValueError(f"compaction produced an uninterpretable part: {part!r}")
-
-
-def _content(parts: Sequence[Part]) -> str | list[str | dict[Any, Any]]:
-    if len(parts) == 1 and isinstance(parts[0], TextPart):
-        return parts[0].text
-    return [_block(p) for p in parts]
-
-
-def _back(
-    result: Iterable[Message], originals: Sequence[BaseMessage], converted: Sequence[Message]
-) -> list[BaseMessage]:
-    out: list[BaseMessage] = []
-    for message in result:
-        if message.key is None:
-            out.append(HumanMessage(content=_content(message.parts)))
-            continue
-        index = int(message.key)
-        original = originals[index]
-        if message is converted[index]:
-            out.append(original)
-        else:
-            out.append(original.model_copy(update={"content": _content(message.parts)}))
-    return out
-
-
-def _compact(
-    messages: Sequence[BaseMessage],
-    ledger: EvidenceLedger | None,
-    *,
-    evidence_tools: Iterable[str],
-    fetch_picture: PictureFetcher | None,
-    max_capsule_tokens: int | None,
-) -> tuple[list[BaseMessage], Compaction]:
-    converted = [_to_core(m, i) for i, m in enumerate(messages)]
-    report = compact_with_report(
-        converted,
-        ledger,
-        owned_tools=evidence_tools,
-        fetch_picture=fetch_picture,
-        max_tokens=max_capsule_tokens,
-    )
-    return _back(report.messages, messages, converted), report
+    """The `EvidenceLedger` as JSON; written by `CitationCapsuleMiddleware`. A stateless
+    app passes the previous output's value back in its next input."""
 
 
 _EARLIER = Message(role="system")
 """Stands in for messages before the current question, which `record_messages` never reads."""
-
-
-def _observed(
-    messages: Sequence[BaseMessage],
-    start: int,
-    evidence_tools: frozenset[str],
-    cite_tools: frozenset[str],
-) -> list[Message]:
-    current = messages[start:]
-    names = {
-        call_id: call["name"]
-        for m in current
-        if isinstance(m, AIMessage)
-        for call in m.tool_calls
-        if (call_id := call.get("id"))
-    }
-    observe = _Observe(evidence_tools=evidence_tools, cite_tools=cite_tools, names=names)
-    return [_EARLIER] * start + [_to_core(m, start + i, observe) for i, m in enumerate(current)]
-
-
-def _event(report: Compaction) -> dict[str, Any]:
-    return {
-        "boundary": report.boundary,
-        "carrier": report.carrier,
-        "receipts": report.receipts,
-        "capsule_chunk_ids": list(report.capsule.chunk_ids),
-        "capsule_tokens": report.capsule.tokens,
-        "omitted_chunk_ids": list(report.capsule.omitted),
-        "attached_pictures": [p.ref for p in report.attached],
-        "dropped_pictures": [
-            {"ref": d.picture.ref, "chunk_id": d.picture.chunk_id, "reason": d.reason}
-            for d in report.dropped
-        ],
-    }
-
-
-def _announce(report: Compaction) -> None:
-    # Outside any run (a bare function call) there is no parent run and nobody listens.
-    with contextlib.suppress(RuntimeError):
-        dispatch_custom_event(EVENT, _event(report))
-
-
-async def _aannounce(report: Compaction) -> None:
-    with contextlib.suppress(RuntimeError):
-        await adispatch_custom_event(EVENT, _event(report))
-
-
-# -- tools ----------------------------------------------------------------------------------
-
-
-class _Query(BaseModel):
-    query: str = Field(description="What to search the knowledge base for.")
-
-
-def capsa_retriever_tool(
-    retriever: Runnable[str, list[Document]],
-    *,
-    name: str = "search_knowledge_base",
-    description: str = _RETRIEVER_DESCRIPTION,
-    collection: str | None = None,
-) -> BaseTool:
-    """Wrap a retriever as an evidence tool the capsule middleware can record.
-
-    The tool's text shows every chunk as ``[chunk_id] Source: ...`` followed by its
-    content, so the model can cite ids; its artifact (``content_and_artifact``) is
-    the list of documents, each stamped with ``capsa_chunk_id`` and
-    ``capsa_document_id`` metadata and an ``id``. A document without an id gets a
-    stable one derived from its source and text.
-
-    Args:
-        retriever: Any runnable from a query to documents (a `BaseRetriever`).
-        name: The tool's name; list it in the middleware's `evidence_tools`.
-        description: What the model is told about the tool.
-        collection: Stamped as ``collection`` metadata when documents carry none.
-
-    Returns:
-        A `StructuredTool` with sync and async paths.
-
-    Usage:
-        .. code-block:: python
-
-            search = capsa_retriever_tool(vectorstore.as_retriever(), name="search")
-            agent = create_agent(model, tools=[search],
-                                 middleware=[CitationCapsuleMiddleware(evidence_tools=[search])],
-                                 checkpointer=checkpointer)
-    """
-
-    def _finish(docs: Sequence[Document]) -> tuple[str, list[Document]]:
-        stamped = [_stamp(d, collection) for d in docs]
-        evidence = [e for e in (_evidence(d) for d in stamped) if e is not None]
-        return render_evidence(evidence), stamped
-
-    def search(query: str) -> tuple[str, list[Document]]:
-        return _finish(retriever.invoke(query))
-
-    async def asearch(query: str) -> tuple[str, list[Document]]:
-        return _finish(await retriever.ainvoke(query))
-
-    return StructuredTool.from_function(
-        func=search,
-        coroutine=asearch,
-        name=name,
-        description=description,
-        args_schema=_Query,
-        response_format="content_and_artifact",
-    )
-
-
-def _cite(chunk_ids: list[str], runtime: ToolRuntime) -> tuple[str, list[str]]:
-    ledger = _load(runtime.state) or EvidenceLedger()
-    result = cite_ids(chunk_ids, ledger.citable_ids())
-    return result.acknowledgement(), list(result.accepted)
-
-
-def cite_tool(name: str = "cite", *, description: str = _CITE_DESCRIPTION) -> BaseTool:
-    """The tool a model calls to declare which chunks its answer relies on.
-
-    Ids are checked against what the model could see (this question's retrieval
-    and the capsule) with `capsa.capsule.cite_ids`, which repairs ids damaged in
-    copying and never attributes an unrelated one. The acknowledgement says what
-    was recorded and what was ignored; the artifact is the accepted ids, which
-    `CitationCapsuleMiddleware` writes into the ledger.
-    `CitationCapsuleMiddleware` registers one itself unless told not to.
-    """
-    return StructuredTool.from_function(
-        func=_cite,
-        name=name,
-        description=description,
-        response_format="content_and_artifact",
-    )
-
-
-# -- middleware -----------------------------------------------------------------------------
 
 
 def _tool_names(tools: Iterable[str | BaseTool]) -> frozenset[str]:
@@ -450,20 +83,28 @@ def _tool_names(tools: Iterable[str | BaseTool]) -> frozenset[str]:
 
 
 class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
-    """Show the model earlier evidence only as a capsule of what the answers cited.
+    """Show the model earlier evidence only as what the answers cited, cache-stably.
 
     Before every model call, earlier questions' evidence returns are rewritten on
-    the request alone (`handler(request.override(messages=...))`): the newest one
-    carries the capsule, the others a receipt. The checkpointed messages are never
-    changed. The ledger lives in the agent state under ``capsa_ledger``; a question
-    begins in `before_agent` (its identity is the history's length when it
-    arrived), retrievals and citations are recorded in `before_model` and
-    `after_agent`, and the question ends in `after_agent`. A run that stops early
-    (an error, an interrupt) leaves its question in progress, and the next run
-    resumes it under the same identity.
+    the request alone (`handler(request.override(messages=...))`); the checkpointed
+    messages are never changed. Once a question
+    ends its returns show the chunks its answer cited, whole, and a receipt naming
+    the rest, and that never changes again: each request shares the previous
+    request's prefix, which providers bill at a fraction as cached input. The
+    registered ``recall`` tool brings any receipted chunk back whole from the
+    stored history.
 
-    Put it first in `middleware=`, so no other middleware adds or removes messages
-    before it reads them: positions in the history are question identities.
+    The ledger lives in the agent state under ``capsa_ledger``. A question begins
+    in `before_agent` (its identity is the history's length when it arrived);
+    retrievals, recalls and citations are recorded in `before_model` and
+    `after_agent`, and the question ends in `after_agent`. A run that stops early
+    resumes its question under the same identity. A thread that starts with an
+    existing conversation adopts it (earlier evidence becomes receipts, recallable);
+    a history shortened by `SummarizationMiddleware` or `RemoveMessage` is
+    re-anchored on what remains.
+
+    Put it first in `middleware=`, so no other middleware adds messages before it
+    reads them.
 
     Setup:
         ``pip install 'capsa[langchain]'``
@@ -481,21 +122,32 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
                                  checkpointer=SqliteSaver(conn))
             agent.invoke({"messages": [("user", "Hotel cap?")]},
                          {"configurable": {"thread_id": "t1"}})
+            # stateless: carry the ledger yourself
+            out = agent.invoke({"messages": history, "capsa_ledger": ledger_json})
+            ledger_json = out["capsa_ledger"]
 
     Args:
         evidence_tools: The tools (or tool names) whose returns are evidence.
         cite_tool_name: Name of the cite tool this middleware registers; None to
             register none (citations then come from ``[chunk_id]`` markers and
             native annotations only).
-        fetch_picture: Fetches a cited picture's bytes for re-attachment; without
-            it no pictures are attached. Called synchronously, on every model call
-            of a question that has earlier cited pictures.
-        max_capsule_tokens: Optional hard bound on the capsule (oldest groups drop first).
+        recall_tool_name: Name of the recall tool this middleware registers; None
+            to register none (receipted chunks can then not be brought back).
+        fetch_picture: Fetches a cited picture's bytes (sync or async) for
+            re-attachment; without it no pictures are attached. Each picture is
+            fetched once per question.
+        max_capsule_tokens: Optional hard bound on everything the middleware writes
+            into a request (rewritten returns, receipts, notices, picture labels).
+        tokenizer: Counts tokens for `max_capsule_tokens`: a counter returning an
+            int, or an encoder returning tokens (tiktoken's ``encode``).
 
     Raises:
-        capsa.errors.CompactionRefused: from a model call, when the thread holds
-            evidence the ledger does not cover (the state lost it, or the stored
-            history was shortened).
+        ValueError: at construction, with no evidence tool or a bad bound; at the
+            first model call, when an evidence tool is not among the agent's tools
+            or another tool uses the cite or recall tool's name.
+        capsa.errors.CompactionRefused: from a model call, when `max_capsule_tokens`
+            cannot hold even a count of the earlier evidence (the message names the
+            bound to use).
     """
 
     state_schema = CapsuleState
@@ -505,8 +157,10 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         *,
         evidence_tools: Iterable[str | BaseTool],
         cite_tool_name: str | None = "cite",
-        fetch_picture: PictureFetcher | None = None,
+        recall_tool_name: str | None = "recall",
+        fetch_picture: AnyPictureFetcher | None = None,
         max_capsule_tokens: int | None = None,
+        tokenizer: TokenCounter = estimate_tokens,
     ) -> None:
         super().__init__()
         self.evidence_tools = _tool_names(evidence_tools)
@@ -514,53 +168,113 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             raise ValueError("CitationCapsuleMiddleware needs at least one evidence tool")
         if max_capsule_tokens is not None and max_capsule_tokens < 1:
             raise ValueError(f"max_capsule_tokens must be positive, got {max_capsule_tokens}")
+        if cite_tool_name and cite_tool_name == recall_tool_name:
+            raise ValueError(f"the cite and recall tools cannot share the name {cite_tool_name!r}")
+        self.cite_tool_name = cite_tool_name
+        self.recall_tool_name = recall_tool_name
         self.cite_tools = frozenset({cite_tool_name}) if cite_tool_name else frozenset[str]()
-        self.tools = [cite_tool(cite_tool_name)] if cite_tool_name else []
+        self.owned_tools = self.evidence_tools | ({recall_tool_name} if recall_tool_name else set())
         self.fetch_picture = fetch_picture
         self.max_capsule_tokens = max_capsule_tokens
+        self.tokenizer = tokenizer
+        self._build()
+
+    def _build(self) -> None:
+        own: dict[str, BaseTool] = {}
+        if self.cite_tool_name:
+            own[self.cite_tool_name] = cite_tool(self.cite_tool_name)
+        if self.recall_tool_name:
+            own[self.recall_tool_name] = recall_tool(
+                self.recall_tool_name, evidence_tools=self.evidence_tools
+            )
+        self._own = own
+        self.tools = list(own.values())
+        self._checked = False
+        self._pictures = PictureCache(self.fetch_picture) if self.fetch_picture else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for built in ("_own", "tools", "_checked", "_pictures"):
+            state.pop(built, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._build()
+
+    # -- the ledger through a question ----------------------------------------------------------
 
     def _begin(self, state: CapsuleState) -> dict[str, Any] | None:
-        ledger = _load(state)
-        if ledger is not None and ledger.in_progress:
-            return None  # a resumed question keeps its identity
-        ledger = ledger or EvidenceLedger()
-        messages = state["messages"]
-        boundary = ledger.ended_at if ledger.ended_at is not None else max(len(messages) - 1, 0)
-        return {LEDGER_KEY: ledger.begin_question(boundary).to_json()}
+        before = load_ledger(state)
+        ledger = start_question(before, keys(state["messages"]), evidence_tools=self.evidence_tools)
+        return None if ledger == before else {LEDGER_KEY: ledger.to_json()}
 
     def _record(self, state: CapsuleState) -> tuple[EvidenceLedger | None, EvidenceLedger | None]:
-        ledger = _load(state)
-        if ledger is None:
+        stored = load_ledger(state)
+        if stored is None:
             return None, None
         messages = state["messages"]
+        ledger = stored.locate(keys(messages))
         start = min(ledger.question or 0, len(messages))
-        history = _observed(messages, start, self.evidence_tools, self.cite_tools)
-        return ledger, record_messages(ledger, history, owned_tools=self.evidence_tools)
+        current = messages[start:]
+        observe = Observe.of(current, self.owned_tools, self.cite_tools)
+        history = [_EARLIER] * start + [
+            to_core(m, start + i, observe) for i, m in enumerate(current)
+        ]
+        return stored, record_messages(ledger, history, owned_tools=self.owned_tools)
 
     def _sync(self, state: CapsuleState) -> dict[str, Any] | None:
         before, after = self._record(state)
-        if after is None or after is before:  # record_messages returns its input when unchanged
+        if after is None or after == before:
             return None
         return {LEDGER_KEY: after.to_json()}
 
     def _end(self, state: CapsuleState) -> dict[str, Any] | None:
         _, ledger = self._record(state)
-        if ledger is None or ledger.question is None:
+        if ledger is None or ledger.question is None or not ledger.in_progress:
             return None
         return {LEDGER_KEY: ledger.end_question(len(state["messages"])).to_json()}
 
-    def _request(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], Compaction]:
-        messages, report = _compact(
-            request.messages,
-            _load(request.state),
-            evidence_tools=self.evidence_tools,
-            fetch_picture=self.fetch_picture,
-            max_capsule_tokens=self.max_capsule_tokens,
+    # -- the model call -------------------------------------------------------------------------
+
+    def _check(self, request: ModelRequest[Any]) -> None:
+        if self._checked:
+            return
+        available = [
+            (t.name if isinstance(t, BaseTool) else str(t.get("name", "")), t)
+            for t in request.tools
+            if isinstance(t, BaseTool | dict)
+        ]
+        check_tools(self.evidence_tools, available, self._own, who="CitationCapsuleMiddleware")
+        self._checked = True
+
+    def _ledger(self, request: ModelRequest[Any]) -> EvidenceLedger | None:
+        ledger = load_ledger(request.state)
+        return None if ledger is None else ledger.locate(keys(request.messages))
+
+    def _rewrite(
+        self, request: ModelRequest[Any], ledger: EvidenceLedger | None
+    ) -> tuple[ModelRequest[Any], Compaction]:
+        fetch = None
+        if self._pictures is not None and ledger is not None:
+            fetch = self._pictures.lookup(ledger.question)
+        messages, report = compact(
+            cast("list[BaseMessage]", request.messages),
+            ledger,
+            evidence_tools=self.owned_tools,
+            fetch_picture=fetch,
+            max_tokens=self.max_capsule_tokens,
+            tokenizer=self.tokenizer,
         )
         return request.override(messages=cast("list[AnyMessage]", messages)), report
 
+    def _wanted(self, request: ModelRequest[Any], ledger: EvidenceLedger | None) -> Any:
+        observe = Observe.of(request.messages, self.owned_tools)
+        converted = [to_core(m, i, observe) for i, m in enumerate(request.messages)]
+        return pictures_needed(converted, ledger, owned_tools=self.owned_tools)
+
     def before_agent(self, state: CapsuleState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Begin a question, or resume the one in progress."""
+        """Begin a question, resume the one in progress, or adopt/re-anchor the history."""
         return self._begin(state)
 
     async def abefore_agent(
@@ -570,7 +284,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         return self._begin(state)
 
     def before_model(self, state: CapsuleState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Record the retrievals and citations so far, so the cite tool can check ids."""
+        """Record the retrievals, recalls and citations so far, so the tools can check ids."""
         return self._sync(state)
 
     async def abefore_model(
@@ -595,8 +309,12 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
         """Send the compacted history; the state keeps the real one."""
-        compacted, report = self._request(request)
-        _announce(report)
+        self._check(request)
+        ledger = self._ledger(request)
+        if self._pictures is not None and ledger is not None:
+            self._pictures.fetch_all(self._wanted(request, ledger), ledger.question)
+        compacted, report = self._rewrite(request, ledger)
+        announce(report)
         return handler(compacted)
 
     async def awrap_model_call(
@@ -604,142 +322,11 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        """Async twin of `wrap_model_call`."""
-        compacted, report = self._request(request)
-        await _aannounce(report)
+        """Async twin of `wrap_model_call`; an async picture fetcher is awaited here."""
+        self._check(request)
+        ledger = self._ledger(request)
+        if self._pictures is not None and ledger is not None:
+            await self._pictures.afetch_all(self._wanted(request, ledger), ledger.question)
+        compacted, report = self._rewrite(request, ledger)
+        await aannounce(report)
         return await handler(compacted)
-
-
-# -- context edit and LCEL step ---------------------------------------------------------------
-
-LedgerSource = EvidenceLedger | Callable[[], EvidenceLedger | None] | None
-"""A ledger, or a callable returning the current one each time it is needed."""
-
-
-def _resolve(ledger: LedgerSource) -> EvidenceLedger | None:
-    return ledger() if callable(ledger) else ledger
-
-
-@dataclass
-class CitationCapsuleEdit:
-    """The capsule rewrite as a `ContextEdit`, for `ContextEditingMiddleware(edits=[...])`.
-
-    `ContextEditingMiddleware` hands edits a deep copy of the request's messages and
-    no state, so the ledger comes from the edit itself: a fixed ledger, or a
-    callable returning the current one. Use `CitationCapsuleMiddleware` when the
-    agent should keep the ledger in its state.
-
-    Usage:
-        .. code-block:: python
-
-            edit = CitationCapsuleEdit(ledger=lambda: store.ledger(thread_id),
-                                       evidence_tools=["search"])
-            middleware = ContextEditingMiddleware(edits=[edit, ClearToolUsesEdit(
-                exclude_tools=["search", "cite"])])
-    """
-
-    ledger: LedgerSource
-    """The ledger, or a zero-argument callable returning it."""
-    evidence_tools: Sequence[str]
-    """Names of the evidence tools."""
-    trigger: int = 0
-    """Compact only when the messages exceed this many tokens (0: always)."""
-    fetch_picture: PictureFetcher | None = None
-    """Fetches cited pictures' bytes; without it no pictures are attached."""
-    max_capsule_tokens: int | None = None
-    """Optional hard bound on the capsule."""
-
-    def apply(
-        self,
-        messages: list[AnyMessage],
-        *,
-        count_tokens: Callable[[Sequence[BaseMessage]], int],
-    ) -> None:
-        """Rewrite `messages` in place (the middleware passes its own copy).
-
-        Raises:
-            capsa.errors.CompactionRefused: evidence exists that the ledger does not cover.
-        """
-        if not messages or (self.trigger and count_tokens(messages) <= self.trigger):
-            return
-        compacted, report = _compact(
-            messages,
-            _resolve(self.ledger),
-            evidence_tools=self.evidence_tools,
-            fetch_picture=self.fetch_picture,
-            max_capsule_tokens=self.max_capsule_tokens,
-        )
-        _announce(report)
-        messages[:] = compacted  # type: ignore[assignment]
-
-
-@overload
-def capsule_messages(
-    messages: Sequence[BaseMessage],
-    *,
-    ledger: LedgerSource,
-    evidence_tools: Iterable[str],
-    fetch_picture: PictureFetcher | None = None,
-    max_capsule_tokens: int | None = None,
-) -> list[BaseMessage]: ...
-
-
-@overload
-def capsule_messages(
-    messages: None = None,
-    *,
-    ledger: LedgerSource,
-    evidence_tools: Iterable[str],
-    fetch_picture: PictureFetcher | None = None,
-    max_capsule_tokens: int | None = None,
-) -> Runnable[Sequence[BaseMessage], list[BaseMessage]]: ...
-
-
-def capsule_messages(
-    messages: Sequence[BaseMessage] | None = None,
-    *,
-    ledger: LedgerSource,
-    evidence_tools: Iterable[str],
-    fetch_picture: PictureFetcher | None = None,
-    max_capsule_tokens: int | None = None,
-) -> list[BaseMessage] | Runnable[Sequence[BaseMessage], list[BaseMessage]]:
-    """Compact a message history like `trim_messages`, but keep what answers cited.
-
-    Called with messages, returns the compacted list (a new list; the input and
-    its messages are untouched). Called without, returns a `RunnableLambda` for an
-    LCEL chain, which reads the ledger afresh on every call when `ledger` is a callable.
-
-    Args:
-        messages: The stored history, or None for a runnable.
-        ledger: The `EvidenceLedger` carried beside the history, or a callable returning it.
-        evidence_tools: Names of the evidence tools.
-        fetch_picture: Fetches cited pictures' bytes; without it none are attached.
-        max_capsule_tokens: Optional hard bound on the capsule.
-
-    Raises:
-        capsa.errors.CompactionRefused: evidence exists that the ledger does not cover.
-
-    Usage:
-        .. code-block:: python
-
-            chain = (
-                capsule_messages(ledger=lambda: ledgers[thread], evidence_tools=["search"])
-                | model
-            )
-    """
-    tools = frozenset(evidence_tools)
-
-    def run(history: Sequence[BaseMessage]) -> list[BaseMessage]:
-        compacted, report = _compact(
-            history,
-            _resolve(ledger),
-            evidence_tools=tools,
-            fetch_picture=fetch_picture,
-            max_capsule_tokens=max_capsule_tokens,
-        )
-        _announce(report)
-        return compacted
-
-    if messages is None:
-        return RunnableLambda(run, name="capsule_messages")
-    return run(messages)

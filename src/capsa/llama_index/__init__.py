@@ -17,6 +17,9 @@ _NAMES = {
     "CapsaNodePostprocessor": "postprocessors",
     "CapsuleMemory": "memory",
     "CitationCapsuleBlock": "memory",
+    "capsule_cite_tool": "memory",
+    "capsule_recall_tool": "memory",
+    "capsule_retriever_tool": "memory",
     "CapsaTransform": "transforms",
     "ShadowRetriever": "shadow",
     "ShadowEventHandler": "shadow",
@@ -28,6 +31,9 @@ __getattr__ = lazy_getattr(__name__, _NAMES)
 if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.llama_index.memory import CapsuleMemory as CapsuleMemory
     from capsa.llama_index.memory import CitationCapsuleBlock as CitationCapsuleBlock
+    from capsa.llama_index.memory import capsule_cite_tool as capsule_cite_tool
+    from capsa.llama_index.memory import capsule_recall_tool as capsule_recall_tool
+    from capsa.llama_index.memory import capsule_retriever_tool as capsule_retriever_tool
     from capsa.llama_index.postprocessors import CapsaNodePostprocessor as CapsaNodePostprocessor
     from capsa.llama_index.readers import CapsaReader as CapsaReader
     from capsa.llama_index.shadow import ShadowEventHandler as ShadowEventHandler

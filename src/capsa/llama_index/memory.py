@@ -1,231 +1,65 @@
-"""Citation capsules for LlamaIndex: agent memory and a chat-engine memory block.
+"""`CapsuleMemory`: LlamaIndex agent memory whose reads show only what answers cited.
 
-Two opposite problems, one core:
+Agents (`FunctionAgent`, `ReActAgent`) store every tool result in memory and read
+all of it back on every step, so old retrievals pile up. `CapsuleMemory` wraps a
+memory and returns the compacted view from `get`/`aget`: once a question ends,
+its evidence returns show the chunks its answer cited, whole, and a receipt
+naming the rest, in a wire form that never changes again (prompt-cache friendly).
+`get_all` and the store keep the real history. The tools in
+`capsa.llama_index.capsule_tools` record retrievals, citations and recalls in the
+memory of the run that calls them.
 
-- Agents (`FunctionAgent`, `ReActAgent`) store every tool result in memory and
-  read all of it back on every step, so old retrievals pile up. `CapsuleMemory`
-  wraps a memory and returns the compacted view from `get`/`aget` (earlier
-  evidence only as a capsule of what the answers cited), while `get_all` and the
-  store keep the real history.
-- Chat engines (`ContextChatEngine`, `CondensePlusContextChatEngine`) store only
-  user and assistant text, so the evidence earlier answers cited is gone by the
-  next turn. `CitationCapsuleBlock` is a `Memory` block that puts it back.
-
-Both keep an `EvidenceLedger` (``.ledger``); persist it with ``ledger.to_json()``
-next to the chat store and pass it back when rebuilding the memory.
+`CitationCapsuleBlock`, for chat engines, lives in `capsa.llama_index.capsule_block`
+and is re-exported here. Conversion lives in `capsa.llama_index.capsule_conversion`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.base.llms.types import (
-    ChatMessage,
-    CitationBlock,
-    ContentBlock,
-    ImageBlock,
-    MessageRole,
-    TextBlock,
-    ToolCallBlock,
-)
-from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemory, Memory
-from llama_index.core.memory.memory import BaseMemoryBlock
-from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.core.tools import FunctionTool
-from llama_index_instrumentation import get_dispatcher
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from capsa.capsule import (
-    CitationRef,
-    Compaction,
+    CiteResult,
     Evidence,
     EvidenceLedger,
-    ImagePart,
-    Message,
-    OtherPart,
-    Part,
-    PictureFetcher,
-    Role,
-    TextPart,
-    ToolCall,
-    build_capsule,
+    RecallResult,
+    TokenCounter,
     cite_ids,
-    compact_with_report,
-    parse_citations,
+    estimate_tokens,
+    pictures_needed,
+    recall,
     record_messages,
-    render_evidence,
+)
+from capsa.capsule.session import AnyPictureFetcher, PictureCache
+from capsa.llama_index.capsule_block import CitationCapsuleBlock
+from capsa.llama_index.capsule_conversion import CapsuleCompactedEvent, compact, convert, keys
+from capsa.llama_index.capsule_tools import (
+    CITE_DESCRIPTION,
+    RECALL_DESCRIPTION,
+    RETRIEVER_DESCRIPTION,
+    capsule_cite_tool,
+    capsule_recall_tool,
+    capsule_retriever_tool,
 )
 
-__all__ = ["CapsuleCompactedEvent", "CapsuleMemory", "CitationCapsuleBlock"]
-
-_dispatcher = get_dispatcher(__name__)
-
-_ROLES: dict[MessageRole, Role] = {
-    MessageRole.USER: "user",
-    MessageRole.ASSISTANT: "assistant",
-    MessageRole.MODEL: "assistant",
-    MessageRole.CHATBOT: "assistant",
-    MessageRole.TOOL: "tool",
-    MessageRole.FUNCTION: "tool",
-    MessageRole.SYSTEM: "system",
-    MessageRole.DEVELOPER: "system",
-}
-
-_RETRIEVER_DESCRIPTION = (
-    "Search the knowledge base. Each result starts with its [chunk_id] and source. "
-    "After answering from the results, call the cite tool with the chunk ids your "
-    "answer relies on."
-)
-_CITE_DESCRIPTION = (
-    "Record which retrieved chunks your answer relies on. Pass their chunk ids exactly as "
-    "shown in search results or in the evidence capsule. Call it once per answer."
-)
-
-
-class CapsuleCompactedEvent(BaseEvent):
-    """What one compaction kept and dropped, for instrumentation handlers."""
-
-    boundary: int
-    receipts: int
-    capsule_chunk_ids: list[str]
-    omitted_chunk_ids: list[str]
-    attached_pictures: list[str]
-    dropped_pictures: list[str]
-
-    @classmethod
-    def class_name(cls) -> str:
-        """Stable name for instrumentation handlers."""
-        return "CapsuleCompactedEvent"
-
-
-def _announce(report: Compaction) -> None:
-    _dispatcher.event(
-        CapsuleCompactedEvent(
-            boundary=report.boundary,
-            receipts=report.receipts,
-            capsule_chunk_ids=list(report.capsule.chunk_ids),
-            omitted_chunk_ids=list(report.capsule.omitted),
-            attached_pictures=[p.ref for p in report.attached],
-            dropped_pictures=[f"{d.picture.ref}: {d.reason}" for d in report.dropped],
-        )
-    )
-
-
-# -- nodes and messages <-> core records ----------------------------------------------------
-
-
-def _evidence(node: NodeWithScore, collection: str | None) -> Evidence:
-    inner = node.node
-    meta = inner.metadata
-    uri = meta.get("source") or meta.get("file_path") or meta.get("url")
-    return Evidence(
-        chunk_id=inner.node_id,
-        content=inner.get_content(metadata_mode=MetadataMode.NONE),
-        document_id=str(inner.ref_doc_id or meta.get("document_id") or uri or inner.node_id),
-        title=meta.get("title") or meta.get("file_name"),
-        uri=str(uri) if uri else None,
-        collection=meta.get("collection") or collection,
-        picture_refs=tuple(meta.get("picture_refs") or ()),
-    )
-
-
-def _part(block: ContentBlock) -> Part:
-    if isinstance(block, TextBlock):
-        return TextPart(text=block.text)
-    if isinstance(block, ImageBlock):
-        data = block.image if isinstance(block.image, bytes) else None
-        return ImagePart(
-            base64=data.decode("ascii", "replace") if data else None,
-            url=str(block.url) if block.url else None,
-            mime_type=block.image_mimetype,
-        )
-    return OtherPart(kind=block.block_type)
-
-
-def _tool_calls(message: ChatMessage) -> tuple[ToolCall, ...]:
-    calls = [
-        ToolCall(
-            id=b.tool_call_id or "",
-            name=b.tool_name,
-            args=b.tool_kwargs if isinstance(b.tool_kwargs, dict) else {},
-        )
-        for b in message.blocks
-        if isinstance(b, ToolCallBlock)
-    ]
-    for raw in message.additional_kwargs.get("tool_calls") or ():
-        data = raw if isinstance(raw, Mapping) else getattr(raw, "__dict__", {})
-        function = data.get("function")
-        name = data.get("name") or getattr(function, "name", None)
-        if isinstance(function, Mapping):
-            name = function.get("name", name)
-        if name:
-            calls.append(ToolCall(id=str(data.get("id") or ""), name=str(name)))
-    return tuple(calls)
-
-
-def _citations(message: ChatMessage) -> tuple[CitationRef, ...]:
-    return tuple(
-        CitationRef(
-            cited_text=b.cited_content.text if isinstance(b.cited_content, TextBlock) else None,
-            url=b.source,
-            title=b.title,
-        )
-        for b in message.blocks
-        if isinstance(b, CitationBlock)
-    )
-
-
-def _to_core(message: ChatMessage, key: int) -> Message:
-    kwargs = message.additional_kwargs
-    return Message(
-        role=_ROLES.get(MessageRole(message.role), "user"),
-        parts=tuple(_part(b) for b in message.blocks),
-        tool_calls=_tool_calls(message),
-        tool_call_id=kwargs.get("tool_call_id"),
-        tool_name=kwargs.get("name") or kwargs.get("tool_name"),
-        citations=_citations(message),
-        key=str(key),
-    )
-
-
-def _block(part: Part) -> ContentBlock:
-    if isinstance(part, TextPart):
-        return TextBlock(text=part.text)
-    if isinstance(part, ImagePart):
-        return ImageBlock(
-            image=part.base64.encode("ascii") if part.base64 else None,
-            url=part.url,
-            image_mimetype=part.mime_type,
-        )
-    raise ValueError(f"compaction produced an uninterpretable part: {part!r}")
-
-
-def _back(
-    result: Iterable[Message], originals: Sequence[ChatMessage], converted: Sequence[Message]
-) -> list[ChatMessage]:
-    out: list[ChatMessage] = []
-    for message in result:
-        if message.key is None:
-            blocks = [_block(p) for p in message.parts]
-            out.append(ChatMessage(role=MessageRole.USER, blocks=blocks))
-            continue
-        index = int(message.key)
-        if message is converted[index]:
-            out.append(originals[index])
-        else:
-            blocks = [_block(p) for p in message.parts]
-            out.append(originals[index].model_copy(update={"blocks": blocks}))
-    return out
-
-
-# -- agent memory -----------------------------------------------------------------------------
+__all__ = [
+    "CapsuleCompactedEvent",
+    "CapsuleMemory",
+    "CitationCapsuleBlock",
+    "capsule_cite_tool",
+    "capsule_recall_tool",
+    "capsule_retriever_tool",
+]
 
 
 class CapsuleMemory(BaseMemory):
-    """Agent memory whose `get` shows earlier evidence only as a capsule of what was cited.
+    """Agent memory whose `get` shows earlier evidence only as what the answers cited.
 
     Wraps any `BaseMemory` (a `Memory` by default). Writes go to the inner memory
     unchanged, so `get_all` and the chat store keep the real history; `get` and
@@ -233,8 +67,8 @@ class CapsuleMemory(BaseMemory):
     A user message put into the memory begins a question whose identity is the
     number of messages stored before it; the agent's final `aput_messages` ends it
     and records the answer's ``[chunk_id]`` markers and `CitationBlock` citations.
-    Retrievals and cite calls are recorded by the tools this memory makes:
-    `retriever_tool` and `cite_tool`.
+    Retrievals, citations and recalls are recorded by the capsule tools, which act
+    on the memory of the run that calls them: one agent serves many sessions.
 
     The inner memory's token limit and memory blocks do not shape `get`: the view
     is built from `get_all`, since positions in the full history are question
@@ -248,11 +82,12 @@ class CapsuleMemory(BaseMemory):
     Usage:
         .. code-block:: python
 
-            memory = CapsuleMemory.from_defaults(session_id="user-1")
             agent = FunctionAgent(
-                tools=[memory.retriever_tool(index.as_retriever()), memory.cite_tool()],
+                tools=[capsule_retriever_tool(index.as_retriever()), capsule_cite_tool(),
+                       capsule_recall_tool()],
                 llm=llm,
             )
+            memory = CapsuleMemory.from_defaults(session_id="user-1")
             await agent.run("What is the hotel cap?", memory=memory)
             saved = memory.ledger.to_json()  # persist beside the chat store
     """
@@ -260,13 +95,21 @@ class CapsuleMemory(BaseMemory):
     memory: BaseMemory
     """The memory that stores the real history."""
     ledger: EvidenceLedger = Field(default_factory=EvidenceLedger)
-    """What each question retrieved and cited; persist it with ``to_json()``."""
+    """What each question retrieved and cited, and the evidence tools' names; persist
+    it with ``to_json()``."""
     evidence_tools: frozenset[str] = frozenset()
-    """Names of the evidence tools; `retriever_tool` adds its tool's name."""
-    fetch_picture: PictureFetcher | None = Field(default=None, exclude=True)
-    """Fetches cited pictures' bytes for re-attachment; without it none are attached."""
+    """Names of evidence tools besides those the ledger already remembers."""
+    recall_tool_name: str = "recall"
+    """Name of the recall tool, whose returns are evidence too."""
+    fetch_picture: AnyPictureFetcher | None = Field(default=None, exclude=True)
+    """Fetches cited pictures' bytes (sync, or async for `aget`); without it none are
+    attached. Each picture is fetched once per question."""
     max_capsule_tokens: int | None = Field(default=None, gt=0)
-    """Optional hard bound on the capsule (oldest groups drop first)."""
+    """Optional hard bound on everything compaction writes into the view."""
+    tokenizer: TokenCounter = Field(default=estimate_tokens, exclude=True)
+    """Counts tokens for `max_capsule_tokens`: a counter or an encoder (tiktoken's
+    ``encode``)."""
+    _pictures: PictureCache | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -285,31 +128,55 @@ class CapsuleMemory(BaseMemory):
         inner = memory if memory is not None else Memory.from_defaults(**memory_kwargs)
         return cls(memory=inner, ledger=ledger or EvidenceLedger())
 
+    @property
+    def owned_tools(self) -> frozenset[str]:
+        """Every tool whose returns are evidence: declared, remembered, and recall."""
+        return self.evidence_tools | set(self.ledger.evidence_tools) | {self.recall_tool_name}
+
     # -- reads --------------------------------------------------------------------------------
 
+    def _cache(self) -> PictureCache | None:
+        if self.fetch_picture is not None and self._pictures is None:
+            self._pictures = PictureCache(self.fetch_picture)
+        return self._pictures
+
+    def _located(self, history: Sequence[ChatMessage]) -> EvidenceLedger:
+        self.ledger = self.ledger.locate(keys(history))
+        return self.ledger
+
     def _view(self, history: list[ChatMessage]) -> list[ChatMessage]:
-        converted = [_to_core(m, i) for i, m in enumerate(history)]
-        report = compact_with_report(
-            converted,
-            self.ledger,
-            owned_tools=self.evidence_tools,
-            fetch_picture=self.fetch_picture,
+        ledger = self._located(history)
+        cache = self._cache()
+        return compact(
+            history,
+            ledger,
+            evidence_tools=self.owned_tools,
+            fetch_picture=cache.lookup(ledger.question) if cache else None,
             max_tokens=self.max_capsule_tokens,
+            tokenizer=self.tokenizer,
         )
-        _announce(report)
-        return _back(report.messages, history, converted)
+
+    def _wanted(self, history: list[ChatMessage]) -> Any:
+        converted = convert(history, self.owned_tools)
+        return pictures_needed(converted, self.ledger, owned_tools=self.owned_tools)
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """The stored history, with earlier evidence compacted.
-
-        Raises:
-            capsa.errors.CompactionRefused: evidence is stored that the ledger does not cover.
-        """
-        return self._view(self.memory.get_all())
+        """The stored history, with earlier evidence compacted."""
+        history = self.memory.get_all()
+        cache = self._cache()
+        if cache is not None:
+            self._located(history)
+            cache.fetch_all(self._wanted(history), self.ledger.question)
+        return self._view(history)
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async twin of `get`."""
-        return self._view(await self.memory.aget_all())
+        """Async twin of `get`; an async picture fetcher is awaited here."""
+        history = await self.memory.aget_all()
+        cache = self._cache()
+        if cache is not None:
+            self._located(history)
+            await cache.afetch_all(self._wanted(history), self.ledger.question)
+        return self._view(history)
 
     def get_all(self) -> list[ChatMessage]:
         """The stored history, intact."""
@@ -322,16 +189,21 @@ class CapsuleMemory(BaseMemory):
     # -- writes -------------------------------------------------------------------------------
 
     def _arrived(self, message: ChatMessage, stored: int) -> None:
-        if message.role == MessageRole.USER:
-            if self.ledger.in_progress:
-                self.ledger = self.ledger.end_question(stored)
-            self.ledger = self.ledger.begin_question(stored)
+        if message.role != MessageRole.USER:
+            return
+        self.ledger = self.ledger.locate([None] * stored)
+        if self.ledger.in_progress:
+            self.ledger = self.ledger.end_question(stored)
+        if self.ledger.question is not None and stored <= self.ledger.question:
+            self.ledger = self.ledger.reanchor(stored).model_copy(update={"in_progress": False})
+        self.ledger = self.ledger.begin_question(stored)
 
     def _answered(self, history: list[ChatMessage]) -> None:
         if self.ledger.question is None:
             return
-        converted = [_to_core(m, i) for i, m in enumerate(history)]
-        ledger = record_messages(self.ledger, converted, owned_tools=self.evidence_tools)
+        ledger = record_messages(
+            self.ledger, convert(history, self.owned_tools), owned_tools=self.owned_tools
+        )
         self.ledger = ledger.end_question(len(history)) if ledger.in_progress else ledger
 
     def put(self, message: ChatMessage) -> None:
@@ -355,154 +227,71 @@ class CapsuleMemory(BaseMemory):
         self._answered(await self.memory.aget_all())
 
     def set(self, messages: list[ChatMessage]) -> None:
-        """Replace the history; the ledger starts afresh, covering nothing stored before."""
+        """Replace the history; the ledger is kept, re-anchored if the history got shorter."""
         self.memory.set(messages)
-        self.ledger = EvidenceLedger()
+        self._located(messages)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """Async twin of `set`."""
         await self.memory.aset(messages)
-        self.ledger = EvidenceLedger()
+        self._located(messages)
 
     def reset(self) -> None:
-        """Clear the history and the ledger."""
+        """Clear the history and the ledger: nothing crosses into the next conversation."""
         self.memory.reset()
-        self.ledger = EvidenceLedger()
+        self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
 
     async def areset(self) -> None:
         """Async twin of `reset`."""
         await self.memory.areset()
-        self.ledger = EvidenceLedger()
+        self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
 
-    # -- tools --------------------------------------------------------------------------------
+    # -- what the tools do --------------------------------------------------------------------
 
-    def _retrieved(self, nodes: Sequence[NodeWithScore], tool: str, collection: str | None) -> str:
-        evidence = [_evidence(n, collection) for n in nodes]
-        self.ledger = self.ledger.record_retrieval(evidence, tool=tool)
-        return render_evidence(evidence)
+    def record_retrieval(self, found: Sequence[Evidence], *, tool: str) -> None:
+        """Record chunks an evidence tool returned for the current question."""
+        ledger = self.ledger.with_evidence_tools([tool])
+        if ledger.question is None or not ledger.in_progress:
+            ledger = ledger.begin_question(max(len(self.memory.get_all()), ledger.ended_at or 0))
+        self.ledger = ledger.record_retrieval(found, tool=tool)
+
+    def cite(self, chunk_ids: Iterable[str]) -> CiteResult:
+        """Check ids against what the model could see and record the accepted ones."""
+        result = cite_ids(chunk_ids, self.ledger.citable_ids())
+        if result.accepted:
+            self.ledger = self.ledger.record_citations(result.accepted)
+        return result
+
+    async def arecall(self, chunk_ids: Iterable[str], *, tool: str | None = None) -> RecallResult:
+        """Find chunks in the stored history and make them citable for this question."""
+        name = tool or self.recall_tool_name
+        history = await self.memory.aget_all()
+        owned = self.owned_tools | {name}
+        result = recall(chunk_ids, convert(history, owned), self.ledger, owned_tools=owned)
+        if result.evidence:
+            self.record_retrieval(result.evidence, tool=name)
+        return result
+
+    # -- tools bound to this memory -----------------------------------------------------------
 
     def retriever_tool(
         self,
         retriever: BaseRetriever,
         *,
         name: str = "search_knowledge_base",
-        description: str = _RETRIEVER_DESCRIPTION,
+        description: str = RETRIEVER_DESCRIPTION,
         collection: str | None = None,
     ) -> FunctionTool:
-        """An evidence tool over `retriever` that records what it returns in this memory's ledger.
-
-        Its output shows each node as ``[node_id] Source: ...`` and its text, so the
-        model can cite node ids. Registers `name` as an evidence tool.
-        """
-        self.evidence_tools = self.evidence_tools | {name}
-
-        def search(query: str) -> str:
-            return self._retrieved(retriever.retrieve(query), name, collection)
-
-        async def asearch(query: str) -> str:
-            return self._retrieved(await retriever.aretrieve(query), name, collection)
-
-        return FunctionTool.from_defaults(
-            fn=search, async_fn=asearch, name=name, description=description
+        """`capsule_retriever_tool` falling back to this memory; registers `name`."""
+        self.ledger = self.ledger.with_evidence_tools([name])
+        return capsule_retriever_tool(
+            retriever, name=name, description=description, collection=collection, memory=self
         )
 
-    def cite_tool(
-        self, *, name: str = "cite", description: str = _CITE_DESCRIPTION
-    ) -> FunctionTool:
-        """The tool the model calls to declare which chunks its answer relies on.
+    def cite_tool(self, *, name: str = "cite", description: str = CITE_DESCRIPTION) -> FunctionTool:
+        """`capsule_cite_tool` falling back to this memory."""
+        return capsule_cite_tool(name=name, description=description, memory=self)
 
-        Ids are checked with `capsa.capsule.cite_ids` against this question's
-        retrieval and the capsule; damaged ids are repaired, unrelated ones ignored.
-        """
-
-        def cite(chunk_ids: list[str]) -> str:
-            result = cite_ids(chunk_ids, self.ledger.citable_ids())
-            if result.accepted:
-                self.ledger = self.ledger.record_citations(result.accepted)
-            return result.acknowledgement()
-
-        return FunctionTool.from_defaults(fn=cite, name=name, description=description)
-
-
-# -- chat-engine memory block -------------------------------------------------------------------
-
-
-class CitationCapsuleBlock(BaseMemoryBlock[str]):
-    """A `Memory` block that re-injects the evidence earlier chat-engine answers cited.
-
-    Chat engines put retrieved nodes into one turn's prompt and store only the
-    text of the exchange, so a follow-up loses what the previous answer rested on.
-    After each turn, hand the engine's response to `record`: its source nodes are
-    recorded as that exchange's retrieval and its citations (``[node_id]`` markers
-    in the answer, or the ids you pass) as what it cited. `Memory` then inserts the
-    capsule of everything cited so far wherever it inserts its blocks.
-
-    Each recorded exchange counts as two messages (the user's and the assistant's),
-    the shape chat engines store, which is what the ledger's identities count.
-
-    Usage:
-        .. code-block:: python
-
-            block = CitationCapsuleBlock()
-            memory = Memory.from_defaults(session_id="s", memory_blocks=[block])
-            engine = ContextChatEngine.from_defaults(retriever=retriever, memory=memory, llm=llm)
-            response = engine.chat("What is the hotel cap?")
-            block.record(response)
-    """
-
-    name: str = "cited_evidence"
-    description: str | None = "Evidence that earlier answers in this conversation cited."
-    priority: int = 1
-    accept_short_term_memory: bool = False
-    ledger: EvidenceLedger = Field(default_factory=EvidenceLedger)
-    """What each exchange retrieved and cited; persist it with ``to_json()``."""
-    max_tokens: int | None = Field(default=None, gt=0)
-    """Optional hard bound on the capsule (oldest groups drop first)."""
-    tool_name: str = "chat_engine_retrieval"
-    """Name recorded as the retrieving tool."""
-
-    def record(
-        self,
-        response: Any,
-        *,
-        cited: Iterable[str] | None = None,
-        collection: str | None = None,
-    ) -> None:
-        """Record one finished exchange from a chat engine's response.
-
-        Args:
-            response: An `AgentChatResponse` (or anything with ``source_nodes`` and
-                ``response``).
-            cited: Node ids the answer rests on; by default read from ``[node_id]``
-                markers in the answer, accepted only for nodes it was shown.
-            collection: Collection to name on nodes whose metadata names none.
-        """
-        nodes: Sequence[NodeWithScore] = getattr(response, "source_nodes", None) or ()
-        boundary = self.ledger.ended_at or 0
-        ledger = self.ledger.begin_question(boundary)
-        evidence = [_evidence(n, collection) for n in nodes]
-        ledger = ledger.record_retrieval(evidence, tool=self.tool_name)
-        visible = ledger.citable_ids()
-        if cited is None:
-            wanted = parse_citations(str(getattr(response, "response", "") or ""), visible)
-        else:
-            wanted = cite_ids(cited, visible).accepted
-        self.ledger = ledger.record_citations(wanted).end_question(boundary + 2)
-
-    def _capsule_text(self, max_tokens: int | None) -> str:
-        return build_capsule(self.ledger, max_tokens).text
-
-    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        return self._capsule_text(self.max_tokens)
-
-    async def _aput(self, messages: list[ChatMessage]) -> None:
-        """Nothing to take from flushed messages: exchanges arrive through `record`."""
-
-    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
-        """Drop the oldest cited groups until about `tokens_to_truncate` tokens are freed."""
-        current = build_capsule(self.ledger).tokens
-        target = current - tokens_to_truncate
-        if target <= 0:
-            return None
-        bound = target if self.max_tokens is None else min(target, self.max_tokens)
-        return self._capsule_text(bound)
+    def recall_tool(self, *, description: str = RECALL_DESCRIPTION) -> FunctionTool:
+        """`capsule_recall_tool` (named `recall_tool_name`) falling back to this memory."""
+        return capsule_recall_tool(name=self.recall_tool_name, description=description, memory=self)

@@ -36,9 +36,13 @@ def test_build_capsule_orders_groups_newest_first_under_one_header(make_chunk):
     assert capsule.chunk_ids == ("c1", "b1", "a1")
     assert capsule.text.count(CAPSULE_HEADER) == 1
     assert capsule.text.startswith(CAPSULE_HEADER)
-    positions = [capsule.text.index(f"[Group {k} of 3, newest first]") for k in (1, 2, 3)]
+    positions = [capsule.text.index(f'<group rank="{k}" of="3">') for k in (1, 2, 3)]
     assert positions == sorted(positions)
-    assert capsule.text.index("[c1]") < capsule.text.index("[b1]") < capsule.text.index("[a1]")
+    assert (
+        capsule.text.index('id="c1"')
+        < capsule.text.index('id="b1"')
+        < capsule.text.index('id="a1"')
+    )
 
 
 def test_build_capsule_renders_a_chunk_cited_twice_once_in_the_newest_group(make_chunk):
@@ -46,13 +50,13 @@ def test_build_capsule_renders_a_chunk_cited_twice_once_in_the_newest_group(make
     ledger = ledger.begin_question(8).record_citations(["a1"]).end_question(10)
     capsule = build_capsule(ledger)
     assert capsule.chunk_ids == ("a1", "b1")
-    assert capsule.text.count("[a1] Source") == 1
+    assert capsule.text.count('<chunk id="a1"') == 1
 
 
 def test_build_capsule_puts_all_chunks_cited_by_one_question_in_one_group(make_chunk):
     ledger = _ledger(([make_chunk("a1"), make_chunk("a2"), make_chunk("a3")], ["a3", "a1"]))
     capsule = build_capsule(ledger)
-    assert capsule.text.count("[Group ") == 1
+    assert capsule.text.count("<group ") == 1
     assert capsule.chunk_ids == ("a1", "a3")
 
 
@@ -80,22 +84,22 @@ def test_build_capsule_names_source_by_title_and_a_differing_uri(make_chunk):
         make_chunk("c4", document_id="doc-4"),
     ]
     text = build_capsule(_ledger((chunks, ["c1", "c2", "c3", "c4"]))).text
-    assert '[c1] Source: "Travel Policy" (travel-policy.pdf)' in text
-    assert '[c2] Source: "same"\n' in text
-    assert "[c3] Source: notes.md\n" in text
-    assert "[c4] Source: doc-4\n" in text
+    assert '<chunk id="c1" title="Travel Policy" uri="travel-policy.pdf">' in text
+    assert '<chunk id="c2" title="same">' in text
+    assert '<chunk id="c3" uri="notes.md">' in text
+    assert '<chunk id="c4" document="doc-4">' in text
 
 
 def test_build_capsule_names_collections_only_when_several_are_involved(make_chunk):
     one = build_capsule(_ledger(([make_chunk("c1", collection="hr")], ["c1"])))
-    assert "Collection:" not in one.text
+    assert "collection=" not in one.text
     two = build_capsule(
         _ledger(
             ([make_chunk("c1", collection="hr"), make_chunk("c2", collection="ops")], ["c1", "c2"])
         )
     )
-    assert "Collection: hr" in two.text
-    assert "Collection: ops" in two.text
+    assert 'collection="hr"' in two.text
+    assert 'collection="ops"' in two.text
 
 
 def test_build_capsule_attaches_a_picture_shared_by_two_chunks_once(make_chunk):
@@ -151,15 +155,24 @@ def test_build_capsule_with_max_tokens_drops_oldest_groups_and_says_so(make_chun
     assert bounded.tokens <= full.tokens - 10
     assert bounded.chunk_ids == ("c1", "b1")
     assert bounded.omitted == ("a1",)
-    assert "left out" in bounded.text
-    assert "a1" in bounded.text.split("left out")[1]
+    assert '<omitted count="1" reason="max_tokens" ids="a1"/>' in bounded.text
 
 
-def test_build_capsule_with_a_tiny_bound_keeps_only_the_omission_notice(make_chunk):
+def test_build_capsule_with_a_tiny_bound_is_empty_and_reports_the_omission(make_chunk):
     capsule = build_capsule(_ledger(([make_chunk("a1")], ["a1"])), max_tokens=1)
     assert capsule.chunk_ids == ()
     assert capsule.omitted == ("a1",)
-    assert capsule.text.startswith("[1 older cited chunk(s) left out")
+    assert capsule.text == ""
+    assert capsule.tokens == 0
+
+
+def test_build_capsule_bound_holds_with_many_long_ids(make_chunk):
+    chunks = [make_chunk(f"{k:08d}-9d4a-4e7b-a6f0-2c5d8e9b1a73") for k in range(60)]
+    ledger = _ledger(*(([chunk], [chunk.chunk_id]) for chunk in chunks))
+    capsule = build_capsule(ledger, max_tokens=500)
+    assert 0 < capsule.tokens <= 500
+    assert len(capsule.chunk_ids) + len(capsule.omitted) == 60
+    assert 'more="' in capsule.text  # ids that do not fit are counted, not listed
 
 
 def test_build_capsule_leaves_out_citations_of_the_question_in_progress(make_chunk):
@@ -168,7 +181,7 @@ def test_build_capsule_leaves_out_citations_of_the_question_in_progress(make_chu
     ledger = ledger.record_citations(["b1", "a1"])
     capsule = build_capsule(ledger)
     assert capsule.chunk_ids == ("a1",)
-    assert "[Group 1 of 1" in capsule.text
+    assert '<group rank="1" of="1">' in capsule.text
 
 
 def test_build_capsule_counts_tokens_with_the_given_tokenizer(make_chunk):
@@ -186,14 +199,17 @@ def test_render_evidence_shows_each_chunk_id_source_and_text(make_chunk):
     text = render_evidence(
         [make_chunk("c1", title="Travel", uri="t.pdf", content="EUR 230."), make_chunk("c2")]
     )
-    assert text.startswith('[c1] Source: "Travel" (t.pdf)\nEUR 230.\n\n[c2] Source: doc\n')
+    assert text.startswith(
+        '<chunk id="c1" title="Travel" uri="t.pdf">\nEUR 230.\n</chunk>\n\n'
+        '<chunk id="c2" document="doc">\n'
+    )
 
 
 def test_render_evidence_names_collections_only_when_several(make_chunk):
     one = render_evidence([make_chunk("c1", collection="hr")])
     two = render_evidence([make_chunk("c1", collection="hr"), make_chunk("c2", collection="ops")])
-    assert "Collection" not in one
-    assert "Collection: hr" in two and "Collection: ops" in two
+    assert "collection=" not in one
+    assert 'collection="hr"' in two and 'collection="ops"' in two
 
 
 def test_render_evidence_says_when_nothing_was_found():

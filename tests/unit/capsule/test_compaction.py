@@ -5,14 +5,14 @@ import base64
 import pytest
 
 from capsa.capsule import (
-    CAPSULE_HEADER,
-    RECEIPT,
+    Evidence,
     EvidenceLedger,
     ImagePart,
     Message,
     TextPart,
     compact,
     compact_with_report,
+    estimate_tokens,
 )
 from capsa.errors import CompactionRefused
 
@@ -30,31 +30,6 @@ def test_compact_leaves_the_first_question_unchanged(conversation, make_chunk):
     view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
     assert view == talk.messages
     assert all(a is b for a, b in zip(view, talk.messages, strict=True))
-
-
-def test_compact_puts_the_capsule_in_the_only_earlier_return(conversation, make_chunk):
-    talk = conversation()
-    talk.turn(make_chunk("c1"), make_chunk("c2"), cite=["c1"])
-    talk.ask("follow-up")
-    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
-    (carried,) = _tool_texts(view)
-    assert carried.startswith(CAPSULE_HEADER)
-    assert make_chunk("c1").content in carried
-    assert "c2" not in carried
-
-
-def test_compact_turns_older_returns_into_receipts(conversation, make_chunk):
-    talk = conversation()
-    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
-    talk.turn(make_chunk("b1"), make_chunk("b2"), cite=["b2"])
-    talk.ask("third")
-    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
-    first, second = _tool_texts(report.messages)
-    assert first == RECEIPT
-    assert make_chunk("a1").content in second
-    assert make_chunk("b2").content in second
-    assert report.receipts == 1
-    assert report.capsule.chunk_ids == ("b2", "a1")
 
 
 def test_compact_leaves_the_current_questions_returns_untouched(conversation, make_chunk):
@@ -106,7 +81,7 @@ def test_compact_never_leaves_a_message_empty(conversation, make_chunk):
 
 def test_compact_keeps_the_users_pictures_and_text(conversation, make_chunk, user_image):
     talk = conversation()
-    talk.ask("look", extra=[user_image(f"{RECEIPT} quoted by the user")])
+    talk.ask("look", extra=[user_image('<not-shown ids="x"/> quoted by the user')])
     talk.search(make_chunk("a1"))
     talk.cite("a1")
     talk.answer()
@@ -127,26 +102,16 @@ def test_compact_leaves_the_input_list_and_messages_unchanged(conversation, make
     assert [m.model_dump() for m in history] == snapshot
 
 
-def test_compact_gives_two_returns_in_one_request_one_capsule_and_one_receipt(
-    conversation, make_chunk
-):
-    talk = conversation()
-    talk.ask()
-    talk.parallel_search([make_chunk("a1")], [make_chunk("a2")])
-    talk.cite("a2")
-    talk.answer()
-    talk.ask()
-    first, second = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
-    assert first == RECEIPT
-    assert second.startswith(CAPSULE_HEADER)
-
-
-def test_compact_with_nothing_cited_leaves_receipts_only(conversation, make_chunk):
+def test_compact_with_nothing_cited_leaves_receipts_naming_every_chunk(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"))
     talk.turn(make_chunk("b1"))
     talk.ask()
-    assert _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED)) == [RECEIPT, RECEIPT]
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert _tool_texts(view) == [
+        '<not-shown title="doc" ids="a1"/>',
+        '<not-shown title="doc" ids="b1"/>',
+    ]
 
 
 def test_compact_finds_the_tool_name_from_the_call(conversation, make_chunk):
@@ -157,7 +122,7 @@ def test_compact_finds_the_tool_name_from_the_call(conversation, make_chunk):
     talk.answer()
     talk.ask()
     view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
-    assert view[2].text.startswith(CAPSULE_HEADER)
+    assert view[2].text.startswith('<chunk id="a1"')
 
 
 def test_compact_keeps_a_resumed_questions_live_evidence(conversation, make_chunk, user):
@@ -187,13 +152,22 @@ def test_compact_without_a_ledger_proceeds_when_no_evidence_exists(user):
     assert compact(history, None, owned_tools=OWNED) == history
 
 
-def test_compact_refuses_when_evidence_predates_the_ledger(conversation, make_chunk):
+def test_compact_adopts_evidence_that_predates_the_ledger_as_receipts(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    fresh = EvidenceLedger().begin_question(len(talk.messages))  # a thread seeded with a chat
+    talk.ask()
+    report = compact_with_report(talk.messages, fresh, owned_tools=OWNED)
+    assert _tool_texts(report.messages) == ['<not-shown title="doc" ids="a1 a2"/>']
+    assert report.unshown == ("a1", "a2")
+
+
+def test_compact_without_a_ledger_names_the_fix(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"), cite=["a1"])
-    fresh = EvidenceLedger().begin_question(len(talk.messages))  # the ledger was lost
     talk.ask()
-    with pytest.raises(CompactionRefused, match="predates the ledger"):
-        compact(talk.messages, fresh, owned_tools=OWNED)
+    with pytest.raises(CompactionRefused, match=r"begin_question\(len\(history\) - 1\)"):
+        compact(talk.messages, None, owned_tools=OWNED)
 
 
 def test_compact_proceeds_with_a_late_ledger_when_no_evidence_predates_it(conversation, user):
@@ -210,7 +184,7 @@ def test_compact_refuses_when_the_history_was_shortened(conversation, make_chunk
     talk = conversation()
     talk.turn(make_chunk("a1"), cite=["a1"])
     talk.ask()
-    with pytest.raises(CompactionRefused, match="shortened"):
+    with pytest.raises(CompactionRefused, match=r"shortened.*reanchor"):
         compact(talk.messages[:2], talk.ledger, owned_tools=OWNED)
 
 
@@ -252,7 +226,7 @@ def test_compact_drops_an_unusable_picture_with_its_label(conversation, make_chu
     assert len(report.messages) == len(talk.messages)
     assert not any("#/pictures/0" in m.text for m in report.messages)
     assert [d.reason for d in report.dropped] == [reason]
-    assert report.messages[2].text.startswith(CAPSULE_HEADER)
+    assert report.messages[2].text.startswith('<chunk id="a1"')
 
 
 def test_compact_drops_only_the_picture_that_fails(conversation, make_chunk, png):
@@ -284,19 +258,6 @@ def test_compact_without_a_fetcher_attaches_no_pictures(conversation, make_chunk
     assert report.attached == ()
 
 
-def test_compact_passes_max_tokens_to_the_capsule(conversation, make_chunk):
-    talk = conversation()
-    talk.turn(make_chunk("a1"), cite=["a1"])
-    talk.turn(make_chunk("b1"), cite=["b1"])
-    talk.ask()
-    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED).capsule.tokens
-    report = compact_with_report(
-        talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=full - 10
-    )
-    assert report.capsule.omitted == ("a1",)
-    assert report.capsule.tokens <= full - 10
-
-
 def test_compact_is_deterministic(conversation, make_chunk):
     talk = conversation()
     talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a2"])
@@ -307,3 +268,131 @@ def test_compact_is_deterministic(conversation, make_chunk):
         list(talk.messages), EvidenceLedger.from_json(talk.ledger.to_json()), owned_tools=OWNED
     )
     assert [m.model_dump_json() for m in first] == [m.model_dump_json() for m in second]
+
+
+def test_compact_stable_shows_cited_chunks_whole_and_names_the_rest(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    talk.ask()
+    (text,) = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert make_chunk("a1").content in text
+    assert make_chunk("a2").content not in text
+    assert text.endswith('<not-shown title="doc" ids="a2"/>')
+
+
+def test_compact_stable_fixes_a_questions_wire_form_once_it_ends(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    second = talk.ask()
+    at_second = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    talk.search(make_chunk("b1"))
+    talk.cite("b1", "a1")
+    talk.answer()
+    talk.ask()
+    at_third = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert at_third[:second] == at_second[:second]
+    assert at_third[second + 2] != talk.messages[second + 2]  # the second question's turn
+
+
+def test_compact_stable_names_a_chunk_already_shown_instead_of_repeating_it(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.turn(make_chunk("a1"), make_chunk("b1"), cite=["a1", "b1"])
+    talk.ask()
+    first, second = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert make_chunk("a1").content in first
+    assert make_chunk("a1").content not in second
+    assert '<chunk id="a1" shown="earlier"/>' in second
+
+
+def test_compact_stable_keeps_a_return_of_unknown_content_verbatim(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.messages[2] = talk.messages[2].model_copy(update={"evidence": None})
+    talk.ask()
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert report.messages[2] is talk.messages[2]
+    assert report.kept_unknown == 1
+
+
+def test_compact_stable_max_tokens_bounds_everything_it_writes(conversation, make_chunk):
+    talk = conversation()
+    for k in range(4):
+        talk.turn(make_chunk(f"a{k}"), make_chunk(f"b{k}"), cite=[f"a{k}"])
+    talk.ask()
+    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=100_000)
+    assert full.tokens_added is not None
+    bound = full.tokens_added // 2
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=bound)
+    written = sum(
+        estimate_tokens(m.text)
+        for m, old in zip(report.messages, talk.messages, strict=True)
+        if m is not old
+    )
+    assert written == report.tokens_added <= bound
+    assert report.uncounted[0] == "a0"  # the oldest question gives way first
+
+
+def test_compact_stable_refuses_a_bound_too_small_for_a_count_and_names_the_fix(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    with pytest.raises(CompactionRefused, match=r"max_tokens=1 .*raise max_tokens to at least"):
+        compact(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=1)
+
+
+def test_compact_counts_with_an_encoder_returning_tokens(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    report = compact_with_report(
+        talk.messages, talk.ledger, owned_tools=OWNED, tokenizer=list, max_tokens=100_000
+    )
+    assert report.tokens_added == len(_tool_texts(report.messages)[0])
+
+
+def test_compact_keys_evidence_by_tool_and_chunk_id(conversation):
+    talk = conversation()
+    talk.ask()
+    talk.search(Evidence(chunk_id="1", content="from search", document_id="d"))
+    talk.search(Evidence(chunk_id="1", content="from wiki", document_id="w"), tool="wiki")
+    talk.cite("1")
+    talk.answer()
+    talk.ask()
+    view = compact(talk.messages, talk.ledger, owned_tools={"search", "wiki"})
+    texts = "\n".join(m.text for m in view)
+    assert "from search" in texts and "from wiki" in texts
+
+
+def test_compact_reports_no_token_count_without_a_bound(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask()
+    assert compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED).tokens_added is None
+
+
+def test_compact_gives_two_returns_of_one_question_each_its_own_cited_chunks(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.ask()
+    talk.parallel_search([make_chunk("a1")], [make_chunk("a2")])
+    talk.cite("a2")
+    talk.answer()
+    talk.ask()
+    first, second = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert first == '<not-shown title="doc" ids="a1"/>'
+    assert second.startswith('<chunk id="a2"')
+
+
+def test_compact_names_long_ids_by_a_prefix_recall_accepts(conversation, make_chunk):
+    long_id = "3f2b8c1e-9d4a-4e7b-a6f0-2c5d8e9b1a73"
+    talk = conversation()
+    talk.turn(make_chunk(long_id), make_chunk("a2"), cite=["a2"])
+    talk.ask()
+    (text,) = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert '<not-shown title="doc" ids="3f2b8c1e*"/>' in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capsa.capsule import CAPSULE_HEADER, RECEIPT, EvidenceLedger, compact
+from capsa.capsule import EvidenceLedger, compact
 
 OWNED = {"search"}
 POOL = [f"chunk-{i:02d}" for i in range(12)]
@@ -18,9 +18,11 @@ _settings = settings(
 def _grow(data, conversation, make_chunk):
     """Draw a conversation of finished questions followed by one in progress."""
     talk = conversation()
+    talk.snapshots = []
     questions = data.draw(st.integers(min_value=0, max_value=6), label="finished questions")
     for _ in range(questions + 1):
         talk.ask()
+        talk.snapshots.append((len(talk.messages), talk.ledger))
         for _ in range(data.draw(st.integers(min_value=0, max_value=2))):
             ids = data.draw(st.lists(st.sampled_from(POOL), max_size=3, unique=True))
             talk.search(*(make_chunk(i) for i in ids))
@@ -65,16 +67,27 @@ def test_compact_rewrites_only_earlier_evidence_returns(data, conversation, make
 
 @_settings
 @given(data=st.data())
-def test_compact_places_exactly_one_capsule_and_receipts_elsewhere(data, conversation, make_chunk):
+def test_compact_stable_shares_the_previous_requests_prefix_up_to_the_newest_question(
+    data, conversation, make_chunk
+):
+    talk = _grow(data, conversation, make_chunk)
+    views = [
+        compact(talk.messages[:length], ledger, owned_tools=OWNED)
+        for length, ledger in talk.snapshots
+    ]
+    for (_, ledger), before, after in zip(talk.snapshots, views, views[1:], strict=False):
+        assert after[: ledger.question] == before[: ledger.question]
+
+
+@_settings
+@given(data=st.data(), layout=st.sampled_from(["stable", "moving"]))
+def test_compact_names_every_earlier_chunk_it_does_not_show(data, conversation, make_chunk, layout):
     talk = _grow(data, conversation, make_chunk)
     boundary = talk.ledger.question
-    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
-    earlier = [m.text for m in view[:boundary] if m.role == "tool" and m.tool_name in OWNED]
-    carriers = [text for text in earlier if text.startswith(CAPSULE_HEADER)]
-    assert len(carriers) <= 1
-    assert all(text == RECEIPT for text in earlier if text not in carriers)
-    if carriers:
-        assert earlier[-1] == carriers[0]
+    wire = "\n".join(m.text for m in compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    for message in talk.messages[:boundary]:
+        for chunk in message.evidence or ():
+            assert chunk.content in wire or chunk.chunk_id in wire
 
 
 @_settings

@@ -237,3 +237,38 @@ def test_a_dropped_chunk_retrieved_again_is_recorded_afresh(make_chunk):
     entry = ledger.entry("c1")
     assert entry is not None
     assert (entry.retrieved_in, entry.cited_in) == ((3,), (3,))
+
+
+def test_ledger_keys_evidence_by_tool_and_chunk_id(make_chunk):
+    search = make_chunk("1", content="from search")
+    wiki = make_chunk("1", content="from wiki")
+    ledger = EvidenceLedger().begin_question(0)
+    ledger = ledger.record_retrieval([search], tool="search").record_retrieval([wiki], tool="wiki")
+    assert [e.evidence.content for e in ledger.entries] == ["from search", "from wiki"]
+    assert ledger.entry("1", "wiki").evidence.content == "from wiki"
+    assert ledger.citable_ids() == ("1",)
+    cited = ledger.record_citations(["1"])
+    assert all(e.cited_in == (0,) for e in cited.entries)
+
+
+def test_ledger_records_every_question_it_saw():
+    ledger = EvidenceLedger().begin_question(0).end_question(4).begin_question(4)
+    assert ledger.questions == (0, 4)
+    assert [ledger.question_of(i) for i in (0, 3, 4, 9)] == [0, 0, 4, 4]
+
+
+def test_reanchor_keeps_the_current_questions_evidence_and_forgets_earlier_ones(make_chunk):
+    ledger = EvidenceLedger().begin_question(0).record_retrieval([make_chunk("a")], tool="s")
+    ledger = ledger.record_citations(["a"]).end_question(5).begin_question(5)
+    ledger = ledger.record_retrieval([make_chunk("b")], tool="s")
+    moved = ledger.reanchor(1)
+    assert moved.question == 1 and moved.in_progress
+    assert [e.evidence.chunk_id for e in moved.entries] == ["b"]
+    assert moved.entries[0].retrieved_in == (1,)
+
+
+def test_record_retrieval_read_back_from_text_keeps_the_fuller_record(make_chunk):
+    full = make_chunk("a", picture_refs=["#/pictures/0"], title="T")
+    plain = full.model_copy(update={"picture_refs": (), "document_id": "T"})
+    ledger = EvidenceLedger().begin_question(0).record_retrieval([full], tool="s")
+    assert ledger.record_retrieval([plain], tool="s").entry("a").evidence == full

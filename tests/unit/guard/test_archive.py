@@ -14,7 +14,7 @@ import pytest
 from capsa.errors import IngestionRejected
 from capsa.guard import ExtractionLimits, inspect_archive
 from capsa.guard.archive import member_names, read_directory
-from capsa.guard.extractors._samples import SAMPLES
+from capsa.guard.samples import SAMPLES
 
 from ._zips import (
     FLAG_ENCRYPTED,
@@ -532,3 +532,62 @@ def test_read_directory_labels_its_refusals_for_the_caller_to_relabel() -> None:
 
     assert (caught.value.label, caught.value.stage, caught.value.reason) == (
         "<archive>", "archive", "corrupt")
+
+
+# one archive, one truth: every record agrees, and zipfile lists what was checked
+
+
+def test_inspect_archive_refuses_bytes_after_the_end_records_comment() -> None:
+    payload = build_zip([Entry("a.txt", b"alpha")], comment=b"note") + b"trailing"
+
+    error = refusal(payload)
+
+    assert error.reason == "header_mismatch"
+    assert "comment length (4)" in error.detail
+
+
+def test_inspect_archive_refuses_an_end_record_whose_two_counts_differ() -> None:
+    payload = bytearray(build_zip([Entry("a.txt", b"a"), Entry("b.txt", b"b")]))
+    end = payload.rindex(b"PK\x05\x06")
+    payload[end + 8:end + 10] = (1).to_bytes(2, "little")  # entries on this disk
+
+    error = refusal(bytes(payload))
+
+    assert error.reason == "header_mismatch"
+    assert "counts 1 entries on its disk but 2 in total" in error.detail
+
+
+def test_inspect_archive_refuses_a_name_that_is_not_the_utf8_it_claims() -> None:
+    payload = build_zip([Entry("x", b"data", flags=FLAG_UTF8)]).replace(b"x", b"\xff")
+
+    error = refusal(payload)
+
+    assert error.reason == "header_mismatch"
+
+
+def test_inspect_archive_refuses_a_directory_zipfile_cannot_read() -> None:
+    # An extra field that declares more bytes than it has: capsa's reader skips
+    # it, zipfile refuses the whole archive. Where they differ, capsa refuses.
+    payload = build_zip([Entry("a.txt", b"alpha", extra=b"\x99\x99\x10\x00ab")])
+
+    error = refusal(payload)
+
+    assert error.reason == "corrupt"
+    assert "zipfile cannot read the directory" in error.detail
+
+
+def test_inspect_archive_refuses_a_zip64_locator_pointing_elsewhere() -> None:
+    payload = bytearray(build_zip([Entry("a.txt", b"alpha")], zip64_count=1))
+    locator = payload.rindex(b"PK\x06\x07")
+    payload[locator + 8:locator + 16] = (0).to_bytes(8, "little")
+
+    error = refusal(bytes(payload))
+
+    assert error.reason == "header_mismatch"
+    assert "zip64 locator points at offset 0" in error.detail
+
+
+def test_inspect_archive_accepts_consistent_zip64_end_records() -> None:
+    payload = build_zip([Entry("a.txt", b"alpha"), Entry("b.txt", b"beta")], zip64_count=2)
+
+    inspect_archive(payload, LIMITS, label="upload.zip")

@@ -3,22 +3,24 @@
 `PlainTextExtractor`, the `Router` and the pre-flight checks that run before
 any third-party parser are tested in process. The real parsers (unstructured,
 pypdf, Tesseract) run only through the isolated default pool, on the trusted
-samples from `capsa.guard.extractors._samples`.
+samples from `capsa.guard.samples`.
 """
 
 from __future__ import annotations
 
 import codecs
 import io
+import re
 import shutil
 import struct
 import zipfile
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from capsa.errors import IngestionRejected
+from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
     Attachment,
     ExtractionLimits,
@@ -33,7 +35,7 @@ from capsa.guard.extractors import (
     TesseractExtractor,
     UnstructuredExtractor,
 )
-from capsa.guard.extractors._samples import SAMPLES, make_pdf
+from capsa.guard.samples import SAMPLES, pdf_with_text
 
 from ._zips import real_zip
 
@@ -270,9 +272,13 @@ def test_unstructured_refuses_an_epub_part_that_declares_entities() -> None:
 
 
 def test_unstructured_refuses_a_deck_with_more_slides_than_pages_allowed() -> None:
-    slides = {f"ppt/slides/slide{i}.xml": b"<p:sld/>" for i in range(1, 26)}
-    payload = real_zip({"[Content_Types].xml": b"<Types/>", "ppt/presentation.xml": b"<p/>",
-                        **slides})
+    deck = SAMPLES["pptx"]()
+    with zipfile.ZipFile(io.BytesIO(deck)) as source:
+        presentation = source.read("ppt/presentation.xml")
+    one_id = re.search(rb"<p:sldId [^>]*/>", presentation)
+    assert one_id is not None
+    many = presentation.replace(one_id.group(0), one_id.group(0) * 25)
+    payload = rezip(deck, {"ppt/presentation.xml": many})
 
     error = preflight_refusal("pptx", payload)
 
@@ -280,15 +286,25 @@ def test_unstructured_refuses_a_deck_with_more_slides_than_pages_allowed() -> No
     assert error.detail == "25 slides, over the limit of 20"
 
 
+def test_unstructured_counts_slides_by_their_ids_not_by_part_names() -> None:
+    # 25 more slide parts that no sldId names: python-pptx never reads them.
+    slides = {f"ppt/slides/slide{i}.xml": b"<p:sld/>" for i in range(2, 27)}
+    payload = rezip(SAMPLES["pptx"](), slides)
+
+    assert "capsa self-test" in UnstructuredExtractor().extract("pptx", None, payload,
+                                                                max_pages=20)
+
+
 def test_unstructured_refuses_a_pdf_with_more_pages_than_allowed() -> None:
-    error = preflight_refusal("pdf", make_pdf([f"page {i}" for i in range(25)]))
+    error = preflight_refusal("pdf", pdf_with_text([f"page {i}" for i in range(25)]))
 
     assert error.reason == "too_many_pages"
     assert error.detail == "25 pages, over the limit of 20"
 
 
 def test_unstructured_extracts_a_pdf_at_the_page_limit() -> None:
-    text = UnstructuredExtractor().extract("pdf", None, make_pdf(["alpha", "beta"]), max_pages=2)
+    payload = pdf_with_text(["alpha", "beta"])
+    text = UnstructuredExtractor().extract("pdf", None, payload, max_pages=2)
 
     assert text == "alpha\n\nbeta"
 
@@ -296,7 +312,7 @@ def test_unstructured_extracts_a_pdf_at_the_page_limit() -> None:
 def test_unstructured_refuses_an_encrypted_pdf_without_trying_passwords() -> None:
     from pypdf import PdfReader, PdfWriter
 
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["secret"]))))
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text(["secret"]))))
     writer.encrypt("password", algorithm="RC4-128")
     buffer = io.BytesIO()
     writer.write(buffer)
@@ -305,7 +321,7 @@ def test_unstructured_refuses_an_encrypted_pdf_without_trying_passwords() -> Non
 
 
 def test_unstructured_refuses_a_truncated_pdf_as_corrupt() -> None:
-    error = preflight_refusal("pdf", make_pdf(["alpha"])[:200])
+    error = preflight_refusal("pdf", pdf_with_text(["alpha"])[:200])
 
     assert error.reason == "corrupt"
     assert "PdfStreamError" in error.detail
@@ -524,8 +540,8 @@ def test_samples_cover_every_unstructured_kind_and_png() -> None:
     assert set(SAMPLES) == {*UNSTRUCTURED_KINDS, "png"}
 
 
-def test_make_pdf_writes_one_page_per_line() -> None:
-    payload = make_pdf(["one", "two (2)", "three"])
+def test_pdf_with_text_writes_one_page_per_line() -> None:
+    payload = pdf_with_text(["one", "two (2)", "three"])
 
     assert payload.startswith(b"%PDF-1.4")
     assert b"/Count 3" in payload
@@ -614,7 +630,7 @@ def test_unstructured_reads_a_scanned_pdf_by_ocr_and_notes_it() -> None:
 def test_unstructured_opens_a_pdf_that_has_only_an_owner_password() -> None:
     from pypdf import PdfReader, PdfWriter
 
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["capsa owner lock"]))))
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text(["capsa owner lock"]))))
     writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
     out = io.BytesIO()
     writer.write(out)
@@ -626,7 +642,7 @@ def test_unstructured_opens_a_pdf_that_has_only_an_owner_password() -> None:
 def test_unstructured_refuses_a_pdf_that_needs_a_user_password() -> None:
     from pypdf import PdfReader, PdfWriter
 
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["secret"]))))
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text(["secret"]))))
     writer.encrypt(user_password="user", owner_password="owner", algorithm="RC4-128")
     out = io.BytesIO()
     writer.write(out)
@@ -644,3 +660,34 @@ def test_unstructured_keeps_a_line_break_inside_a_table_cell_as_a_space() -> Non
     text = UnstructuredExtractor().extract("html", None, page, max_pages=5)
 
     assert text == "answer questions\tfile reports"
+
+
+def rezip(archive: bytes, replacements: dict[str, bytes]) -> bytes:
+    """A copy of `archive` with some members replaced and others added."""
+    with zipfile.ZipFile(io.BytesIO(archive)) as source:
+        members = {name: source.read(name) for name in source.namelist()}
+    return real_zip({**members, **replacements})
+
+
+def test_every_partial_output_warning_capsa_trusts_is_still_in_pypdf() -> None:
+    # The templates are matched exactly: one that pypdf renamed would never match again.
+    import pypdf
+
+    from capsa.guard.extractors.unstructured import _PARTIAL_WARNINGS
+
+    root = Path(pypdf.__file__).parent
+    for logger, template in _PARTIAL_WARNINGS:
+        source = (root / (logger.removeprefix("pypdf.").replace(".", "/") + ".py")).read_text()
+        flattened = re.sub(r'"\s*\n\s*"', "", source)  # join implicitly concatenated literals
+        assert template in flattened, (logger, template)
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_tesseract_past_its_own_timeout_is_a_timeout_with_the_limit() -> None:
+    image = Attachment(label="scan.png", payload=SAMPLES["png"]())
+    with pytest.raises(ExtractionFailed) as failed:
+        extract_attachment(image, TesseractExtractor(timeout_s=0.001))
+    assert failed.value.cause == "timeout"
+    assert "past its limit of 0.001 s" in failed.value.detail
+    assert failed.value.detail.startswith("Tesseract ran ")

@@ -8,7 +8,7 @@ import pytest
 
 from capsa.errors import IngestionRejected
 from capsa.guard import EXTRACTABLE_KINDS, sniff
-from capsa.guard.extractors._samples import make_pdf
+from capsa.guard.samples import pdf_with_text
 from capsa.guard.sniff import kind_for_media_type, media_type_for_name, resolve_kind
 
 from ._zips import build_zip, ooxml, real_zip
@@ -78,7 +78,7 @@ def test_sniff_calls_an_unreadable_zip_zip_and_leaves_the_reason_to_archive_insp
 
 
 def test_sniff_routes_a_pdf_zip_polyglot_by_its_leading_magic() -> None:
-    assert sniff(make_pdf(["hello"]) + real_zip({"a.txt": b"x"})) == "pdf"
+    assert sniff(pdf_with_text(["hello"]) + real_zip({"a.txt": b"x"})) == "pdf"
 
 
 @pytest.mark.parametrize(

@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import io
+import struct
+import time
 import warnings
+import zlib
 from typing import Any
 
-from capsa.errors import IngestionRejected, RejectionReason
+from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
 
 __all__ = ["TesseractExtractor"]
 
 _FORMATS = {"png": "PNG", "jpeg": "JPEG", "tiff": "TIFF", "webp": "WEBP"}
 _MAX_SIDE = 32_766  # Tesseract refuses 32 767 and more
+_DECODER_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error,
+                   IndexError)
+"""What Pillow raises on bytes it cannot decode: truncated data, bad chunks, a broken
+APNG frame. Each means the file is broken (``corrupt``), never that the parser lost."""
 
 
 def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
     return IngestionRejected(detail, label="<payload>", stage="preflight", reason=reason)
+
+
+def _corrupt(where: str, exc: BaseException) -> IngestionRejected:
+    return _refuse("corrupt", f"{where}: {type(exc).__name__}: {exc}")
 
 
 class TesseractExtractor:
@@ -63,30 +74,46 @@ class TesseractExtractor:
             except (image_module.DecompressionBombError,
                     image_module.DecompressionBombWarning) as exc:
                 raise _refuse("image_too_large", str(exc)) from None
-            except (image_module.UnidentifiedImageError, SyntaxError, ValueError) as exc:
-                raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
-            frames = getattr(image, "n_frames", 1)
+            except _DECODER_ERRORS as exc:
+                raise _corrupt("header", exc) from None
+            try:
+                frames = getattr(image, "n_frames", 1)
+            except _DECODER_ERRORS as exc:
+                raise _corrupt("frames", exc) from None
             if frames > max_pages:
                 raise _refuse("too_many_frames", f"{frames} frames, over the limit of {max_pages}")
             texts = []
             for index in range(frames):
-                image.seek(index)
-                width, height = image.size
+                try:
+                    image.seek(index)
+                    width, height = image.size
+                except _DECODER_ERRORS as exc:
+                    raise _corrupt(f"frame {index}", exc) from None
                 if width * height > self.max_pixels or max(width, height) > _MAX_SIDE:
                     raise _refuse("image_too_large",
                                   f"frame {index} is {width}x{height} pixels, over the limit of "
                                   f"{self.max_pixels} pixels or {_MAX_SIDE} per side")
                 try:
                     frame = image.convert("L")
-                except (OSError, ValueError, SyntaxError) as exc:  # truncated, bad chunks
-                    raise _refuse("corrupt", f"frame {index}: {exc}") from None
-                texts.append(pytesseract.image_to_string(frame, lang=self.lang,
-                                                         timeout=self.timeout_s))
+                except _DECODER_ERRORS as exc:  # truncated data, bad chunks
+                    raise _corrupt(f"frame {index}", exc) from None
+                texts.append(self._recognise(pytesseract, frame, index))
         return "\n\n".join(text.strip() for text in texts if text.strip())
+
+    def _recognise(self, pytesseract: Any, frame: Any, index: int) -> str:
+        started = time.monotonic()
+        try:
+            return str(pytesseract.image_to_string(frame, lang=self.lang, timeout=self.timeout_s))
+        except RuntimeError as exc:
+            if "timeout" not in str(exc).lower():  # pytesseract's own message, not the file's
+                raise
+            raise ExtractionFailed(
+                f"Tesseract ran {time.monotonic() - started:.1f} s on frame {index}, past its "
+                f"limit of {self.timeout_s:g} s", label="<payload>", cause="timeout") from None
 
     def self_test(self) -> dict[str, str]:
         """OCR one rendered sample line; proves the tesseract binary is there."""
-        from capsa.guard.extractors._samples import SAMPLES
+        from capsa.guard.samples import SAMPLES
 
         try:
             text = self.extract("png", None, SAMPLES["png"](), max_pages=1)

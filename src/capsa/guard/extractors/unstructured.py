@@ -12,8 +12,9 @@ PDF does not go through `unstructured`: its `partition_pdf` imports
 `unstructured_inference` (torch, onnxruntime, a cloud vision client) even for
 the ``fast`` strategy, which is pdfminer.six underneath, a parser with no
 resource limits. pypdf has per-filter output caps, walks the page tree to
-count pages, and reports partial work through its log, which is turned into
-an ``incomplete`` failure here instead of silently short text.
+count pages, and reports partial work through its log; the warnings whose
+template means skipped content are turned into an ``incomplete`` failure here
+instead of silently short text.
 """
 
 from __future__ import annotations
@@ -22,24 +23,27 @@ import codecs
 import html
 import io
 import logging
+import posixpath
 import re
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
+from xml.etree import ElementTree
 
 from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
+from capsa.guard.archive import open_inspected
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
+from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import UndecodableText, detect_and_decode
 from capsa.guard.port import EmbeddedFile, Parsed
 
 __all__ = ["UnstructuredExtractor"]
 
 _OOXML = frozenset({"docx", "pptx", "xlsx"})
-_DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
-_ENTITY = re.compile(r"<!ENTITY", re.IGNORECASE)
+_ZIPPED = _OOXML | {"epub"}
 
 
 def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
@@ -50,10 +54,14 @@ class UnstructuredExtractor:
     """Text from PDF, DOCX, PPTX, XLSX, HTML, EML, EPUB and RTF, with pre-flight checks.
 
     Pre-flight, inside the worker and before any partitioner sees the bytes:
-    OOXML parts containing ``<!DOCTYPE`` and EPUB parts containing
-    ``<!ENTITY`` are refused (entity expansion is never enabled anywhere);
-    slides and PDF pages are counted against `max_pages`; a DOCX whose body
-    already holds more characters than `max_text_chars` is refused from a
+    zip containers are inspected again under `limits` and read only through
+    the inspected view; OOXML parts declaring ``<!DOCTYPE`` and EPUB parts
+    declaring ``<!ENTITY`` are refused wherever an XML parser would find the
+    declaration (entity expansion is never enabled anywhere); slides (from
+    ``sldIdLst``) and PDF pages (by walking the tree) are counted against
+    `max_pages`; HTML nested past libxml2's depth limit (in an HTML file, an
+    EPUB chapter or an e-mail body) is refused instead of cut; a DOCX whose
+    body already holds more characters than `max_text_chars` is refused from a
     streaming count, before any parsing; e-mail MIME nesting and part counts
     are checked on the parsed message, and its attachments and embedded
     messages are handed back to the guard as files of their own. PDF pages
@@ -61,23 +69,27 @@ class UnstructuredExtractor:
     unless `ocr_pdf` is False.
 
     Args:
+        limits: the bounds for zip inspection in the worker; `with_limits`
+            replaces them per call.
         ocr_pdf: OCR PDF pages that have no text layer (needs ``capsa[ocr]``).
-        max_text_chars: text ceiling used by the pre-parse counts.
+        max_text_chars: text ceiling used by the pre-parse counts (set by
+            `with_limits`; None counts nothing before parsing).
         ocr: pixel and time limits for PDF OCR.
     """
 
     kinds = frozenset({"pdf", "docx", "pptx", "xlsx", "html", "eml", "epub", "rtf"})
 
-    def __init__(self, *, ocr_pdf: bool = True, max_text_chars: int | None = None,
-                 ocr: OcrSettings | None = None) -> None:
+    def __init__(self, limits: ExtractionLimits = DEFAULT_LIMITS, *, ocr_pdf: bool = True,
+                 max_text_chars: int | None = None, ocr: OcrSettings | None = None) -> None:
+        self.limits = limits
         self.ocr_pdf = ocr_pdf
         self.max_text_chars = max_text_chars
         self.ocr = ocr or OcrSettings()
 
-    def with_limits(self, limits: Any) -> UnstructuredExtractor:
-        """A copy that counts against the call's text, pixel and time limits."""
+    def with_limits(self, limits: ExtractionLimits) -> UnstructuredExtractor:
+        """A copy that inspects zip containers and counts text under the call's `limits`."""
         return UnstructuredExtractor(
-            ocr_pdf=self.ocr_pdf, max_text_chars=limits.max_text_chars,
+            limits, ocr_pdf=self.ocr_pdf, max_text_chars=limits.max_text_chars,
             ocr=replace(self.ocr, max_pixels=min(self.ocr.max_pixels, limits.max_pixels),
                         budget_s=0.9 * limits.timeout_s))
 
@@ -87,19 +99,24 @@ class UnstructuredExtractor:
         if kind == "pdf":
             return _extract_pdf(payload, max_pages, self.ocr if self.ocr_pdf else None,
                                 self.max_text_chars)
+        partition = _partitioner(kind)
         embedded: tuple[EmbeddedFile, ...] = ()
         try:
-            if kind == "docx" and self.max_text_chars is not None:
-                # first: it reads at most what the limit needs, and parses nothing
-                _check_docx_text_floor(payload, self.max_text_chars)
-            if kind in _OOXML or kind == "epub":
-                _scan_xml_parts(payload, forbid=_ENTITY if kind == "epub" else _DOCTYPE)
-            if kind == "pptx":
-                _count_slides(payload, max_pages)
+            if kind in _ZIPPED:
+                # The archive is inspected again here, in the worker, and the pre-scans read
+                # its members through the inspected view: whoever calls this extractor, no
+                # unchecked member is ever inflated.
+                with open_inspected(payload, self.limits, label="<payload>") as archive:
+                    if kind == "docx" and self.max_text_chars is not None:
+                        # first: it reads at most what the limit needs, and parses nothing
+                        _check_docx_text_floor(archive, self.max_text_chars)
+                    _scan_xml_parts(archive, forbid="ENTITY" if kind == "epub" else "DOCTYPE")
+                    if kind == "pptx":
+                        _count_slides(archive, max_pages)
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
                 embedded = read_mail(payload).embedded
-            elements = _partitioner(kind)(payload)
+            elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
         texts = (_element_text(element) for element in elements)
@@ -108,7 +125,7 @@ class UnstructuredExtractor:
 
     def self_test(self) -> dict[str, str]:
         """Parse one trusted sample per kind; warms every lazy import in the worker."""
-        from capsa.guard.extractors._samples import SAMPLES
+        from capsa.guard.samples import SAMPLES
 
         report: dict[str, str] = {}
         for kind in sorted(self.kinds):
@@ -157,6 +174,7 @@ def _corruption_errors() -> tuple[type[BaseException], ...]:
 
 def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
     _offline_spacy()
+    _guard_html_depth()
     if kind == "docx":
         from unstructured.partition.docx import partition_docx
 
@@ -223,60 +241,176 @@ def _require_defused_openpyxl() -> None:
         raise RuntimeError("openpyxl is running without defusedxml; install defusedxml")
 
 
-def _scan_xml_parts(payload: bytes, *, forbid: re.Pattern[str]) -> None:
-    # Whole parts are read and decoded: a DTD can hide behind a long prolog or
-    # in UTF-16. Sizes were bounded by the archive inspection, and zipfile never
-    # returns more than a member's declared size.
-    # Every part that looks like markup is scanned, whatever its name: a DOCX
-    # may point its main document at any part name through its relationships.
-    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-        for info in archive.infolist():
-            if info.is_dir():
-                continue
-            with archive.open(info) as part:
-                data = part.read()
-            if not _looks_like_markup(data):
-                continue
-            text = _decode_xml(data, info.filename)
-            if forbid.search(text):
-                raise _refuse("forbidden_xml",
-                              f"part {info.filename!r} declares a DTD or entities "
-                              "(entity expansion and external entities are never allowed)")
+def _scan_xml_parts(archive: zipfile.ZipFile, *, forbid: str) -> None:
+    """Refuse the container if any part could carry ``<!{forbid}`` to an XML parser.
+
+    Every member is read whole through the inspected archive (sizes were
+    bounded by the inspection) and searched, wherever the declaration sits
+    (after white space, comments, processing instructions or a BOM), for the
+    declaration spelled in any encoding where ASCII markup is visible byte by
+    byte: UTF-8 and every ASCII-compatible code page, UTF-16 and UTF-32 in
+    either byte order. A part in an encoding where it would not be visible
+    that way (EBCDIC, UTF-7, any declared encoding outside that family) is
+    refused rather than guessed at. Every member that an XML parser could
+    read is scanned, whatever its name (a DOCX may point its main document at
+    any part name): any part whose first character, after a BOM and any
+    amount of white space, is ``<`` in one of those encodings. A part that
+    starts otherwise (a printer-settings blob that embeds a plist with a
+    DOCTYPE) is not XML to any parser, and is left alone.
+    """
+    pattern = _declaration_pattern(forbid)
+    for info in archive.infolist():
+        if info.is_dir():
+            continue
+        with archive.open(info) as part:
+            data = part.read(info.file_size + 1)
+        if not _MARKUP_START.match(data):
+            continue  # no XML parser reads past a first character other than "<"
+        _check_xml_encoding(data, info.filename)
+        if pattern.search(data):
+            raise _refuse("forbidden_xml",
+                          f"part {info.filename!r} declares a DTD or entities "
+                          "(entity expansion and external entities are never allowed)")
 
 
-_XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
-_SAFE_XML_ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii", "iso-8859-1",
-                                 "latin-1", "latin1", "windows-1252", "cp1252"})
+_MARKUP_START = re.compile(
+    rb"(?:\xef\xbb\xbf)?[ \t\r\n]*<"
+    rb"|(?:\xff\xfe)?(?:[ \t\r\n]\x00)*<\x00"
+    rb"|(?:\xfe\xff)?(?:\x00[ \t\r\n])*\x00<"
+    rb"|\xff\xfe\x00\x00|\x00\x00\xfe\xff|(?:[ \t\r\n]\x00\x00\x00)*<\x00\x00\x00"
+    rb"|(?:\x00\x00\x00[ \t\r\n])*\x00\x00\x00<|\x4c\x6f\xa7\x94")
+"""Where an XML parser could find a document: ``<`` after a BOM and white space, in UTF-8,
+UTF-16 or UTF-32 of either byte order, or EBCDIC's ``<?xm`` (refused by the encoding check)."""
+_PATTERNS: dict[str, re.Pattern[bytes]] = {}
 
 
-def _looks_like_markup(data: bytes) -> bool:
-    head = data[:64].lstrip(b"\xef\xbb\xbf\xff\xfe \t\r\n\x00")
-    return head.startswith(b"<")
+def _declaration_pattern(word: str) -> re.Pattern[bytes]:
+    """``<!WORD`` (case-insensitive) as bytes in UTF-8, UTF-16 LE/BE and UTF-32 LE/BE."""
+    if word not in _PATTERNS:
+        units = [re.escape(ch.encode()) if not ch.isalpha()
+                 else b"[" + ch.lower().encode() + ch.upper().encode() + b"]"
+                 for ch in "<!" + word]
+        forms = [b"".join(units),
+                 b"".join(u + b"\x00" for u in units), b"".join(b"\x00" + u for u in units),
+                 b"".join(u + b"\x00\x00\x00" for u in units),
+                 b"".join(b"\x00\x00\x00" + u for u in units)]
+        _PATTERNS[word] = re.compile(b"|".join(forms))
+    return _PATTERNS[word]
 
 
-def _decode_xml(data: bytes, name: str) -> str:
-    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) or data[:4] in (
-            b"<\x00\x00\x00", b"\x00\x00\x00<"):
-        raise _refuse("forbidden_xml", f"part {name!r} is UTF-32, which capsa does not scan")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", "replace")  # the BOM says which byte order
-    if data[:2] == b"<\x00":
-        return data.decode("utf-16-le", "replace")
-    if data[:2] == b"\x00<":
-        return data.decode("utf-16-be", "replace")
-    declared = _XML_ENCODING.match(data.lstrip(b"\xef\xbb\xbf"))
-    if declared and declared.group(1).decode().lower() not in _SAFE_XML_ENCODINGS:
+_XML_DECLARATION = re.compile(
+    rb"""^<\?xml[^>]{0,200}?encoding\s*=\s*["']([A-Za-z0-9._:-]{1,40})["']""")
+_SCANNED_ENCODINGS = re.compile(
+    r"utf-?8|us-?ascii|ascii|iso[-_]?8859-\d{1,2}|latin-?\d|l\d|windows-125\d|cp125\d"
+    r"|utf-?16(le|be)?|ucs-?2|shift[-_]jis|sjis|euc-(jp|kr|cn)|gb2312|gbk|gb18030|big5|koi8-[ru]",
+    re.IGNORECASE)
+
+
+def _check_xml_encoding(data: bytes, name: str) -> None:
+    """Refuse a part whose encoding would hide markup from the byte scan."""
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff", b"<\x00\x00\x00",
+                        b"\x00\x00\x00<")):
+        raise _refuse("forbidden_xml", f"part {name!r} is UTF-32, which capsa does not accept")
+    if data.startswith(b"\x4c\x6f\xa7\x94"):  # "<?xm" in EBCDIC, as libxml2 detects it
+        raise _refuse("forbidden_xml", f"part {name!r} is EBCDIC, which capsa does not scan")
+    head = data[:512]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<")):
+        codec = "utf-16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else (
+            "utf-16-le" if head[0] == 0x3C else "utf-16-be")
+        head = head[:len(head) // 2 * 2].decode(codec, "replace").lstrip("\ufeff").encode(
+            "ascii", "replace")
+    declared = _XML_DECLARATION.match(head.removeprefix(b"\xef\xbb\xbf"))
+    if declared and not _SCANNED_ENCODINGS.fullmatch(declared.group(1).decode("ascii")):
         raise _refuse("forbidden_xml", f"part {name!r} declares the encoding "
-                                       f"{declared.group(1).decode()!r}, which capsa does not scan")
-    return data.decode("utf-8", "replace")
+                                       f"{declared.group(1).decode('ascii')!r}, which capsa "
+                                       "does not scan")
 
 
-def _count_slides(payload: bytes, max_pages: int) -> None:
-    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-        slides = sum(1 for name in archive.namelist()
-                     if re.fullmatch(r"ppt/slides/slide\d+\.xml", name))
+_PRESENTATION_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
+_RELATIONSHIPS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
+_OFFICE_DOCUMENT = ("http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
+                    "officeDocument")
+
+
+def _count_slides(archive: zipfile.ZipFile, max_pages: int) -> None:
+    """Count slides as python-pptx finds them: the ``sldIdLst`` of the main document.
+
+    The main part is the one the package relationships name (not necessarily
+    ``ppt/presentation.xml``), and every ``sldId`` counts, wherever its slide
+    part is stored and however many ids point at one part: python-pptx yields
+    (and unstructured extracts) one slide per id. Parts were scanned for DTDs
+    before this parses any of them.
+    """
+    slides = 0
+    for main in _office_documents(archive):
+        root = _parse_part(archive, main)
+        if root is None:
+            continue
+        id_list = root.find(f"{{{_PRESENTATION_NS}}}sldIdLst")
+        if id_list is not None:
+            slides = max(slides, len(id_list))
     if slides > max_pages:
         raise _refuse("too_many_pages", f"{slides} slides, over the limit of {max_pages}")
+
+
+def _office_documents(archive: zipfile.ZipFile) -> list[str]:
+    rels = _parse_part(archive, "_rels/.rels")
+    if rels is None:
+        return []
+    return [posixpath.normpath(posixpath.join("/", rel.get("Target", ""))).lstrip("/")
+            for rel in rels.iter(f"{{{_RELATIONSHIPS_NS}}}Relationship")
+            if rel.get("Type") == _OFFICE_DOCUMENT and rel.get("TargetMode") != "External"]
+
+
+def _parse_part(archive: zipfile.ZipFile, name: str) -> ElementTree.Element | None:
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        return None  # the parser will say what is missing
+    with archive.open(info) as part:
+        data = part.read(info.file_size + 1)
+    try:
+        return ElementTree.fromstring(data)
+    except ElementTree.ParseError as exc:
+        raise _refuse("corrupt", f"part {name!r} is not well-formed XML: {exc}") from None
+
+
+class _DepthCheckedEtree:
+    """`lxml.etree` as unstructured's HTML partitioner sees it, with every parse checked.
+
+    libxml2's HTML parser stops at depth 256 without raising: lxml returns the
+    tree built so far and every word after the deep point is lost. HTML, EPUB
+    chapters (converted to HTML) and e-mail bodies all pass through
+    unstructured's one `fromstring` call; this wrapper reads the parser's
+    error log after each parse and refuses the file instead of letting a cut
+    text through.
+    """
+
+    def __init__(self, etree: Any) -> None:
+        self._etree = etree
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._etree, name)
+
+    def fromstring(self, text: Any, parser: Any = None, **kwargs: Any) -> Any:
+        root = self._etree.fromstring(text, parser, **kwargs)
+        for error in getattr(parser, "error_log", ()):
+            if error.type_name == "ERR_RESOURCE_LIMIT":
+                raise _refuse("nested_too_deep",
+                              "elements nest deeper than the HTML parser's limit of 256 levels "
+                              f"(line {error.line}); its text would be cut there")
+        return root
+
+
+def _guard_html_depth() -> None:
+    import unstructured.partition.html.partition as html_partition
+
+    current = getattr(html_partition, "etree", None)
+    if current is None:  # a new unstructured that parses elsewhere: fail the self-test loudly
+        raise RuntimeError("unstructured's HTML partitioner no longer parses through "
+                           "lxml.etree.fromstring; capsa cannot see libxml2's depth cut")
+    if not isinstance(current, _DepthCheckedEtree):
+        setattr(html_partition, "etree", _DepthCheckedEtree(current))  # noqa: B010
 
 
 def _mail_as_bytes(payload: bytes) -> bytes:
@@ -303,7 +437,7 @@ _DOCX_SKIPPED = re.compile(rb"<w:txbxContent\b.*?</w:txbxContent>|<mc:Fallback\b
 _INVISIBLE = re.compile(r"[\s\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 
 
-def _check_docx_text_floor(payload: bytes, limit: int) -> None:
+def _check_docx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
     """Refuse a DOCX whose body text alone is over `limit`, before any parser runs.
 
     The visible characters inside ``<w:t>`` runs of ``word/document.xml``
@@ -315,23 +449,23 @@ def _check_docx_text_floor(payload: bytes, limit: int) -> None:
     """
     counted = 0
     tail = b""
-    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-        try:
-            part = archive.open("word/document.xml")
-        except KeyError:
-            return
-        with part:
-            while True:
-                chunk = part.read(1 << 16)
-                if not chunk:
-                    break
-                data = tail + chunk
-                cut = data.rfind(b"<w:p ")  # count whole paragraphs; carry the rest over
-                cut = max(cut, data.rfind(b"<w:p>"))
-                body, tail = (data[:cut], data[cut:]) if cut > 0 else (b"", data)
-                counted += _visible_text(body)
-                if counted > limit:
-                    raise _text_floor_over(counted, limit, "the document body")
+    # the archive is the inspected view: nothing unchecked is ever inflated
+    try:
+        part = archive.open("word/document.xml")
+    except KeyError:
+        return
+    with part:
+        while True:
+            chunk = part.read(1 << 16)
+            if not chunk:
+                break
+            data = tail + chunk
+            cut = data.rfind(b"<w:p ")  # count whole paragraphs; carry the rest over
+            cut = max(cut, data.rfind(b"<w:p>"))
+            body, tail = (data[:cut], data[cut:]) if cut > 0 else (b"", data)
+            counted += _visible_text(body)
+            if counted > limit:
+                raise _text_floor_over(counted, limit, "the document body")
     counted += _visible_text(tail)
     if counted > limit:
         raise _text_floor_over(counted, limit, "the document body")
@@ -355,13 +489,30 @@ def _visible_text(xml: bytes) -> int:
     return len(text) - len(_INVISIBLE.findall(text))
 
 
+_PARTIAL_WARNINGS = frozenset({
+    ("pypdf._page", "Exceeded %(limit)d form XObject invocations while extracting text; "
+                    "further form content is skipped."),
+    ("pypdf._reader", "Value /N %(n)d for object %(stmnum)d exceeds maximum allowed value "
+                      "%(max_n)d. Limiting to %(max_n)d."),
+    ("pypdf._utils", "Token exceeds maximum length of %(max_bytes)d bytes."),
+})
+"""pypdf's warnings that mean it skipped content, as (logger, message template) pairs.
+
+pypdf 7 logs a fixed template with the file's values as arguments, so a
+warning is matched on its template, which no file can write: a name such as
+``/NoLimitExceeded`` quoted in some other warning's arguments never counts.
+A unit test checks that each template is still in pypdf's source."""
+
+
 @contextmanager
 def _pypdf_warnings() -> Iterator[list[str]]:
+    """Collect the pypdf warnings that mean partial output, formatted for the detail."""
     seen: list[str] = []
 
     class _Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record.getMessage())
+            if (record.name, record.msg) in _PARTIAL_WARNINGS and isinstance(record.args, dict):
+                seen.append(record.getMessage())
 
     handler = _Collect(logging.WARNING)
     logger = logging.getLogger("pypdf")
@@ -391,11 +542,17 @@ def _extract_pdf(payload: bytes, max_pages: int, ocr: OcrSettings | None = None,
 def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: Any,
               ocr: OcrSettings | None = None, max_text_chars: int | None = None
               ) -> str | Parsed:
-    with _pypdf_warnings() as warnings_seen:
+    from pypdf.errors import LimitReachedError
+
+    with _pypdf_warnings() as partial:
         reader = reader_type(io.BytesIO(payload), strict=False)
         if reader.is_encrypted:
             _open_owner_password_only(reader)
-        pages = len(reader.pages)  # walks the page tree; /Count is never trusted
+        try:
+            pages = len(reader.pages)  # walks the page tree as extraction will; /Count is ignored
+        except LimitReachedError as exc:
+            raise _refuse("too_many_pages", f"the page tree is past pypdf's limits ({exc}); "
+                                            f"capsa allows {max_pages} pages") from None
         if pages > max_pages:
             raise _refuse("too_many_pages", f"{pages} pages, over the limit of {max_pages}")
         texts: list[str] = []
@@ -409,9 +566,8 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
                                            f"the first {len(texts)} of {pages} pages")
         except not_decrypted:
             raise _refuse("encrypted", "the PDF is encrypted") from None
-    limits_hit = [w for w in warnings_seen if "exceed" in w.lower() or "limit" in w.lower()]
-    if limits_hit:
-        raise ExtractionFailed(f"pypdf stopped early: {limits_hit[0]}", label="<payload>",
+    if partial:
+        raise ExtractionFailed(f"pypdf stopped early: {partial[0]}", label="<payload>",
                                cause="incomplete")
     blank = [number for number, text in enumerate(texts) if not text]
     notes: tuple[str, ...] = ()

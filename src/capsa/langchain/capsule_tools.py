@@ -1,0 +1,183 @@
+"""The tools of a citation-capsule agent: search with chunk ids, cite, recall.
+
+- `capsa_retriever_tool` wraps a retriever as an evidence tool: its text shows
+  every chunk as an escaped ``<chunk id=...>`` element, its artifact carries the
+  documents the middleware records.
+- `cite_tool` is what the model calls to declare what its answer rests on.
+- `recall_tool` brings chunks named in an earlier receipt back whole from the
+  stored history, which capsa never changes, and makes them citable.
+
+`CitationCapsuleMiddleware` registers a cite and a recall tool itself. All three
+read the ledger from the agent state through LangGraph's `ToolRuntime`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+try:
+    from langchain.tools import ToolRuntime
+except ImportError as exc:  # langchain-core alone does not ship the agents package
+    raise ImportError(
+        "capsa.langchain.capsule_tools needs the 'langchain' extra: pip install 'capsa[langchain]'"
+    ) from exc
+
+from capsa.capsule import EvidenceLedger, cite_ids, recall, render_evidence
+from capsa.langchain.capsule_conversion import Observe, evidence_of, load_ledger, stamp, to_core
+
+__all__ = ["capsa_retriever_tool", "cite_tool", "recall_tool"]
+
+_RETRIEVER_DESCRIPTION = (
+    "Search the knowledge base. Each result is a <chunk id=...> element. After answering "
+    "from the results, call the cite tool with the chunk ids your answer relies on."
+)
+_CITE_DESCRIPTION = (
+    "Record which chunks your answer relies on. Pass their chunk ids exactly as shown in "
+    "search or recall results or in earlier evidence. Call it once per answer."
+)
+_RECALL_DESCRIPTION = (
+    "Show again, whole, chunks from earlier in this conversation that are listed as "
+    "<not-shown ... ids=...>. Pass their chunk ids; recalled chunks can then be cited."
+)
+
+
+class _Query(BaseModel):
+    query: str = Field(description="What to search the knowledge base for.")
+
+
+class _Ids(BaseModel):
+    chunk_ids: list[str] = Field(description="Chunk ids, exactly as shown.")
+
+
+def capsa_retriever_tool(
+    retriever: Runnable[str, list[Document]],
+    *,
+    name: str = "search_knowledge_base",
+    description: str = _RETRIEVER_DESCRIPTION,
+    collection: str | None = None,
+) -> BaseTool:
+    """Wrap a retriever as an evidence tool the capsule middleware can record.
+
+    The tool's text shows every chunk as an escaped ``<chunk id=... title=...>``
+    element, so the model can cite ids and no chunk can forge another; its
+    artifact (``content_and_artifact``) is the list of documents, each stamped with
+    ``capsa_chunk_id`` and ``capsa_document_id`` metadata and an ``id``. A document
+    without an id gets a stable one derived from its source and text.
+
+    Args:
+        retriever: Any runnable from a query to documents (a `BaseRetriever`).
+        name: The tool's name; list it in the middleware's `evidence_tools`.
+        description: What the model is told about the tool.
+        collection: Stamped as ``collection`` metadata when documents carry none.
+
+    Returns:
+        A `StructuredTool` with sync and async paths.
+
+    Usage:
+        .. code-block:: python
+
+            search = capsa_retriever_tool(vectorstore.as_retriever(), name="search")
+            agent = create_agent(model, tools=[search],
+                                 middleware=[CitationCapsuleMiddleware(evidence_tools=[search])],
+                                 checkpointer=checkpointer)
+    """
+
+    def _finish(docs: Sequence[Document]) -> tuple[str, list[Document]]:
+        stamped = [stamp(d, collection) for d in docs]
+        evidence = [e for e in (evidence_of(d) for d in stamped) if e is not None]
+        return render_evidence(evidence), stamped
+
+    def search(query: str) -> tuple[str, list[Document]]:
+        return _finish(retriever.invoke(query))
+
+    async def asearch(query: str) -> tuple[str, list[Document]]:
+        return _finish(await retriever.ainvoke(query))
+
+    return StructuredTool.from_function(
+        func=search,
+        coroutine=asearch,
+        name=name,
+        description=description,
+        args_schema=_Query,
+        response_format="content_and_artifact",
+    )
+
+
+def _cite(chunk_ids: list[str], runtime: ToolRuntime) -> tuple[str, list[str]]:
+    ledger = load_ledger(runtime.state) or EvidenceLedger()
+    result = cite_ids(chunk_ids, ledger.citable_ids())
+    return result.acknowledgement(), list(result.accepted)
+
+
+def cite_tool(name: str = "cite", *, description: str = _CITE_DESCRIPTION) -> BaseTool:
+    """The tool a model calls to declare which chunks its answer relies on.
+
+    Ids are checked against what the model could see (this question's retrieval
+    and recalls, and earlier cited chunks) with `capsa.capsule.cite_ids`, which
+    repairs ids damaged in copying and never attributes an unrelated one. The
+    acknowledgement says what was recorded and what was ignored; the artifact is
+    the accepted ids, which `CitationCapsuleMiddleware` writes into the ledger.
+    """
+    return StructuredTool.from_function(
+        func=_cite,
+        name=name,
+        description=description,
+        response_format="content_and_artifact",
+    )
+
+
+def _evidence_tools(ledger: EvidenceLedger | None, extra: Iterable[str]) -> frozenset[str]:
+    return frozenset((*(ledger.evidence_tools if ledger else ()), *extra))
+
+
+def _recall(
+    chunk_ids: list[str], runtime: ToolRuntime, evidence_tools: frozenset[str]
+) -> tuple[str, list[dict[str, Any]]]:
+    ledger = load_ledger(runtime.state)
+    messages = runtime.state.get("messages", [])
+    owned = _evidence_tools(ledger, evidence_tools)
+    observe = Observe.of(messages, owned)
+    history = [to_core(m, i, observe) for i, m in enumerate(messages)]
+    result = recall(chunk_ids, history, ledger, owned_tools=owned)
+    return result.text(), [e.model_dump(mode="json") for e in result.evidence]
+
+
+def recall_tool(
+    name: str = "recall",
+    *,
+    evidence_tools: Iterable[str] = (),
+    description: str = _RECALL_DESCRIPTION,
+) -> BaseTool:
+    """The tool a model calls to see earlier chunks again, whole.
+
+    Ids are looked up (and repaired like the cite tool's) among every chunk the
+    stored history's evidence returns hold, and the chunks the ledger keeps; the
+    text shows them as ``<chunk>`` elements and names ids not found; the artifact
+    is the chunks, which `CitationCapsuleMiddleware` records as retrieved by the
+    current question, so they can be cited.
+
+    Args:
+        name: The tool's name (`CitationCapsuleMiddleware(recall_tool_name=...)`).
+        evidence_tools: Names of the evidence tools whose returns hold chunks; the
+            ledger's recorded names are added.
+        description: What the model is told about the tool.
+    """
+    owned = frozenset((*evidence_tools, name))
+
+    def recall_chunks(
+        chunk_ids: list[str], runtime: ToolRuntime
+    ) -> tuple[str, list[dict[str, Any]]]:
+        return _recall(chunk_ids, runtime, owned)
+
+    return StructuredTool.from_function(
+        func=recall_chunks,
+        name=name,
+        description=description,
+        response_format="content_and_artifact",
+    )

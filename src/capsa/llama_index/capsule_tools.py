@@ -1,0 +1,117 @@
+"""Tools of a citation-capsule LlamaIndex agent: search with chunk ids, cite, recall.
+
+Each tool acts on the `CapsuleMemory` of the run that calls it, read from the
+workflow `Context` (``agent.run(msg, memory=session_memory)``), so one agent
+serves many sessions; a tool made by a memory (`CapsuleMemory.retriever_tool`)
+falls back to that memory when the run has no `CapsuleMemory` of its own.
+
+This module does not use ``from __future__ import annotations``: `FunctionTool`
+finds the ``ctx: Context`` parameter by its annotation object.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore
+from llama_index.core.tools import FunctionTool
+from llama_index.core.workflow import Context
+
+from capsa.capsule import render_evidence
+from capsa.llama_index.capsule_conversion import evidence
+
+if TYPE_CHECKING:
+    from capsa.llama_index.memory import CapsuleMemory
+
+__all__ = ["capsule_cite_tool", "capsule_recall_tool", "capsule_retriever_tool"]
+
+RETRIEVER_DESCRIPTION = (
+    "Search the knowledge base. Each result is a <chunk id=...> element. After answering "
+    "from the results, call the cite tool with the chunk ids your answer relies on."
+)
+CITE_DESCRIPTION = (
+    "Record which chunks your answer relies on. Pass their chunk ids exactly as shown in "
+    "search or recall results or in earlier evidence. Call it once per answer."
+)
+RECALL_DESCRIPTION = (
+    "Show again, whole, chunks from earlier in this conversation that are listed as "
+    "<not-shown ... ids=...>. Pass their chunk ids as shown; recalled chunks can then be cited."
+)
+
+
+async def _memory(ctx: Context, fallback: "CapsuleMemory | None", tool: str) -> "CapsuleMemory":
+    from capsa.llama_index.memory import CapsuleMemory
+
+    run_memory: Any = await ctx.store.get("memory", default=None)
+    if isinstance(run_memory, CapsuleMemory):
+        return run_memory
+    if fallback is not None:
+        return fallback
+    raise ValueError(
+        f"the {tool!r} tool needs a CapsuleMemory: run the agent with "
+        "agent.run(msg, memory=CapsuleMemory.from_defaults(...))"
+    )
+
+
+def capsule_retriever_tool(
+    retriever: BaseRetriever,
+    *,
+    name: str = "search_knowledge_base",
+    description: str = RETRIEVER_DESCRIPTION,
+    collection: str | None = None,
+    memory: "CapsuleMemory | None" = None,
+) -> FunctionTool:
+    """An evidence tool over `retriever` that records what it returns in the run's memory.
+
+    Its output shows each node as an escaped ``<chunk id=...>`` element, so the
+    model can cite node ids; the run's `CapsuleMemory` (or `memory`) records the
+    retrieval and learns `name` as an evidence tool.
+    """
+
+    async def search(query: str, ctx: Context) -> str:
+        target = await _memory(ctx, memory, name)
+        nodes: list[NodeWithScore] = await retriever.aretrieve(query)
+        found = [evidence(n, collection) for n in nodes]
+        target.record_retrieval(found, tool=name)
+        return render_evidence(found)
+
+    return FunctionTool.from_defaults(async_fn=search, name=name, description=description)
+
+
+def capsule_cite_tool(
+    *,
+    name: str = "cite",
+    description: str = CITE_DESCRIPTION,
+    memory: "CapsuleMemory | None" = None,
+) -> FunctionTool:
+    """The tool the model calls to declare which chunks its answer relies on.
+
+    Ids are checked with `capsa.capsule.cite_ids` against this question's
+    retrieval and recalls and earlier cited chunks; damaged ids are repaired,
+    unrelated ones ignored, and the acknowledgement says which.
+    """
+
+    async def cite(chunk_ids: list[str], ctx: Context) -> str:
+        target = await _memory(ctx, memory, name)
+        return target.cite(chunk_ids).acknowledgement()
+
+    return FunctionTool.from_defaults(async_fn=cite, name=name, description=description)
+
+
+def capsule_recall_tool(
+    *,
+    name: str = "recall",
+    description: str = RECALL_DESCRIPTION,
+    memory: "CapsuleMemory | None" = None,
+) -> FunctionTool:
+    """The tool the model calls to see earlier chunks again, whole, and cite them.
+
+    Ids (or the prefixes receipts show) are looked up in the stored history's
+    evidence returns and the ledger; found chunks are recorded as retrieved by
+    the current question.
+    """
+
+    async def recall(chunk_ids: list[str], ctx: Context) -> str:
+        target = await _memory(ctx, memory, name)
+        return (await target.arecall(chunk_ids, tool=name)).text()
+
+    return FunctionTool.from_defaults(async_fn=recall, name=name, description=description)
