@@ -62,6 +62,7 @@ fuzz: $(STAMP)
 bench: $(STAMP) system-deps
 	$(PY) benchmarks/extraction.py
 	$(PY) benchmarks/compression.py
+	$(PY) benchmarks/tokens.py
 	$(PY) benchmarks/capsule.py
 	$(PY) benchmarks/soak.py
 	$(PY) benchmarks/shadow.py

@@ -20,7 +20,8 @@ from capsa.budget.packet import Budget, DropReason, Group, Packet, Passage, Rece
 from capsa.budget.receivers import ReceiverProfile, pack_for
 from capsa.budget.relevance import EmbeddingScorer, LexicalScorer, Scorer
 from capsa.budget.sentences import split_sentences
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.tokens import Tokenizer, TokenizerLike, as_tokenizer, estimate_tokens
+from capsa.budget.window import Window, plan_window
 
 __all__ = [
     "Budget",
@@ -35,9 +36,13 @@ __all__ = [
     "Scorer",
     "Shape",
     "Tokenizer",
+    "TokenizerLike",
+    "Window",
+    "as_tokenizer",
     "compress_text",
     "estimate_tokens",
     "pack",
     "pack_for",
+    "plan_window",
     "split_sentences",
 ]

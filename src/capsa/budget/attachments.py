@@ -6,22 +6,158 @@ not. This joins the guard and the packer: extracted files become attached
 passages that share the window with retrieval (`Budget.attachment_share`), and
 every file that did not make it, refused by the guard or dropped by the
 packer, is named in a notice the model sees too.
+
+Files arrive as content blocks (``{"type": "file", "base64": ..., "mime_type":
+..., "filename": ...}``, the shape LangChain's standard blocks and most chat
+APIs share); `read_file_block` takes one through the guard, and an
+`ExtractionCache` keeps each outcome by content hash, so a file sent again on
+a later turn is not parsed again. Adapters only find the blocks in their
+framework's messages.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import html
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from capsa.budget.pack import pack
 from capsa.budget.packet import Budget, Packet, Passage
 from capsa.budget.relevance import Scorer
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.tokens import TokenizerLike, as_tokenizer
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard import (
+    Attachment,
+    ExtractionLimits,
+    TextExtractor,
+    extract_attachment,
+    safe_label,
+)
 from capsa.guard.extract import Extracted, Omission
 
-__all__ = ["AttachmentContext", "attachment_context", "attachment_passages"]
+__all__ = [
+    "AttachmentContext",
+    "ExtractionCache",
+    "attachment_context",
+    "attachment_passages",
+    "block_filename",
+    "read_file_block",
+]
+
+
+class ExtractionCache:
+    """Extraction outcomes by content hash and label; the least recently used go first.
+
+    Thread-safe: a middleware serves concurrent calls. An outcome is the
+    file's text or its refusal; a refusal is cached too, so a hostile file
+    costs its parse once.
+
+    Examples:
+        >>> cache = ExtractionCache(size=2)
+        >>> len(cache)
+        0
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        if size < 1:
+            raise ValueError(f"an extraction cache holds at least 1 outcome, got size={size}")
+        self.size = size
+        self._outcomes: OrderedDict[str, Extracted | Omission] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._outcomes)
+
+    def get(self, key: str) -> Extracted | Omission | None:
+        """The cached outcome for `key`, marked as recently used; None when absent."""
+        with self._lock:
+            outcome = self._outcomes.get(key)
+            if outcome is not None:
+                self._outcomes.move_to_end(key)
+            return outcome
+
+    def put(self, key: str, outcome: Extracted | Omission) -> None:
+        """Keep `outcome` under `key`, dropping the least recently used beyond `size`."""
+        with self._lock:
+            self._outcomes[key] = outcome
+            self._outcomes.move_to_end(key)
+            while len(self._outcomes) > self.size:
+                self._outcomes.popitem(last=False)
+
+
+def block_filename(block: Mapping[str, Any]) -> str:
+    """The file name a content block gives, wherever its provider puts it; ``""`` if none.
+
+    Examples:
+        >>> block_filename({"type": "file", "extras": {"filename": "q3.pdf"}})
+        'q3.pdf'
+    """
+    extras = block.get("extras") or {}
+    metadata = block.get("metadata") or {}
+    for candidate in (block.get("filename"), extras.get("filename"), metadata.get("filename"),
+                      block.get("name")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return ""
+
+
+def read_file_block(
+    block: Mapping[str, Any],
+    position: int = 0,
+    *,
+    cache: ExtractionCache | None = None,
+    extractor: TextExtractor | None = None,
+    limits: ExtractionLimits | None = None,
+) -> Extracted | Omission:
+    """Take one file content block through the guard: its text, or why not.
+
+    Only inline (``base64``) data is read: a block given by URL or provider
+    file id is refused as ``unsupported_type``, because capsa never fetches.
+    Undecodable base64 is ``corrupt``. Everything else is `extract_attachment`,
+    with its refusals recorded as an `Omission`.
+
+    Args:
+        block: a ``{"type": "file", ...}`` content block.
+        position: the block's position among the message's files (labels unnamed files).
+        cache: outcomes by content hash and label; None to extract every time.
+        extractor: the guard's extractor (None: the shared isolated pool).
+        limits: the guard's limits (None: the attachment preset).
+
+    Examples:
+        >>> read_file_block({"type": "file", "url": "https://x/y.pdf"}).reason
+        'unsupported_type'
+    """
+    label = safe_label(block_filename(block), index=position)
+    if "base64" not in block:
+        where = "a URL" if "url" in block else "a provider file id"
+        return Omission(label=label, stage="sniff", reason="unsupported_type",
+                        detail=f"the file is given by {where}; capsa never fetches it")
+    try:
+        payload = base64.b64decode(block["base64"], validate=True)
+    except (binascii.Error, ValueError, TypeError):
+        return Omission(label=label, stage="size", reason="corrupt",
+                        detail="the base64 data does not decode")
+    key = hashlib.sha256(payload).hexdigest() + "|" + label
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None:
+        return cached
+    outcome: Extracted | Omission
+    try:
+        outcome = extract_attachment(
+            Attachment(label=label, media_type=block.get("mime_type"), payload=payload),
+            extractor, limits, index=position)
+    except (IngestionRejected, ExtractionFailed) as error:
+        outcome = Omission.from_error(error)
+    if cache is not None:
+        cache.put(key, outcome)
+    return outcome
 
 
 class AttachmentContext(BaseModel):
@@ -54,7 +190,7 @@ def attachment_passages(extracted: Sequence[Extracted]) -> list[Passage]:
 
 def attachment_context(query: str, extracted: Sequence[Extracted],
                        omitted: Sequence[Omission], budget: Budget, *,
-                       passages: Sequence[Passage] = (), tokenizer: Tokenizer | None = None,
+                       passages: Sequence[Passage] = (), tokenizer: TokenizerLike | None = None,
                        scorer: Scorer | None = None) -> AttachmentContext:
     """Pack attached files beside retrieved passages; say what did not make it.
 
@@ -71,29 +207,29 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
         >>> "EUR 165" in context.text, context.notice
         (True, 'Attached files not included: b.pdf: parser failed (timeout).')
     """
-    count = tokenizer or estimate_tokens
+    count = as_tokenizer(tokenizer)
     attached = attachment_passages(extracted)
     problems = [f"{html.escape(o.label)}: {_reason(o)}" for o in omitted]
     notice = _notice(problems)
     room = budget.max_tokens - (count(notice) + 2 if notice else 0)
-    packet = _pack(query, passages, attached, budget, room, tokenizer, scorer)
+    packet = _pack(query, passages, attached, budget, room, count, scorer)
     dropped = {r.passage_id for r in packet.receipts if r.dropped is not None}
     late = [f"{html.escape(p.source or p.id)}: did not fit the context budget"
             for p in attached if p.id in dropped]
     if late:
         notice = _notice(problems + late)
         room = budget.max_tokens - (count(notice) + 2)
-        packet = _pack(query, passages, attached, budget, room, tokenizer, scorer)
+        packet = _pack(query, passages, attached, budget, room, count, scorer)
     text = _join(packet.render(), notice)
     while count(text) > budget.max_tokens and room > 1:  # rounding in the tokenizer
         room -= count(text) - budget.max_tokens
-        packet = _pack(query, passages, attached, budget, room, tokenizer, scorer)
+        packet = _pack(query, passages, attached, budget, room, count, scorer)
         text = _join(packet.render(), notice)
     return AttachmentContext(text=text, packet=packet, notice=notice, omitted=tuple(omitted))
 
 
 def _pack(query: str, passages: Sequence[Passage], attached: Sequence[Passage], budget: Budget,
-          room: int, tokenizer: Tokenizer | None, scorer: Scorer | None) -> Packet:
+          room: int, tokenizer: TokenizerLike | None, scorer: Scorer | None) -> Packet:
     return pack(query, passages, budget.model_copy(update={"max_tokens": max(1, room)}),
                 attachments=attached, tokenizer=tokenizer, scorer=scorer)
 

@@ -38,11 +38,9 @@ from dataclasses import dataclass, field
 from capsa.budget.packet import Group, Passage, Shape
 from capsa.budget.relevance import Scorer, analyze, idf
 from capsa.budget.render import (
-    CLOSE_CONTEXT,
-    CLOSE_DOCUMENT,
     ELLIPSIS,
-    open_context,
-    open_document,
+    TAGGED,
+    Layout,
     truncation_marker,
 )
 from capsa.budget.sentences import split_sentences
@@ -109,6 +107,7 @@ class Prepared:
     gap: int
     bullet: int
     context: dict[Group, int]
+    layout: Layout = TAGGED
 
 
 @dataclass(slots=True)
@@ -138,6 +137,7 @@ def prepare(
     *,
     tokenizer: Tokenizer,
     scorer: Scorer,
+    layout: Layout = TAGGED,
 ) -> Prepared:
     """Segment, count and score every input once, for any number of budgets."""
     inputs: list[tuple[Group, Passage]] = [("attached", p) for p in attachments]
@@ -180,7 +180,7 @@ def prepare(
             index=counters[group], group=group, passage=passage, units=tuple(units),
             joins=tuple(joins),
             tokens_full=tokenizer(passage.text), whole_tokens=whole,
-            overhead=tokenizer(f"{open_document(passage)}{CLOSE_DOCUMENT}\n"),
+            overhead=tokenizer(layout.document_overhead(passage)),
             prior=_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n],
         ))
         counters[group] += 1
@@ -189,8 +189,8 @@ def prepare(
         attached=tuple(d for d in docs if d.group == "attached"),
         retrieved=tuple(d for d in docs if d.group == "retrieved"),
         weights=weights, gap=tokenizer(f" {ELLIPSIS} "), bullet=tokenizer("\n- "),
-        context={g: tokenizer(f"{open_context(g)}\n\n{CLOSE_CONTEXT}\n")
-                 for g in ("attached", "retrieved")},
+        context={g: tokenizer(layout.context_overhead(g)) for g in ("attached", "retrieved")},
+        layout=layout,
     )
 
 

@@ -31,8 +31,8 @@ from capsa.budget.compress import (
 )
 from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
-from capsa.budget.render import Body, build_body, render_document, render_packet
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.render import Body, Layout, build_body
+from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.errors import BudgetError
 
 __all__ = ["compress_text", "pack"]
@@ -53,8 +53,9 @@ def pack(
     *,
     attachments: Sequence[Passage] = (),
     compress: bool = True,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
+    layout: Layout | None = None,
 ) -> Packet:
     """Pack passages (and attachments) into a packet that fits `budget`, best first.
 
@@ -75,9 +76,12 @@ def pack(
         attachments: texts the user attached; packed first, in their own
             container, under `Budget.attachment_share`.
         compress: keep the relevant sentences of passages that do not fit whole.
-        tokenizer: the counter the budget is measured with; `estimate_tokens`
-            when None. Pass the target model's counter for exact budgets.
+        tokenizer: the counter the budget is measured with, in any form
+            `as_tokenizer` accepts; `estimate_tokens` when None. Pass the
+            target model's counter for exact budgets.
         scorer: ranks sentences and passages; `LexicalScorer` when None.
+        layout: how the packet is written and so what the budget pays for:
+            capsa's containers when None, or a framework's frames (`Layout`).
 
     Returns:
         The packet, with one receipt per input passage.
@@ -98,8 +102,8 @@ def pack(
         True
     """
     _check_ids([*attachments, *passages])
-    prepared = prepare(query, attachments, passages, tokenizer=tokenizer or estimate_tokens,
-                       scorer=scorer or LexicalScorer())
+    prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(tokenizer),
+                       scorer=scorer or LexicalScorer(), layout=layout or Layout())
     return pack_prepared(prepared, budget, compress=compress)
 
 
@@ -135,7 +139,7 @@ def compress_text(
     query: str,
     max_tokens: int,
     *,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
 ) -> str:
     """Shrink one text to its sentences most relevant to `query`, within `max_tokens`.
@@ -163,7 +167,7 @@ def compress_text(
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-    count = tokenizer or estimate_tokens
+    count = as_tokenizer(tokenizer)
     if count(text) <= max_tokens:
         return text
     prepared = prepare(query, (), [Passage(id="text", text=text)], tokenizer=count,
@@ -274,11 +278,13 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     for group, selection, docs in groups:
         for n, choice in selection.chosen.items():
             body = _body(docs[n], choice, budget.shape)
+            if not budget.mark_excerpts:
+                body = replace(body, excerpt=None)
             ranks[(group, n)] = len(kept)
             kept.append(docs[n].passage)
             texts.append(body.raw)
-            rendered[group].append(render_document(docs[n].passage, body))
-    text = render_packet(rendered.items())
+            rendered[group].append(prepared.layout.document(docs[n].passage, body))
+    text = prepared.layout.packet(rendered.items())
     nothing = not kept
     for group, selection, docs in groups:
         for n, doc in enumerate(docs):

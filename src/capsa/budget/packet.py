@@ -8,6 +8,7 @@ and be compared, hashed in tests and serialised as JSON.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
@@ -82,6 +83,40 @@ class Budget(BaseModel):
     """
     shape: Shape = "passages"
     """Layout of the rendered packet (see `Shape`)."""
+    mark_excerpts: bool = False
+    """Open a passage shortened by sentence selection with ``shown="312/1870"`` (characters).
+
+    The ``…`` gap markers always show that sentences were left out; this adds
+    how much, at about seven tokens per shortened passage, which at tight
+    budgets is room for evidence (see the budget docs for the measured cost).
+    A passage cut mid-sentence always ends with its ``<truncated/>`` marker.
+    """
+
+    @classmethod
+    def for_model(cls, model: object, *, system: str | int = "",
+                  history: Sequence[str] | int = (),
+                  tools: Sequence[str | Mapping[str, Any]] | int = (),
+                  output_tokens: int | None = None, margin_tokens: int = 0,
+                  tokenizer: Any = None, **fields: Any) -> Budget:
+        """The budget left for context in `model`'s window (see `capsa.budget.plan_window`).
+
+        `model` is a LangChain chat model, a LlamaIndex LLM or the window size;
+        the output, system prompt, history and tools are reserved, the rest is
+        `max_tokens`. Other `Budget` fields (``attachment_share``, ``shape``)
+        pass through.
+
+        Raises:
+            BudgetError: the reservations leave no room for context.
+
+        Examples:
+            >>> Budget.for_model(8192, system="Be brief.", output_tokens=1024).max_tokens
+            7165
+        """
+        from capsa.budget.window import plan_window
+
+        return plan_window(model, system=system, history=history, tools=tools,
+                           output_tokens=output_tokens, margin_tokens=margin_tokens,
+                           tokenizer=tokenizer).budget(**fields)
 
 
 class Receipt(BaseModel):

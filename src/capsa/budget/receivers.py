@@ -17,7 +17,7 @@ from capsa.budget.compress import Prepared, prepare
 from capsa.budget.pack import _check_ids, pack_prepared
 from capsa.budget.packet import Budget, Packet, Passage
 from capsa.budget.relevance import LexicalScorer, Scorer
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.tokens import Tokenizer, TokenizerLike, as_tokenizer
 
 __all__ = ["ReceiverProfile", "pack_for"]
 
@@ -38,26 +38,26 @@ class ReceiverProfile(BaseModel):
     """Token ceiling, item cap and shape for this receiver."""
     compress: bool = True
     """Keep relevant sentences of passages that do not fit whole (see `pack`)."""
-    tokenizer: Tokenizer | None = Field(default=None, exclude=True)
+    tokenizer: TokenizerLike | None = Field(default=None, exclude=True)
     """This receiver's own counter; the `pack_for` tokenizer when None."""
 
     @classmethod
     def frontier_llm(cls, max_tokens: int = 8000, *,
-                     tokenizer: Tokenizer | None = None) -> ReceiverProfile:
+                     tokenizer: TokenizerLike | None = None) -> ReceiverProfile:
         """A large hosted model: prose passages, compressed only when they do not fit."""
         return cls(name="frontier-llm", budget=Budget(max_tokens=max_tokens, shape="passages"),
                    tokenizer=tokenizer)
 
     @classmethod
     def local_model(cls, max_tokens: int = 1000, *,
-                    tokenizer: Tokenizer | None = None) -> ReceiverProfile:
+                    tokenizer: TokenizerLike | None = None) -> ReceiverProfile:
         """A small local model: the relevant sentences as a bullet list per source."""
         return cls(name="local-model", budget=Budget(max_tokens=max_tokens, shape="features"),
                    tokenizer=tokenizer)
 
     @classmethod
     def human_brief(cls, max_tokens: int = 400, *, max_items: int = 5,
-                    tokenizer: Tokenizer | None = None) -> ReceiverProfile:
+                    tokenizer: TokenizerLike | None = None) -> ReceiverProfile:
         """A person skimming: one line per source, the best sentence of each."""
         return cls(name="human-brief",
                    budget=Budget(max_tokens=max_tokens, max_items=max_items, shape="brief"),
@@ -70,7 +70,7 @@ def pack_for(
     passages: Sequence[Passage],
     *,
     attachments: Sequence[Passage] = (),
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
 ) -> dict[str, Packet]:
     """Pack the same retrieval once per receiver.
@@ -108,9 +108,10 @@ def pack_for(
     counters: dict[int, Tokenizer] = {}
     packets: dict[str, Packet] = {}
     for receiver in receivers:
-        count = receiver.tokenizer or tokenizer or estimate_tokens
-        key = id(count)
+        given = receiver.tokenizer if receiver.tokenizer is not None else tokenizer
+        key = id(given)
         if key not in prepared:
+            count = as_tokenizer(given)
             counters[key] = count
             prepared[key] = prepare(query, attachments, passages, tokenizer=count,
                                     scorer=chosen_scorer)

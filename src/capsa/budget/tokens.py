@@ -1,27 +1,134 @@
-"""Token counting: the `Tokenizer` type and a fast offline estimate.
+"""Token counting: the `Tokenizer` type, counters as users have them, an offline estimate.
 
-Every budget in `capsa.budget` is counted by a `Tokenizer`, any callable from a
+Every budget in `capsa.budget` is counted by a `Tokenizer`, a callable from a
 string to a number of tokens. The default, `estimate_tokens`, needs no model
 file and no network, so packing works the same in CI, on a laptop and inside a
-worker. When exactness matters, pass the model's own counter (tiktoken's
-``len(enc.encode(s))``, a chat model's ``get_num_tokens``): the packer checks
-the budget against whatever counter it was given.
+worker. When exactness matters, pass the model's own counter in whatever form
+you have it: `as_tokenizer` turns tiktoken's ``enc.encode`` (or ``enc``
+itself), LlamaIndex's ``Settings.tokenizer``, a Hugging Face tokenizer and a
+LangChain chat model (``get_num_tokens``) into a `Tokenizer`, and refuses
+anything else with a message saying what to pass.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sized
+from typing import Any
 
-__all__ = ["Tokenizer", "estimate_tokens"]
+__all__ = ["Tokenizer", "TokenizerLike", "as_tokenizer", "estimate_tokens"]
 
 Tokenizer = Callable[[str], int]
 """Counts the tokens a model would pay for a string; must be deterministic."""
 
+TokenizerLike = Any
+"""Anything `as_tokenizer` accepts: a counter, an encoder, a tokenizer object, a chat model."""
+
+_WHAT_TO_PASS = (
+    "pass a callable returning an int or a sequence of tokens (tiktoken's enc.encode, "
+    "LlamaIndex's Settings.tokenizer, a Hugging Face tokenizer's encode), an object with "
+    "encode() (a tiktoken Encoding, a Hugging Face tokenizer), or a LangChain chat model "
+    "(its get_num_tokens is used)"
+)
+
+
+def as_tokenizer(counter: TokenizerLike | None) -> Tokenizer:
+    """Turn a token counter in any common form into a `Tokenizer` returning an int.
+
+    Users already hold a counter, rarely in the ``str -> int`` form: tiktoken's
+    ``enc.encode`` and LlamaIndex's ``Settings.tokenizer`` return the tokens,
+    a Hugging Face tokenizer returns an encoding, a LangChain chat model counts
+    with ``get_num_tokens``. Each is accepted as it comes; the number of tokens
+    is the length of what an encoder returns. A tiktoken ``Encoding`` passed
+    whole is called through ``encode_ordinary``, so text that spells a special
+    token (``<|endoftext|>``) is counted instead of raising.
+
+    A counter returning a float (``len(s) / 4``) is rounded up, which keeps a
+    budget a ceiling; a negative, infinite or NaN count, a boolean, or any other
+    result raises `TypeError` naming what came back and what to pass. Results
+    are checked on every call, since a callable cannot be checked before it runs.
+
+    Args:
+        counter: the counter, or None for `estimate_tokens`.
+
+    Returns:
+        A `Tokenizer`; `estimate_tokens` itself when `counter` is None.
+
+    Raises:
+        TypeError: `counter` is neither callable nor has ``encode`` or ``get_num_tokens``.
+
+    Examples:
+        >>> as_tokenizer(lambda text: text.split())("three short words")
+        3
+        >>> as_tokenizer(lambda text: len(text) / 4)("hello")
+        2
+        >>> as_tokenizer(42)
+        Traceback (most recent call last):
+        ...
+        TypeError: tokenizer 42 (int) cannot count tokens: pass a callable ...
+    """
+    if counter is None:
+        return estimate_tokens
+    if counter is estimate_tokens or isinstance(counter, _Counted):
+        return counter
+    if isinstance(counter, str | bytes):  # a str has encode(); an encoding's name is no counter
+        raise TypeError(f"tokenizer {counter!r} is a name, not a counter: {_WHAT_TO_PASS}")
+    count_method = getattr(counter, "get_num_tokens", None)
+    if callable(count_method):
+        return _Counted(count_method, counter)
+    encode = getattr(counter, "encode_ordinary", None) or getattr(counter, "encode", None)
+    if not callable(counter) and callable(encode):
+        return _Counted(encode, counter)
+    if callable(counter):
+        return _Counted(counter, counter)
+    raise TypeError(f"tokenizer {counter!r} ({type(counter).__name__}) cannot count tokens: "
+                    f"{_WHAT_TO_PASS}")
+
+
+class _Counted:
+    """A counter whose result is checked and turned into an int on every call."""
+
+    __slots__ = ("_call", "source")
+
+    def __init__(self, call: Callable[[str], Any], source: object) -> None:
+        self._call = call
+        self.source = source
+        """What the caller passed, kept so adapters can serialise or compare it."""
+
+    def __call__(self, text: str) -> int:
+        return _to_count(self._call(text), self.source)
+
+    def __repr__(self) -> str:
+        return f"as_tokenizer({self.source!r})"
+
+
+def _to_count(result: object, source: object) -> int:
+    if isinstance(result, bool):
+        pass
+    elif isinstance(result, int):
+        if result >= 0:
+            return result
+    elif isinstance(result, float):
+        if math.isfinite(result) and result >= 0:
+            return math.ceil(result)
+    elif isinstance(result, Mapping) and "input_ids" in result:
+        return len(result["input_ids"])  # a Hugging Face tokenizer called directly
+    elif isinstance(result, Sized) and not isinstance(result, str | bytes | Mapping):
+        return len(result)
+    raise TypeError(f"tokenizer {source!r} returned {result!r} ({type(result).__name__}), "
+                    f"not a number of tokens: {_WHAT_TO_PASS}")
+
 _PIECES = re.compile(
     r"[A-Za-z]+|[0-9]+|[!-/:-@\[-`{-~]+\n?|[^\x00-\x7f]|[\n\x00-\x08\x0e-\x1f\x7f]"
 )
+_CYRILLIC = "\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f"
+_ARABIC = "\u0600-\u06ff\u0750-\u077f\u0870-\u08ff\ufb50-\ufdff\ufe70-\ufefe"
+_INDIC = "\u0900-\u0dff"
 _LONG_RUNS = re.compile(r"[A-Za-z]{8,}|[0-9]{4,}|[!-/:-@\[-`{-~]{3,}")
+_SCRIPT_RUNS = re.compile(
+    rf"(?P<cyrillic>[{_CYRILLIC}]{{2,}})|(?P<arabic>[{_ARABIC}]{{2,}})|(?P<indic>[{_INDIC}]+)"
+)
 
 
 def estimate_tokens(text: str) -> int:
@@ -63,4 +170,14 @@ def estimate_tokens(text: str) -> int:
             count += (len(run) + 2) // 3 - 1
         else:
             count += (len(run) + 1) // 2 - 1
+    if text.isascii():
+        return count
+    for match in _SCRIPT_RUNS.finditer(text):  # each letter was counted once above
+        size = match.end() - match.start()
+        if match.lastgroup == "cyrillic":  # about a third of a token per letter
+            count += 1 + (size + 1) // 3 - size
+        elif match.lastgroup == "arabic":  # about two thirds
+            count += 1 + (2 * size) // 3 - size
+        else:  # Indic scripts: about one token per letter and one more per word
+            count += 1
     return count

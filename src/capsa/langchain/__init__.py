@@ -19,6 +19,7 @@ _NAMES = {
     "CapsaCompressor": "compressors",
     "BudgetedRetriever": "retrievers",
     "format_packet": "compressors",
+    "budget_for_model": "compressors",
     "AttachmentMiddleware": "attachments",
     "CitationCapsuleMiddleware": "middleware",
     "CitationCapsuleEdit": "middleware",
@@ -36,6 +37,7 @@ __getattr__ = lazy_getattr(__name__, _NAMES)
 if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.langchain.attachments import AttachmentMiddleware as AttachmentMiddleware
     from capsa.langchain.compressors import CapsaCompressor as CapsaCompressor
+    from capsa.langchain.compressors import budget_for_model as budget_for_model
     from capsa.langchain.compressors import format_packet as format_packet
     from capsa.langchain.loaders import CapsaBlobParser as CapsaBlobParser
     from capsa.langchain.loaders import CapsaLoader as CapsaLoader

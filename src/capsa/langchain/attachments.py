@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -18,17 +13,14 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
 
 from capsa.budget import Budget, Passage
-from capsa.budget.attachments import AttachmentContext, attachment_context
-from capsa.errors import ExtractionFailed, IngestionRejected
-from capsa.guard import (
-    Attachment,
-    Extracted,
-    ExtractionLimits,
-    Omission,
-    TextExtractor,
-    extract_attachment,
-    safe_label,
+from capsa.budget.attachments import (
+    AttachmentContext,
+    ExtractionCache,
+    attachment_context,
+    read_file_block,
 )
+from capsa.budget.render import source_name
+from capsa.guard import Extracted, ExtractionLimits, Omission, TextExtractor
 
 __all__ = ["AttachmentMiddleware"]
 
@@ -80,8 +72,7 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         self.extractor = extractor
         self.limits = limits
         self.tokenizer = tokenizer
-        self._cache: OrderedDict[str, Extracted | Omission] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = ExtractionCache(_CACHE_SIZE)
 
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
@@ -111,46 +102,17 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
                                                                  message, context)))
 
     def _context(self, message: HumanMessage, docs: Sequence[Any]) -> AttachmentContext:
-        outcomes = [self._extract(position, block)
+        outcomes = [read_file_block(block, position, cache=self._cache,
+                                    extractor=self.extractor, limits=self.limits)
                     for position, block in enumerate(_files(message))]
         passages = [Passage(id=str(doc.id or f"retrieved-{i}"), text=doc.page_content,
-                            source=str(doc.metadata.get("source")) if doc.metadata else None)
+                            source=source_name(doc.metadata.get("source")))
                     for i, doc in enumerate(docs)]
         return attachment_context(
             _text(message),
             [o for o in outcomes if isinstance(o, Extracted)],
             [o for o in outcomes if isinstance(o, Omission)],
             self.budget, passages=passages, tokenizer=self.tokenizer)
-
-    def _extract(self, position: int, block: dict[str, Any]) -> Extracted | Omission:
-        label = safe_label(_filename(block), index=position)
-        if "base64" not in block:
-            where = "a URL" if "url" in block else "a provider file id"
-            return Omission(label=label, stage="sniff", reason="unsupported_type",
-                            detail=f"the file is given by {where}; capsa never fetches it")
-        try:
-            payload = base64.b64decode(block["base64"], validate=True)
-        except (binascii.Error, ValueError):
-            return Omission(label=label, stage="size", reason="corrupt",
-                            detail="the base64 data does not decode")
-        key = hashlib.sha256(payload).hexdigest() + "|" + label
-        with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
-        outcome: Extracted | Omission
-        try:
-            outcome = extract_attachment(
-                Attachment(label=label, media_type=block.get("mime_type"), payload=payload),
-                self.extractor, self.limits, index=position)
-        except (IngestionRejected, ExtractionFailed) as error:
-            outcome = Omission.from_error(error)
-        with self._lock:
-            self._cache[key] = outcome
-            while len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return outcome
-
 
 def _newest_human(messages: Sequence[AnyMessage]) -> tuple[int, HumanMessage] | None:
     for index in range(len(messages) - 1, -1, -1):
@@ -164,16 +126,6 @@ def _files(message: HumanMessage) -> list[dict[str, Any]]:
     if isinstance(message.content, str):
         return []
     return [b for b in message.content if isinstance(b, dict) and b.get("type") == "file"]
-
-
-def _filename(block: dict[str, Any]) -> str:
-    extras = block.get("extras") or {}
-    metadata = block.get("metadata") or {}
-    for candidate in (block.get("filename"), extras.get("filename"), metadata.get("filename"),
-                      block.get("name")):
-        if isinstance(candidate, str) and candidate:
-            return candidate
-    return ""
 
 
 def _text(message: HumanMessage) -> str:

@@ -12,9 +12,9 @@ documents in capsa's provenance-tagged containers for a prompt template.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from langchain_core.callbacks import (
     Callbacks,
@@ -23,14 +23,33 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.runnables import RunnableLambda
-from langchain_core.runnables.config import get_callback_manager_for_config
-from pydantic import ConfigDict, Field
+from langchain_core.messages import convert_to_messages, get_buffer_string
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_callback_manager_for_config,
+    patch_config,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import AfterValidator, ConfigDict, Field
 
-from capsa.budget import Budget, Group, Packet, Passage, Receipt, Scorer, Tokenizer, pack
-from capsa.budget.render import render_passages
+from capsa.budget import (
+    Budget,
+    Group,
+    Packet,
+    Passage,
+    Receipt,
+    Scorer,
+    Tokenizer,
+    TokenizerLike,
+    as_tokenizer,
+    pack,
+    plan_window,
+)
+from capsa.budget.render import Excerpt, render_passages, source_name
+from capsa.budget.window import warn_if_empty
 
-__all__ = ["REPORT_EVENT", "CapsaCompressor", "format_packet"]
+__all__ = ["REPORT_EVENT", "CapsaCompressor", "budget_for_model", "format_packet"]
 
 if TYPE_CHECKING:
     LanguageModel = BaseLanguageModel[Any]
@@ -39,6 +58,21 @@ else:  # pydantic must see the bare class: a parametrised one is re-validated, n
 
 REPORT_EVENT = "capsa.compression_report"
 """Name of the custom callback event carrying a packing report."""
+RECEIPT_KEY = "capsa_receipt"
+"""Metadata key of each kept document's receipt (under the document's real id)."""
+HANDLE_KEY = "capsa_handle"
+"""Metadata key of the short handle a kept document is shown under (``"2"``)."""
+EXCERPT_KEY = "capsa_excerpt"
+"""Metadata key of ``[shown, total]`` characters of a document shortened to its best sentences."""
+
+
+def _counts_tokens(value: TokenizerLike | None) -> TokenizerLike | None:
+    as_tokenizer(value)  # refuse what cannot count at construction, not at the first query
+    return value
+
+
+Counter = Annotated[TokenizerLike | None, AfterValidator(_counts_tokens)]
+"""A tokenizer field: anything `as_tokenizer` takes, checked when the object is built."""
 
 
 class CapsaCompressor(BaseDocumentCompressor):
@@ -58,7 +92,7 @@ class CapsaCompressor(BaseDocumentCompressor):
     Key init args:
         budget: the token ceiling on the rendered packet, item cap and shape.
         model: a chat model whose ``get_num_tokens`` counts the budget.
-        tokenizer: any ``str -> int`` counter; wins over `model`.
+        tokenizer: a counter (``enc.encode``, ``str -> int``, ...); wins over `model`.
 
     Examples:
         >>> from capsa.budget import Budget
@@ -84,8 +118,8 @@ class CapsaCompressor(BaseDocumentCompressor):
     """Keep the relevant sentences of documents that do not fit whole."""
     model: LanguageModel | None = None
     """Counts tokens with this model's ``get_num_tokens`` when `tokenizer` is None."""
-    tokenizer: Callable[[str], int] | None = Field(default=None, exclude=True)
-    """Token counter; capsa's offline estimate when neither this nor `model` is set."""
+    tokenizer: Counter = Field(default=None, exclude=True)
+    """Token counter, in any form `as_tokenizer` takes; wins over `model`."""
     scorer: Scorer | None = Field(default=None, exclude=True)
     """Relevance scorer; capsa's lexical BM25 when None."""
 
@@ -95,7 +129,7 @@ class CapsaCompressor(BaseDocumentCompressor):
         """Pack `documents` for `query`; return the kept ones as new documents."""
         kept, report = compress(documents, query, self._settings())
         if _can_dispatch(callbacks):
-            dispatch_custom_event(REPORT_EVENT, report, config={"callbacks": callbacks})
+            dispatch_custom_event(REPORT_EVENT, report, config=_event_config(callbacks))
         return kept
 
     async def acompress_documents(
@@ -104,7 +138,7 @@ class CapsaCompressor(BaseDocumentCompressor):
         """Async twin of `compress_documents` (packing itself does no I/O)."""
         kept, report = compress(documents, query, self._settings())
         if _can_dispatch(callbacks):
-            await adispatch_custom_event(REPORT_EVENT, report, config={"callbacks": callbacks})
+            await adispatch_custom_event(REPORT_EVENT, report, config=_event_config(callbacks))
         return kept
 
     def _settings(self) -> PackSettings:
@@ -122,63 +156,90 @@ class PackSettings:
     scorer: Scorer | None
 
 
-def counter(tokenizer: Callable[[str], int] | None,
-            model: LanguageModel | None) -> Tokenizer | None:
+def counter(tokenizer: TokenizerLike | None, model: LanguageModel | None) -> Tokenizer | None:
     """The explicit tokenizer, else the model's ``get_num_tokens``, else None (capsa's estimate)."""
     if tokenizer is not None:
-        return tokenizer
-    return model.get_num_tokens if model is not None else None
+        return as_tokenizer(tokenizer)
+    return as_tokenizer(model) if model is not None else None
 
 
 def compress(documents: Sequence[Document], query: str,
              settings: PackSettings) -> tuple[list[Document], dict[str, Any]]:
-    """Convert, pack once, convert back: the kept documents and the report."""
-    passages = to_passages(documents)
+    """Convert, pack once, convert back: the kept documents and the report.
+
+    The packet is packed exactly as `format_packet` renders it: each document
+    under a short handle (its position, ``1``, ``2``, ...) and its source's file
+    name, so the budget pays for what the model is sent. Receipts and the
+    report name the documents' real ids; each kept document carries its handle
+    as ``capsa_handle``, to map a citation like ``[2]`` back.
+    """
+    ids = _unique_ids(documents)
+    passages = [_passage(document, str(n + 1)) for n, document in enumerate(documents)]
     packet = pack(query, passages, settings.budget, compress=settings.compress,
                   tokenizer=settings.tokenizer, scorer=settings.scorer)
-    by_id = dict(zip((p.id for p in passages), documents, strict=True))
-    receipts = {r.passage_id: r for r in packet.receipts}
+    real = {str(n + 1): ident for n, ident in enumerate(ids)}
+    receipts = {r.passage_id: r.model_copy(update={"passage_id": real[r.passage_id]})
+                for r in packet.receipts}
     kept = [
-        _kept_document(by_id[passage.id], text, receipts[passage.id])
+        _kept_document(documents[int(passage.id) - 1], passage.id, text, receipts[passage.id],
+                       marked=settings.budget.mark_excerpts)
         for passage, text in zip(packet.passages, packet.texts, strict=True)
     ]
-    return kept, report(packet)
+    warn_if_empty(packet, what="documents")
+    return kept, report(packet, [receipts[r.passage_id] for r in packet.receipts])
 
 
 def to_passages(documents: Sequence[Document]) -> list[Passage]:
-    """Documents as passages: the document id when unique, else its position."""
+    """Documents as passages under the ids receipts and reports name them by.
+
+    Each document's own id when unique, else its position; the packet itself
+    shows short handles instead (see `compress`).
+    """
+    return [_passage(document, ident)
+            for ident, document in zip(_unique_ids(documents), documents, strict=True)]
+
+
+def _unique_ids(documents: Sequence[Document]) -> list[str]:
+    """Each document's id when unique, else its position."""
     seen: set[str] = set()
-    passages = []
+    ids = []
     for n, document in enumerate(documents):
         ident = document.id if document.id and document.id not in seen else str(n)
         while ident in seen:
             ident = f"{ident}#{n}"
         seen.add(ident)
-        source = document.metadata.get("source")
-        score = document.metadata.get("relevance_score", document.metadata.get("score"))
-        passages.append(Passage(
-            id=ident, text=document.page_content,
-            source=None if source is None else str(source),
-            score=float(score) if isinstance(score, int | float) else None,
-        ))
-    return passages
+        ids.append(ident)
+    return ids
 
 
-def report(packet: Packet) -> dict[str, Any]:
-    """The JSON-ready report sent as the custom event."""
+def _passage(document: Document, handle: str) -> Passage:
+    score = document.metadata.get("relevance_score", document.metadata.get("score"))
+    return Passage(id=handle, text=document.page_content,
+                   source=source_name(document.metadata.get("source")),
+                   score=float(score) if isinstance(score, int | float) else None)
+
+
+def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
+    """The JSON-ready report sent as the custom event, under the documents' real ids."""
+    by_handle = dict(zip((r.passage_id for r in packet.receipts), receipts, strict=True))
     return {
         "query": packet.query,
         "max_tokens": packet.budget.max_tokens,
         "used_tokens": packet.used_tokens,
-        "kept": [p.id for p in packet.passages],
+        "kept": [by_handle[p.id].passage_id for p in packet.passages],
         "dropped": [{"id": r.passage_id, "reason": r.dropped, "detail": r.detail}
-                    for r in packet.dropped],
-        "receipts": [r.model_dump(mode="json") for r in packet.receipts],
+                    for r in receipts if r.dropped is not None],
+        "receipts": [r.model_dump(mode="json") for r in receipts],
     }
 
 
-def _kept_document(original: Document, text: str, receipt: Receipt) -> Document:
-    metadata = {**original.metadata, "capsa_receipt": receipt.model_dump(mode="json")}
+def _kept_document(original: Document, handle: str, text: str, receipt: Receipt, *,
+                   marked: bool) -> Document:
+    metadata = {**original.metadata, RECEIPT_KEY: receipt.model_dump(mode="json"),
+                HANDLE_KEY: handle}
+    if marked and not receipt.whole and not receipt.truncated:
+        shown = sum(end - start for start, end in receipt.kept_spans)
+        metadata[EXCERPT_KEY] = [shown, len(original.page_content)]
     return Document(page_content=text, metadata=metadata, id=original.id)
 
 
@@ -190,16 +251,76 @@ def _can_dispatch(callbacks: Callbacks | None) -> bool:
     return manager.parent_run_id is not None
 
 
+def budget_for_model(
+    model: LanguageModel | int,
+    *,
+    system_prompt: str = "",
+    messages: Sequence[Any] = (),
+    tools: Sequence[Any] = (),
+    output_tokens: int | None = None,
+    margin_tokens: int = 0,
+    tokenizer: TokenizerLike | None = None,
+    **fields: Any,
+) -> Budget:
+    """The budget left for context in a chat model's window, after everything else it is sent.
+
+    Reads the model's window from ``model.profile["max_input_tokens"]`` and
+    reserves its answer (the model's ``max_tokens`` setting, else
+    ``profile["max_output_tokens"]``), the system prompt, the messages sent
+    with the request (the history and the question) and the tools' schemas,
+    as LangChain converts them for the provider. What is left is the budget's
+    ``max_tokens``, shared between attachments and retrieval by
+    ``attachment_share``.
+
+    Args:
+        model: a chat model with a profile, or the window size in tokens.
+        system_prompt: the system prompt, if not among `messages`.
+        messages: messages (or anything ``convert_to_messages`` takes) sent
+            besides the context.
+        tools: tools bound to the model (anything ``convert_to_openai_tool`` takes).
+        output_tokens: room for the answer; what the model declares when None.
+        margin_tokens: kept free for message framing and counting error.
+        tokenizer: counts the reservations, in any form `as_tokenizer` takes
+            (``tokenizer=model`` uses its ``get_num_tokens``); capsa's estimate when None.
+        **fields: other `Budget` fields (``attachment_share``, ``shape``, ``max_items``).
+
+    Raises:
+        ValueError: the model has no profile; pass the window size instead.
+        BudgetError: the reservations leave no room for context.
+
+    Examples:
+        >>> from langchain_core.messages import HumanMessage
+        >>> budget = budget_for_model(8192, system_prompt="Answer from the context.",
+        ...                           messages=[HumanMessage("What is the hotel cap?")],
+        ...                           output_tokens=1024)
+        >>> 7000 < budget.max_tokens < 8192 - 1024
+        True
+    """
+    history = [get_buffer_string([message]) for message in convert_to_messages(messages)]
+    schemas = [convert_to_openai_tool(tool) for tool in tools]
+    plan = plan_window(model, system=system_prompt, history=history, tools=schemas,
+                       output_tokens=output_tokens, margin_tokens=margin_tokens,
+                       tokenizer=tokenizer)
+    return plan.budget(**fields)
+
+
+def _event_config(callbacks: Callbacks) -> RunnableConfig:
+    """The caller's whole config (configurable, tags, metadata) with this call's callbacks."""
+    return patch_config(ensure_config(), callbacks=get_callback_manager_for_config(
+        {"callbacks": callbacks}))
+
+
 def _format_packet(documents: Sequence[Document]) -> str:
-    items: list[tuple[Group, Passage, bool]] = []
+    items: list[tuple[Group, Passage, bool, Excerpt]] = []
     for n, document in enumerate(documents):
-        receipt = document.metadata.get("capsa_receipt") or {}
-        ident = receipt.get("passage_id") or document.id or str(n)
-        source = receipt.get("source", document.metadata.get("source"))
-        passage = Passage(id=str(ident), text=document.page_content,
-                          source=None if source is None else str(source))
+        receipt = document.metadata.get(RECEIPT_KEY) or {}
+        handle = document.metadata.get(HANDLE_KEY) or str(n + 1)
+        source = source_name(document.metadata.get("source"))
+        passage = Passage(id=str(handle), text=document.page_content, source=source)
         group: Group = "attached" if receipt.get("group") == "attached" else "retrieved"
-        items.append((group, passage, bool(receipt.get("truncated"))))
+        excerpt = document.metadata.get(EXCERPT_KEY)
+        shown = (int(excerpt[0]), int(excerpt[1])) if isinstance(excerpt, list | tuple) else None
+        items.append((group, passage, bool(receipt.get("truncated")), shown))
     return render_passages(items)
 
 
@@ -209,8 +330,10 @@ format_packet: RunnableLambda[Sequence[Document], str] = RunnableLambda(
 """Render documents in capsa's ``<context>``/``<document>`` containers, for a prompt.
 
 A runnable: pipe a retriever into it (``retriever | format_packet``) or call
-``format_packet.invoke(documents)``. Documents packed by `CapsaCompressor` or
-`BudgetedRetriever` keep their ids, sources and truncation markers; any other
-document renders whole, under its id or position. Passage text is escaped so
-it cannot close or forge a container.
+``format_packet.invoke(documents)``. Each document is shown under a short
+handle (``id="2"``: its ``capsa_handle`` when packed by `CapsaCompressor` or
+`BudgetedRetriever`, else its position) and its source's file name, never a
+server path; packed documents keep their truncation markers, any other
+document renders whole. Passage text is escaped so it cannot close or forge a
+container.
 """

@@ -7,7 +7,6 @@ per call, as LangChain's standard retriever tests expect.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -18,11 +17,14 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, patch_config
 from pydantic import ConfigDict, Field, PositiveInt
 
 from capsa.budget import Budget, Scorer
 from capsa.langchain.compressors import (
     REPORT_EVENT,
+    Counter,
     LanguageModel,
     PackSettings,
     compress,
@@ -30,6 +32,9 @@ from capsa.langchain.compressors import (
 )
 
 __all__ = ["BudgetedRetriever"]
+
+_CONFIG = "capsa_caller_config"
+"""Keyword carrying the caller's config from `invoke` to the retrieval hook."""
 
 
 class BudgetedRetriever(BaseRetriever):
@@ -69,7 +74,7 @@ class BudgetedRetriever(BaseRetriever):
         | prompt | model``
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     retriever: RetrieverLike
     """Fetches the candidates; its own settings decide how many."""
@@ -81,30 +86,48 @@ class BudgetedRetriever(BaseRetriever):
     """Keep the relevant sentences of documents that do not fit whole."""
     model: LanguageModel | None = None
     """Counts tokens with this model's ``get_num_tokens`` when `tokenizer` is None."""
-    tokenizer: Callable[[str], int] | None = Field(default=None, exclude=True)
-    """Token counter; capsa's offline estimate when neither this nor `model` is set."""
+    tokenizer: Counter = Field(default=None, exclude=True)
+    """Token counter, in any form `as_tokenizer` takes; wins over `model`."""
     scorer: Scorer | None = Field(default=None, exclude=True)
     """Relevance scorer; capsa's lexical BM25 when None."""
+
+    def invoke(self, input: str, config: RunnableConfig | None = None,
+               **kwargs: Any) -> list[Document]:
+        """Retrieve and pack; the wrapped retriever runs under the caller's whole config.
+
+        `BaseRetriever.invoke` keeps only callbacks, tags and metadata of the
+        config; a wrapped retriever whose tenant, index or filter is set
+        through ``configurable`` would otherwise run with its defaults and
+        answer from another tenant's documents. So the config is carried to
+        the hook and handed on, with this run's callbacks as the parent.
+        """
+        config = ensure_config(config)
+        return super().invoke(input, config, **{**kwargs, _CONFIG: config})
+
+    async def ainvoke(self, input: str, config: RunnableConfig | None = None,
+                      **kwargs: Any) -> list[Document]:
+        """Async twin of `invoke`."""
+        config = ensure_config(config)
+        return await super().ainvoke(input, config, **{**kwargs, _CONFIG: config})
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None, **kwargs: Any,
     ) -> list[Document]:
-        candidates = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()},
-                                           **kwargs)
+        config = patch_config(kwargs.pop(_CONFIG, None), callbacks=run_manager.get_child())
+        candidates = self.retriever.invoke(query, config=config, **kwargs)
         kept, report = compress(candidates, query, self._settings(k))
-        dispatch_custom_event(REPORT_EVENT, report, config={"callbacks": run_manager.get_child()})
+        dispatch_custom_event(REPORT_EVENT, report, config=config)
         return kept
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None, **kwargs: Any,
     ) -> list[Document]:
-        candidates = await self.retriever.ainvoke(
-            query, config={"callbacks": run_manager.get_child()}, **kwargs)
+        config = patch_config(kwargs.pop(_CONFIG, None), callbacks=run_manager.get_child())
+        candidates = await self.retriever.ainvoke(query, config=config, **kwargs)
         kept, report = compress(candidates, query, self._settings(k))
-        await adispatch_custom_event(REPORT_EVENT, report,
-                                     config={"callbacks": run_manager.get_child()})
+        await adispatch_custom_event(REPORT_EVENT, report, config=config)
         return kept
 
     def _settings(self, k: int | None) -> PackSettings:

@@ -15,6 +15,7 @@ require("llama_index.core", "llama-index", "capsa.llama_index")
 _NAMES = {
     "CapsaReader": "readers",
     "CapsaNodePostprocessor": "postprocessors",
+    "budget_for_llm": "postprocessors",
     "CapsuleMemory": "memory",
     "CitationCapsuleBlock": "memory",
     "capsule_cite_tool": "memory",
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.llama_index.memory import capsule_recall_tool as capsule_recall_tool
     from capsa.llama_index.memory import capsule_retriever_tool as capsule_retriever_tool
     from capsa.llama_index.postprocessors import CapsaNodePostprocessor as CapsaNodePostprocessor
+    from capsa.llama_index.postprocessors import budget_for_llm as budget_for_llm
     from capsa.llama_index.readers import CapsaReader as CapsaReader
     from capsa.llama_index.shadow import ShadowEventHandler as ShadowEventHandler
     from capsa.llama_index.shadow import ShadowRetriever as ShadowRetriever

@@ -6,22 +6,47 @@ Use it wherever LlamaIndex takes ``node_postprocessors``: query engines
 changed) whose text is what was kept, with the receipt in metadata that is
 excluded from what the LLM and the embedder see, and it emits a
 `CapsaCompressionEvent` through LlamaIndex's instrumentation.
+
+The budget is measured on what the synthesizer sends: each node as
+``get_content(metadata_mode=MetadataMode.LLM)`` renders it (its LLM-visible
+metadata through its own templates, then its text), joined by blank lines.
+capsa's tags are never charged, because LlamaIndex never sends them.
+`budget_for_llm` turns an LLM's window into that budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import pickle
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from llama_index_instrumentation import get_dispatcher
+from pydantic import AfterValidator
 
-from capsa.budget import Budget, Packet, Passage, Scorer, pack
+from capsa.budget import (
+    Budget,
+    Packet,
+    Passage,
+    Scorer,
+    TokenizerLike,
+    as_tokenizer,
+    pack,
+    plan_window,
+)
+from capsa.budget.render import Layout, source_name
+from capsa.budget.window import warn_if_empty
 
-__all__ = ["RECEIPT_KEY", "CapsaCompressionEvent", "CapsaNodePostprocessor"]
+__all__ = ["RECEIPT_KEY", "CapsaCompressionEvent", "CapsaNodePostprocessor", "budget_for_llm"]
+
+_SEPARATOR = "\n\n"
+"""How LlamaIndex's synthesizers join node texts (``PromptHelper.repack``)."""
+_SENTINEL = "\x00capsa-body\x00"
+_ABSOLUTE_PATH = re.compile(r"(?:/|[A-Za-z]:[\\/]|\\\\)[^\n]*\Z")
 
 RECEIPT_KEY = "capsa_receipt"
 """Metadata key of each kept node's receipt."""
@@ -48,12 +73,25 @@ class CapsaCompressionEvent(BaseEvent):
         return "CapsaCompressionEvent"
 
 
+def _counts_tokens(value: TokenizerLike | None) -> TokenizerLike | None:
+    as_tokenizer(value)  # refuse what cannot count at construction, not at the first query
+    return value
+
+
 class CapsaNodePostprocessor(BaseNodePostprocessor):
     """Packs retrieved nodes into a token budget; returns new nodes with receipts.
 
     Nodes that fit whole stay whole, the others keep their sentences most
     relevant to the query (in order, ``…`` for gaps), the rest are dropped;
-    nothing is dropped without a receipt in the `CapsaCompressionEvent`.
+    nothing is dropped without a receipt in the `CapsaCompressionEvent`, and a
+    budget that holds no node at all is logged as a warning. The budget pays
+    for what the synthesizer sends: node text and the metadata the LLM sees.
+    With `hide_paths`, metadata holding an absolute path (``file_path``) is
+    hidden from the LLM and ``file_name`` shown instead.
+
+    The tokenizer and scorer are code, not configuration: `to_dict` refuses to
+    drop them (rebuild with ``CapsaNodePostprocessor.from_dict(data,
+    tokenizer=...)``), and pickling keeps them or fails.
 
     Examples:
         >>> from llama_index.core.schema import TextNode
@@ -64,14 +102,18 @@ class CapsaNodePostprocessor(BaseNodePostprocessor):
         ['The hotel cap is EUR 165.']
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    budget: Budget = Field(description="Token ceiling on the packet, item cap and shape.")
+    budget: Budget = Field(description="Token ceiling on what is sent, item cap and shape.")
     compress: bool = Field(default=True,
                            description="Keep the relevant sentences of nodes that do not fit.")
-    tokenizer: Callable[[str], int] | None = Field(
+    hide_paths: bool = Field(
+        default=True,
+        description="Hide metadata holding absolute paths from the LLM; show file_name.")
+    tokenizer: Annotated[TokenizerLike | None, AfterValidator(_counts_tokens)] = Field(
         default=None, exclude=True,
-        description="Token counter; capsa's offline estimate when None.")
+        description="Token counter in any form as_tokenizer takes (Settings.tokenizer, "
+                    "enc.encode, str -> int); capsa's offline estimate when None.")
     scorer: Scorer | None = Field(default=None, exclude=True,
                                   description="Relevance scorer; lexical BM25 when None.")
 
@@ -79,25 +121,133 @@ class CapsaNodePostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "CapsaNodePostprocessor"
 
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """Serialise the configuration; refuse rather than drop a tokenizer or scorer."""
+        for name in ("tokenizer", "scorer"):
+            if getattr(self, name) is not None:
+                raise TypeError(
+                    f"CapsaNodePostprocessor.to_dict cannot serialise its {name} "
+                    f"({getattr(self, name)!r}) and will not drop it: serialise without it "
+                    f"and pass it back with CapsaNodePostprocessor.from_dict(data, {name}=...)")
+        return super().to_dict(**kwargs)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        for name in ("tokenizer", "scorer"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    pickle.dumps(value)
+                except Exception as error:
+                    raise TypeError(
+                        f"CapsaNodePostprocessor cannot be pickled with its {name} "
+                        f"({value!r}): {error}; use a module-level function") from error
+        return super().__getstate__()
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        packet = self._pack(nodes, query_bundle)
+        sent = self._as_sent(nodes)
+        packet = self._pack(sent, query_bundle)
         _dispatcher.event(_event(packet))
-        return _to_nodes(packet, nodes)
+        return _to_nodes(packet, sent)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        packet = self._pack(nodes, query_bundle)
+        sent = self._as_sent(nodes)
+        packet = self._pack(sent, query_bundle)
         await _dispatcher.aevent(_event(packet))
-        return _to_nodes(packet, nodes)
+        return _to_nodes(packet, sent)
+
+    def _as_sent(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        """Copies of the nodes as they will be sent: receipt key excluded, paths hidden."""
+        return [NodeWithScore(node=_as_sent(item.node, self.hide_paths), score=item.score)
+                for item in nodes]
 
     def _pack(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> Packet:
         if query_bundle is None:
             raise ValueError("CapsaNodePostprocessor needs the query to rank sentences")
-        return pack(query_bundle.query_str, _to_passages(nodes), self.budget,
-                    compress=self.compress, tokenizer=self.tokenizer, scorer=self.scorer)
+        passages = _to_passages(nodes)
+        frames = {p.id: _frame(item.node) for p, item in zip(passages, nodes, strict=True)}
+        packet = pack(query_bundle.query_str, passages, self.budget,
+                      compress=self.compress, tokenizer=self.tokenizer, scorer=self.scorer,
+                      layout=Layout(frames=frames, separator=_SEPARATOR))
+        warn_if_empty(packet, what="nodes")
+        return packet
+
+
+def budget_for_llm(
+    llm: Any,
+    *,
+    system_prompt: str | None = None,
+    chat_history: Sequence[Any] = (),
+    tools: Sequence[Any] = (),
+    prompt_template: str | Any = "",
+    output_tokens: int | None = None,
+    margin_tokens: int = 0,
+    tokenizer: TokenizerLike | None = None,
+    **fields: Any,
+) -> Budget:
+    """The budget left for retrieved nodes in a LlamaIndex LLM's window.
+
+    Reads ``llm.metadata.context_window`` and reserves ``metadata.num_output``
+    for the answer (as LlamaIndex's ``PromptHelper`` does), the system prompt
+    (the LLM's own ``system_prompt`` when None), the chat history, the tools'
+    schemas and the prompt template around the context; the rest is the
+    budget's ``max_tokens``.
+
+    Args:
+        llm: a LlamaIndex LLM.
+        system_prompt: the system prompt; ``llm.system_prompt`` when None.
+        chat_history: ``ChatMessage``s sent with the request, the question included.
+        tools: ``BaseTool``s (their OpenAI schemas are counted) or schema dicts.
+        prompt_template: the template the context is put in (a string or a
+            ``PromptTemplate``), counted without its variables.
+        output_tokens: room for the answer; ``metadata.num_output`` when None.
+        margin_tokens: kept free for what is not counted (message framing).
+        tokenizer: counts the reservations; pass ``Settings.tokenizer`` for the
+            model's own count; capsa's estimate when None.
+        **fields: other `Budget` fields (``attachment_share``, ``shape``, ``max_items``).
+
+    Raises:
+        BudgetError: the reservations leave no room for context.
+    """
+    system = system_prompt if system_prompt is not None else getattr(llm, "system_prompt", None)
+    template = getattr(prompt_template, "template", prompt_template)
+    history = [f"{getattr(m, 'role', '')}: {getattr(m, 'content', m)}" for m in chat_history]
+    schemas = [_tool_schema(tool) for tool in tools]
+    plan = plan_window(llm, system=f"{system or ''}\n{template or ''}".strip(),
+                       history=history, tools=schemas, output_tokens=output_tokens,
+                       margin_tokens=margin_tokens, tokenizer=tokenizer)
+    return plan.budget(**fields)
+
+
+def _tool_schema(tool: Any) -> Any:
+    metadata = getattr(tool, "metadata", None)
+    to_openai = getattr(metadata, "to_openai_tool", None)
+    return to_openai() if callable(to_openai) else tool
+
+
+def _as_sent(node: BaseNode, hide_paths: bool) -> BaseNode:
+    excluded = _with_key(node.excluded_llm_metadata_keys)
+    if hide_paths:
+        paths = [key for key, value in node.metadata.items()
+                 if isinstance(value, str) and _ABSOLUTE_PATH.match(value)]
+        if paths:
+            excluded = [key for key in excluded if key != "file_name"] + [
+                key for key in paths if key not in excluded]
+    return node.model_copy(update={
+        "excluded_llm_metadata_keys": excluded,
+        "excluded_embed_metadata_keys": _with_key(node.excluded_embed_metadata_keys),
+    })
+
+
+def _frame(node: BaseNode) -> tuple[str, str]:
+    """The text LlamaIndex sends around this node's body, from its own templates."""
+    rendered = node.model_copy(update={"text": _SENTINEL}).get_content(
+        metadata_mode=MetadataMode.LLM)
+    before, _, after = rendered.partition(_SENTINEL)
+    return before, after
 
 
 def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
@@ -107,10 +257,10 @@ def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
         ident = item.node.node_id if item.node.node_id not in seen else f"{item.node.node_id}#{n}"
         seen.add(ident)
         metadata = item.node.metadata
-        source = metadata.get("file_name") or metadata.get("source")
         passages.append(Passage(
             id=ident, text=item.node.get_content(metadata_mode=MetadataMode.NONE),
-            source=None if source is None else str(source), score=item.score,
+            source=source_name(metadata.get("file_name") or metadata.get("source")),
+            score=item.score,
         ))
     return passages
 
@@ -126,13 +276,9 @@ def _to_nodes(packet: Packet, nodes: list[NodeWithScore]) -> list[NodeWithScore]
             "text": text,
             "metadata": {**node.metadata,
                          RECEIPT_KEY: receipts[passage.id].model_dump(mode="json")},
-            "excluded_llm_metadata_keys": _with_key(node.excluded_llm_metadata_keys),
-            "excluded_embed_metadata_keys": _with_key(node.excluded_embed_metadata_keys),
         }
         kept.append(NodeWithScore(node=node.model_copy(update=update), score=original.score))
     return kept
-
-
 def _ids(nodes: list[NodeWithScore]) -> list[str]:
     return [p.id for p in _to_passages(nodes)]
 

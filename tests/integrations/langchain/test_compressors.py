@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
 from typing import Any
 from uuid import UUID
 
@@ -56,8 +58,8 @@ def test_compressor_stamps_every_kept_document_with_its_receipt() -> None:
 def test_format_packet_renders_exactly_the_packet_the_budget_was_counted_on() -> None:
     budget = Budget(max_tokens=70)
     kept = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
-    passages = [Passage(id=d.id or "", text=d.page_content, source=d.metadata["source"])
-                for d in documents()]
+    passages = [Passage(id=str(n), text=d.page_content, source=d.metadata["source"])
+                for n, d in enumerate(documents(), start=1)]
     expected = pack(QUERY, passages, budget).render()
     assert format_packet.invoke(kept) == expected
     assert estimate_tokens(expected) <= 70
@@ -73,7 +75,7 @@ def test_format_packet_keeps_the_truncation_marker_of_a_cut_document() -> None:
 
 def test_format_packet_renders_plain_documents_whole_and_escaped() -> None:
     rendered = format_packet.invoke([Document(page_content="Hi </document>", id="x")])
-    assert rendered == ('<context source="retrieved">\n<document id="x">Hi &lt;/document>'
+    assert rendered == ('<context source="retrieved">\n<document id="1">Hi &lt;/document>'
                         "</document>\n</context>")
 
 
@@ -136,3 +138,65 @@ async def test_compressor_acompress_matches_the_sync_result() -> None:
 def test_compressor_rejects_unknown_settings() -> None:
     with pytest.raises(ValueError, match="max_token"):
         CapsaCompressor(budget=Budget(max_tokens=10), max_token=5)  # type: ignore[call-arg]
+
+
+def pipeline_documents() -> list[Document]:
+    """What loader, splitter and vector store hand a compressor: UUID ids, absolute paths."""
+    return [Document(page_content=text, id=str(uuid.UUID(int=n + 1)),
+                     metadata={"source": f"/srv/rag/acme/policies/{name}", "start_index": 0})
+            for n, (text, name) in enumerate([(TRAINS, "travel.pdf"), (HOTEL, "travel.pdf"),
+                                              (MEALS, "meals.md")])]
+
+
+def test_format_packet_shows_short_handles_and_file_names_never_server_paths() -> None:
+    kept = CapsaCompressor(budget=Budget(max_tokens=200)).compress_documents(
+        pipeline_documents(), QUERY)
+    rendered = format_packet.invoke(kept)
+    assert "/srv/" not in rendered and "-0000-" not in rendered
+    assert '<document id="2" source="travel.pdf">' in rendered
+
+
+def test_compressor_receipts_name_real_ids_and_handles_map_back_to_them() -> None:
+    originals = pipeline_documents()
+    kept = CapsaCompressor(budget=Budget(max_tokens=200)).compress_documents(originals, QUERY)
+    for document in kept:
+        handle = int(document.metadata["capsa_handle"])
+        assert document.metadata["capsa_receipt"]["passage_id"] == originals[handle - 1].id
+        assert document.id == originals[handle - 1].id
+
+
+def test_compressor_budget_is_measured_on_what_format_packet_sends() -> None:
+    budget = Budget(max_tokens=60)
+    kept = CapsaCompressor(budget=budget).compress_documents(pipeline_documents(), QUERY)
+    assert "EUR 230" in format_packet.invoke(kept)
+    assert estimate_tokens(format_packet.invoke(kept)) <= 60
+
+
+def test_compressor_warns_when_the_budget_holds_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="capsa.budget"):
+        kept = CapsaCompressor(budget=Budget(max_tokens=5)).compress_documents(documents(), QUERY)
+    assert kept == []
+    assert "5-token budget holds none of the 3 documents" in caplog.text
+
+
+def test_compressor_accepts_an_encoder_returning_tokens() -> None:
+    def encode(text: str) -> list[str]:
+        return text.split()
+
+    kept = CapsaCompressor(budget=Budget(max_tokens=40), tokenizer=encode).compress_documents(
+        documents(), QUERY)
+    assert len(format_packet.invoke(kept).split()) <= 40
+
+
+def test_compressor_refuses_a_tokenizer_that_cannot_count_when_built() -> None:
+    with pytest.raises(TypeError, match="cannot count tokens"):
+        CapsaCompressor(budget=Budget(max_tokens=40), tokenizer=12)
+
+
+def test_format_packet_marks_excerpts_exactly_as_the_packet_was_counted() -> None:
+    budget = Budget(max_tokens=40, mark_excerpts=True)
+    kept = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
+    passages = [Passage(id=str(n), text=d.page_content, source=d.metadata["source"])
+                for n, d in enumerate(documents(), start=1)]
+    expected = pack(QUERY, passages, budget).render()
+    assert 'shown="' in expected and format_packet.invoke(kept) == expected

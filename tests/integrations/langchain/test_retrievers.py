@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -11,17 +12,23 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
 from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import (
+    ConfigurableField,
+    RunnableConfig,
+    RunnableLambda,
+    RunnablePassthrough,
+)
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+from pydantic import ValidationError
 
 from capsa.budget import Budget, estimate_tokens
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
-from capsa.langchain import BudgetedRetriever, format_packet
+from capsa.langchain import BudgetedRetriever, budget_for_model, format_packet
 
 
 def corpus() -> list[Document]:
@@ -132,3 +139,101 @@ def test_lcel_chain_sends_the_model_a_packet_that_fits_and_holds_the_answer(samp
     assert human.content == sample.question
     assert estimate_tokens(packet) <= 200
     assert sample.answer in packet
+
+
+TENANT_DOCS = {
+    "acme": [Document(page_content="Acme's hotel cap is EUR 165 a night.", id="acme-1",
+                      metadata={"source": "/srv/tenants/acme/travel.pdf"})],
+    "globex": [Document(page_content="Globex's hotel cap is USD 300 a night.", id="globex-1",
+                        metadata={"source": "/srv/tenants/globex/travel.pdf"})],
+}
+
+
+class TenantRetriever(BaseRetriever):
+    """Answers from one tenant's documents; the tenant is set per call through `configurable`."""
+
+    tenant: str = "acme"
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return list(TENANT_DOCS[self.tenant])
+
+
+def tenant_retriever() -> BudgetedRetriever:
+    base = TenantRetriever().configurable_fields(tenant=ConfigurableField(id="tenant"))
+    return BudgetedRetriever(retriever=base, budget=Budget(max_tokens=300))
+
+
+def tenant_config(tenant: str) -> RunnableConfig:
+    return {"configurable": {"tenant": tenant}, "tags": [f"tenant:{tenant}"],
+            "metadata": {"tenant": tenant}}
+
+
+def test_retriever_hands_configurable_fields_to_the_wrapped_retriever() -> None:
+    retriever = tenant_retriever()
+    assert [d.id for d in retriever.invoke("hotel cap", config=tenant_config("globex"))] == [
+        "globex-1"]
+    assert [d.id for d in retriever.invoke("hotel cap", config=tenant_config("acme"))] == [
+        "acme-1"]
+
+
+def test_retriever_never_mixes_tenants_in_a_concurrent_batch() -> None:
+    retriever = tenant_retriever()
+    tenants = ["acme", "globex"] * 4
+    results = retriever.batch(["hotel cap"] * len(tenants),
+                              config=[tenant_config(t) for t in tenants])
+    for tenant, kept in zip(tenants, results, strict=True):
+        assert {d.id.split("-")[0] for d in kept if d.id} == {tenant}
+
+
+async def test_retriever_async_path_hands_configurable_fields_on() -> None:
+    kept = await tenant_retriever().ainvoke("hotel cap", config=tenant_config("globex"))
+    assert [d.id for d in kept] == ["globex-1"]
+
+
+def test_retriever_hands_tags_and_metadata_to_the_wrapped_retriever() -> None:
+    seen: list[tuple[list[str], dict[str, Any]]] = []
+
+    class Spy(BaseCallbackHandler):
+        def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID,
+                               parent_run_id: UUID | None = None,
+                               tags: list[str] | None = None,
+                               metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+            if parent_run_id is not None:
+                seen.append((tags or [], metadata or {}))
+
+    config = tenant_config("globex")
+    tenant_retriever().invoke("hotel cap", config={**config, "callbacks": [Spy()]})
+    [(tags, metadata)] = seen
+    assert "tenant:globex" in tags and metadata["tenant"] == "globex"
+
+
+def test_retriever_refuses_unknown_constructor_arguments() -> None:
+    with pytest.raises(ValidationError, match="top_k"):
+        BudgetedRetriever(retriever=everything(), budget=Budget(max_tokens=100),
+                          top_k=3)  # type: ignore[call-arg]
+
+
+def test_budget_for_model_fits_the_whole_request_in_the_models_window() -> None:
+    handler = Messages()
+    model = FakeListChatModel(responses=["noted"],
+                              profile={"max_input_tokens": 900, "max_output_tokens": 300})
+    system = "Answer from the documents only. Cite documents by their id."
+    history: list[BaseMessage] = [
+        HumanMessage("Which class do I book for trains?"),
+        AIMessage("Standard class, unless the journey is longer than four hours [2]."),
+    ] * 4
+    question = "What is the nightly hotel cap in high-cost cities?"
+    budget = budget_for_model(model, system_prompt=system,
+                              messages=[*history, HumanMessage(question)], margin_tokens=10)
+    assert budget.max_tokens < 600 - estimate_tokens(system)
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", system + "\n{context}"), MessagesPlaceholder("history"),
+        ("human", "{question}")])
+    chain = ({"context": itemgetter("question") | BudgetedRetriever(retriever=everything(),
+                                                                    budget=budget) | format_packet,
+              "question": itemgetter("question"), "history": itemgetter("history")}
+             | prompt | model | StrOutputParser())
+    chain.invoke({"question": question, "history": history}, config={"callbacks": [handler]})
+    [sent] = handler.sent
+    assert sum(estimate_tokens(get_buffer_string([m])) for m in sent) <= 900 - 300
+    assert "EUR 230" in str(sent[0].content)

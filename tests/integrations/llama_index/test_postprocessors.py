@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import pickle
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_index.core import Document, VectorStoreIndex
+from llama_index.core import Document, Settings, SimpleDirectoryReader, VectorStoreIndex
 from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.instrumentation import get_dispatcher
@@ -17,11 +20,14 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.llms import ChatMessage
 from llama_index.core.llms.mock import MockLLM
 from llama_index.core.memory import BaseMemory
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.readers.file.base import default_file_metadata_func
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from pydantic import ValidationError
 
 from capsa.budget import Budget, estimate_tokens
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
-from capsa.llama_index import CapsaNodePostprocessor
+from capsa.llama_index import CapsaNodePostprocessor, budget_for_llm
 from capsa.llama_index.postprocessors import CapsaCompressionEvent
 
 HOTEL = ("Flights are booked in economy class. The nightly hotel cap is EUR 165. "
@@ -118,7 +124,7 @@ def nodes() -> list[NodeWithScore]:
 
 def test_postprocessor_returns_new_nodes_and_leaves_the_originals_alone() -> None:
     originals = nodes()
-    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=45)).postprocess_nodes(
+    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=25)).postprocess_nodes(
         originals, query_str="hotel cap in high-cost cities")
     assert [n.node.node_id for n in kept] == ["hotel"]
     assert kept[0].node.get_content() != HOTEL and "EUR 230" in kept[0].node.get_content()
@@ -137,10 +143,10 @@ def test_postprocessor_hides_its_receipt_from_the_llm_and_the_embedder() -> None
 
 
 def test_postprocessor_emits_an_instrumentation_event_with_the_report(events: Events) -> None:
-    CapsaNodePostprocessor(budget=Budget(max_tokens=45)).postprocess_nodes(
-        nodes(), query_str="hotel cap")
+    CapsaNodePostprocessor(budget=Budget(max_tokens=25)).postprocess_nodes(
+        nodes(), query_str="hotel cap in high-cost cities")
     [event] = events.seen
-    assert event.kept == ["hotel"] and event.max_tokens == 45
+    assert event.kept == ["hotel"] and event.max_tokens == 25
     assert event.dropped == [{"id": "trains", "reason": "budget",
                               "detail": "no room left in the budget"}]
 
@@ -197,3 +203,127 @@ def test_chat_engine_packs_the_context_it_sends(index: VectorStoreIndex) -> None
     assert response.source_nodes
     assert all("capsa_receipt" in n.node.metadata for n in response.source_nodes)
     assert "EUR 230" in response.response
+
+
+CONTEXT = re.compile(r"-{5,}\n(.*)\n-{5,}", re.DOTALL)
+
+
+def catalogue(path: str) -> dict[str, Any]:
+    """Metadata as a document catalogue adds it: the reader's file facts plus a record's fields."""
+    stem = Path(path).stem
+    return {**default_file_metadata_func(path), "title": stem.replace("-", " ").title(),
+            "department": "Finance and Procurement", "owner": "policy-office@example.com",
+            "classification": "internal", "effective_date": "2024-01-01"}
+
+
+@pytest.fixture
+def reader_index(tmp_path: Path) -> VectorStoreIndex:
+    """The usual pipeline: SimpleDirectoryReader's metadata, a splitter's UUID node ids."""
+    for doc in DOCUMENTS:
+        (tmp_path / doc.name).write_text(doc.text, encoding="utf-8")
+    documents = SimpleDirectoryReader(str(tmp_path), file_metadata=catalogue).load_data()
+    nodes = SentenceSplitter(chunk_size=120, chunk_overlap=0).get_nodes_from_documents(documents)
+    assert all(len(node.node_id) == 36 for node in nodes)  # uuid4
+    return VectorStoreIndex(nodes, embed_model=HashEmbedding())
+
+
+def sent_context(response: Any) -> str:
+    """The node texts MockLLM received (it echoes its prompt), between the template's rules."""
+    match = CONTEXT.search(str(response.response))
+    assert match is not None
+    return match.group(1)
+
+
+@pytest.mark.parametrize("max_tokens", [60, 120, 250])
+def test_query_engine_prompt_holds_the_budget_with_reader_metadata_and_uuid_ids(
+        reader_index: VectorStoreIndex, max_tokens: int) -> None:
+    engine = reader_index.as_query_engine(
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=max_tokens))],
+        llm=MockLLM(), similarity_top_k=6)
+    context = sent_context(engine.query("What is the nightly hotel cap in high-cost cities?"))
+    assert estimate_tokens(context) <= max_tokens
+    assert estimate_tokens(context) >= max_tokens * 0.6  # the budget reaches the LLM
+    assert "capsa" not in context
+
+
+def test_query_engine_prompt_holds_the_budget_counted_by_settings_tokenizer(
+        reader_index: VectorStoreIndex) -> None:
+    count = Settings.tokenizer  # LlamaIndex's convention: str -> list of token ids
+    engine = reader_index.as_query_engine(
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=90),
+                                                    tokenizer=count)],
+        llm=MockLLM(), similarity_top_k=6)
+    context = sent_context(engine.query("What is the nightly hotel cap in high-cost cities?"))
+    assert 50 <= len(count(context)) <= 90
+
+
+def test_query_engine_shows_file_names_never_server_paths(reader_index: VectorStoreIndex,
+                                                          tmp_path: Path) -> None:
+    engine = reader_index.as_query_engine(
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=250))],
+        llm=MockLLM(), similarity_top_k=4)
+    context = sent_context(engine.query("What is the nightly hotel cap?"))
+    assert str(tmp_path) not in context and "file_name: " in context
+
+
+def test_postprocessor_warns_when_the_budget_holds_no_node(
+        events: Events, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="capsa.budget"):
+        kept = CapsaNodePostprocessor(budget=Budget(max_tokens=3)).postprocess_nodes(
+            nodes(), query_str="hotel cap")
+    assert kept == []
+    assert "3-token budget holds none of the 2 nodes" in caplog.text
+    [event] = events.seen
+    assert {d["reason"] for d in event.dropped} == {"budget"}
+
+
+def test_postprocessor_refuses_unknown_constructor_arguments() -> None:
+    with pytest.raises(ValidationError, match="top_k"):
+        CapsaNodePostprocessor(budget=Budget(max_tokens=45), top_k=3)
+
+
+def test_postprocessor_refuses_to_serialise_away_its_tokenizer() -> None:
+    post = CapsaNodePostprocessor(budget=Budget(max_tokens=45), tokenizer=Settings.tokenizer)
+    with pytest.raises(TypeError, match="will not drop it"):
+        post.to_dict()
+
+
+def test_postprocessor_round_trips_through_to_dict_with_the_tokenizer_passed_back() -> None:
+    data = CapsaNodePostprocessor(budget=Budget(max_tokens=45), hide_paths=False).to_dict()
+    again = CapsaNodePostprocessor.from_dict(data, tokenizer=Settings.tokenizer)
+    assert again.budget == Budget(max_tokens=45) and again.hide_paths is False
+    assert again.tokenizer is Settings.tokenizer
+
+
+def test_postprocessor_pickles_with_its_tokenizer_or_refuses() -> None:
+    kept = pickle.loads(pickle.dumps(
+        CapsaNodePostprocessor(budget=Budget(max_tokens=45), tokenizer=estimate_tokens)))
+    assert kept.tokenizer is estimate_tokens
+    with pytest.raises(TypeError, match="cannot be pickled with its tokenizer"):
+        pickle.dumps(CapsaNodePostprocessor(budget=Budget(max_tokens=45),
+                                            tokenizer=lambda text: len(text)))
+
+
+def test_postprocessor_refuses_a_tokenizer_that_cannot_count() -> None:
+    with pytest.raises(TypeError, match="cannot count tokens"):
+        CapsaNodePostprocessor(budget=Budget(max_tokens=45), tokenizer=object())
+
+
+def test_budget_for_llm_fits_the_query_engines_whole_prompt_in_the_window(
+        index: VectorStoreIndex) -> None:
+    system = "You are the travel desk. Answer from the policy excerpts only. " * 100
+    llm = MockLLM(system_prompt=system)  # echoes its prompt; a 3,900-token window
+    count = Settings.tokenizer  # the count LlamaIndex's PromptHelper fits prompts by
+    mode = "simple_summarize"  # one LLM call (compact may re-split and refine)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=6, response_mode=mode)
+    template = engine.get_prompts()["response_synthesizer:text_qa_template"]
+    budget = budget_for_llm(llm, prompt_template=template.get_template(llm=llm),
+                            output_tokens=256, margin_tokens=30, tokenizer=count)
+    assert budget.max_tokens < 2400  # less than the six documents retrieved (about 2,530)
+    post = CapsaNodePostprocessor(budget=budget, tokenizer=count)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=6, response_mode=mode,
+                                   node_postprocessors=[post])
+    response = engine.query("What is the nightly hotel cap in high-cost cities?")
+    prompt = str(response.response)
+    assert "EUR 230" in prompt
+    assert len(count(prompt)) <= llm.metadata.context_window - 256  # system prompt included

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from capsa.budget import estimate_tokens
+from capsa.budget import Budget, Passage, as_tokenizer, estimate_tokens, pack
 
 
 def test_estimate_tokens_is_zero_for_empty_text() -> None:
@@ -34,3 +38,87 @@ def test_estimate_tokens_is_additive_over_whitespace_separated_pieces() -> None:
 
 def test_estimate_tokens_charges_for_container_markup() -> None:
     assert estimate_tokens('<document id="p1" source="a.pdf"></document>') >= 12
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Привет", 3),         # Cyrillic: about a third of a token per letter, one per word
+    ("مرحبا", 4),           # Arabic: about two thirds per letter
+    ("नमस्ते", 7),            # Devanagari: one per character and one per word
+])
+def test_estimate_tokens_prices_scripts_by_what_they_cost(text: str, expected: int) -> None:
+    assert estimate_tokens(text) == expected
+
+
+def test_estimate_tokens_stays_additive_for_other_scripts() -> None:
+    left, right = "Гостиница стоит дорого.", "الفندق غالي"
+    assert estimate_tokens(f"{left} {right}") == estimate_tokens(left) + estimate_tokens(right)
+
+
+def cl100k() -> Any:
+    """OpenAI's cl100k_base, from the copy llama-index-core ships (no network)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    static = pytest.importorskip("llama_index.core").__file__
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR",
+                          str(Path(static).parent / "_static" / "tiktoken_cache"))
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def test_as_tokenizer_counts_the_tokens_an_encoder_returns() -> None:
+    encoding = cl100k()
+    count = as_tokenizer(encoding.encode)
+    assert count("The hotel cap is EUR 165.") == len(encoding.encode("The hotel cap is EUR 165."))
+
+
+def test_as_tokenizer_takes_a_tiktoken_encoding_whole_and_counts_special_tokens_as_text() -> None:
+    encoding = cl100k()
+    assert as_tokenizer(encoding)("a <|endoftext|> b") == len(
+        encoding.encode_ordinary("a <|endoftext|> b"))
+
+
+def test_pack_accepts_a_tokenizer_returning_a_list_of_tokens() -> None:
+    encoding = cl100k()
+    passages = [Passage(id="a", text="Trains are slow. The hotel cap is EUR 165. Taxis need "
+                                     "receipts. Meals are EUR 55.")]
+    packet = pack("hotel cap", passages, Budget(max_tokens=30), tokenizer=encoding.encode)
+    assert len(encoding.encode(packet.render())) == packet.used_tokens <= 30
+
+
+def test_as_tokenizer_uses_get_num_tokens_of_a_chat_model_like_object() -> None:
+    class Model:
+        def get_num_tokens(self, text: str) -> int:
+            return len(text)
+
+    assert as_tokenizer(Model())("abcd") == 4
+
+
+def test_as_tokenizer_reads_input_ids_from_a_tokenizer_called_directly() -> None:
+    assert as_tokenizer(lambda text: {"input_ids": [1, 2, 3], "attention_mask": [1, 1, 1]})(
+        "x") == 3
+
+
+def test_as_tokenizer_rounds_a_float_count_up() -> None:
+    assert as_tokenizer(lambda text: len(text) / 4)("hello") == 2
+
+
+@pytest.mark.parametrize("result", [-1, float("nan"), float("inf"), True, "3", None, {"a": 1}])
+def test_as_tokenizer_refuses_a_result_that_is_not_a_count(result: object) -> None:
+    with pytest.raises(TypeError, match="not a number of tokens: pass a callable"):
+        as_tokenizer(lambda text: result)("x")
+
+
+def test_as_tokenizer_refuses_what_cannot_count_and_says_what_to_pass() -> None:
+    with pytest.raises(TypeError, match=r"tiktoken's enc\.encode"):
+        as_tokenizer(42)
+
+
+def test_as_tokenizer_of_none_is_the_estimate() -> None:
+    assert as_tokenizer(None) is estimate_tokens
+
+
+def test_as_tokenizer_counts_a_hugging_face_tokenizers_encoding() -> None:
+    tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers not installed")
+    vocabulary = {"[UNK]": 0, "the": 1, "hotel": 2, "cap": 3}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocabulary, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    assert as_tokenizer(tokenizer)("the hotel cap is high") == 5  # an Encoding, by its length
+    assert as_tokenizer(tokenizer.encode)("the hotel cap") == 3
