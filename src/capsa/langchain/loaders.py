@@ -95,13 +95,21 @@ class CapsaBlobParser(BaseBlobParser):
         except (IngestionRejected, ExtractionFailed) as error:
             self.refuse(error, where=str(blob.path) if blob.path is not None else None)
             return
-        yield _to_document(item, blob)
+        where = str(blob.path) if blob.path is not None else None
+        for found in item.flattened():  # the file, then any file found inside it
+            if isinstance(found, Extracted):
+                yield _to_document(found, blob)
+            else:
+                self.record(found.model_copy(update={"source": where}))
 
     def refuse(self, error: IngestionRejected | ExtractionFailed, *, where: str | None) -> None:
         """Record (or, with ``on_rejection="raise"``, raise) a refusal for the source `where`."""
         if self.on_rejection == "raise":
             raise error
-        omission = Omission.from_error(error).model_copy(update={"source": where})
+        self.record(Omission.from_error(error).model_copy(update={"source": where}))
+
+    def record(self, omission: Omission) -> None:
+        """Keep `omission` in `omitted` and report it through the callbacks."""
         self.omitted.append(omission)
         if self.callbacks:
             CallbackManager(handlers=self.callbacks).on_custom_event(
@@ -250,6 +258,8 @@ def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
 def _to_document(item: Extracted, blob: Blob) -> Document:
     metadata: dict[str, Any] = dict(blob.metadata or {})
     metadata.setdefault("source", blob.source or item.label)
+    if item.parent is not None:
+        metadata["capsa_parent"] = item.parent
     metadata.update({
         "capsa_label": item.label,
         "capsa_kind": item.kind,

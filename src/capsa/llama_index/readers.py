@@ -176,12 +176,20 @@ class CapsaReader(BasePydanticReader):
                 self._record(Omission.from_error(error).model_copy(
                     update={"source": str(path)}))
                 continue
-            metadata = {**(extra_info or {}), "capsa_label": item.label,
-                        "capsa_kind": item.kind, "capsa_sha256": item.sha256,
-                        "capsa_bytes": item.byte_size}
-            hidden = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes"]
-            yield Document(text=item.text, id_=item.sha256, metadata=metadata,
-                           excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=hidden)
+            for found in item.flattened():  # the file, then any file found inside it
+                if isinstance(found, Omission):
+                    self._record(found.model_copy(update={"source": str(path)}))
+                    continue
+                metadata = {**(extra_info or {}), "capsa_label": found.label,
+                            "capsa_kind": found.kind, "capsa_sha256": found.sha256,
+                            "capsa_bytes": found.byte_size}
+                if found.parent is not None:
+                    metadata["capsa_parent"] = found.parent
+                hidden = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes",
+                          "capsa_parent"]
+                yield Document(text=found.text, id_=found.sha256, metadata=metadata,
+                               excluded_llm_metadata_keys=hidden,
+                               excluded_embed_metadata_keys=hidden)
 
     async def alazy_load_data(self, *args: Any, **load_kwargs: Any) -> Iterable[Document]:
         """Every document of `lazy_load_data`, read and parsed in a worker thread.

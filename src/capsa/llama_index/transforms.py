@@ -32,7 +32,7 @@ __all__ = ["CapsaTransform"]
 
 _dispatcher = get_dispatcher(__name__)
 _logger = logging.getLogger(__name__)
-_PROVENANCE = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes"]
+_PROVENANCE = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes", "capsa_parent"]
 
 
 class CapsaTransform(TransformComponent):
@@ -118,10 +118,12 @@ class CapsaTransform(TransformComponent):
                 output.append(node)
             elif firsts[path] == position:
                 outcome = outcomes[path]
-                if isinstance(outcome, Extracted):
-                    output.append(_document(outcome, node))
-                else:
-                    _report(outcome, path)
+                found = outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
+                for index, item in enumerate(found):  # the file, then files inside it
+                    if isinstance(item, Extracted):
+                        output.append(_document(item, node, first=index == 0))
+                    else:
+                        _report(item, path)
         return output
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
@@ -144,11 +146,14 @@ class CapsaTransform(TransformComponent):
         return outcome.model_copy(update={"source": path})
 
 
-def _document(item: Extracted, source: BaseNode) -> Document:
+def _document(item: Extracted, source: BaseNode, *, first: bool = True) -> Document:
     metadata = {**source.metadata, "capsa_label": item.label, "capsa_kind": item.kind,
                 "capsa_sha256": item.sha256, "capsa_bytes": item.byte_size}
+    if item.parent is not None:
+        metadata["capsa_parent"] = item.parent
     return Document(
-        text=item.text, id_=source.id_, metadata=metadata,
+        text=item.text, id_=source.id_ if first else f"{source.id_}/{item.sha256}",
+        metadata=metadata,
         excluded_llm_metadata_keys=_merged(source.excluded_llm_metadata_keys),
         excluded_embed_metadata_keys=_merged(source.excluded_embed_metadata_keys))
 
