@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from collections.abc import Iterator, Sequence
+import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from capsa.errors import IngestionRejected
-from capsa.guard import (
-    Attachment,
-    Extracted,
-    ExtractionLimits,
-    Omission,
-    extract_attachment,
-    media_type_for_name,
-    read_bounded,
-    safe_label,
-)
+from pydantic import ValidationError
+
+from capsa.guard import Extracted, ExtractionLimits, Omission, TextExtractor
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 __all__ = ["main"]
 
@@ -29,6 +26,11 @@ _LIMIT_FLAGS = {
     "max_text_chars": int, "max_total_chars": int, "timeout_s": float, "cpu_s": int,
     "memory_bytes": int,
 }
+_TERMINAL_SEQUENCE = re.compile(
+    r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC: titles, hyperlinks
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b[@-_]")  # any other escape
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,18 +62,23 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command")
     extract = commands.add_parser(
         "extract", help="extract text from files through the guard",
-        description="Extract text from untrusted files: JSON lines of documents on stdout "
-                    "(or --out), a progress bar and a table of omitted files on stderr.")
+        description="Extract text from untrusted files under the ingestion limits: one JSON "
+                    "line per file on stdout (or --out), extracted or omitted, in the order "
+                    "files finish; a progress bar and a table of omitted files on stderr.")
     extract.add_argument("paths", nargs="+", type=Path, help="files or directories")
     extract.add_argument("--out", type=Path, help="write JSON lines here instead of stdout")
     extract.add_argument("--strict", action="store_true",
                          help="exit with status 2 when any file was omitted")
-    extract.add_argument("--workers", type=int, default=2, help="isolated parser workers")
+    extract.add_argument("--workers", type=_positive, default=2,
+                         help="files parsed at once, each in its own isolated worker")
     extract.add_argument("--dask", metavar="SCHEDULER",
                          help="run on a Dask cluster (scheduler address, e.g. tcp://host:8786)")
+    ingestion = ExtractionLimits.for_ingestion()
     for name, kind in _LIMIT_FLAGS.items():
+        described = ExtractionLimits.model_fields[name].description or ""
         extract.add_argument(f"--{name.replace('_', '-')}", type=kind, dest=name,
-                             help=ExtractionLimits.model_fields[name].description)
+                             help=f"{described} (default: {getattr(ingestion, name)})"
+                                  .replace("%", "%%"))
     demo = commands.add_parser("demo", help="run the offline end-to-end demo")
     demo.add_argument("--json", action="store_true", help="print JSON instead of the story")
     demo.add_argument("--model", metavar="PROVIDER:NAME",
@@ -83,122 +90,177 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _files(paths: Sequence[Path]) -> Iterator[tuple[Path, bool]]:
-    """Each file with whether it was found by walking (its symlinks are then not followed)."""
-    for path in paths:
-        if path.is_dir():
-            yield from ((p, True) for p in sorted(path.rglob("*"))
-                        if p.is_symlink() or p.is_file())
-        else:
-            yield path, False
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
 
 
 def _extract(options: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import Progress
 
-    from capsa.guard import IsolatedExtractor
-    from capsa.guard.extract import default_extractor
-
-    limits = ExtractionLimits(**{name: getattr(options, name) for name in _LIMIT_FLAGS
-                                 if getattr(options, name) is not None})
+    limits = _limits(options)
     console = Console(stderr=True)
-    found = list(_files(options.paths))
-    files = [path for path, _ in found]
-    if options.dask:
-        links = [Omission(label=safe_label(p.name), stage="size", reason="unsupported_type",
-                          detail="a symbolic link found in a directory walk is not followed")
-                 for p, walked in found if walked and p.is_symlink()]
-        plain = [p for p, walked in found if not (walked and p.is_symlink())]
-        return _extract_on_dask(options, plain, limits, console, links)
-    omitted: list[Omission] = []
+    report = _Report(own_output=options.out)
     out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
-    pool: IsolatedExtractor | None = None
     try:
-        if options.workers != 2:
-            from capsa.guard.extractors import default_router
-
-            pool = IsolatedExtractor(default_router(), workers=options.workers)
-        extractor = pool or default_extractor()
-        extracted = 0
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("extracting", total=len(files))
-            for index, (path, walked) in enumerate(found):
-                outcome = _one(path, index, extractor, limits, follow_symlinks=not walked)
-                if isinstance(outcome, Omission):
-                    omitted.append(outcome)
-                else:
-                    out.write(json.dumps(_record(outcome, path)) + "\n")
-                    extracted += 1
-                progress.advance(task)
+        if options.dask:
+            outcomes = _outcomes_on_dask(options, limits, console)
+            report.total = len(outcomes)
+            for outcome in outcomes:
+                report.write(outcome, out, limits)
+        else:
+            _extract_locally(options, limits, console, report, out)
     finally:
         if options.out:
             out.close()
-        if pool is not None:
-            pool.close()
-    return _report(console, extracted, len(files), omitted, options.strict)
+    return report.finish(console, strict=options.strict)
 
 
-def _extract_on_dask(options: argparse.Namespace, files: list[Path], limits: ExtractionLimits,
-                     console: Any, links: list[Omission]) -> int:
+def _limits(options: argparse.Namespace) -> ExtractionLimits:
+    """The ingestion preset with every limit flag the user gave, validated."""
+    given = {name: getattr(options, name) for name in _LIMIT_FLAGS
+             if getattr(options, name) is not None}
+    try:
+        return ExtractionLimits.model_validate(
+            ExtractionLimits.for_ingestion().model_dump() | given)
+    except ValidationError as error:
+        problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}"
+                             for e in error.errors())
+        raise SystemExit(f"capsa extract: {problems}") from None
+
+
+def _extract_locally(options: argparse.Namespace, limits: ExtractionLimits, console: Any,
+                     report: _Report, out: IO[str]) -> None:
+    from rich.progress import Progress
+
+    from capsa.guard.bulk import extract_many
+
+    report.total = sum(_count(path) for path in options.paths)
+    pool = _pool(options.workers, limits)
+    try:
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task(report.counts(), total=report.total)
+            for outcome in extract_many(options.paths, workers=options.workers,
+                                        limits=limits, extractor=pool):
+                if isinstance(outcome, (Extracted, Omission)):
+                    report.write(outcome, out, limits)
+                progress.update(task, advance=1, description=report.counts())
+    finally:
+        close = getattr(pool, "close", None)
+        if close is not None:
+            close()
+
+
+def _pool(workers: int, limits: ExtractionLimits) -> TextExtractor:
+    """The isolated parser pool: `workers` files parse at once, each in its own child."""
+    from capsa.guard import IsolatedExtractor
+    from capsa.guard.extractors import default_router
+
+    return IsolatedExtractor(default_router(), workers=workers, limits=limits)
+
+
+def _count(path: Path) -> int:
+    """How many outcomes a path will give: one per walked entry, or one for itself."""
+    if path.is_dir():
+        return sum(1 for p in path.rglob("*") if p.is_symlink() or p.is_file())
+    return 1
+
+
+def _outcomes_on_dask(options: argparse.Namespace, limits: ExtractionLimits,
+                      console: Any) -> list[Extracted | Omission]:
     from distributed import Client
 
     from capsa.guard.dask import extract_bag
 
     client = Client(options.dask)  # type: ignore[no-untyped-call]
-    with client, console.status(f"extracting {len(files)} files on {options.dask}"):
-        records = extract_bag(files, client=client, limits=limits).compute()
-    out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
-    omitted = links + [Omission(**{k: r[k] for k in ("label", "stage", "reason", "detail")})
-                       for r in records if r["outcome"] == "omitted"]
-    try:
-        for record in records:
-            if record["outcome"] == "extracted":
-                out.write(json.dumps({key: record[key] for key in (
-                    "label", "kind", "sha256", "text")} | {"id": record["sha256"],
-                                                          "bytes": record["byte_size"]}) + "\n")
-    finally:
-        if options.out:
-            out.close()
-    extracted = sum(1 for r in records if r["outcome"] == "extracted")
-    return _report(console, extracted, len(files) + len(links), omitted, options.strict)
+    with client, console.status(f"extracting on {_printable(options.dask)}"):
+        records = extract_bag(options.paths, client=client, limits=limits).compute()
+    return [Extracted.model_validate(_fields(record)) if record["outcome"] == "extracted"
+            else Omission.model_validate(_fields(record)) for record in records]
 
 
-def _report(console: Any, extracted: int, total: int, omitted: list[Omission],
-            strict: bool) -> int:
-    from rich.table import Table
-
-    console.print(f"extracted {extracted} of {total} files; omitted {len(omitted)}")
-    if omitted:
-        table = Table("file", "stage", "reason", "detail", title="omitted")
-        for item in omitted:
-            table.add_row(item.label, item.stage, item.reason, item.detail)
-        console.print(table)
-    return 2 if omitted and strict else 0
+def _fields(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != "outcome"}
 
 
-def _one(path: Path, index: int, extractor: object, limits: ExtractionLimits, *,
-         follow_symlinks: bool = True) -> Extracted | Omission:
-    from capsa.errors import ExtractionFailed
-    from capsa.guard.port import TextExtractor
+class _Report:
+    """Counts, the set-wide ceiling and the omissions of one `capsa extract` run."""
 
-    label = safe_label(path.name, index=index)
-    try:
-        payload = read_bounded(path, limits, label=label, follow_symlinks=follow_symlinks)
-        assert isinstance(extractor, TextExtractor)
-        attachment = Attachment(label=label, media_type=media_type_for_name(path.name),
-                                payload=payload)
-        return extract_attachment(attachment, extractor, limits, index=index)
-    except (IngestionRejected, ExtractionFailed) as error:
-        return Omission.from_error(error)
-    except OSError as error:
-        return Omission(label=label, stage="size", reason="corrupt",
-                        detail=f"could not read the file: {error.strerror}")
+    def __init__(self, *, own_output: Path | None = None) -> None:
+        self.own_output = own_output.resolve() if own_output is not None else None
+        self.total = 0
+        self.extracted = 0
+        self.used_chars = 0
+        self.omitted: list[Omission] = []
+
+    def counts(self) -> str:
+        return f"{self.extracted} extracted, {len(self.omitted)} omitted"
+
+    def write(self, outcome: Extracted | Omission, out: IO[str],
+              limits: ExtractionLimits) -> None:
+        """One JSON line per file, extracted or omitted; the set ceiling applied on the way.
+
+        The run's own output file, met in a walk of a folder it lies in, is
+        not an input: its outcome is dropped and it leaves the count.
+        """
+        if (self.own_output is not None and outcome.source is not None
+                and Path(outcome.source).resolve() == self.own_output):
+            self.total -= 1
+            return
+        if isinstance(outcome, Extracted):
+            chars = len(outcome.text)
+            if self.used_chars + chars <= limits.max_total_chars:
+                self.used_chars += chars
+                self.extracted += 1
+                out.write(json.dumps(_extracted_record(outcome)) + "\n")
+                return
+            outcome = Omission(
+                label=outcome.label, stage="set", reason="set_ceiling", source=outcome.source,
+                detail=f"{chars} characters would take the set to {self.used_chars + chars}, "
+                       f"over the set-wide limit of {limits.max_total_chars}")
+        self.omitted.append(outcome)
+        out.write(json.dumps({"outcome": "omitted", "source": outcome.source,
+                              "label": outcome.label, "stage": outcome.stage,
+                              "reason": outcome.reason, "detail": outcome.detail}) + "\n")
+
+    def finish(self, console: Any, *, strict: bool) -> int:
+        """Print the summary and the table of omissions; the exit status."""
+        from rich.table import Table
+        from rich.text import Text
+
+        status = 2 if self.omitted and strict else 0
+        console.print(Text(f"extracted {self.extracted} of {self.total} files; "
+                           f"omitted {len(self.omitted)}"))
+        if self.omitted:
+            table = Table("file", "stage", "reason", "detail", title="omitted")
+            for column in table.columns:
+                column.overflow = "fold"
+            for item in self.omitted:
+                table.add_row(_printable(item.source or item.label), _printable(item.stage),
+                              _printable(item.reason), _printable(item.detail))
+            console.print(table)
+        return status
 
 
-def _record(item: Extracted, path: Path) -> dict[str, object]:
-    return {"id": item.sha256, "source": str(path), "label": item.label, "kind": item.kind,
-            "bytes": item.byte_size, "sha256": item.sha256, "text": item.text}
+def _printable(value: str) -> Text:
+    """`value` as inert rich text: terminal sequences, control and bidi characters removed.
+
+    A `Text` is never parsed as markup or emoji codes, so a file named
+    ``[link=mailto:a@b]x.txt`` or a detail holding ``[/x]`` prints as written.
+    """
+    from rich.text import Text
+
+    value = _TERMINAL_SEQUENCE.sub("", value)
+    return Text("".join(" " if ch in "\t\n\r" else ch for ch in value
+                        if ch in "\t\n\r" or unicodedata.category(ch) not in _UNPRINTABLE))
+
+
+def _extracted_record(item: Extracted) -> dict[str, object]:
+    return {"outcome": "extracted", "id": item.sha256, "source": item.source,
+            "label": item.label, "kind": item.kind, "bytes": item.byte_size,
+            "sha256": item.sha256, "text": item.text}
 
 
 if __name__ == "__main__":

@@ -205,20 +205,27 @@ class SetRun:
     attachments: list[Attachment]
     result: ExtractionResult
     outcomes: dict[int, Extracted | Omission] = field(default_factory=dict)
+    found_inside: dict[int, list[Extracted | Omission]] = field(default_factory=dict)
+    """Outcomes of files found inside an input (e-mail attachments), after their parent."""
 
 
 def run_set(attachments: Sequence[Attachment], extractor: IsolatedExtractor,
             limits: ExtractionLimits = LIMITS) -> SetRun:
     """Run `extract_all` over `attachments`, recording each outcome and checking the invariants."""
     outcomes: dict[int, Extracted | Omission] = {}
+    found_inside: dict[int, list[Extracted | Omission]] = {}
 
     def record(index: int, outcome: Extracted | Omission) -> None:
+        if outcome.parent is not None:
+            assert index in outcomes, f"input {index}: an attachment before its parent"
+            found_inside.setdefault(index, []).append(outcome)
+            return
         assert index not in outcomes, f"input {index} got a second outcome"
         outcomes[index] = outcome
 
     rss_before = _peak_rss()
     result = extract_all(list(attachments), extractor, limits, on_outcome=record)
-    run = SetRun(list(attachments), result, outcomes)
+    run = SetRun(list(attachments), result, outcomes, found_inside)
     assert_invariants(run, limits)
     # Invariant 4, the parent's half: bombs are judged or parsed elsewhere, never
     # inflated here. Peak RSS is a high-water mark, so this only catches growth.
@@ -295,11 +302,12 @@ def assert_invariants(run: SetRun, limits: ExtractionLimits) -> None:
     in `run_set`.
     """
     attachments, result, outcomes = run.attachments, run.result, run.outcomes
-    # 1. exactly one outcome per input, from the closed sets
+    # 1. exactly one outcome per input (then one per file found inside it), closed sets
     assert sorted(outcomes) == list(range(len(attachments)))
-    assert len(result.extracted) + len(result.omitted) == len(attachments)
-    assert list(result.extracted) == [o for o in outcomes.values() if isinstance(o, Extracted)]
-    assert list(result.omitted) == [o for o in outcomes.values() if isinstance(o, Omission)]
+    every = [o for i in sorted(outcomes) for o in (outcomes[i], *run.found_inside.get(i, []))]
+    assert len(result.extracted) + len(result.omitted) == len(every)
+    assert list(result.extracted) == [o for o in every if isinstance(o, Extracted)]
+    assert list(result.omitted) == [o for o in every if isinstance(o, Omission)]
     for omission in result.omitted:
         assert omission.stage in STAGES
         assert omission.reason in (REASONS | CAUSES if omission.stage == "parser" else REASONS)

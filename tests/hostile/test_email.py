@@ -1,8 +1,9 @@
 """E: e-mail (E1–E5): nesting, attachment floods, hostile attachment names.
 
-capsa reads an e-mail's own text and never processes its attachments, so a
-poisoned or traversal-named attachment can neither be written anywhere nor
-take the message's text down with it.
+capsa reads an e-mail's own text in the worker and hands each attachment back
+as bytes; the parent runs it through the whole guard as a file of its own,
+under a safe label. A poisoned or traversal-named attachment can neither be
+written anywhere nor take the message's text down with it.
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ def test_e1_deeply_nested_multipart_is_refused_before_the_recursion(
         real_pool: IsolatedExtractor) -> None:
     outcome = _run_eml(real_pool, eml_nested_multipart(2000))
     omission = assert_omitted(outcome, stage="preflight", reason="nested_too_deep")
-    assert "2000 multipart boundaries" in omission.detail
+    assert "limit 20 levels" in omission.detail
 
 
 @pytest.mark.slow
 def test_e2_attachment_flood_is_refused(real_pool: IsolatedExtractor) -> None:
-    outcome = _run_eml(real_pool, eml_attachments(300))
+    outcome = _run_eml(real_pool, eml_attachments(1001))
     omission = assert_omitted(outcome, stage="preflight", reason="too_many_members")
-    assert "MIME parts" in omission.detail
+    assert "more than 1000 MIME parts" in omission.detail
 
 
 @pytest.mark.slow
@@ -61,7 +62,8 @@ def test_e3_traversal_attachment_name_is_never_written(real_pool: IsolatedExtrac
     assert isinstance(outcome, Extracted)
     assert outcome.label == "mail.eml"
     assert "Northwind Harbor body text." in outcome.text
-    assert "evil" not in outcome.text  # attachments are not processed at all
+    assert "evil" not in outcome.text  # the attachment is a file of its own ...
+    assert "- xtxt.exe (14 bytes, text/plain; extracted separately)" in outcome.text
     assert sorted(p.name for p in scratch.iterdir()) == before
 
 

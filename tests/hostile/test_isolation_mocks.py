@@ -36,8 +36,8 @@ HOSTILE = Attachment(label="hostile.txt", media_type="text/plain", payload=b"mis
 @pytest.mark.parametrize(
     ("behaviour", "stage", "reason", "said"),
     [
-        ("hang", "parser", "timeout", "deadline"),
-        ("sleep", "parser", "timeout", "deadline"),
+        ("hang", "parser", "timeout", "wall-clock limit of"),
+        ("sleep", "parser", "timeout", "wall-clock limit of"),
         ("allocate", "parser", "memory_limit", "allowance"),
         ("exit", "parser", "crashed", "status 3"),
         ("segfault", "parser", "crashed", "SIGSEGV"),

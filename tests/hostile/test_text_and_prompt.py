@@ -85,26 +85,33 @@ def test_t4_single_line_over_the_raw_cap_is_refused_unparsed(
     assert str(20 * MiB) in omission.detail
 
 
-@pytest.mark.parametrize(
-    "payload",
-    [
-        pytest.param(b"valid start " + bytes(range(0x80, 0x100)) * 4, id="high-bytes"),
-        pytest.param(("caf\xe9 na\xefve r\xe9sum\xe9 " * 20).encode("latin-1"), id="latin-1"),
-    ],
-)
 @pytest.mark.parametrize("media_type", [None, "text/plain"])
-def test_t5_invalid_utf8_is_refused_as_undecodable(plain_pool: IsolatedExtractor,
-                                                   payload: bytes, media_type: str | None) -> None:
+def test_t5_bytes_that_are_text_in_no_encoding_are_refused_as_undecodable(
+        plain_pool: IsolatedExtractor, media_type: str | None) -> None:
+    payload = b"valid start " + bytes(range(0x80, 0x100)) * 4
     outcome = run_among_good(plain_pool, _text("legacy.txt", payload, media_type))
     omission = assert_omitted(outcome, stage="preflight", reason="undecodable")
-    assert "not valid UTF-8" in omission.detail
+    assert "not valid UTF-8 or in any encoding the detector recognised" in omission.detail
 
 
-def test_t5_a_few_invalid_bytes_are_replaced_not_guessed(plain_pool: IsolatedExtractor) -> None:
-    payload = ("Northwind Harbor " * 20).encode() + b"\xff" + b" end"
+@pytest.mark.parametrize("media_type", [None, "text/plain"])
+def test_t5_legacy_latin1_text_is_decoded_and_its_encoding_reported(
+        plain_pool: IsolatedExtractor, media_type: str | None) -> None:
+    payload = ("caf\xe9 na\xefve r\xe9sum\xe9 " * 20).encode("latin-1")
+    outcome = run_among_good(plain_pool, _text("legacy.txt", payload, media_type))
+    assert isinstance(outcome, Extracted)
+    assert outcome.text.startswith("café naïve résumé")
+    assert outcome.encoding == "cp1252"
+    assert outcome.encoding_confidence is not None
+
+
+def test_t5_a_few_invalid_bytes_in_utf8_are_replaced_not_guessed(
+        plain_pool: IsolatedExtractor) -> None:
+    payload = ("Northwind Harbor – naïve " * 20).encode() + b"\xff" + b" end"
     outcome = run_among_good(plain_pool, _text("mostly.txt", payload))
     assert isinstance(outcome, Extracted)
     assert outcome.text.endswith("\ufffd end")
+    assert outcome.encoding is None
 
 
 def test_t6_utf16_with_bom_is_decoded(plain_pool: IsolatedExtractor) -> None:

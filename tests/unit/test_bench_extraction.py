@@ -114,8 +114,8 @@ def test_aggregate_judges_only_files_over_the_threshold(bench: ModuleType) -> No
 @pytest.mark.slow
 def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -> None:
     report, _ = quick_run
-    assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "sandbox_cost",
-                           "first_file"}
+    assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "real_documents",
+                           "sandbox_cost", "first_file"}
     assert {"cold_text_s", "warm_up_s", "text_after_warm_up_s", "docx_after_warm_up_s",
             "cold_docx_s", "met"} <= set(report["first_file"])
     cost = report["sandbox_cost"]
@@ -228,6 +228,22 @@ def test_quick_run_throughput_extracts_every_file_on_both_pools(
 def test_quick_run_prints_every_table(quick_run: tuple[dict[str, Any], str]) -> None:
     _, printed = quick_run
     for title in ("Guarded vs raw", "Where the overhead goes", "Zip-bomb rejection",
-                  "Throughput"):
+                  "Throughput", "Real documents through extract_many"):
         assert title in printed
     assert "travel-policy.pdf" in printed
+
+
+@pytest.mark.slow
+def test_quick_run_real_documents_give_each_file_one_row_and_refuse_the_big_docx(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    section = quick_run[0]["real_documents"]
+    rows = section["rows"]
+    assert section["summary"]["files"] == len(rows) >= 25
+    assert all(row["outcome"] in (row["expected"], "extracted") for row in rows)
+    assert all(row["agreement"] is None or 0 <= row["agreement"] <= 1 for row in rows)
+    refusal = section["large_docx_refusal"]
+    assert (refusal["reason"], refusal["limits"]) == (
+        "text_too_long", "ExtractionLimits.for_attachments()")
+    assert "(max_text_chars)" in refusal["detail"]
+    big = [f for f in section["overhead"]["files"] if "ratio" in f]
+    assert all(f["bytes"] > 50_000 for f in big)

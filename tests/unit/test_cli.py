@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from capsa import cli
 from capsa.cli import main
 from capsa.demo.corpus_source import CORPUS_DIR, DOCUMENTS
+from capsa.guard import ExtractionLimits
+from capsa.guard.extractors import PlainTextExtractor
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +25,9 @@ def test_extract_writes_json_lines_and_reports_omissions(
                    str(CORPUS_DIR / "invoice.pdf"), "--out", str(out)])
     assert status == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["label"] for r in records] == ["handbook.html"]
-    assert records[0]["kind"] == "html" and "Incident" in records[0]["text"]
+    extracted = [r for r in records if r["outcome"] == "extracted"]
+    assert [r["label"] for r in extracted] == ["handbook.html"]
+    assert extracted[0]["kind"] == "html" and "Incident" in extracted[0]["text"]
     err = capsys.readouterr().err
     assert "invoice.pdf" in err and "type_mismatch" in err
 
@@ -47,6 +52,156 @@ def test_extract_walks_directories(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["extract", str(tmp_path)]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert json.loads(line)["text"] == "alpha"
+
+
+class _Blocking(PlainTextExtractor):
+    """Plain text, but each file waits until `parties` files are being parsed at once."""
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=30)
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str:
+        self.barrier.wait()  # BrokenBarrierError (an omission) unless all run at once
+        return super().extract(kind, media_type, payload, max_pages=max_pages)
+
+
+class _Raising(PlainTextExtractor):
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str:
+        raise ValueError("closing tag [/x] and [bold]markup[/bold]")
+
+
+def _in_process(monkeypatch: pytest.MonkeyPatch, extractor: PlainTextExtractor
+                ) -> list[int]:
+    """Make `capsa extract` use `extractor` in this process; returns the pool sizes asked."""
+    asked: list[int] = []
+
+    def pool(workers: int, limits: ExtractionLimits) -> PlainTextExtractor:
+        asked.append(workers)
+        return extractor
+
+    monkeypatch.setattr(cli, "_pool", pool)
+    return asked
+
+
+def _lines(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.fixture
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A console wide enough that no table cell wraps."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
+def test_extract_writes_omissions_as_json_lines_with_their_source(tmp_path: Path) -> None:
+    (tmp_path / "good.txt").write_text("alpha")
+    (tmp_path / "empty.txt").write_bytes(b"")
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    assert main(["extract", str(tmp_path), "--out", str(out)]) == 0
+    by_label = {line["label"]: line for line in _lines(out)}
+    assert by_label["good.txt"]["outcome"] == "extracted"
+    assert by_label["empty.txt"] == {"outcome": "omitted", "source": str(tmp_path / "empty.txt"),
+                                     "label": "empty.txt", "stage": "size", "reason": "empty",
+                                     "detail": "the file is empty"}
+
+
+def test_extract_reports_a_missing_path_and_carries_on(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    out = tmp_path / "out.jsonl"
+    status = main(["extract", str(tmp_path / "gone.txt"), str(tmp_path / "a.txt"),
+                   "--out", str(out), "--strict"])
+    assert status == 2
+    lines = {line["label"]: line for line in _lines(out)}
+    assert lines["a.txt"]["text"] == "alpha"
+    assert (lines["gone.txt"]["outcome"], lines["gone.txt"]["reason"]) == ("omitted", "corrupt")
+
+
+def test_extract_defaults_to_the_ingestion_limits(tmp_path: Path) -> None:
+    long_text = tmp_path / "long.txt"
+    long_text.write_text("word " * 20_000)  # 100,000 characters: over the attachment preset
+    assert len(long_text.read_text()) > ExtractionLimits.for_attachments().max_text_chars
+    out = tmp_path / "out.jsonl"
+    assert main(["extract", str(long_text), "--out", str(out)]) == 0
+    (line,) = _lines(out)
+    assert line["outcome"] == "extracted"
+
+
+def test_extract_max_total_chars_omits_files_past_the_set_ceiling(tmp_path: Path) -> None:
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text("x" * 40)
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    status = main(["extract", str(tmp_path), "--max-total-chars", "100", "--workers", "1",
+                   "--out", str(out)])
+    assert status == 0
+    outcomes = [(line["label"], line["outcome"], line.get("reason")) for line in _lines(out)]
+    assert outcomes == [("a.txt", "extracted", None), ("b.txt", "extracted", None),
+                        ("c.txt", "omitted", "set_ceiling")]
+    assert "100" in _lines(out)[2]["detail"]
+
+
+def test_extract_rejects_an_impossible_limit_before_reading_anything(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["extract", str(tmp_path), "--max-pages", "0"])
+    assert "--max-pages" in str(stopped.value.code)
+
+
+def test_extract_workers_parses_that_many_files_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _in_process(monkeypatch, _Blocking(parties=3))
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text(name)
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    assert main(["extract", str(tmp_path), "--workers", "3", "--out", str(out)]) == 0
+    assert asked == [3]
+    assert sorted(line["outcome"] for line in _lines(out)) == ["extracted"] * 3
+
+
+def test_extract_pool_has_as_many_workers_as_asked() -> None:
+    pool = cli._pool(3, ExtractionLimits.for_ingestion())
+    try:
+        assert pool.workers == 3  # type: ignore[attr-defined]
+    finally:
+        pool.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ["[link=mailto:a@b]invoice.txt", "[conceal]x.txt",
+                                  "report[draft].txt", ":smile: [bold]b.txt"])
+def test_extract_prints_file_names_as_given_never_as_markup(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None) -> None:
+    (tmp_path / name).write_bytes(b"")
+    assert main(["extract", str(tmp_path / name), "--out", str(tmp_path / "o.jsonl")]) == 0
+    assert name in capsys.readouterr().err
+
+
+def test_extract_prints_a_detail_with_closing_markup_and_strict_exits_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        wide: None) -> None:
+    _in_process(monkeypatch, _Raising())
+    (tmp_path / "a.txt").write_text("alpha")
+    status = main(["extract", str(tmp_path / "a.txt"), "--strict",
+                   "--out", str(tmp_path / "o.jsonl")])
+    assert status == 2
+    assert "closing tag [/x] and [bold]markup[/bold]" in capsys.readouterr().err
+
+
+def test_extract_strips_terminal_sequences_and_bidi_from_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None) -> None:
+    name = "a\x1b]8;;evil.example\x07click\x1b]8;;\x07\u202eb\x1b[31mred.txt"
+    (tmp_path / name).write_bytes(b"")
+    assert main(["extract", str(tmp_path / name), "--out", str(tmp_path / "o.jsonl")]) == 0
+    err = capsys.readouterr().err
+    assert "aclickbred.txt" in err
+    assert "evil.example" not in err
+    assert not any(ch in err for ch in "\x1b\x07\x9b\x9d\u202e")
+
+
+def test_extract_progress_counts_both_outcomes() -> None:
+    report = cli._Report()
+    report.write(cli.Omission(label="a", stage="size", reason="empty", detail="d"),
+                 __import__("io").StringIO(), ExtractionLimits.for_ingestion())
+    assert report.counts() == "0 extracted, 1 omitted"
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +251,19 @@ def test_demo_shadow_comparison_pairs_every_query(demo_report: dict[str, Any]) -
     shadow = demo_report["shadow"]
     assert shadow["invalidated"] == 0
     assert shadow["rows"] > shadow["queries"]
+
+
+def test_extract_help_shows_the_ingestion_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["extract", "--help"])
+    pages = ExtractionLimits.for_ingestion().max_pages
+    assert f"(default: {pages})" in " ".join(capsys.readouterr().out.split())
+
+
+def test_extract_never_reads_its_own_output_file(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    out = tmp_path / "docs.jsonl"
+    assert main(["extract", str(tmp_path), "--out", str(out), "--workers", "1"]) == 0
+    assert [line["label"] for line in _lines(out)] == ["a.txt"]
+    assert "extracted 1 of 1 files" in capsys.readouterr().err

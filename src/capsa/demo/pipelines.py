@@ -169,9 +169,13 @@ def llama_index_pipelines(chunks: list[Chunk], *, max_tokens: int = 300) -> dict
         capsule_tokens.append(estimate_tokens(block._capsule_text(None)))
     engine_pool = getattr(memory.sql_store, "_async_engine", None)
     if engine_pool is not None:  # Memory has no close(); release its in-memory SQLite pool
-        from llama_index.core.async_utils import asyncio_run
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
 
-        asyncio_run(engine_pool.dispose())
+        # asyncio.run in a thread of its own: it closes the loop it makes, and
+        # never meets a loop the caller (a notebook, a test) is running.
+        with ThreadPoolExecutor(1) as thread:
+            thread.submit(asyncio.run, engine_pool.dispose()).result()
     return {"query_engine": queries,
             "chat": {"cited_chunks": len(block.ledger.citable_ids()),
                      "capsule_tokens_after_each_turn": capsule_tokens}}

@@ -33,7 +33,7 @@ from capsa.guard.isolation import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import normalize
-from capsa.guard.port import TextExtractor
+from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox import SandboxReport
 from capsa.guard.sniff import EXTRACTABLE_KINDS, media_type_for_name, sniff
 
@@ -42,6 +42,7 @@ __all__ = [
     "EXTRACTABLE_KINDS",
     "Attachment",
     "BulkSource",
+    "EmbeddedFile",
     "Extracted",
     "ExtractionFailed",
     "ExtractionLimits",
@@ -49,6 +50,7 @@ __all__ = [
     "IngestionRejected",
     "IsolatedExtractor",
     "Omission",
+    "Parsed",
     "SandboxReport",
     "Skipped",
     "TextExtractor",

@@ -18,6 +18,7 @@ the parent re-validates, because a compromised child writes it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import errno
@@ -42,6 +43,7 @@ _LENGTH = struct.Struct(">I")
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_CPU_DETAIL = "CPU time limit reached (SIGXCPU)"
 _DETAIL_CHARS = 2000
 """The longest detail a child sends back (at most 12 KB of JSON, inside any reply frame)."""
 _DETAIL_SCAN = 4 * _DETAIL_CHARS
@@ -198,6 +200,7 @@ def _outcome(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
     from capsa.errors import ExtractionFailed, IngestionRejected
     from capsa.guard.limits import ExtractionLimits
     from capsa.guard.normalize import normalize
+    from capsa.guard.port import Parsed
 
     try:
         limits = ExtractionLimits.model_validate_json(request["limits"])
@@ -206,16 +209,17 @@ def _outcome(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
             extractor = configure(limits)
         raw = extractor.extract(request["kind"], request["media_type"], request["payload"],
                                 max_pages=limits.max_pages)
-        if not isinstance(raw, str):
-            return {"failed": {"cause": "protocol",
-                               "detail": f"extractor returned {type(raw).__name__}, not str"}}
-        text = normalize(raw)
+        parsed = Parsed(raw) if isinstance(raw, str) else raw
+        if not isinstance(parsed, Parsed) or not isinstance(parsed.text, str):
+            return {"failed": {"cause": "protocol", "detail": f"extractor returned "
+                                                              f"{type(raw).__name__}, not str"}}
+        text = normalize(parsed.text)
         if len(text) > limits.max_text_chars:
             return {"rejected": {"reason": "text_too_long", "stage": "text",
                                  "detail": f"extracted {len(text)} characters, over the "
                                            f"limit of {limits.max_text_chars}; dropped whole, "
                                            "never truncated"}}
-        return {"ok": text}
+        return _answer(text, parsed)
     except MemoryError:
         return {"failed": {"cause": "memory_limit",
                            "detail": f"ran out of its {request['memory_bytes']}-byte allowance"}}
@@ -228,7 +232,24 @@ def _outcome(extractor: Any, request: dict[str, Any]) -> dict[str, Any]:
         return {"failed": {"cause": exc.cause, "detail": exc.detail}}
 
 
-def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int) -> dict[str, Any]:
+def _answer(text: str, parsed: Any) -> dict[str, Any]:
+    """The JSON reply for a parse that succeeded; embedded files travel as base64."""
+    answer: dict[str, Any] = {"ok": text}
+    if parsed.encoding is not None:
+        answer["encoding"] = parsed.encoding
+        answer["confidence"] = parsed.encoding_confidence
+    if parsed.notes:
+        answer["notes"] = list(parsed.notes)
+    if parsed.embedded:
+        answer["embedded"] = [
+            {"name": item.name, "media_type": item.media_type,
+             "payload": base64.b64encode(item.payload).decode("ascii")}
+            for item in parsed.embedded]
+    return answer
+
+
+def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int,
+             timeout_s: float | None = None) -> dict[str, Any]:
     """Read the child's result until it exits, the deadline passes, or it sends too much.
 
     A grandchild that escaped into its own session may still hold the pipe
@@ -241,7 +262,9 @@ def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int) -> dict[st
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            outcome = {"failed": {"cause": "timeout", "detail": "wall-clock deadline passed"}}
+            limit = f" of {timeout_s:g} s" if timeout_s is not None else ""
+            outcome = {"failed": {"cause": "timeout",
+                                  "detail": f"ran past the wall-clock limit{limit} (timeout_s)"}}
             break
         ready, _, _ = select.select([read_fd], [], [], min(remaining, 0.05))
         if ready:
@@ -308,7 +331,7 @@ def _signal_outcome(signum: int) -> dict[str, Any]:
     except ValueError:
         name = str(signum)
     if signum == signal.SIGXCPU:
-        return {"failed": {"cause": "timeout", "detail": "CPU time limit reached (SIGXCPU)"}}
+        return {"failed": {"cause": "timeout", "detail": _CPU_DETAIL}}
     if signum == signal.SIGXFSZ:
         return {"failed": {"cause": "crashed", "detail": "file-size limit reached (SIGXFSZ)"}}
     return {"failed": {"cause": "crashed", "detail": f"parser process died (signal {name})"}}
@@ -366,7 +389,11 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
                    [read_fd, inbound.fileno(), outbound.fileno()], scratch, zygote, policy)
         os.close(write_fd)
         deadline = time.monotonic() + float(request["timeout_s"])
-        result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]))
+        result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]),
+                          float(request["timeout_s"]))
+        failed = result.get("failed")
+        if isinstance(failed, dict) and failed.get("detail") == _CPU_DETAIL:
+            failed["detail"] = f"ran past the CPU-time limit of {request['cpu_s']} s (cpu_s)"
         shutil.rmtree(scratch, ignore_errors=True)
         write_frame(outbound, json.dumps(result).encode())
 

@@ -31,7 +31,7 @@ from capsa.guard.extract import (
 )
 from capsa.guard.isolation import IsolatedExtractor
 from capsa.guard.labels import safe_label
-from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
+from capsa.guard.limits import INGESTION_LIMITS, ExtractionLimits
 from capsa.guard.port import TextExtractor
 from capsa.guard.sniff import media_type_for_name
 
@@ -69,14 +69,17 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
     (a JSON-lines file, created if missing, appended as outcomes arrive), a
     rerun skips every file whose sha256 is recorded as extracted or refused by
     a guard, and retries those whose parser timed out, crashed or ran out of
-    memory. Every input yields exactly one outcome; order is completion order.
-    Outcomes of files read from a path carry it as `source`, so two
-    ``report.pdf`` in different folders stay apart.
+    memory. Every input yields exactly one outcome, followed by one for each
+    file found inside it (an e-mail's attachments, labelled
+    ``mail.eml/invoice.pdf``); order is completion order. Outcomes of files
+    read from a path carry it as `source`, so two ``report.pdf`` in different
+    folders stay apart.
 
     Args:
         sources: paths (directories are walked, sorted) or ``(name, bytes)`` pairs.
         workers: parallel isolated workers (and feeding threads).
-        limits: `ExtractionLimits()` when None.
+        limits: `ExtractionLimits.for_ingestion()` when None: a folder holds
+            books and long reports, not chat attachments.
         extractor: when None, a private `IsolatedExtractor` over the default
             parsers with `workers` workers, closed when the iterator finishes.
         manifest: path of the resumable manifest.
@@ -91,7 +94,7 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    limits = limits or DEFAULT_LIMITS
+    limits = limits or INGESTION_LIMITS
     own_pool = extractor is None
     pool: TextExtractor = extractor if extractor is not None else _default_pool(workers, limits)
     book = _Manifest(Path(manifest)) if manifest is not None else None
@@ -187,9 +190,13 @@ def _finish(done: set[Future[Extracted | Omission | Skipped]], bar: _Progress | 
             ) -> Iterator[Extracted | Omission | Skipped]:
     for future in done:
         outcome = future.result()
-        if bar is not None:
-            bar.advance(outcome)
-        yield outcome
+        found = outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
+        for item in found:
+            if item is not outcome and outcome.source is not None:
+                item = item.model_copy(update={"source": outcome.source})
+            if bar is not None:
+                bar.advance(item)
+            yield item
 
 
 class _Manifest:

@@ -10,6 +10,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +28,7 @@ from capsa.guard.isolation import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import clean_detail, normalize
-from capsa.guard.port import TextExtractor
+from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sniff import resolve_kind, sniff
 
 __all__ = [
@@ -46,6 +47,10 @@ __all__ = [
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 _REASONS: frozenset[str] = frozenset(RejectionReason.__args__)  # type: ignore[attr-defined]
 _STAGES: frozenset[str] = frozenset(Stage.__args__)  # type: ignore[attr-defined]
+_CAUSES: frozenset[str] = frozenset(FailureCause.__args__)  # type: ignore[attr-defined]
+# A password-protected DOCX/XLSX/PPTX is an OLE compound file whose directory
+# names this stream (UTF-16LE), beside EncryptionInfo (MS-OFFCRYPTO 2.3.4).
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 
 
 class Attachment(BaseModel):
@@ -88,6 +93,29 @@ class Extracted(BaseModel):
     """Hex digest of the raw payload, for provenance and caching."""
     source: str | None = None
     """The path it was read from, when `extract_many` read it; None for bytes handed in."""
+    encoding: str | None = None
+    """The character encoding capsa detected and decoded the text from (``"cp1252"``);
+    None when the format says its own encoding (UTF-8 text, Office, PDF, ...)."""
+    encoding_confidence: float | None = None
+    """The detector's confidence in `encoding`, 0 to 1; None when nothing was guessed."""
+    notes: tuple[str, ...] = ()
+    """How the text was obtained, when a reader should know (``"OCR read 2 of 3 pages"``)."""
+    parent: str | None = None
+    """The label of the file this one was found in (``"mail.eml"``); None for a top-level file."""
+    attachments: tuple[Extracted | Omission, ...] = ()
+    """Files found inside this one (e-mail attachments, forwarded messages), each
+    extracted on its own through the whole guard; sets list them flat after their parent."""
+
+    def flattened(self) -> tuple[Extracted | Omission, ...]:
+        """This file, then every file found inside it, depth first, each without `attachments`.
+
+        `extract_all` and `extract_many` report sets this way, so each file is
+        one entry in `extracted` or `omitted`.
+        """
+        outcomes: list[Extracted | Omission] = [self.model_copy(update={"attachments": ()})]
+        for child in self.attachments:
+            outcomes.extend(child.flattened() if isinstance(child, Extracted) else (child,))
+        return tuple(outcomes)
 
 
 class Omission(BaseModel):
@@ -104,18 +132,27 @@ class Omission(BaseModel):
     """The sentence a person reads: the limit and the measured number."""
     source: str | None = None
     """The path it was read from, when `extract_many` read it; None for bytes handed in."""
+    parent: str | None = None
+    """The label of the file this one was found in; None for a top-level file."""
 
     @classmethod
-    def from_error(cls, error: IngestionRejected | ExtractionFailed) -> Omission:
+    def from_error(cls, error: IngestionRejected | ExtractionFailed, *,
+                   parent: str | None = None) -> Omission:
         """The omission a typed guard error stands for (its detail cleaned for printing)."""
         detail = clean_detail(error.detail)
         if isinstance(error, IngestionRejected):
-            return cls(label=error.label, stage=error.stage, reason=error.reason, detail=detail)
-        return cls(label=error.label, stage="parser", reason=error.cause, detail=detail)
+            return cls(label=error.label, stage=error.stage, reason=error.reason, detail=detail,
+                       parent=parent)
+        return cls(label=error.label, stage="parser", reason=error.cause, detail=detail,
+                   parent=parent)
+
+
+Extracted.model_rebuild()
 
 
 class ExtractionResult(BaseModel):
-    """What `extract_all` made of a set: every input is in exactly one of the two lists."""
+    """What `extract_all` made of a set: every input is in exactly one of the two lists,
+    followed there by the files found inside it (an e-mail's attachments)."""
 
     model_config = _FROZEN
     extracted: tuple[Extracted, ...]
@@ -210,25 +247,71 @@ def extract_attachment(attachment: Attachment, extractor: TextExtractor | None =
     """
     limits = limits or DEFAULT_LIMITS
     label = safe_label(attachment.label, index=index)
-    payload = attachment.payload
+    return _extract(attachment.payload, attachment.media_type, label, extractor, limits, depth=0)
+
+
+def _extract(payload: bytes, media_type: str | None, label: str,
+             extractor: TextExtractor | None, limits: ExtractionLimits, *,
+             depth: int, parent: str | None = None) -> Extracted:
     if not payload:
         raise IngestionRejected("the file is empty", label=label, stage="size", reason="empty")
     if len(payload) > limits.max_bytes:
         raise _too_large(label, len(payload), limits)
     if payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         inspect_archive(payload, limits, label=label)
-    kind = resolve_kind(sniff(payload), attachment.media_type, label=label,
+    sniffed = sniff(payload)
+    if sniffed == "ole" and _ENCRYPTED_PACKAGE in payload:
+        raise IngestionRejected(
+            "a password-protected Office file (an OLE container holding an EncryptedPackage); "
+            "capsa never tries passwords", label=label, stage="sniff", reason="encrypted")
+    kind = resolve_kind(sniffed, media_type, label=label,
                         trust_bytes=limits.on_type_mismatch == "trust_bytes")
     extractor = extractor if extractor is not None else default_extractor()
     if isinstance(extractor, IsolatedExtractor):
-        text = extractor.run(kind, attachment.media_type, payload, limits, label=label)
+        parsed = extractor.run_parsed(kind, media_type, payload, limits, label=label)
     else:
-        text = run_in_process(extractor, kind, attachment.media_type, payload, limits, label)
+        parsed = run_in_process(extractor, kind, media_type, payload, limits, label)
+    children = tuple(
+        _extract_embedded(item, number, label, extractor, limits, depth=depth + 1)
+        for number, item in enumerate(parsed.embedded))
+    text = parsed.text
+    if children:
+        text = (text + "\n\n" if text.strip() else "") + _attachment_listing(parsed, children)
     if not text.strip():
         raise IngestionRejected("the parser found no text", label=label, stage="text",
                                 reason="no_text")
-    return Extracted(label=label, kind=kind, media_type=attachment.media_type, text=text,
-                     byte_size=len(payload), sha256=hashlib.sha256(payload).hexdigest())
+    return Extracted(label=label, kind=kind, media_type=media_type, text=text,
+                     byte_size=len(payload), sha256=hashlib.sha256(payload).hexdigest(),
+                     encoding=parsed.encoding, encoding_confidence=parsed.encoding_confidence,
+                     notes=parsed.notes, parent=parent, attachments=children)
+
+
+def _extract_embedded(item: EmbeddedFile, number: int, parent: str,
+                      extractor: TextExtractor | None, limits: ExtractionLimits, *,
+                      depth: int) -> Extracted | Omission:
+    """One file found inside another, through the whole guard again, labelled by its parent."""
+    label = f"{parent}/{safe_label(item.name, index=number + 1)}"
+    try:
+        if depth > limits.max_nesting_depth:
+            raise IngestionRejected(
+                f"found {depth} levels deep, over the limit of {limits.max_nesting_depth} "
+                "(max_nesting_depth)", label=label, stage="archive", reason="nested_too_deep")
+        return _extract(item.payload, item.media_type, label, extractor, limits, depth=depth,
+                        parent=parent)
+    except (IngestionRejected, ExtractionFailed) as error:
+        return Omission.from_error(error, parent=parent)
+
+
+def _attachment_listing(parsed: Parsed, children: Sequence[Extracted | Omission]) -> str:
+    """The line a parent's text gains for each file found inside it."""
+    lines = ["Attached:"]
+    for item, child in zip(parsed.embedded, children, strict=True):
+        name = child.label.rsplit("/", 1)[-1]
+        declared = f", {item.media_type}" if item.media_type else ""
+        state = ("extracted separately" if isinstance(child, Extracted)
+                 else f"not extracted: {child.reason}")
+        lines.append(f"- {name} ({len(item.payload)} bytes{declared}; {state})")
+    return "\n".join(lines)
 
 
 def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | None = None,
@@ -238,7 +321,9 @@ def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | No
                 ) -> ExtractionResult:
     """Extract a set; four good files out of five still arrive, the fifth says why not.
 
-    Files are taken in order; a file whose text would take the set past
+    Files found inside another (an e-mail's attachments) follow their parent
+    as entries of their own, labelled ``mail.eml/invoice.pdf``, and share the
+    set-wide ceiling. Files are taken in order; a file whose text would take the set past
     ``limits.max_total_chars`` is omitted whole (``set_ceiling``), and later,
     smaller files may still fit. One file's failure never changes another's
     outcome.
@@ -246,7 +331,8 @@ def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | No
     Args:
         on_rejection: ``"omit"`` records each refusal in `omitted`;
             ``"raise"`` raises the first typed error instead.
-        on_outcome: called with ``(index, outcome)`` as each file finishes (progress bars).
+        on_outcome: called with ``(index, outcome)`` as each file finishes (progress bars);
+            a file with attachments reports itself, then each attachment, under its index.
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -262,25 +348,47 @@ def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | No
     omitted: list[Omission] = []
     used = 0
     for index, attachment in enumerate(attachments):
-        outcome: Extracted | Omission
+        outcomes: tuple[Extracted | Omission, ...]
         try:
-            item = extract_attachment(attachment, extractor, limits, index=index)
-            if used + len(item.text) > limits.max_total_chars:
-                raise IngestionRejected(
-                    f"{len(item.text)} characters would take the set to {used + len(item.text)}, "
-                    f"over the set-wide limit of {limits.max_total_chars}",
-                    label=item.label, stage="set", reason="set_ceiling")
-            used += len(item.text)
-            extracted.append(item)
-            outcome = item
+            outcomes = extract_attachment(attachment, extractor, limits, index=index).flattened()
         except (IngestionRejected, ExtractionFailed) as error:
             if on_rejection == "raise":
                 raise
-            outcome = Omission.from_error(error)
-            omitted.append(outcome)
-        if on_outcome is not None:
-            on_outcome(index, outcome)
+            outcomes = (Omission.from_error(error),)
+        for outcome in outcomes:
+            if isinstance(outcome, Extracted):
+                if used + len(outcome.text) > limits.max_total_chars:
+                    refused = _over_set_ceiling(outcome, used, limits)
+                    if on_rejection == "raise":
+                        raise refused
+                    outcome = Omission.from_error(refused, parent=outcome.parent)
+                else:
+                    used += len(outcome.text)
+            if isinstance(outcome, Omission):
+                if on_rejection == "raise":
+                    raise _as_error(outcome)
+                omitted.append(outcome)
+            else:
+                extracted.append(outcome)
+            if on_outcome is not None:
+                on_outcome(index, outcome)
     return ExtractionResult(extracted=tuple(extracted), omitted=tuple(omitted))
+
+
+def _over_set_ceiling(item: Extracted, used: int, limits: ExtractionLimits) -> IngestionRejected:
+    return IngestionRejected(
+        f"{len(item.text)} characters would take the set to {used + len(item.text)}, "
+        f"over the set-wide limit of {limits.max_total_chars}",
+        label=item.label, stage="set", reason="set_ceiling")
+
+
+def _as_error(omission: Omission) -> IngestionRejected | ExtractionFailed:
+    """The typed error an omission of an embedded file stands for (``on_rejection="raise"``)."""
+    if omission.stage == "parser" and omission.reason in _CAUSES:
+        return ExtractionFailed(omission.detail, label=omission.label,
+                                cause=omission.reason)  # type: ignore[arg-type]
+    return IngestionRejected(omission.detail, label=omission.label, stage=omission.stage,
+                             reason=omission.reason)  # type: ignore[arg-type]
 
 
 def rejection_from_worker(fields: dict[str, Any], label: str) -> IngestionRejected:
@@ -334,22 +442,23 @@ def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionReje
 
 
 def run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, payload: bytes,
-                   limits: ExtractionLimits, label: str) -> str:
+                   limits: ExtractionLimits, label: str) -> Parsed:
     """Run a trusted or in-process-safe extractor here, with every post-check and error mapping."""
     with _parser_errors(label):
         configure = getattr(extractor, "with_limits", None)
         if configure is not None:
             extractor = configure(limits)
         raw = extractor.extract(kind, media_type, payload, max_pages=limits.max_pages)
-    if not isinstance(raw, str):
+    parsed = Parsed(raw) if isinstance(raw, str) else raw
+    if not isinstance(parsed, Parsed) or not isinstance(parsed.text, str):
         raise ExtractionFailed(f"extractor returned {type(raw).__name__}, not str",
                                label=label, cause="protocol")
-    text = normalize(raw)
+    text = normalize(parsed.text)
     if len(text) > limits.max_text_chars:
         raise IngestionRejected(
             f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
             "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
-    return text
+    return replace(parsed, text=text)
 
 
 @contextmanager

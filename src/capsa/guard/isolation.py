@@ -12,6 +12,7 @@ parser state can never leak into the next.
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import json
 import os
@@ -31,7 +32,7 @@ from typing import IO, Any, Self
 from capsa.errors import ExtractionFailed, FailureCause, IngestionRejected, SandboxUnavailable
 from capsa.guard._worker import write_frame
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
-from capsa.guard.port import TextExtractor
+from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox import SandboxMode, SandboxReport, summarise
 
 __all__ = ["IsolatedExtractor", "WorkerHealth"]
@@ -264,14 +265,30 @@ class IsolatedExtractor:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
         """The `TextExtractor` port, under this pool's default limits."""
         limits = self.limits.model_copy(update={"max_pages": max_pages})
-        return self.run(kind, media_type, payload, limits, label="<payload>")
+        parsed = self.run_parsed(kind, media_type, payload, limits, label="<payload>")
+        return parsed.text if parsed == Parsed(parsed.text) else parsed
 
     def run(self, kind: str, media_type: str | None, payload: bytes,
             limits: ExtractionLimits, *, label: str) -> str:
         """Extract `payload` in a fresh child under `limits`; return normalised text.
+
+        Only the file's own text: files embedded in it (an e-mail's
+        attachments) are not returned; `run_parsed` returns them.
+
+        Raises:
+            IngestionRejected: the extractor refused the file (stage ``preflight``
+                or ``text``), with `label` filled in.
+            ExtractionFailed: the parser lost; `cause` says how.
+        """
+        return self.run_parsed(kind, media_type, payload, limits, label=label).text
+
+    def run_parsed(self, kind: str, media_type: str | None, payload: bytes,
+                   limits: ExtractionLimits, *, label: str) -> Parsed:
+        """Like `run`, with everything the parser reported, re-validated.
 
         Raises:
             IngestionRejected: the extractor refused the file (stage ``preflight``
@@ -284,8 +301,12 @@ class IsolatedExtractor:
             "timeout_s": limits.timeout_s, "cpu_s": limits.cpu_s,
             "memory_bytes": limits.memory_bytes,
             "max_file_write_bytes": limits.max_file_write_bytes,
-            "max_result_bytes": 4 * limits.max_text_chars + 65536,
+            # text as UTF-8, plus embedded files as base64 (never more than the
+            # payload they were decoded from, with room for re-encoding)
+            "max_result_bytes": 4 * limits.max_text_chars + 3 * len(payload) + 65536,
         }
+        if self._closed:  # the light path needs no worker, but a closed pool takes no work
+            raise RuntimeError("this IsolatedExtractor is closed")
         light = self._in_process_route(kind)
         if light is not None:
             if self._closed:
@@ -302,8 +323,10 @@ class IsolatedExtractor:
             if died:
                 raise ExtractionFailed("the worker process died during this file and was "
                                        "replaced", label=label, cause="crashed")
-            raise ExtractionFailed("the worker stopped answering and was replaced",
-                                   label=label, cause="timeout")
+            raise ExtractionFailed(
+                f"the worker stopped answering within the wall-clock limit of "
+                f"{limits.timeout_s:g} s (timeout_s) and was replaced", label=label,
+                cause="timeout")
         self._idle.put(worker)
         return _interpret(answer, label, limits)
 
@@ -395,7 +418,11 @@ class IsolatedExtractor:
             self.restarts += 1
 
 
-def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> str:
+_MAX_NOTES = 16
+_MAX_NAME_CHARS = 1024
+
+
+def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> Parsed:
     """Re-validate what a (possibly compromised) child sent back."""
     from capsa.guard.normalize import clean_detail, normalize
 
@@ -405,7 +432,7 @@ def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> 
             raise IngestionRejected(
                 f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
                 "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
-        return text
+        return _parsed_extras(text, answer, label, limits)
     rejected = answer.get("rejected")
     if isinstance(rejected, dict):
         from capsa.guard.extract import rejection_from_worker
@@ -424,3 +451,47 @@ def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> 
         raise ExtractionFailed(detail, label=label, cause=typed)
     raise ExtractionFailed("the worker answered with an unrecognised message", label=label,
                            cause="protocol")
+
+
+def _parsed_extras(text: str, answer: dict[str, Any], label: str,
+                   limits: ExtractionLimits) -> Parsed:
+    """The optional fields of a successful answer, each type-checked and bounded."""
+    from capsa.guard.normalize import clean_detail
+
+    encoding = answer.get("encoding")
+    confidence = answer.get("confidence")
+    if not isinstance(encoding, str) or not encoding.isascii() or not 0 < len(encoding) <= 40:
+        encoding = None
+    if encoding is None or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
+        confidence = None
+    notes = answer.get("notes")
+    clean_notes = tuple(clean_detail(note, limit=300) for note in notes[:_MAX_NOTES]
+                        if isinstance(note, str)) if isinstance(notes, list) else ()
+    embedded = answer.get("embedded")
+    files: list[EmbeddedFile] = []
+    if isinstance(embedded, list):
+        if len(embedded) > limits.max_members:
+            raise IngestionRejected(
+                f"{len(embedded)} embedded files, over the limit of {limits.max_members} "
+                "(max_members)", label=label, stage="preflight", reason="too_many_members")
+        for item in embedded:
+            files.append(_embedded_file(item, label))
+    return Parsed(text, encoding=encoding,
+                  encoding_confidence=float(confidence) if confidence is not None else None,
+                  embedded=tuple(files), notes=clean_notes)
+
+
+def _embedded_file(item: object, label: str) -> EmbeddedFile:
+    if not isinstance(item, dict) or not isinstance(item.get("payload"), str):
+        raise ExtractionFailed("the worker sent a malformed embedded file", label=label,
+                               cause="protocol")
+    try:
+        payload = binascii.a2b_base64(item["payload"], strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise ExtractionFailed("the worker sent an embedded file that is not base64",
+                               label=label, cause="protocol") from None
+    name = item.get("name")
+    media_type = item.get("media_type")
+    return EmbeddedFile(name=name[:_MAX_NAME_CHARS] if isinstance(name, str) else "",
+                        media_type=media_type[:255] if isinstance(media_type, str) else None,
+                        payload=payload)

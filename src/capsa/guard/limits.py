@@ -42,7 +42,8 @@ class ExtractionLimits(BaseModel):
     max_members: PositiveInt = 1024
     """Members in one archive, read from the end-of-central-directory record first."""
     max_nesting_depth: int = Field(default=1, ge=0)
-    """Archives inside the attachment's own container; 0 allows none."""
+    """Archives inside the attachment's own container, and files inside files (an
+    e-mail's attachment is 1 deep, an attachment of a forwarded message 2); 0 allows none."""
     max_pages: PositiveInt = 20
     """Pages (PDF), slides (PPTX) or frames (TIFF) a parser may touch."""
     max_pixels: PositiveInt = 40_000_000
@@ -84,6 +85,7 @@ INGESTION_LIMITS = ExtractionLimits(
     max_bytes=256 * _MiB,
     max_uncompressed_bytes=1024 * _MiB,
     max_members=20_000,
+    max_nesting_depth=3,
     max_pages=5_000,
     max_pixels=100_000_000,
     max_text_chars=50_000_000,

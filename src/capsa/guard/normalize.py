@@ -5,8 +5,12 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
+from typing import NamedTuple
 
-__all__ = ["UndecodableText", "clean_detail", "decode_text", "normalize"]
+__all__ = [
+    "DecodedText", "UndecodableText", "clean_detail", "decode_text", "detect_and_decode",
+    "normalize",
+]
 
 _STRIP_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn"})
 _KEEP = frozenset("\t\n")
@@ -14,6 +18,15 @@ _TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ASCII_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 _MAX_REPLACEMENT_SHARE = 0.05
+_SAMPLE_BYTES = 65536
+_DAMAGED_UTF8_SHARE = 0.005
+_MULTIBYTE_UTF8 = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|"
+                             rb"[\xf0-\xf4][\x80-\xbf]{3}")
+_JOINERS = frozenset("\u200c\u200d")
+# U+1F3F4, two to six tag letters or digits, CANCEL TAG: the RGI subdivision flags'
+# shape. Too short to smuggle a sentence, which is why other tag runs go.
+_EMOJI_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]"
+                                 "{2,6}\U000e007f")
 _SCRATCH = re.compile(r"/[^\s'\"]*?capsa-worker-[^/\s'\"]*(?:/(?:worker|file)-[^/\s'\"]*)*")
 """A path inside an isolated pool's scratch tree (``.../capsa-worker-*/worker-*/file-*``)."""
 _BOMS = (
@@ -50,15 +63,41 @@ def normalize(text: str) -> str:
         return re.sub(r"\n{4,}", "\n\n\n", text).strip("\n")
     text = _SURROGATE.sub("\ufffd", text)
     text = unicodedata.normalize("NFC", text)
-    text = "".join(
-        ch for ch in text if ch in _KEEP or unicodedata.category(ch) not in _STRIP_CATEGORIES
-    )
+    # Emoji tag sequences (the flags of England, Scotland, Wales) are kept
+    # whole; every other tag character is removed (they smuggle invisible ASCII).
+    pieces = _EMOJI_TAG_SEQUENCE.split(text)
+    flags = _EMOJI_TAG_SEQUENCE.findall(text)
+    text = "".join(_strip_format(piece) + (flags[i] if i < len(flags) else "")
+                   for i, piece in enumerate(pieces))
     text = _TRAILING.sub("", text)
     text = re.sub(r"\n{4,}", "\n\n\n", text)
     # Removing characters can expose new trailing spaces or NFC compositions; a
     # second pass is cheap and makes the function idempotent.
     text = unicodedata.normalize("NFC", _TRAILING.sub("", text))
     return text.strip("\n")
+
+
+def _strip_format(text: str) -> str:
+    """Remove control and format characters, keeping joiners that join two visible letters.
+
+    ZWNJ and ZWJ change how Persian, Arabic and Indic words are written and
+    hold emoji sequences together (man, ZWJ, woman, ZWJ, girl is one family
+    emoji), so they stay between two visible non-ASCII characters; next to
+    ASCII, or anything invisible, they are removed like any other format
+    character (a ZWJ inside ``</attachment>`` is an evasion, not a spelling).
+    """
+    last = len(text) - 1
+    kept: list[str] = []
+    for index, ch in enumerate(text):
+        joins = (ch in _JOINERS and 0 < index < last and _visible_letter(text[index - 1])
+                 and _visible_letter(text[index + 1]))
+        if joins or ch in _KEEP or unicodedata.category(ch) not in _STRIP_CATEGORIES:
+            kept.append(ch)
+    return "".join(kept)
+
+
+def _visible_letter(ch: str) -> bool:
+    return not ch.isascii() and unicodedata.category(ch) not in _STRIP_CATEGORIES
 
 
 def clean_detail(detail: object, *, limit: int = 2000) -> str:
@@ -71,7 +110,7 @@ def clean_detail(detail: object, *, limit: int = 2000) -> str:
     runs, so a detail quoting megabytes of input costs microseconds.
 
     Examples:
-        >>> clean_detail("bad \x1b]8;;x\x07link\n\ud800")
+        >>> clean_detail("bad \\x1b]8;;x\\x07link\\n\\ud800")
         'bad ]8;;xlink \ufffd'
         >>> clean_detail("No such file: '/tmp/capsa-worker-1a/worker-2b/file-3c/x.docx'")
         "No such file: '<scratch>/x.docx'"
@@ -81,43 +120,152 @@ def clean_detail(detail: object, *, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def decode_text(payload: bytes) -> str:
-    """Decode bytes of unknown encoding without guessing code pages.
+class DecodedText(NamedTuple):
+    """Text decoded from bytes, and how."""
 
-    Order: a byte-order mark; UTF-16 when the pattern of NUL bytes says so
-    (ASCII-range UTF-16 is also valid UTF-8, so this comes first); strict
-    UTF-8; otherwise UTF-8 with replacement. Any decode that replaced more
-    than 5 % of the characters is refused (silent mojibake is worse than a
-    reason).
+    text: str
+    encoding: str | None
+    """None for UTF-8 (the default every reader assumes); otherwise the codec used."""
+    confidence: float | None
+    """1.0 for a byte-order mark; the detector's estimate for a guessed code page."""
+
+
+def decode_text(payload: bytes) -> str:
+    """Decode bytes of unknown encoding; see `detect_and_decode` for the order.
+
+    Raises:
+        UndecodableText: no encoding gives text with under 5 % replacement characters.
+    """
+    return detect_and_decode(payload).text
+
+
+def detect_and_decode(payload: bytes) -> DecodedText:
+    """Decode bytes of unknown encoding, saying which encoding it took.
+
+    Order: a byte-order mark; UTF-32 or UTF-16 when the pattern of NUL bytes
+    says so (ASCII-range UTF-16 is also valid UTF-8, so this comes first);
+    strict UTF-8; UTF-8 with a few replacements when it has valid multi-byte
+    sequences (damaged UTF-8); then a legacy code page (cp1252, GBK, Shift-JIS, cp1256,
+    BOM-less UTF-16 of CJK text, ...) detected by `charset-normalizer` on at
+    most the first 64 KiB. Among encodings the detector finds equally clean,
+    cp1252 wins, as in browsers. Any decode that replaced more than 5 % of the
+    characters is refused (silent mojibake is worse than a reason).
 
     Raises:
         UndecodableText: the replacement share is over 5 %.
+
+    Examples:
+        >>> detect_and_decode("Café".encode("utf-8"))
+        DecodedText(text='Café', encoding=None, confidence=None)
+        >>> detect_and_decode("\ufeffhi".encode("utf-16-le")).encoding
+        'utf-16-le'
     """
     for bom, encoding in _BOMS:
         if payload.startswith(bom):
-            return _checked(payload[len(bom):].decode(encoding, "replace"))
-    # UTF-16 of mostly ASCII text is also valid UTF-8 (full of NULs), so the
-    # NUL pattern is checked before strict UTF-8.
-    sample = payload[:4096]
-    if len(sample) >= 2:
-        even_nuls = sample[0::2].count(0) / max(1, len(sample[0::2]))
-        odd_nuls = sample[1::2].count(0) / max(1, len(sample[1::2]))
-        if odd_nuls > 0.3 and even_nuls < 0.05:
-            return _checked(payload.decode("utf-16-le", "replace"))
-        if even_nuls > 0.3 and odd_nuls < 0.05:
-            return _checked(payload.decode("utf-16-be", "replace"))
+            text = _checked(payload[len(bom):].decode(encoding, "replace"))
+            if encoding == "utf-8":
+                return DecodedText(text, None, None)
+            return DecodedText(text, encoding, 1.0)
+    wide = _wide_unicode(payload[:_SAMPLE_BYTES])
+    if wide is not None:
+        return DecodedText(_checked(payload.decode(wide, "replace")), wide, 1.0)
     try:
-        return payload.decode("utf-8")
+        return DecodedText(payload.decode("utf-8"), None, None)
     except UnicodeDecodeError:
         pass
-    return _checked(payload.decode("utf-8", "replace"))
+    sparse = _sparse_utf16(payload[:_SAMPLE_BYTES])
+    if sparse is not None:
+        return DecodedText(_checked(payload.decode(sparse, "replace")), sparse, 1.0)
+    lenient = payload.decode("utf-8", "replace")
+    if _MULTIBYTE_UTF8.search(payload[:_SAMPLE_BYTES]) and (
+            lenient.count("\ufffd") <= max(1.0, _DAMAGED_UTF8_SHARE * len(lenient))):
+        # Valid multi-byte sequences and a stray bad byte: damaged UTF-8, not a code page.
+        return DecodedText(lenient, None, None)
+    guess = _detect_code_page(payload[:_SAMPLE_BYTES])
+    if guess is not None:
+        encoding, confidence = guess
+        return DecodedText(_checked(payload.decode(encoding, "replace")), encoding, confidence)
+    return DecodedText(_checked(lenient), None, None)
+
+
+def _wide_unicode(sample: bytes) -> str | None:
+    """UTF-32 or UTF-16 without a BOM, recognised by where the NUL bytes fall."""
+    if len(sample) < 4 or 0 not in sample:
+        return None
+    quads = [sample[i::4].count(0) / max(1, len(sample[i::4])) for i in range(4)]
+    if quads[2] > 0.9 and quads[3] > 0.9 and quads[0] < 0.5:
+        return "utf-32-le" if _decodes(sample, "utf-32-le") else None
+    if quads[0] > 0.9 and quads[1] > 0.9 and quads[3] < 0.5:
+        return "utf-32-be" if _decodes(sample, "utf-32-be") else None
+    even_nuls = sample[0::2].count(0) / max(1, len(sample[0::2]))
+    odd_nuls = sample[1::2].count(0) / max(1, len(sample[1::2]))
+    if odd_nuls > 0.3 and even_nuls < 0.05:
+        return "utf-16-le"
+    if even_nuls > 0.3 and odd_nuls < 0.05:
+        return "utf-16-be"
+    return None
+
+
+def _sparse_utf16(sample: bytes) -> str | None:
+    """UTF-16 of CJK text: few NULs (its ASCII spaces, digits, line ends), all on one side.
+
+    Tried only after strict UTF-8 failed: ASCII with a stray NUL is UTF-8.
+    """
+    if len(sample) < 4 or len(sample) % 2 or 0 not in sample:
+        return None
+    even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
+    for encoding, nuls, other in (("utf-16-le", odd_nuls, even_nuls),
+                                  ("utf-16-be", even_nuls, odd_nuls)):
+        if nuls > 0 and other == 0 and _decodes(sample, encoding):
+            return encoding
+    return None
+
+
+def _decodes(sample: bytes, encoding: str) -> bool:
+    unit = 4 if "32" in encoding else 2
+    try:
+        text = sample[: len(sample) - len(sample) % unit].decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    controls = sum(1 for ch in text if ch < " " and ch not in "\t\n\r")
+    return controls <= 0.01 * len(text)
+
+
+def _detect_code_page(sample: bytes) -> tuple[str, float] | None:
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # pragma: no cover - a core dependency; kept for vendored installs
+        return None
+    matches = list(from_bytes(sample))
+    if not matches:
+        return None
+    best = matches[0]
+    ties = [m for m in matches if m.chaos <= best.chaos + 0.02]
+    names = [_codec_name(m.encoding) for m in ties]
+    confidence = max(0.0, 1.0 - best.chaos) / (1 if len(ties) == 1 else 2)
+    if "cp1252" in names:
+        return "cp1252", round(confidence, 3)
+    if names[0].startswith(("utf-16", "utf-32")) and len(sample) < 64:
+        # A few bytes of Latin-1 decode as two or three "CJK" characters too.
+        try:
+            text = sample.decode("cp1252")
+        except UnicodeDecodeError:
+            text = ""
+        if text and all(ch >= " " or ch in "\t\n\r" for ch in text):
+            return "cp1252", 0.5
+    return names[0], round(confidence, 3)
+
+
+def _codec_name(name: str) -> str:
+    return codecs.lookup(name).name
 
 
 def _checked(text: str) -> str:
     replaced = text.count("\ufffd")
     if replaced > _MAX_REPLACEMENT_SHARE * max(1, len(text)):
         raise UndecodableText(
-            f"{replaced} of {len(text)} characters are not valid UTF-8 "
-            f"(over the {_MAX_REPLACEMENT_SHARE:.0%} share capsa accepts)"
+            f"{replaced} of {len(text)} characters are not valid UTF-8 or in any encoding "
+            f"the detector recognised (over the {_MAX_REPLACEMENT_SHARE:.0%} share capsa "
+            "accepts)"
         )
     return text

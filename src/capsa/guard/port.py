@@ -1,10 +1,49 @@
-"""The one-method port every format parser satisfies."""
+"""The one-method port every format parser satisfies, and what it may return."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["TextExtractor"]
+__all__ = ["EmbeddedFile", "Parsed", "TextExtractor"]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedFile:
+    """A file found inside the one being parsed (an e-mail attachment, a forwarded message).
+
+    The parser never extracts it itself: it hands the bytes back, and the
+    guard runs them through the whole pipeline again (label, size, sniff,
+    archive checks, a fresh isolated parser) as a file of their own.
+    """
+
+    name: str
+    """The name the container gave it (untrusted; becomes a label through `safe_label`)."""
+    media_type: str | None
+    """The type the container declared (untrusted; checked against the bytes)."""
+    payload: bytes
+    """The decoded bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A parser's full answer when plain text is not all it has to say.
+
+    Examples:
+        >>> Parsed("hello", encoding="cp1252", encoding_confidence=0.9).text
+        'hello'
+    """
+
+    text: str
+    """The text of the file itself."""
+    encoding: str | None = None
+    """The character encoding the text was decoded from, when the parser had to detect one."""
+    encoding_confidence: float | None = None
+    """The detector's confidence in `encoding`, 0 to 1; None when it was not guessed."""
+    embedded: tuple[EmbeddedFile, ...] = ()
+    """Files inside this one, to be extracted on their own."""
+    notes: tuple[str, ...] = ()
+    """Facts a reader should know about how the text was obtained (``"OCR read 3 pages"``)."""
 
 
 @runtime_checkable
@@ -19,11 +58,17 @@ class TextExtractor(Protocol):
     `ExtractionFailed` for an incomplete result, or anything at all: the guard
     maps every other exception to `ExtractionFailed`.
 
+    It returns the text, or a `Parsed` when it has more to report: the
+    encoding it detected, notes on how the text was obtained, or files
+    embedded in this one (an e-mail's attachments), which the guard then
+    extracts on their own under the same limits.
+
     An extractor may also define ``self_test() -> dict[str, str]``, run once
     when a worker starts, which parses one trusted sample of each kind it
     supports and reports ``"ok"`` or the error per kind.
     """
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
-        """Return the text of `payload`."""
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
+        """Return the text of `payload`, or a `Parsed` with more to say."""
         ...

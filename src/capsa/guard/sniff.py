@@ -225,7 +225,8 @@ def _text_kind(payload: bytes) -> Kind:
         return "html"
     if start.startswith("<!doctype html") or start.startswith("<html"):
         return "html"
-    head = sample.lstrip()[:4096]
+    # headers are matched on the decoded text, so a message saved as UTF-16 is mail too
+    head = text.lstrip("\ufeff \t\r\n")[:4096].encode("utf-8", "replace")
     if _HEADER_LINE.match(head):
         names = {m.group(0).split(b":", 1)[0].strip().lower()
                  for m in _HEADER_LINE.finditer(head.split(b"\n\n", 1)[0])}

@@ -144,7 +144,7 @@ import hashlib  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
 if TYPE_CHECKING:
-    from capsa.guard.port import TextExtractor
+    from capsa.guard.port import Parsed, TextExtractor
 
 __all__ += ["FAULTS", "Fault", "FaultInjectingExtractor"]
 
@@ -212,7 +212,8 @@ class FaultInjectingExtractor:
                 return fault
         return None
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
         """Misbehave if `payload` drew a fault; otherwise parse it with `inner`."""
         fault = self.fault_for(payload)
         if fault is not None:

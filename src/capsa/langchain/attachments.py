@@ -102,9 +102,11 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
                                                                  message, context)))
 
     def _context(self, message: HumanMessage, docs: Sequence[Any]) -> AttachmentContext:
-        outcomes = [read_file_block(block, position, cache=self._cache,
-                                    extractor=self.extractor, limits=self.limits)
-                    for position, block in enumerate(_files(message))]
+        # a file found inside another (an e-mail's attachment) is its own outcome
+        outcomes = [found for position, block in enumerate(_files(message))
+                    for found in _flat(read_file_block(block, position, cache=self._cache,
+                                                       extractor=self.extractor,
+                                                       limits=self.limits))]
         passages = [Passage(id=str(doc.id or f"retrieved-{i}"), text=doc.page_content,
                             source=source_name(doc.metadata.get("source")))
                     for i, doc in enumerate(docs)]
@@ -113,6 +115,10 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
             [o for o in outcomes if isinstance(o, Extracted)],
             [o for o in outcomes if isinstance(o, Omission)],
             self.budget, passages=passages, tokenizer=self.tokenizer)
+
+def _flat(outcome: Extracted | Omission) -> tuple[Extracted | Omission, ...]:
+    return outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
+
 
 def _newest_human(messages: Sequence[AnyMessage]) -> tuple[int, HumanMessage] | None:
     for index in range(len(messages) - 1, -1, -1):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path, PurePath
 from typing import Any, Literal
 
@@ -24,7 +25,6 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
-from capsa.guard.limits import DEFAULT_LIMITS
 
 __all__ = ["CapsaBlobParser", "CapsaLoader", "Source"]
 
@@ -46,13 +46,18 @@ class CapsaBlobParser(BaseBlobParser):
     and is sent to `callbacks` as a ``capsa.omission`` custom event; with
     ``on_rejection="raise"`` the typed error is raised instead.
 
+    The default limits are the ingestion preset
+    (`ExtractionLimits.for_ingestion`): blob parsers feed loaders over whole
+    corpora, where a 300-page report is ordinary.
+
     Setup:
         ``pip install 'capsa[langchain,unstructured,ocr]'``
 
-    Examples:
+    Instantiate:
         .. code-block:: python
 
-            parser = CapsaBlobParser(limits=ExtractionLimits(max_pages=50))
+            limits = ExtractionLimits.for_ingestion().model_copy(update={"max_pages": 50})
+            parser = CapsaBlobParser(limits=limits)
 
     Examples:
         >>> from langchain_core.documents.base import Blob
@@ -69,11 +74,14 @@ class CapsaBlobParser(BaseBlobParser):
         if on_rejection not in ("omit", "raise"):
             raise ValueError("on_rejection must be 'omit' or 'raise'")
         self.extractor = extractor
-        self.limits = limits or DEFAULT_LIMITS
+        self.limits = limits or ExtractionLimits.for_ingestion()
         self.on_rejection = on_rejection
         self.callbacks = list(callbacks or [])
         self.omitted: list[Omission] = []
-        """Every blob that did not become a document, with its reason, in order."""
+        """Every blob that did not become a document, with its reason, in order.
+
+        A parser has no notion of a load, so this list grows with every blob
+        parsed; `CapsaLoader` starts a new one on each load."""
 
     def lazy_parse(self, blob: Blob) -> Iterator[Document]:
         """Yield the blob's document, or nothing (and record why)."""
@@ -85,14 +93,23 @@ class CapsaBlobParser(BaseBlobParser):
                                                  payload=payload),
                                       self.extractor, self.limits)
         except (IngestionRejected, ExtractionFailed) as error:
-            if self.on_rejection == "raise":
-                raise
-            where = str(blob.path) if blob.path is not None else None
-            self._omit(Omission.from_error(error).model_copy(update={"source": where}))
+            self.refuse(error, where=str(blob.path) if blob.path is not None else None)
             return
-        yield _to_document(item, blob)
+        where = str(blob.path) if blob.path is not None else None
+        for found in item.flattened():  # the file, then any file found inside it
+            if isinstance(found, Extracted):
+                yield _to_document(found, blob)
+            else:
+                self.record(found.model_copy(update={"source": where}))
 
-    def _omit(self, omission: Omission) -> None:
+    def refuse(self, error: IngestionRejected | ExtractionFailed, *, where: str | None) -> None:
+        """Record (or, with ``on_rejection="raise"``, raise) a refusal for the source `where`."""
+        if self.on_rejection == "raise":
+            raise error
+        self.record(Omission.from_error(error).model_copy(update={"source": where}))
+
+    def record(self, omission: Omission) -> None:
+        """Keep `omission` in `omitted` and report it through the callbacks."""
         self.omitted.append(omission)
         if self.callbacks:
             CallbackManager(handlers=self.callbacks).on_custom_event(
@@ -100,11 +117,31 @@ class CapsaBlobParser(BaseBlobParser):
 
 
 class CapsaLoader(BaseLoader):
-    """Load paths, ``(name, bytes)`` pairs or blobs through `CapsaBlobParser`.
+    """Load files, folders, ``(name, bytes)`` pairs or blobs through `CapsaBlobParser`.
+
+    Behaves like LangChain's own `DirectoryLoader` where they overlap: a
+    directory is walked with `glob` (recursively with ``recursive=True``, or
+    through ``**`` in the pattern), hidden files and folders are skipped unless
+    ``load_hidden=True``, and a bare string or path is one source, never a
+    sequence of characters. Unlike it, nothing is skipped silently and one bad
+    source never aborts the load: a missing path, a symbolic link met in a
+    walk (never followed) and every refused file are listed in `omitted`.
 
     Documents stream out one file at a time (`lazy_load`); nothing is read
-    before its turn, and a path is stat-ed before it is opened. `omitted`
-    lists every file that did not load, with its reason.
+    before its turn, and a path is stat-ed before it is opened. `alazy_load`
+    does the same work in a thread, so an event loop keeps running. The
+    default limits are the ingestion preset (`ExtractionLimits.for_ingestion`):
+    a loader reads a corpus, not a chat attachment.
+
+    Setup:
+        ``pip install 'capsa[langchain,unstructured,ocr]'``
+
+    Instantiate:
+        .. code-block:: python
+
+            loader = CapsaLoader("inbox/")                    # a folder, walked
+            loader = CapsaLoader(["a.pdf", "b.docx"])          # several paths
+            loader = CapsaLoader("inbox/", glob="**/*.pdf")   # only PDFs
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -116,23 +153,73 @@ class CapsaLoader(BaseLoader):
         [('b.txt', 'empty')]
     """
 
-    def __init__(self, sources: Iterable[Source], *, extractor: TextExtractor | None = None,
+    def __init__(self, sources: Source | Iterable[Source], *,
+                 extractor: TextExtractor | None = None,
                  limits: ExtractionLimits | None = None,
+                 glob: str = "**/[!.]*", recursive: bool = False, load_hidden: bool = False,
                  on_rejection: Literal["omit", "raise"] = "omit",
                  callbacks: Sequence[BaseCallbackHandler] | None = None) -> None:
-        self.sources = sources
-        self.parser = CapsaBlobParser(extractor=extractor, limits=limits,
+        self.sources: tuple[Source, ...] = _sources(sources)
+        self.glob = glob
+        self.recursive = recursive
+        self.load_hidden = load_hidden
+        self.parser = CapsaBlobParser(extractor=extractor,
+                                      limits=limits or ExtractionLimits.for_ingestion(),
                                       on_rejection=on_rejection, callbacks=callbacks)
 
     @property
     def omitted(self) -> list[Omission]:
-        """Every source that did not become a document, with its reason."""
+        """Every source of the latest load that did not become a document, with its reason.
+
+        Each load starts a new list; a list taken from an earlier load is left as it was.
+        """
         return self.parser.omitted
 
     def lazy_load(self) -> Iterator[Document]:
-        """Yield one document per extracted source, in order."""
+        """Yield one document per extracted source, in order (a walked folder sorted)."""
+        self.parser.omitted = []
         for source in self.sources:
-            yield from self.parser.lazy_parse(_to_blob(source))
+            if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
+                for path in self._walk(Path(source)):
+                    if path.is_symlink():
+                        self.parser.refuse(_walked_link(path), where=str(path))
+                    else:
+                        yield from self.parser.lazy_parse(_to_blob(path))
+            else:
+                yield from self.parser.lazy_parse(_to_blob(source))
+
+    async def alazy_load(self) -> AsyncIterator[Document]:
+        """`lazy_load` with every read and parse in a worker thread; the loop never waits."""
+        documents = self.lazy_load()
+        done = object()
+        while (document := await asyncio.to_thread(next, documents, done)) is not done:
+            assert isinstance(document, Document)
+            yield document
+
+    def _walk(self, folder: Path) -> list[Path]:
+        found = folder.rglob(self.glob) if self.recursive else folder.glob(self.glob)
+        return sorted(path for path in found
+                      if (path.is_symlink() or path.is_file())
+                      and (self.load_hidden or not _hidden(path.relative_to(folder))))
+
+
+def _sources(sources: Source | Iterable[Source]) -> tuple[Source, ...]:
+    if isinstance(sources, (str, os.PathLike, Blob)):
+        return (sources,)
+    if (isinstance(sources, tuple) and len(sources) == 2 and isinstance(sources[0], str)
+            and isinstance(sources[1], bytes)):
+        return (sources,)
+    return tuple(sources)
+
+
+def _hidden(relative: PurePath) -> bool:
+    return any(part.startswith(".") for part in relative.parts)
+
+
+def _walked_link(path: Path) -> IngestionRejected:
+    return IngestionRejected("a symbolic link found in a directory walk is not followed",
+                             label=safe_label(path.name), stage="size",
+                             reason="unsupported_type")
 
 
 def _to_blob(source: Source) -> Blob:
@@ -153,7 +240,11 @@ def _blob_label(blob: Blob) -> str:
 
 def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
     if blob.data is None and blob.path is not None:
-        return read_bounded(Path(blob.path), limits, label=label)
+        try:
+            return read_bounded(Path(blob.path), limits, label=label)
+        except OSError as error:  # missing, unreadable: this file's outcome, not the load's
+            raise IngestionRejected(f"could not read the file: {error.strerror}", label=label,
+                                    stage="size", reason="corrupt") from error
     data = blob.data
     if isinstance(data, str):
         if len(data) > limits.max_bytes:  # every character is at least one byte
@@ -167,6 +258,8 @@ def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
 def _to_document(item: Extracted, blob: Blob) -> Document:
     metadata: dict[str, Any] = dict(blob.metadata or {})
     metadata.setdefault("source", blob.source or item.label)
+    if item.parent is not None:
+        metadata["capsa_parent"] = item.parent
     metadata.update({
         "capsa_label": item.label,
         "capsa_kind": item.kind,

@@ -20,19 +20,19 @@ from capsa.guard import (
     ExtractionLimits,
     Omission,
     TextExtractor,
-    default_extractor,
     extract_attachment,
     media_type_for_name,
     read_bounded,
     safe_label,
 )
+from capsa.guard.pools import shared_pool
 from capsa.llama_index.readers import CapsaOmissionEvent
 
 __all__ = ["CapsaTransform"]
 
 _dispatcher = get_dispatcher(__name__)
 _logger = logging.getLogger(__name__)
-_PROVENANCE = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes"]
+_PROVENANCE = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes", "capsa_parent"]
 
 
 class CapsaTransform(TransformComponent):
@@ -57,9 +57,13 @@ class CapsaTransform(TransformComponent):
     them; configure logging in the workers or run with one worker to collect them.
 
     All configuration lives in fields, and the parser pool is never one of
-    them: each process uses its own `capsa.guard.default_extractor()`, started
-    on the first call. The transform therefore pickles for
-    ``num_workers > 1`` and its cache key changes whenever a limit does.
+    them: each process uses one pool (`capsa.guard.pools.shared_pool`),
+    started on its first batch and reused by every later batch in that
+    process. In the pipeline's worker processes that pool has one parser
+    worker, since the pipeline already runs one process per core. The
+    transform therefore pickles for ``num_workers > 1`` and its cache key
+    changes whenever a limit does. The default limits are the ingestion
+    preset (`ExtractionLimits.for_ingestion`).
     The cache key covers the input nodes' metadata, not the file's bytes:
     `SimpleDirectoryReader`'s size and modification-date metadata are what
     make an edited file miss the cache.
@@ -84,7 +88,7 @@ class CapsaTransform(TransformComponent):
         'no file here'
     """
 
-    limits: ExtractionLimits = Field(default_factory=ExtractionLimits)
+    limits: ExtractionLimits = Field(default_factory=ExtractionLimits.for_ingestion)
     """The guard's ceilings for every file this transform reads."""
 
     @classmethod
@@ -101,7 +105,7 @@ class CapsaTransform(TransformComponent):
                 firsts[path] = position
         outcomes: dict[str, Extracted | Omission] = {}
         if firsts:
-            extractor = default_extractor()
+            extractor = shared_pool()
             with ThreadPoolExecutor(max_workers=extractor.workers,
                                     thread_name_prefix="capsa-transform") as threads:
                 results = threads.map(lambda item: self._extract(item[1], item[0], extractor),
@@ -114,10 +118,12 @@ class CapsaTransform(TransformComponent):
                 output.append(node)
             elif firsts[path] == position:
                 outcome = outcomes[path]
-                if isinstance(outcome, Extracted):
-                    output.append(_document(outcome, node))
-                else:
-                    _report(outcome, path)
+                found = outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
+                for index, item in enumerate(found):  # the file, then files inside it
+                    if isinstance(item, Extracted):
+                        output.append(_document(item, node, first=index == 0))
+                    else:
+                        _report(item, path)
         return output
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
@@ -126,23 +132,28 @@ class CapsaTransform(TransformComponent):
 
     def _extract(self, path: str, index: int, extractor: TextExtractor) -> Extracted | Omission:
         label = safe_label(Path(path).name, index=index)
+        outcome: Extracted | Omission
         try:
             payload = read_bounded(path, self.limits, label=label)
-            return extract_attachment(
+            outcome = extract_attachment(
                 Attachment(label=label, media_type=media_type_for_name(label), payload=payload),
                 extractor, self.limits, index=index)
         except (IngestionRejected, ExtractionFailed) as error:
-            return Omission.from_error(error)
+            outcome = Omission.from_error(error)
         except OSError as error:
-            return Omission(label=label, stage="size", reason="corrupt",
-                            detail=f"could not read the file: {error.strerror}")
+            outcome = Omission(label=label, stage="size", reason="corrupt",
+                               detail=f"could not read the file: {error.strerror}")
+        return outcome.model_copy(update={"source": path})
 
 
-def _document(item: Extracted, source: BaseNode) -> Document:
+def _document(item: Extracted, source: BaseNode, *, first: bool = True) -> Document:
     metadata = {**source.metadata, "capsa_label": item.label, "capsa_kind": item.kind,
                 "capsa_sha256": item.sha256, "capsa_bytes": item.byte_size}
+    if item.parent is not None:
+        metadata["capsa_parent"] = item.parent
     return Document(
-        text=item.text, id_=source.id_, metadata=metadata,
+        text=item.text, id_=source.id_ if first else f"{source.id_}/{item.sha256}",
+        metadata=metadata,
         excluded_llm_metadata_keys=_merged(source.excluded_llm_metadata_keys),
         excluded_embed_metadata_keys=_merged(source.excluded_embed_metadata_keys))
 

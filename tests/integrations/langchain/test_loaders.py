@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -96,3 +97,91 @@ def test_blob_parser_checks_a_string_blob_against_the_size_limit() -> None:
                              limits=ExtractionLimits(max_bytes=10))
     assert parser.parse(Blob.from_data("x" * 11, path="s.txt")) == []
     assert parser.omitted[0].reason == "too_large"
+
+
+def _tree(root: Path) -> Path:
+    (root / "sub").mkdir()
+    (root / "sub" / "b.md").write_text("beta")
+    (root / "a.txt").write_text("alpha")
+    (root / ".hidden.txt").write_text("hidden")
+    (root / ".git").mkdir()
+    (root / ".git" / "config.txt").write_text("internal")
+    return root
+
+
+def test_loader_walks_a_directory_like_directory_loader(tmp_path: Path) -> None:
+    loader = CapsaLoader(_tree(tmp_path), extractor=PlainTextExtractor())
+    assert [d.page_content for d in loader.load()] == ["alpha", "beta"]
+    assert loader.omitted == []
+
+
+def test_loader_walk_follows_glob_and_can_load_hidden_files(tmp_path: Path) -> None:
+    folder = _tree(tmp_path)
+    only_md = CapsaLoader(folder, glob="**/*.md", extractor=PlainTextExtractor())
+    assert [d.page_content for d in only_md.load()] == ["beta"]
+    top_level = CapsaLoader(folder, glob="*", extractor=PlainTextExtractor())
+    assert [d.page_content for d in top_level.load()] == ["alpha"]
+    everything = CapsaLoader(folder, load_hidden=True, glob="**/*",
+                             extractor=PlainTextExtractor())
+    assert sorted(d.page_content for d in everything.load()) == [
+        "alpha", "beta", "hidden", "internal"]
+
+
+def test_loader_refuses_a_symbolic_link_met_in_a_walk(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    (folder / "link.txt").symlink_to(outside)
+    loader = CapsaLoader(folder, extractor=PlainTextExtractor())
+    assert loader.load() == []
+    (omission,) = loader.omitted
+    assert (omission.reason, omission.source) == ("unsupported_type", str(folder / "link.txt"))
+
+
+def test_loader_takes_a_bare_string_as_one_path(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("alpha")
+    loader = CapsaLoader(str(tmp_path / "a.md"), extractor=PlainTextExtractor())
+    assert [d.page_content for d in loader.load()] == ["alpha"]
+
+
+def test_loader_takes_one_name_and_bytes_pair() -> None:
+    loader = CapsaLoader(("a.txt", b"alpha"), extractor=PlainTextExtractor())
+    assert [d.page_content for d in loader.load()] == ["alpha"]
+
+
+def test_loader_reports_a_missing_path_and_loads_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    loader = CapsaLoader([tmp_path / "gone.txt", tmp_path / "a.txt"],
+                         extractor=PlainTextExtractor())
+    assert [d.page_content for d in loader.load()] == ["alpha"]
+    (omission,) = loader.omitted
+    assert (omission.label, omission.reason) == ("gone.txt", "corrupt")
+    assert omission.source == str(tmp_path / "gone.txt")
+
+
+def test_loader_omitted_describes_the_latest_load_only() -> None:
+    loader = CapsaLoader([("empty.txt", b"")], extractor=PlainTextExtractor())
+    loader.load()
+    first = loader.omitted
+    loader.load()
+    assert len(loader.omitted) == 1
+    assert len(first) == 1  # the earlier load's list is left as it was
+
+
+def test_loader_defaults_to_the_ingestion_limits() -> None:
+    loader = CapsaLoader([("long.txt", b"word " * 20_000)], extractor=PlainTextExtractor())
+    assert loader.parser.limits == ExtractionLimits.for_ingestion()
+    assert len(loader.load()) == 1  # 100,000 characters: over the attachment preset
+
+
+async def test_loader_alazy_load_lets_other_coroutines_run(loop_probe: Any) -> None:
+    extractor, other_coroutine = loop_probe
+    loader = CapsaLoader([("a.txt", b"alpha")], extractor=extractor)
+
+    async def load() -> list[str]:
+        return [d.page_content async for d in loader.alazy_load()]
+
+    texts, _ = await asyncio.gather(load(), other_coroutine())
+    assert texts == ["alpha"]
+    assert loader.omitted == []

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 from llama_index.core import SimpleDirectoryReader
@@ -80,3 +83,102 @@ def test_reader_raises_when_asked(tmp_path: Path) -> None:
 
 def test_reader_has_a_stable_class_name() -> None:
     assert CapsaReader.class_name() == "CapsaReader"
+
+
+def _mixed_folder(root: Path) -> Path:
+    (root / "a.txt").write_text("alpha")
+    (root / "b.md").write_text("beta")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "fake.pdf").write_text("not a pdf at all")
+    return root
+
+
+def test_reader_keeps_omissions_from_simple_directory_reader_workers(tmp_path: Path) -> None:
+    reader = CapsaReader(extractor=PlainTextExtractor())
+    folder = _mixed_folder(tmp_path)
+    docs = SimpleDirectoryReader(
+        str(folder), file_extractor={".txt": reader, ".md": reader, ".pdf": reader},
+    ).load_data(num_workers=2)
+    assert sorted(d.text for d in docs) == ["alpha", "beta"]
+    assert sorted((o.label, o.reason) for o in reader.omitted) == [
+        ("empty.txt", "empty"), ("fake.pdf", "type_mismatch")]
+    assert {o.source for o in reader.omitted} == {str(folder / "empty.txt"),
+                                                  str(folder / "fake.pdf")}
+
+
+def test_reader_pickled_keeps_a_custom_extractor() -> None:
+    from capsa.guard.extractors import Router
+
+    text_only = CapsaReader(extractor=Router([PlainTextExtractor()]))
+    copy = pickle.loads(pickle.dumps(text_only))
+    assert copy.load_data(CORPUS_DIR / "travel-policy.pdf") == []
+    assert [(o.label, o.reason) for o in copy.omitted] == [
+        ("travel-policy.pdf", "unsupported_type")]
+
+
+def test_reader_pickled_keeps_a_pool_as_its_parsers_and_size() -> None:
+    from capsa.guard import IsolatedExtractor
+    from capsa.guard.extractors import Router
+
+    pool = IsolatedExtractor(Router([PlainTextExtractor()]), workers=3)
+    copy = pickle.loads(pickle.dumps(CapsaReader(extractor=pool)))
+    assert [d.text for d in copy.load_data(CORPUS_DIR / "remote-work.md")] != []
+    assert copy.load_data(CORPUS_DIR / "travel-policy.pdf") == []
+    assert copy.omitted[0].reason == "unsupported_type"
+
+
+def test_reader_reports_a_missing_file_and_reads_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    reader = CapsaReader(extractor=PlainTextExtractor())
+    docs = reader.load_data([tmp_path / "gone.txt", tmp_path / "a.txt"])
+    assert [d.text for d in docs] == ["alpha"]
+    assert [(o.label, o.reason, o.source) for o in reader.omitted] == [
+        ("gone.txt", "corrupt", str(tmp_path / "gone.txt"))]
+
+
+def test_reader_reset_forgets_every_omission(tmp_path: Path) -> None:
+    reader = CapsaReader(extractor=PlainTextExtractor())
+    SimpleDirectoryReader(str(_mixed_folder(tmp_path)), file_extractor={".txt": reader},
+                          ).load_data(num_workers=2)
+    assert reader.omitted != []
+    reader.reset()
+    assert reader.omitted == []
+
+
+def test_reader_defaults_to_the_ingestion_limits(tmp_path: Path) -> None:
+    from capsa.guard import ExtractionLimits
+
+    long_text = tmp_path / "long.txt"
+    long_text.write_text("word " * 20_000)  # over the attachment preset's 50,000 characters
+    reader = CapsaReader(extractor=PlainTextExtractor())
+    assert reader.limits == ExtractionLimits.for_ingestion()
+    assert len(reader.load_data(long_text)) == 1
+
+
+async def test_reader_aload_data_lets_other_coroutines_run(tmp_path: Path,
+                                                           loop_probe: Any) -> None:
+    extractor, other_coroutine = loop_probe
+    (tmp_path / "a.txt").write_text("alpha")
+    reader = CapsaReader(extractor=extractor)
+    docs, _ = await asyncio.gather(reader.aload_data(tmp_path / "a.txt"), other_coroutine())
+    assert [d.text for d in docs] == ["alpha"]
+
+
+async def test_reader_alazy_load_data_lets_other_coroutines_run(tmp_path: Path,
+                                                                loop_probe: Any) -> None:
+    extractor, other_coroutine = loop_probe
+    (tmp_path / "a.txt").write_text("alpha")
+    reader = CapsaReader(extractor=extractor)
+
+    async def load() -> list[str]:
+        return [d.text for d in await reader.alazy_load_data(tmp_path / "a.txt")]
+
+    texts, _ = await asyncio.gather(load(), other_coroutine())
+    assert texts == ["alpha"]
+
+
+def test_reader_reports_a_file_missing_from_an_fsspec_filesystem(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    reader = CapsaReader(extractor=PlainTextExtractor())
+    assert reader.load_data(tmp_path / "gone.txt", fs=fsspec.filesystem("file")) == []
+    assert [(o.label, o.reason) for o in reader.omitted] == [("gone.txt", "corrupt")]

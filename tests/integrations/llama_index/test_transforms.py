@@ -209,3 +209,22 @@ def test_transform_after_simple_directory_reader_yields_one_document_per_file(
     out = CapsaTransform()(docs)
     assert sorted(n.metadata["capsa_label"] for n in out) == ["handbook.html", "remote-work.md"]
     assert {n.metadata["capsa_kind"] for n in out} == {"html", "markdown"}
+
+
+def test_transform_defaults_to_the_ingestion_limits() -> None:
+    assert CapsaTransform().limits == ExtractionLimits.for_ingestion()
+
+
+def test_transform_omission_names_the_file_it_came_from(tmp_path: Path) -> None:
+    handler = _Collect()
+    handler.events.clear()
+    get_dispatcher().add_event_handler(handler)
+    try:
+        empty = tmp_path / "empty.txt"
+        empty.write_bytes(b"")
+        node = Document(text="x", metadata={"file_path": str(empty)})
+        assert list(CapsaTransform()([node])) == []
+    finally:
+        get_dispatcher().event_handlers.remove(handler)
+    (event,) = [e for e in handler.events if isinstance(e, CapsaOmissionEvent)]
+    assert (event.reason, event.source) == ("empty", str(empty))

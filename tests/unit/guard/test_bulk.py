@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from capsa.guard import (
+    EmbeddedFile,
     Extracted,
     ExtractionLimits,
     IsolatedExtractor,
     Omission,
+    Parsed,
     Skipped,
     extract_many,
 )
@@ -343,3 +345,40 @@ def test_extract_many_outcomes_name_the_path_they_came_from(tmp_path: Path) -> N
     assert isinstance(first, Extracted)
     assert first.text == "report for q1"
     assert isinstance(sources[str(tmp_path / "q2" / "empty.txt")], Omission)
+
+
+# the ingestion preset, and files found inside files
+
+
+def test_extract_many_defaults_to_the_ingestion_preset() -> None:
+    (outcome,) = extract_many([("long.txt", b"word " * 20_000)],
+                              extractor=PlainTextExtractor(), workers=1)
+
+    assert isinstance(outcome, Extracted)
+
+
+class _Wrapper:
+    """A trusted test parser: ``WRAP:`` files hold one embedded text file."""
+
+    kinds = frozenset({"text"})
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
+        if not payload.startswith(b"WRAP:"):
+            return payload.decode()
+        inner = EmbeddedFile(name="../inner.txt", media_type="text/plain", payload=payload[5:])
+        return Parsed("wrapper text", embedded=(inner,))
+
+
+def test_extract_many_yields_files_found_inside_a_file_after_it_with_its_source(
+        tmp_path: Path) -> None:
+    path = tmp_path / "outer.txt"
+    path.write_bytes(b"WRAP:inner words")
+
+    outcomes = list(extract_many([path], extractor=_Wrapper(), workers=1))
+
+    assert [(o.label, o.parent, o.source) for o in outcomes] == [
+        ("outer.txt", None, str(path)), ("outer.txt/inner.txt", "outer.txt", str(path))]
+    assert [o.text for o in outcomes] == [  # type: ignore[union-attr]
+        "wrapper text\n\nAttached:\n- inner.txt (11 bytes, text/plain; extracted separately)",
+        "inner words"]

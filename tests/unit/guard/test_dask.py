@@ -26,7 +26,7 @@ _REFUSED = {"quarterly-report.docx": "archive_ratio", "invoice.pdf": "type_misma
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as local:
+                                  host="127.0.0.1", dashboard_address=":0") as local:
         yield local
 
 
@@ -63,7 +63,7 @@ def test_extract_bag_gives_each_dask_worker_its_own_parser_pool(client: Any,
                           npartitions=len(_paths(corpus))).compute()
     assert len(records) == len(_paths(corpus))
     pools = client.run(lambda: (__import__("os").getpid(), sorted(
-        __import__("capsa.guard.dask", fromlist=["_POOLS"])._POOLS)))
+        key[0] for key in __import__("capsa.guard.pools", fromlist=["_POOLS"])._POOLS)))
     assert len(pools) == 2
     assert all(owners == [pid] for pid, owners in pools.values())
 
@@ -97,8 +97,9 @@ def test_cli_extract_on_dask_writes_one_line_per_good_file(cluster: Any, corpus:
                    "--out", str(out)])
     assert status == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(line["label"] for line in lines) == sorted(d.name for d in DOCUMENTS)
-    assert all(line["id"] == line["sha256"] for line in lines)
+    extracted = [line for line in lines if line["outcome"] == "extracted"]
+    assert sorted(line["label"] for line in extracted) == sorted(d.name for d in DOCUMENTS)
+    assert all(line["id"] == line["sha256"] for line in extracted)
 
 
 def test_cli_extract_on_dask_strict_fails_when_a_file_was_omitted(cluster: Any, corpus: Path,
@@ -106,3 +107,52 @@ def test_cli_extract_on_dask_strict_fails_when_a_file_was_omitted(cluster: Any, 
     status = main(["extract", str(corpus / "invoice.pdf"), "--dask", cluster.scheduler_address,
                    "--strict", "--out", str(tmp_path / "none.jsonl")])
     assert status == 2
+
+
+def test_extract_bag_runs_the_extractor_it_was_given(client: Any, corpus: Path) -> None:
+    from capsa.guard.extractors import PlainTextExtractor, Router
+
+    text_only = Router([PlainTextExtractor()])
+    records = extract_bag([corpus / "remote-work.md", corpus / "travel-policy.pdf"],
+                          client=client, extractor=text_only).compute()
+    outcomes = {r["label"]: (r["outcome"], r.get("reason")) for r in records}
+    assert outcomes == {"remote-work.md": ("extracted", None),
+                        "travel-policy.pdf": ("omitted", "unsupported_type")}
+
+
+def test_extract_bag_defaults_to_the_ingestion_limits(client: Any, tmp_path: Path) -> None:
+    long_text = tmp_path / "long.txt"
+    long_text.write_text("word " * 20_000)  # over the attachment preset's 50,000 characters
+    (record,) = extract_bag([long_text], client=client).compute()
+    assert record["outcome"] == "extracted"
+
+
+def test_extract_bag_walks_a_directory_and_refuses_the_links_it_meets(
+        client: Any, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_text("alpha")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "sub" / "a.txt")
+    records = extract_bag([tmp_path], client=client).compute()
+    outcomes = {r["source"]: (r["outcome"], r.get("reason")) for r in records}
+    assert outcomes == {str(tmp_path / "sub" / "a.txt"): ("extracted", None),
+                        str(tmp_path / "link.txt"): ("omitted", "unsupported_type")}
+
+
+def test_extract_bag_resumes_from_a_manifest(client: Any, corpus: Path, tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.jsonl"
+    paths = [corpus / "remote-work.md", corpus / "invoice.pdf"]
+    first = extract_bag(paths, client=client, manifest=manifest).compute()
+    again = extract_bag(paths, client=client, manifest=manifest).compute()
+    assert sorted(r["outcome"] for r in first) == ["extracted", "omitted"]
+    assert {r["label"]: (r["outcome"], r.get("previous")) for r in again} == {
+        "remote-work.md": ("skipped", "extracted"), "invoice.pdf": ("skipped", "omitted")}
+
+
+def test_cli_extract_on_dask_writes_omissions_as_json_lines(cluster: Any, corpus: Path,
+                                                           tmp_path: Path) -> None:
+    out = tmp_path / "docs.jsonl"
+    main(["extract", str(corpus / "invoice.pdf"), "--dask", cluster.scheduler_address,
+          "--out", str(out)])
+    (line,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (line["outcome"], line["reason"], line["source"]) == (
+        "omitted", "type_mismatch", str(corpus / "invoice.pdf"))

@@ -219,20 +219,29 @@ def test_extract_attachment_relabels_an_extractor_refusal_with_the_safe_label() 
     assert "10000 of 75536 characters" in error.detail
 
 
-def test_extract_attachment_refuses_short_invalid_utf8_as_undecodable() -> None:
-    error = rejected(Attachment(label="notes.txt", payload=b"ok" + b"\xff" * 10),
+def test_extract_attachment_refuses_bytes_no_encoding_explains_as_undecodable() -> None:
+    error = rejected(Attachment(label="notes.txt", payload=b"ok" + bytes(range(0x80, 0x100))),
                      PlainTextExtractor())
 
     assert (error.stage, error.reason) == ("preflight", "undecodable")
 
 
-def test_extract_attachment_refuses_legacy_encoded_text_as_undecodable() -> None:
+def test_extract_attachment_decodes_legacy_text_and_records_the_encoding() -> None:
     payload = "Résumé für Ångström, façade, naïve".encode("cp1252")
 
-    error = rejected(Attachment(label="notes.txt", media_type="text/plain", payload=payload),
-                     PlainTextExtractor())
+    item = extract_attachment(Attachment(label="notes.txt", media_type="text/plain",
+                                         payload=payload), PlainTextExtractor())
 
-    assert (error.stage, error.reason) == ("preflight", "undecodable")
+    assert item.text == "Résumé für Ångström, façade, naïve"
+    assert item.encoding == "cp1252"
+    assert item.encoding_confidence is not None and 0 < item.encoding_confidence <= 1
+
+
+def test_extract_attachment_leaves_the_encoding_unset_for_utf8() -> None:
+    item = extract_attachment(Attachment(label="a.txt", payload="naïve".encode()),
+                              PlainTextExtractor())
+
+    assert (item.encoding, item.encoding_confidence) == (None, None)
 
 
 # parser failures become ExtractionFailed with a cause

@@ -25,6 +25,7 @@ from capsa.guard import (
     Attachment,
     ExtractionLimits,
     IsolatedExtractor,
+    Parsed,
     default_extractor,
     extract_attachment,
 )
@@ -55,30 +56,35 @@ needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
 def test_plain_text_extractor_decodes_by_byte_order_mark(bom: bytes, encoding: str) -> None:
     payload = bom + "naïve café".encode(encoding)
 
-    assert PlainTextExtractor().extract("text", None, payload, max_pages=1) == "naïve café"
+    result = PlainTextExtractor().extract("text", None, payload, max_pages=1)
+
+    assert _text(result) == "naïve café"
+    assert isinstance(result, str) == (encoding == "utf-8")
 
 
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
 def test_plain_text_extractor_decodes_utf16_without_a_bom(encoding: str) -> None:
     payload = "naïve café, crème brûlée".encode(encoding)
 
-    text = PlainTextExtractor().extract("text", None, payload, max_pages=1)
+    result = PlainTextExtractor().extract("text", None, payload, max_pages=1)
 
-    assert text == "naïve café, crème brûlée"
+    assert isinstance(result, Parsed)
+    assert (result.text, result.encoding) == ("naïve café, crème brûlée", encoding)
 
 
 def test_plain_text_extractor_refuses_mostly_invalid_utf8_as_undecodable() -> None:
     with pytest.raises(IngestionRejected) as caught:
-        PlainTextExtractor().extract("text", "text/plain", b"abc" + b"\xff" * 10, max_pages=1)
+        PlainTextExtractor().extract("text", "text/plain", b"abc" + bytes(range(0x80, 0x100)),
+                                     max_pages=1)
 
     assert (caught.value.stage, caught.value.reason) == ("preflight", "undecodable")
-    assert "10 of 13 characters" in caught.value.detail
+    assert "128 of 131 characters" in caught.value.detail
 
 
 def test_plain_text_extractor_replaces_a_few_invalid_bytes() -> None:
-    text = PlainTextExtractor().extract("text", None, b"a" * 40 + b"\xff", max_pages=1)
+    text = PlainTextExtractor().extract("text", None, "é".encode() * 40 + b"\xff", max_pages=1)
 
-    assert text == "a" * 40 + "\ufffd"
+    assert text == "é" * 40 + "\ufffd"
 
 
 @pytest.mark.parametrize(
@@ -332,24 +338,55 @@ def test_unstructured_refuses_malformed_ooxml_as_corrupt() -> None:
     assert "XMLSyntaxError" in error.detail
 
 
-def test_unstructured_refuses_deeply_nested_mime() -> None:
-    headers = "".join(f'Content-Type: multipart/mixed; boundary="b{i}"\n' for i in range(21))
-    payload = f"From: a@x\nTo: b@x\n{headers}\nbody".encode()
+def _nested_multipart(depth: int, *, newline: str = "\n") -> bytes:
+    head = "From: a@x\nTo: b@x\nMIME-Version: 1.0\n"
+    body = "Content-Type: text/plain\n\ninnermost"
+    for level in reversed(range(depth)):
+        body = (f'Content-Type: multipart/mixed; boundary="b{level}"\n\n--b{level}\n{body}\n'
+                f"--b{level}--")
+    return (head + body).replace("\n", newline).encode()
 
-    error = preflight_refusal("eml", payload)
+
+@pytest.mark.parametrize("depth", [21, 300])
+def test_unstructured_refuses_deeply_nested_mime(depth: int) -> None:
+    error = preflight_refusal("eml", _nested_multipart(depth))
 
     assert error.reason == "nested_too_deep"
-    assert "21 multipart boundaries" in error.detail
+    assert "over the limit of 20" in error.detail
 
 
-def test_unstructured_refuses_an_email_with_too_many_parts() -> None:
-    parts = "".join("--b\nContent-Type: text/plain\n\npart\n" for _ in range(201))
+def test_unstructured_counts_nesting_with_bare_cr_line_ends() -> None:
+    error = preflight_refusal("eml", _nested_multipart(25, newline="\r"))
+
+    assert error.reason == "nested_too_deep"
+
+
+def test_unstructured_counts_nesting_with_rfc2231_continued_boundaries() -> None:
+    body = "Content-Type: text/plain\n\ninnermost"
+    for level in reversed(range(22)):
+        body = (f"Content-Type: multipart/mixed; boundary*0=\"b{level}\"; boundary*1=\"x\"\n\n"
+                f"--b{level}x\n{body}\n--b{level}x--")
+    error = preflight_refusal("eml", f"From: a@x\nTo: b@x\nMIME-Version: 1.0\n{body}".encode())
+
+    assert error.reason == "nested_too_deep"
+
+
+@pytest.mark.parametrize("count", [1001, 20_000])
+def test_unstructured_refuses_an_email_with_too_many_parts(count: int) -> None:
+    parts = "".join("--b\nContent-Type: text/plain\n\npart\n" for _ in range(count))
     payload = f'From: a@x\nTo: b@x\nContent-Type: multipart/mixed; boundary="b"\n\n{parts}--b--'
 
     error = preflight_refusal("eml", payload.encode())
 
     assert error.reason == "too_many_members"
-    assert "over the limit of 200" in error.detail
+    assert "over the limit of 1000" in error.detail
+
+
+def test_unstructured_counts_parts_without_a_content_type() -> None:
+    parts = "".join("--b\n\npart\n" for _ in range(1001))
+    payload = f'From: a@x\nTo: b@x\nContent-Type: multipart/mixed; boundary="b"\n\n{parts}--b--'
+
+    assert preflight_refusal("eml", payload.encode()).reason == "too_many_members"
 
 
 @pytest.mark.parametrize(
@@ -516,6 +553,113 @@ def test_epub_sample_stores_its_mimetype_first() -> None:
         first = book.infolist()[0]
 
     assert (first.filename, first.compress_type) == ("mimetype", zipfile.ZIP_STORED)
+
+
+def _text(result: str | Parsed) -> str:
+    return result if isinstance(result, str) else result.text
+
+
+# work before a refusal is proportional to the limit
+
+
+def _long_docx(paragraphs: int) -> bytes:
+    import docx
+
+    document = docx.Document()
+    for number in range(paragraphs):
+        document.add_paragraph(f"Paragraph {number}: berth occupancy stayed under plan. " * 4)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_unstructured_refuses_a_docx_over_the_text_limit_before_parsing() -> None:
+    extractor = UnstructuredExtractor().with_limits(ExtractionLimits(max_text_chars=5_000))
+
+    with pytest.raises(IngestionRejected) as caught:
+        extractor.extract("docx", None, _long_docx(400), max_pages=20)
+
+    assert (caught.value.stage, caught.value.reason) == ("text", "text_too_long")
+    assert "refused before it was all parsed" in caught.value.detail
+    assert "over the limit of 5000 (max_text_chars)" in caught.value.detail
+
+
+def test_unstructured_docx_text_floor_never_refuses_what_the_parser_would_accept() -> None:
+    payload = _long_docx(40)
+    text = UnstructuredExtractor().extract("docx", None, payload, max_pages=20)
+    assert isinstance(text, str)
+    exact = ExtractionLimits(max_text_chars=len(text))
+
+    parsed = UnstructuredExtractor().with_limits(exact).extract("docx", None, payload,
+                                                                max_pages=20)
+
+    assert parsed == text
+
+
+def _scanned_pdf() -> bytes:
+    from PIL import Image, ImageDraw
+
+    page = Image.new("L", (1200, 400), 255)
+    ImageDraw.Draw(page).text((40, 150), "NORTHWIND SCANNED NOTICE", fill=0,
+                              font_size=64)
+    out = io.BytesIO()
+    page.save(out, format="PDF", resolution=150)
+    return out.getvalue()
+
+
+def test_unstructured_refuses_a_scanned_pdf_saying_ocr_is_off() -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        UnstructuredExtractor(ocr_pdf=False).extract("pdf", None, _scanned_pdf(), max_pages=5)
+
+    assert (caught.value.stage, caught.value.reason) == ("text", "no_text")
+    assert "no text layer" in caught.value.detail
+    assert "OCR is turned off (ocr_pdf=False)" in caught.value.detail
+
+
+@pytest.mark.ocr
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="needs the tesseract binary")
+def test_unstructured_reads_a_scanned_pdf_by_ocr_and_notes_it() -> None:
+    parsed = UnstructuredExtractor().extract("pdf", None, _scanned_pdf(), max_pages=5)
+
+    assert isinstance(parsed, Parsed)
+    assert "NORTHWIND" in parsed.text
+    assert parsed.notes == ("OCR (Tesseract) ran on 1 of 1 pages that have no text layer "
+                            "and found text on 1",)
+
+
+def test_unstructured_opens_a_pdf_that_has_only_an_owner_password() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text(["capsa owner lock"]))))
+    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+
+    assert "capsa owner lock" in str(UnstructuredExtractor().extract(
+        "pdf", None, out.getvalue(), max_pages=5))
+
+
+def test_unstructured_refuses_a_pdf_that_needs_a_user_password() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text(["secret"]))))
+    writer.encrypt(user_password="user", owner_password="owner", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+
+    error = preflight_refusal("pdf", out.getvalue())
+
+    assert error.reason == "encrypted"
+    assert "needs a user password" in error.detail
+
+
+def test_unstructured_keeps_a_line_break_inside_a_table_cell_as_a_space() -> None:
+    page = (b"<html><body><table><tr><td>answer<br/>questions</td><td>file\nreports</td>"
+            b"</tr></table></body></html>")
+
+    text = UnstructuredExtractor().extract("html", None, page, max_pages=5)
+
+    assert text == "answer questions\tfile reports"
 
 
 def rezip(archive: bytes, replacements: dict[str, bytes]) -> bytes:

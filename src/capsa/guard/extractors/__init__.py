@@ -9,7 +9,7 @@ from capsa.errors import IngestionRejected
 from capsa.guard.extractors.plain import PlainTextExtractor
 from capsa.guard.extractors.tesseract import TesseractExtractor
 from capsa.guard.extractors.unstructured import UnstructuredExtractor
-from capsa.guard.port import TextExtractor
+from capsa.guard.port import Parsed, TextExtractor
 
 __all__ = [
     "PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredExtractor",
@@ -38,7 +38,8 @@ class Router:
         """Every kind some extractor handles."""
         return frozenset(self.routes)
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
         """Dispatch to the extractor for `kind`."""
         extractor = self.routes.get(kind)
         if extractor is None:

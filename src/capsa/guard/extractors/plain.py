@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from capsa.errors import IngestionRejected
-from capsa.guard.normalize import UndecodableText, decode_text
+from capsa.guard.normalize import UndecodableText, detect_and_decode
+from capsa.guard.port import Parsed
 
 __all__ = ["PlainTextExtractor"]
 
 
 class PlainTextExtractor:
-    """Decodes text without guessing code pages (see `decode_text`).
+    """Decodes text: BOM, UTF-16/32, UTF-8, then a detected code page (see `detect_and_decode`).
+
+    A detected encoding is reported with the detector's confidence, and ends
+    up on `Extracted.encoding`.
 
     Markdown, CSV and JSON are passed through as text: a language model reads
     them as they are, and re-rendering them would only add a parser.
@@ -25,13 +29,18 @@ class PlainTextExtractor:
     most ``max_bytes``, no native parser a crafted file could take over. An
     `IsolatedExtractor` takes this light path for these kinds instead of a worker."""
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
-        """Return the decoded text of `payload`."""
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
+        """Return the decoded text of `payload`, with its encoding when it was not UTF-8."""
         try:
-            return decode_text(payload)
+            decoded = detect_and_decode(payload)
         except UndecodableText as exc:
             raise IngestionRejected(str(exc), label="<payload>", stage="preflight",
                                     reason="undecodable") from None
+        if decoded.encoding is None:
+            return decoded.text
+        return Parsed(decoded.text, encoding=decoded.encoding,
+                      encoding_confidence=decoded.confidence)
 
     def self_test(self) -> dict[str, str]:
         """Decode one sample; the plain extractor has no imports to warm."""

@@ -19,6 +19,8 @@ instead of silently short text.
 
 from __future__ import annotations
 
+import codecs
+import html
 import io
 import logging
 import posixpath
@@ -26,19 +28,22 @@ import re
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 from xml.etree import ElementTree
 
 from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
 from capsa.guard.archive import open_inspected
+from capsa.guard.extractors.mail import read_mail
+from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
+from capsa.guard.normalize import UndecodableText, detect_and_decode
+from capsa.guard.port import EmbeddedFile, Parsed
 
 __all__ = ["UnstructuredExtractor"]
 
 _OOXML = frozenset({"docx", "pptx", "xlsx"})
 _ZIPPED = _OOXML | {"epub"}
-_MAX_MIME_PARTS = 200
-_MAX_MIME_NESTING = 20
 
 
 def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
@@ -55,45 +60,68 @@ class UnstructuredExtractor:
     declaration (entity expansion is never enabled anywhere); slides (from
     ``sldIdLst``) and PDF pages (by walking the tree) are counted against
     `max_pages`; HTML nested past libxml2's depth limit (in an HTML file, an
-    EPUB chapter or an e-mail body) is refused instead of cut; e-mail MIME
-    nesting and part counts are bounded. E-mail attachments are never
-    processed.
+    EPUB chapter or an e-mail body) is refused instead of cut; a DOCX whose
+    body already holds more characters than `max_text_chars` is refused from a
+    streaming count, before any parsing; e-mail MIME nesting and part counts
+    are checked on the parsed message, and its attachments and embedded
+    messages are handed back to the guard as files of their own. PDF pages
+    without a text layer are read by OCR (`capsa.guard.extractors.pdf_ocr`)
+    unless `ocr_pdf` is False.
 
     Args:
         limits: the bounds for zip inspection in the worker; `with_limits`
             replaces them per call.
+        ocr_pdf: OCR PDF pages that have no text layer (needs ``capsa[ocr]``).
+        max_text_chars: text ceiling used by the pre-parse counts (set by
+            `with_limits`; None counts nothing before parsing).
+        ocr: pixel and time limits for PDF OCR.
     """
 
     kinds = frozenset({"pdf", "docx", "pptx", "xlsx", "html", "eml", "epub", "rtf"})
 
-    def __init__(self, limits: ExtractionLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, limits: ExtractionLimits = DEFAULT_LIMITS, *, ocr_pdf: bool = True,
+                 max_text_chars: int | None = None, ocr: OcrSettings | None = None) -> None:
         self.limits = limits
+        self.ocr_pdf = ocr_pdf
+        self.max_text_chars = max_text_chars
+        self.ocr = ocr or OcrSettings()
 
     def with_limits(self, limits: ExtractionLimits) -> UnstructuredExtractor:
-        """A copy that inspects zip containers under the call's `limits`."""
-        return UnstructuredExtractor(limits)
+        """A copy that inspects zip containers and counts text under the call's `limits`."""
+        return UnstructuredExtractor(
+            limits, ocr_pdf=self.ocr_pdf, max_text_chars=limits.max_text_chars,
+            ocr=replace(self.ocr, max_pixels=min(self.ocr.max_pixels, limits.max_pixels),
+                        budget_s=0.9 * limits.timeout_s))
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
         """Return the text of `payload` (elements joined by blank lines)."""
         if kind == "pdf":
-            return _extract_pdf(payload, max_pages)
+            return _extract_pdf(payload, max_pages, self.ocr if self.ocr_pdf else None,
+                                self.max_text_chars)
         partition = _partitioner(kind)
+        embedded: tuple[EmbeddedFile, ...] = ()
         try:
             if kind in _ZIPPED:
                 # The archive is inspected again here, in the worker, and the pre-scans read
                 # its members through the inspected view: whoever calls this extractor, no
                 # unchecked member is ever inflated.
                 with open_inspected(payload, self.limits, label="<payload>") as archive:
+                    if kind == "docx" and self.max_text_chars is not None:
+                        # first: it reads at most what the limit needs, and parses nothing
+                        _check_docx_text_floor(archive, self.max_text_chars)
                     _scan_xml_parts(archive, forbid="ENTITY" if kind == "epub" else "DOCTYPE")
                     if kind == "pptx":
                         _count_slides(archive, max_pages)
             if kind == "eml":
-                _check_mime_shape(payload)
+                payload = _mail_as_bytes(payload)
+                embedded = read_mail(payload).embedded
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
         texts = (_element_text(element) for element in elements)
-        return "\n\n".join(text for text in texts if text.strip())
+        text = "\n\n".join(text for text in texts if text.strip())
+        return Parsed(text, embedded=embedded) if embedded else text
 
     def self_test(self) -> dict[str, str]:
         """Parse one trusted sample per kind; warms every lazy import in the worker."""
@@ -102,7 +130,8 @@ class UnstructuredExtractor:
         report: dict[str, str] = {}
         for kind in sorted(self.kinds):
             try:
-                text = self.extract(kind, None, SAMPLES[kind](), max_pages=5)
+                parsed = self.extract(kind, None, SAMPLES[kind](), max_pages=5)
+                text = parsed if isinstance(parsed, str) else parsed.text
                 report[kind] = "ok" if "capsa" in text.lower() else f"sample text missing: {text!r}"
             except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
                 report[kind] = f"{type(exc).__name__}: {exc}"
@@ -124,6 +153,8 @@ def _element_text(element: Any) -> str:
         table = lxml_html.fromstring(html)
     except Exception:  # noqa: BLE001 - fall back to unstructured's own text
         return str(element)
+    for br in table.iter("br"):  # a line break inside a cell separates words
+        br.tail = " " + (br.tail or "")
     rows = ["\t".join(" ".join(cell.text_content().split()) for cell in row.xpath("./th|./td"))
             for row in table.iter("tr")]
     return "\n".join(row for row in rows if row.strip()) or str(element)
@@ -382,18 +413,80 @@ def _guard_html_depth() -> None:
         setattr(html_partition, "etree", _DepthCheckedEtree(current))  # noqa: B010
 
 
-def _check_mime_shape(payload: bytes) -> None:
-    lowered = payload.lower()
-    boundaries = lowered.count(b"boundary=")
-    nested = lowered.count(b"message/rfc822")
-    if boundaries + nested > _MAX_MIME_NESTING:
-        raise _refuse("nested_too_deep",
-                      f"{boundaries} multipart boundaries and {nested} embedded messages, "
-                      f"over the limit of {_MAX_MIME_NESTING} nested parts")
-    parts = lowered.count(b"\ncontent-type:")
-    if parts > _MAX_MIME_PARTS:
-        raise _refuse("too_many_members",
-                      f"{parts} MIME parts, over the limit of {_MAX_MIME_PARTS}")
+def _mail_as_bytes(payload: bytes) -> bytes:
+    """A message saved as UTF-16 or UTF-32 (some Windows tools do) re-encoded as UTF-8.
+
+    The e-mail parser reads bytes as ASCII-compatible; fed UTF-16 it finds no
+    headers and returns the whole source as the body.
+    """
+    if not payload.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) and (
+            b"\x00" not in payload[:4096]):
+        return payload
+    try:
+        decoded = detect_and_decode(payload)
+    except UndecodableText:
+        return payload
+    if decoded.encoding is None or not decoded.encoding.startswith("utf-"):
+        return payload
+    return decoded.text.encode("utf-8", "replace")
+
+
+_DOCX_TEXT = re.compile(rb"<w:t(?:\s[^>]*)?>([^<]*)</w:t>")
+_DOCX_SKIPPED = re.compile(rb"<w:txbxContent\b.*?</w:txbxContent>|<mc:Fallback\b.*?</mc:Fallback>",
+                           re.DOTALL)
+_INVISIBLE = re.compile(r"[\s\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def _check_docx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
+    """Refuse a DOCX whose body text alone is over `limit`, before any parser runs.
+
+    The visible characters inside ``<w:t>`` runs of ``word/document.xml``
+    (text boxes and fallback copies left out) are a floor on what the parser
+    will return, so a file over it would be refused after parsing anyway. The
+    part is inflated in chunks and counting stops at the limit, so the work
+    is proportional to the limit, not to the file: an 872-page report is
+    refused in milliseconds instead of after half a minute of parsing.
+    """
+    counted = 0
+    tail = b""
+    # the archive is the inspected view: nothing unchecked is ever inflated
+    try:
+        part = archive.open("word/document.xml")
+    except KeyError:
+        return
+    with part:
+        while True:
+            chunk = part.read(1 << 16)
+            if not chunk:
+                break
+            data = tail + chunk
+            cut = data.rfind(b"<w:p ")  # count whole paragraphs; carry the rest over
+            cut = max(cut, data.rfind(b"<w:p>"))
+            body, tail = (data[:cut], data[cut:]) if cut > 0 else (b"", data)
+            counted += _visible_text(body)
+            if counted > limit:
+                raise _text_floor_over(counted, limit, "the document body")
+    counted += _visible_text(tail)
+    if counted > limit:
+        raise _text_floor_over(counted, limit, "the document body")
+
+
+def _text_floor_over(counted: int, limit: int, where: str) -> IngestionRejected:
+    return IngestionRejected(
+        f"{where} holds at least {counted} characters of text, over the limit of {limit} "
+        "(max_text_chars); refused before it was all parsed, dropped whole, never truncated",
+        label="<payload>", stage="text", reason="text_too_long")
+
+
+def _visible_text(xml: bytes) -> int:
+    if b"<w:txbxContent" in xml or b"<mc:Fallback" in xml:
+        xml = _DOCX_SKIPPED.sub(b"", xml)
+    text = b"".join(_DOCX_TEXT.findall(xml)).decode("utf-8", "replace")
+    if "&" in text:
+        text = html.unescape(text)
+    if text.isascii():
+        return len(text) - sum(text.count(ch) for ch in " \t\n\r\x0b\x0c")
+    return len(text) - len(_INVISIBLE.findall(text))
 
 
 _PARTIAL_WARNINGS = frozenset({
@@ -430,7 +523,8 @@ def _pypdf_warnings() -> Iterator[list[str]]:
         logger.removeHandler(handler)
 
 
-def _extract_pdf(payload: bytes, max_pages: int) -> str:
+def _extract_pdf(payload: bytes, max_pages: int, ocr: OcrSettings | None = None,
+                 max_text_chars: int | None = None) -> str | Parsed:
     try:
         from pypdf import PdfReader
         from pypdf.errors import FileNotDecryptedError
@@ -439,18 +533,21 @@ def _extract_pdf(payload: bytes, max_pages: int) -> str:
     from pypdf.errors import PdfReadError, PdfStreamError
 
     try:
-        return _read_pdf(PdfReader, payload, max_pages, FileNotDecryptedError)
+        return _read_pdf(PdfReader, payload, max_pages, FileNotDecryptedError, ocr,
+                         max_text_chars)
     except (PdfReadError, PdfStreamError) as exc:
         raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
 
 
-def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: Any) -> str:
+def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: Any,
+              ocr: OcrSettings | None = None, max_text_chars: int | None = None
+              ) -> str | Parsed:
     from pypdf.errors import LimitReachedError
 
     with _pypdf_warnings() as partial:
         reader = reader_type(io.BytesIO(payload), strict=False)
         if reader.is_encrypted:
-            raise _refuse("encrypted", "the PDF is encrypted; capsa never tries passwords")
+            _open_owner_password_only(reader)
         try:
             pages = len(reader.pages)  # walks the page tree as extraction will; /Count is ignored
         except LimitReachedError as exc:
@@ -458,11 +555,63 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
                                             f"capsa allows {max_pages} pages") from None
         if pages > max_pages:
             raise _refuse("too_many_pages", f"{pages} pages, over the limit of {max_pages}")
+        texts: list[str] = []
+        counted = 0
         try:
-            texts = [page.extract_text() or "" for page in reader.pages]
+            for page in reader.pages:
+                texts.append((page.extract_text() or "").strip())
+                counted += len(_INVISIBLE.sub("", texts[-1]))
+                if max_text_chars is not None and counted > max_text_chars:
+                    raise _text_floor_over(counted, max_text_chars,
+                                           f"the first {len(texts)} of {pages} pages")
         except not_decrypted:
             raise _refuse("encrypted", "the PDF is encrypted") from None
     if partial:
         raise ExtractionFailed(f"pypdf stopped early: {partial[0]}", label="<payload>",
                                cause="incomplete")
-    return "\n\n".join(text.strip() for text in texts if text.strip())
+    blank = [number for number, text in enumerate(texts) if not text]
+    notes: tuple[str, ...] = ()
+    if blank:
+        texts, notes = _ocr_blank_pages(payload, texts, blank, ocr)
+    text = "\n\n".join(text for text in texts if text)
+    return Parsed(text, notes=notes) if notes else text
+
+
+def _open_owner_password_only(reader: Any) -> None:
+    """Open a PDF that has only an owner password, as every viewer does; refuse the rest.
+
+    An owner password restricts printing or copying; the text is encrypted
+    with the empty user password. A user password is needed to read at all.
+    """
+    try:
+        opened = reader.decrypt("")
+    except Exception as exc:  # noqa: BLE001 - an unsupported algorithm or a broken dictionary
+        raise _refuse("encrypted", f"the PDF is encrypted and could not be opened "
+                                   f"({type(exc).__name__})") from None
+    if not opened:
+        raise _refuse("encrypted", "the PDF needs a user password; capsa never tries passwords")
+
+
+def _ocr_blank_pages(payload: bytes, texts: list[str], blank: list[int],
+                     ocr: OcrSettings | None) -> tuple[list[str], tuple[str, ...]]:
+    """OCR the pages without a text layer; say what happened either way."""
+    pages = len(texts)
+    missing = ocr_available() if ocr is not None else "OCR is turned off (ocr_pdf=False)"
+    if missing is not None:
+        detail = (f"{len(blank)} of {pages} pages have no text layer and were not read: "
+                  f"{missing}")
+        if len(blank) == pages:
+            raise IngestionRejected(f"the PDF has no text layer; {detail}", label="<payload>",
+                                    stage="text", reason="no_text")
+        return texts, (detail,)
+    assert ocr is not None
+    read = ocr_pages(payload, blank, ocr)
+    merged = [read.get(number, text) if number in read else text
+              for number, text in enumerate(texts)]
+    found = sum(1 for number in blank if read.get(number))
+    note = (f"OCR (Tesseract) ran on {len(blank)} of {pages} pages that have no text layer "
+            f"and found text on {found}")
+    if not any(merged):
+        raise IngestionRejected(f"the PDF has no text layer; {note}", label="<payload>",
+                                stage="text", reason="no_text")
+    return merged, (note,)

@@ -1,0 +1,51 @@
+"""Files found inside a file (an e-mail's attachments) reach every adapter as documents.
+
+`extract_attachment` returns them nested on the parent; each adapter that
+reads one file at a time must flatten them, or they would vanish silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from capsa.guard.extractors import default_router
+from capsa.guard.isolation import IsolatedExtractor
+
+MAIL = Path(__file__).resolve().parents[1] / "realdocs" / "files" / "quarterly-with-attachments.eml"
+PARENT = "quarterly-with-attachments.eml"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[IsolatedExtractor]:
+    with IsolatedExtractor(default_router()) as started:
+        yield started
+
+
+def test_langchain_loader_yields_each_attachment_with_its_parent(pool: IsolatedExtractor) -> None:
+    from capsa.langchain import CapsaLoader
+
+    loader = CapsaLoader(MAIL, extractor=pool)
+    docs = loader.load()
+
+    labels = [doc.metadata["capsa_label"] for doc in docs]
+    assert labels[0] == PARENT
+    assert f"{PARENT}/Inspection rules.eml/berths.csv" in labels
+    nested = [doc for doc in docs if doc.metadata["capsa_label"] != PARENT]
+    assert nested and all(doc.metadata["capsa_parent"].startswith(PARENT) for doc in nested)
+
+
+def test_llama_index_reader_yields_each_attachment_with_its_parent(
+        pool: IsolatedExtractor) -> None:
+    from capsa.llama_index import CapsaReader
+
+    docs = CapsaReader(extractor=pool).load_data(MAIL)
+
+    labels = [doc.metadata["capsa_label"] for doc in docs]
+    assert labels[0] == PARENT
+    assert f"{PARENT}/Inspection rules.eml/berths.csv" in labels
+    assert len({doc.id_ for doc in docs}) == len(docs)
