@@ -13,7 +13,8 @@ the paragraphs of `capsa.demo.corpus_source` and are deterministic:
 - ``budgeted``: the same retrieval with a lower gate (0.1), then
   `capsa.budget.pack` into a 160-token budget: passages are kept whole,
   compressed to their query-relevant sentences, or dropped, and the packet's
-  receipts become the gate's reasons (``over_budget``, ``duplicate``).
+  receipts become the gate's reasons (``over_budget``, ``duplicate``, and
+  ``below_threshold`` for what the relevance floor found irrelevant).
   Everything packed is rendered, as capsa's tagged containers.
 """
 

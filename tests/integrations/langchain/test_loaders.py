@@ -89,7 +89,7 @@ def test_blob_parser_dispatches_omissions_as_a_custom_event() -> None:
     assert handler.events == [("capsa.omission", {"label": "void.txt", "stage": "size",
                                                   "reason": "empty",
                                                   "detail": "the file is empty",
-                                                  "source": "void.txt"})]
+                                                  "source": "void.txt", "parent": None})]
 
 
 def test_blob_parser_checks_a_string_blob_against_the_size_limit() -> None:
