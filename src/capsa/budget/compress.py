@@ -35,6 +35,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from capsa.budget.evidence import link
 from capsa.budget.packet import Group, Passage, Shape
 from capsa.budget.relevance import Scorer, analyze, idf
 from capsa.budget.render import (
@@ -52,6 +53,8 @@ _RETRIEVER_WEIGHT = 0.5
 """Weight of the retriever's own (normalised) score."""
 _LEAD_BONUS = 0.1
 """Bonus for a passage's first sentence."""
+_LINK_WEIGHT = 0.25
+"""Weight of a passage's link to the second hop (its subject named by the best evidence)."""
 _COVERAGE_DECAY = 0.2
 """How much a query term counts each further time it is covered."""
 _NEAR_DUPLICATE = 0.85
@@ -89,10 +92,15 @@ class Doc:
     whole_tokens: int
     overhead: int
     prior: float
+    relevance: float
+    """The scorer's score for the whole passage, divided by the best passage's."""
+    present: frozenset[str]
+    """The query terms the passage contains."""
+    linked: float
+    """How much the passage's subject is a name the best evidence mentions (0 to 1)."""
 
-    @property
-    def spans(self) -> tuple[tuple[int, int], ...]:
-        return tuple((unit.start, unit.end) for unit in self.units)
+    spans: tuple[tuple[int, int], ...]
+    """Each sentence's ``(start, end)``, as `split_sentences` returned them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +115,8 @@ class Prepared:
     gap: int
     bullet: int
     context: dict[Group, int]
+    measurable: bool
+    """Whether relevance can be told at all: the query has terms, or something scored."""
     layout: Layout = TAGGED
 
 
@@ -128,6 +138,8 @@ class Selection:
     """Planned tokens, group container included when anything was kept."""
     duplicate: set[int] = field(default_factory=set)
     capped: set[int] = field(default_factory=set)
+    irrelevant: set[int] = field(default_factory=set)
+    """Documents with nothing above the relevance floor."""
 
 
 def prepare(
@@ -146,10 +158,24 @@ def prepare(
     texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
              for s, e in doc_spans]
     unit_scores = _normalise(scorer.score(query, texts))
-    passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
+    pooled = getattr(scorer, "score_passages", None)
+    if callable(pooled):  # the scorer can score passages from their sentences (embeddings)
+        grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
+            inputs, spans, strict=True)]
+        passage_scores = _normalise(pooled(query, [p.text for _, p in inputs], grouped))
+    else:
+        passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
     incoming = _min_max([p.score for _, p in inputs])
     query_terms = set(analyze(query))
-    weights = idf(query_terms, [analyze(t) for t in texts]) if texts else {}
+    analysed = [analyze(t) for t in texts]
+    weights = idf(query_terms, analysed) if texts else {}
+    owners = [n for n, doc_spans in enumerate(spans) for _ in doc_spans]
+    first = 0
+    leads: list[int | None] = []
+    for doc_spans in spans:
+        leads.append(first if doc_spans else None)
+        first += len(doc_spans)
+    evidence = link(query, texts, analysed, unit_scores, owners, leads, passage_scores)
     lowered = [text.lower() for text in texts]
     words = [_WORD.findall(text) for text in lowered]
     frequency: Counter[str] = Counter(word for unit_words in words for word in set(unit_words))
@@ -162,8 +188,8 @@ def prepare(
         for start, end in doc_spans:
             units.append(Unit(
                 start=start, end=end, tokens=tokenizer(texts[position]),
-                relevance=unit_scores[position],
-                terms=tuple(sorted(query_terms.intersection(analyze(texts[position])))),
+                relevance=evidence.relevance[position],
+                terms=tuple(sorted(query_terms.intersection(analysed[position]))),
                 key=" ".join(words[position]), words=frozenset(words[position]),
                 numbers=frozenset(_NUMBER.findall(lowered[position])),
                 prefix=_prefix(words[position], frequency),
@@ -178,10 +204,15 @@ def prepare(
         whole = sum(u.tokens for u in units) + sum(joins)
         docs.append(Doc(
             index=counters[group], group=group, passage=passage, units=tuple(units),
+            spans=doc_spans,
             joins=tuple(joins),
             tokens_full=tokenizer(passage.text), whole_tokens=whole,
             overhead=tokenizer(layout.document_overhead(passage)),
-            prior=_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n],
+            prior=(_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n]
+                   + _LINK_WEIGHT * evidence.linked[n]),
+            relevance=passage_scores[n],
+            present=frozenset(term for unit in units for term in unit.terms),
+            linked=evidence.linked[n],
         ))
         counters[group] += 1
     return Prepared(
@@ -190,8 +221,17 @@ def prepare(
         retrieved=tuple(d for d in docs if d.group == "retrieved"),
         weights=weights, gap=tokenizer(f" {ELLIPSIS} "), bullet=tokenizer("\n- "),
         context={g: tokenizer(layout.context_overhead(g)) for g in ("attached", "retrieved")},
+        measurable=bool(query_terms) or any(unit_scores) or any(passage_scores),
         layout=layout,
     )
+
+
+def relevant(doc: Doc, floor: float | None) -> bool:
+    """Whether a document has anything above the relevance floor (always, with no floor)."""
+    if floor is None or not doc.units:
+        return True
+    return (doc.relevance > floor or doc.linked > floor
+            or any(unit.relevance > floor for unit in doc.units))
 
 
 def select(
@@ -203,8 +243,14 @@ def select(
     max_items: int | None = None,
     context: int = 0,
     seen: Seen | None = None,
+    floor: float | None = None,
 ) -> Selection:
     """Greedily keep the most useful sentences of `docs` within `budget` tokens.
+
+    Sentences at or below the relevance `floor` are never chosen for their own
+    sake; a document with nothing above it is left out as irrelevant. Room left
+    once no relevant sentence fits completes the best documents, in the order
+    they were chosen, when a whole one fits: a passage that fits whole stays whole.
 
     Args:
         prepared: the scored inputs.
@@ -216,12 +262,15 @@ def select(
         context: tokens of the group container, paid once if anything is kept.
         seen: sentences already packed elsewhere; duplicates of them are skipped,
             and the sentences kept here are appended.
+        floor: the relevance floor; None for none.
     """
     state = _State(prepared, docs, shape, budget - context, max_items,
-                   Seen() if seen is None else seen)
+                   Seen() if seen is None else seen, floor)
     state.run()
     state.fallback_cut()
-    selection = Selection(duplicate=state.duplicate_only(), capped=state.capped)
+    state.complete()
+    selection = Selection(duplicate=state.duplicate_only(), capped=state.capped,
+                          irrelevant=state.irrelevant)
     for n in state.order:
         kept = sorted(state.kept[n])
         doc = docs[n]
@@ -236,7 +285,7 @@ def select(
 
 def select_whole(
     prepared: Prepared, docs: Sequence[Doc], budget: int, *, shape: Shape,
-    max_items: int | None = None, context: int = 0,
+    max_items: int | None = None, context: int = 0, floor: float | None = None,
 ) -> Selection:
     """Keep whole passages in relevance order; cut the first one if it alone is too big."""
     selection = Selection()
@@ -245,6 +294,9 @@ def select_whole(
     for n in sorted(range(len(docs)), key=lambda n: (-docs[n].prior, n)):
         doc = docs[n]
         if not doc.units:
+            continue
+        if not relevant(doc, floor):
+            selection.irrelevant.add(n)
             continue
         key = " ".join(u.key for u in doc.units)
         if key in keys:
@@ -275,9 +327,10 @@ class _State:
     """The lazy greedy pass of `select`, one group at a time."""
 
     def __init__(self, prepared: Prepared, docs: Sequence[Doc], shape: Shape, budget: int,
-                 max_items: int | None, seen: Seen) -> None:
+                 max_items: int | None, seen: Seen, floor: float | None) -> None:
         self.prepared, self.docs, self.shape = prepared, docs, shape
         self.remaining, self.max_items, self.seen = budget, max_items, seen
+        self.irrelevant = {n for n, doc in enumerate(docs) if not relevant(doc, floor)}
         self.kept: dict[int, set[int]] = {}
         self.order: list[int] = []
         self.cut: dict[int, int | None] = {}
@@ -286,7 +339,8 @@ class _State:
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
         self.heap = [(-self.utility(n, k), n, k) for n, doc in enumerate(docs)
-                     for k in range(len(doc.units))]
+                     if n not in self.irrelevant for k, unit in enumerate(doc.units)
+                     if floor is None or unit.relevance > floor or (k == 0 and doc.linked > floor)]
         heapq.heapify(self.heap)
         self.ranked = sorted(self.heap)
 
@@ -298,7 +352,8 @@ class _State:
         if mass > 0:
             novelty = sum(self.prepared.weights[t] * _COVERAGE_DECAY ** self.covered[t]
                           for t in unit.terms) / mass
-        return unit.relevance * novelty + doc.prior + (_LEAD_BONUS if k == 0 else 0.0)
+        lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
+        return unit.relevance * novelty + doc.prior + lead
 
     def run(self) -> None:
         while self.heap:
@@ -358,6 +413,28 @@ class _State:
                                                         self.shape, choice.cut)
             self.seen.add(doc.units[k])
             return
+
+    def complete(self) -> None:
+        """Spend what is left on making chosen passages whole, best first, where one fits."""
+        if self.shape != "passages" or self.remaining <= 0:
+            return
+        for n in self.order:
+            doc = self.docs[n]
+            if self.cut.get(n) is not None or len(self.kept[n]) == len(doc.units):
+                continue
+            kept = sorted(self.kept[n])
+            everything = list(range(len(doc.units)))
+            if any(self.seen.covers(doc.units[k]) for k in everything if k not in self.kept[n]):
+                continue  # completing it would repeat what is already packed
+            extra = (_body_cost(self.prepared, doc, everything, self.shape)
+                     - _body_cost(self.prepared, doc, kept, self.shape))
+            if extra > self.remaining:
+                continue
+            self.remaining -= max(extra, 0)
+            for k in everything:
+                if k not in self.kept[n]:
+                    self.kept[n].add(k)
+                    self.seen.add(doc.units[k])
 
     def duplicate_only(self) -> set[int]:
         return {n for n, count in self.duplicates.items()

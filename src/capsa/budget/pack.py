@@ -16,6 +16,8 @@ The plan is built in three steps, each a pure function of the inputs:
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -26,6 +28,7 @@ from capsa.budget.compress import (
     Seen,
     Selection,
     prepare,
+    relevant,
     select,
     select_whole,
 )
@@ -67,7 +70,10 @@ def pack(
     ``compress=False``, passages are packed whole in relevance order and only
     the first one is ever cut. Either way ``tokenizer(packet.render()) <=
     budget.max_tokens``, tags and markers included; when not even the
-    containers fit, the packet is empty and every receipt says so.
+    containers fit, the packet is empty and every receipt says so. Retrieved
+    sentences with no relevance to the query (`Budget.min_relevance`) are
+    never packed as filler, and a retrieved passage with none above it is
+    dropped as ``irrelevant``: a packet may keep less than its budget.
 
     Args:
         query: what the passages should answer; ranks sentences and passages.
@@ -102,9 +108,41 @@ def pack(
         True
     """
     _check_ids([*attachments, *passages])
-    prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(tokenizer),
-                       scorer=scorer or LexicalScorer(), layout=layout or Layout())
+    prepared = _prepare_cached(query, attachments, passages, tokenizer,
+                               scorer or _DEFAULT_SCORER, layout or Layout())
     return pack_prepared(prepared, budget, compress=compress)
+
+
+_DEFAULT_SCORER = LexicalScorer()
+_PREPARED: OrderedDict[tuple[object, ...], tuple[object, Scorer, Prepared]] = OrderedDict()
+_PREPARED_SIZE = 8
+_PREPARED_LOCK = threading.Lock()
+
+
+def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequence[Passage],
+                    counter: TokenizerLike | None, scorer: Scorer, layout: Layout) -> Prepared:
+    """`prepare`, reusing the last few results: packing one retrieval for several budgets
+    (or retrying with a smaller one) segments, counts and scores it once.
+
+    The key is the query, every input's id, text, source and score, the layout,
+    and the very counter and scorer objects the caller passed (held by the cache,
+    so their ids cannot be reused), so a hit is exactly what `prepare` would return.
+    """
+    key = (query, id(counter), id(scorer), repr(layout),
+           tuple((p.id, p.text, p.source, p.score) for p in attachments),
+           tuple((p.id, p.text, p.source, p.score) for p in passages))
+    with _PREPARED_LOCK:
+        hit = _PREPARED.get(key)
+        if hit is not None and hit[0] is counter and hit[1] is scorer:
+            _PREPARED.move_to_end(key)
+            return hit[2]
+    prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(counter),
+                       scorer=scorer, layout=layout)
+    with _PREPARED_LOCK:
+        _PREPARED[key] = (counter, scorer, prepared)
+        while len(_PREPARED) > _PREPARED_SIZE:
+            _PREPARED.popitem(last=False)
+    return prepared
 
 
 def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
@@ -197,6 +235,10 @@ def _plan(prepared: Prepared, budget: Budget, target: int, compress: bool) -> _P
     shape = budget.shape
     attached_demand = _demand(prepared, prepared.attached, "attached", shape)
     retrieved_demand = _demand(prepared, prepared.retrieved, "retrieved", shape)
+    if attached_demand + retrieved_demand > target:
+        floor = _floor(prepared, budget, retrieved_demand, target)
+        retrieved_demand = _demand(
+            prepared, [d for d in prepared.retrieved if relevant(d, floor)], "retrieved", shape)
     share = int(target * budget.attachment_share)
     if attached_demand + retrieved_demand <= target or attached_demand <= share:
         allowance = attached_demand
@@ -220,11 +262,23 @@ def _retrieval(prepared: Prepared, budget: Budget, room: int, compress: bool,
                seen: Seen) -> Selection:
     context = prepared.context["retrieved"]
     docs = prepared.retrieved
+    floor = _floor(prepared, budget, _demand(prepared, docs, "retrieved", budget.shape), room)
     if compress:
         return select(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
-                      context=context, seen=seen)
+                      context=context, seen=seen, floor=floor)
     return select_whole(prepared, docs, room, shape=budget.shape, max_items=budget.max_items,
-                        context=context)
+                        context=context, floor=floor)
+
+
+def _floor(prepared: Prepared, budget: Budget, demand: int, room: int) -> float | None:
+    """The relevance floor in force.
+
+    None when the whole retrieval fits (nothing is filler then: the retriever
+    chose it and there is room for all of it) or when relevance cannot be told.
+    """
+    if demand <= room or not prepared.measurable:
+        return None
+    return budget.min_relevance
 
 
 def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
@@ -303,7 +357,7 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
     if choice is None or rank is None or text is None:
         reason, detail = _why_dropped(doc, selection, budget, nothing)
         return Receipt(**common, tokens_kept=0, dropped=reason, detail=detail,
-                       query_terms_preserved=_preserved(prepared.query, doc, ()))
+                       query_terms_preserved=_preserved(doc, None))
     spans = _spans(doc, choice)
     whole = choice.cut is None and len(choice.kept) == len(doc.units)
     if whole:
@@ -315,7 +369,7 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
         detail = f"kept {len(choice.kept)} of {len(doc.units)} sentences"
     return Receipt(**common, tokens_kept=prepared.tokenizer(text), kept_spans=spans,
                    truncated=choice.cut is not None, whole=whole, rank=rank, detail=detail,
-                   query_terms_preserved=_preserved(prepared.query, doc, spans))
+                   query_terms_preserved=_preserved(doc, choice))
 
 
 def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
@@ -323,6 +377,9 @@ def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
     index = doc.index
     if not doc.units:
         return "empty", "the passage has no text"
+    if index in selection.irrelevant:
+        return "irrelevant", (f"no relevant evidence: nothing in it scores above min_relevance "
+                              f"{budget.min_relevance} for the query")
     if index in selection.duplicate:
         return "duplicate", "everything it says was already packed from another passage"
     if index in selection.capped:
@@ -332,13 +389,19 @@ def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
     return "budget", "no room left in the budget"
 
 
-def _preserved(query: str, doc: Doc, spans: Sequence[tuple[int, int]]) -> float | None:
-    present = set(analyze(query)).intersection(analyze(doc.passage.text))
+def _preserved(doc: Doc, choice: Choice | None) -> float | None:
+    """Share of the query terms in the passage that the kept text still holds."""
+    present = doc.present
     if not present:
         return None
     kept_terms: set[str] = set()
-    for start, end in spans:
-        kept_terms.update(analyze(doc.passage.text[start:end]))
+    if choice is not None:
+        for position, k in enumerate(choice.kept):
+            unit = doc.units[k]
+            if choice.cut is not None and position == len(choice.kept) - 1:
+                kept_terms.update(analyze(doc.passage.text[unit.start:choice.cut]))
+            else:
+                kept_terms.update(unit.terms)
     return len(present & kept_terms) / len(present)
 
 

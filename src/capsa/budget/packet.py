@@ -26,12 +26,13 @@ as ``…``; ``brief``: one line per passage, its single most relevant sentence;
 Group = Literal["attached", "retrieved"]
 """Which container a passage belongs to: files the user attached, or retrieval."""
 
-DropReason = Literal["budget", "max_items", "duplicate", "empty"]
+DropReason = Literal["budget", "max_items", "duplicate", "empty", "irrelevant"]
 """Why a passage kept nothing.
 
 ``budget``: no room left (or not even room for the containers); ``max_items``:
 the packet already held `Budget.max_items` passages; ``duplicate``: everything
-it says was already packed from another passage; ``empty``: it had no text.
+it says was already packed from another passage; ``empty``: it had no text;
+``irrelevant``: nothing in it scored above `Budget.min_relevance` for the query.
 """
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -83,6 +84,21 @@ class Budget(BaseModel):
     """
     shape: Shape = "passages"
     """Layout of the rendered packet (see `Shape`)."""
+    min_relevance: float | None = Field(default=0.0, ge=0.0, lt=1.0)
+    """Relevance floor for retrieved text that must be compressed: nothing at or below it is filler.
+
+    Relevance is the scorer's score divided by the best one of the packing
+    (0 to 1), with second-hop and answer-type evidence (`capsa.budget.evidence`).
+    When the retrieved passages do not all fit, sentences at or below the floor
+    are never packed to fill room, a passage with nothing above it is dropped
+    as ``irrelevant``, and when nothing is relevant the packet is empty and its
+    receipts say "no relevant evidence" instead of padding it. With the lexical
+    default, 0.0 means "shares at least one query term (or a second-hop name)";
+    use an `EmbeddingScorer` where paraphrase matters. When everything fits,
+    everything is kept, as the retriever chose it. Attachments, which the user
+    chose, are never dropped for relevance. The floor is off when the query has
+    nothing to score against (no terms and no score anywhere); None turns it off.
+    """
     mark_excerpts: bool = False
     """Open a passage shortened by sentence selection with ``shown="312/1870"`` (characters).
 

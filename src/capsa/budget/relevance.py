@@ -14,13 +14,15 @@ per-character matching for CJK. It needs no model and is deterministic.
 from __future__ import annotations
 
 import math
+import operator
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 __all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer"]
 
@@ -102,8 +104,11 @@ class EmbeddingScorer(BaseModel):
 
     `embed` is any function from a list of strings to a list of vectors, such
     as LangChain's ``Embeddings.embed_documents`` or a sentence-transformers
-    model's ``encode``. It is called once per `score` call, with the query
-    first, so a batching embedder pays one round trip.
+    model's ``encode``. It is called at most once per `score` call, with the
+    texts it has not seen yet (the query first), so a batching embedder pays
+    one round trip. Vectors are cached by text (up to `cache_size` texts, least
+    recently used first out), so packing the same passages for several budgets
+    or receivers embeds each sentence once.
 
     Embeddings catch paraphrase that term matching misses; term matching
     catches names, numbers and rare words that small embedding models blur.
@@ -126,22 +131,75 @@ class EmbeddingScorer(BaseModel):
     """Share of the score that comes from `LexicalScorer`; 0 for cosine similarity alone."""
     lexical: LexicalScorer = Field(default_factory=LexicalScorer)
     """The lexical half's settings."""
+    cache_size: int = Field(default=20_000, ge=0)
+    """Most texts whose vectors are kept; 0 embeds every text on every call."""
+
+    _cache: OrderedDict[str, tuple[float, ...]] = PrivateAttr(default_factory=OrderedDict)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         """Return each text's cosine similarity to the query, blended with BM25."""
         if not texts:
             return []
-        vectors = self.embed([query, *texts])
-        if len(vectors) != len(texts) + 1:
-            raise ValueError(f"embed returned {len(vectors)} vectors for {len(texts) + 1} texts")
-        head = vectors[0]
-        cosine = [_cosine(head, vector) for vector in vectors[1:]]
+        head, *vectors = self.vectors([query, *texts])
+        return self._blend(query, texts, head, vectors)
+
+    def score_passages(self, query: str, passages: Sequence[str],
+                       sentences: Sequence[Sequence[str]]) -> list[float]:
+        """Score whole passages from their sentences' cached vectors, without embedding them.
+
+        A passage's vector is the mean of its sentences' unit vectors, so packing
+        embeds each sentence once and no passage at all; the lexical half scores
+        the passage text as `score` would. The packer calls this when a scorer
+        has it (see `capsa.budget.compress.prepare`).
+        """
+        if not passages:
+            return []
+        head, *flat = self.vectors([query, *(s for group in sentences for s in group)])
+        pooled: list[tuple[float, ...]] = []
+        position = 0
+        for group in sentences:
+            members = flat[position:position + len(group)]
+            position += len(group)
+            pooled.append(_unit([sum(column) for column in zip(*members, strict=True)])
+                          if members else ())
+        return self._blend(query, passages, head, pooled)
+
+    def _blend(self, query: str, texts: Sequence[str], head: Sequence[float],
+               vectors: Sequence[Sequence[float]]) -> list[float]:
+        cosine = [sum(map(operator.mul, head, vector)) if vector else 0.0 for vector in vectors]
         if self.lexical_weight == 0.0:
             return cosine
         lexical = _scaled(self.lexical.score(query, texts))
         weight = self.lexical_weight
         return [(1.0 - weight) * c + weight * w for c, w in zip(_scaled(cosine), lexical,
                                                                  strict=True)]
+
+
+    def vectors(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        """Unit-length vectors of `texts`, embedding only those not cached yet.
+
+        Raises:
+            ValueError: `embed` returned the wrong number of vectors.
+        """
+        found: dict[str, tuple[float, ...]] = {}
+        with self._lock:
+            for text in texts:
+                vector = self._cache.get(text)
+                if vector is not None:
+                    found[text] = vector
+                    self._cache.move_to_end(text)
+        missing = list(dict.fromkeys(text for text in texts if text not in found))
+        if missing:
+            fresh = self.embed(missing)
+            if len(fresh) != len(missing):
+                raise ValueError(f"embed returned {len(fresh)} vectors for {len(missing)} texts")
+            with self._lock:
+                for text, raw in zip(missing, fresh, strict=True):
+                    found[text] = self._cache[text] = _unit(raw)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return [found[text] for text in texts]
 
 
 def analyze(text: str) -> tuple[str, ...]:
@@ -229,7 +287,8 @@ def _scaled(scores: Sequence[float]) -> list[float]:
     return [max(s, 0.0) / top if top > 0 else 0.0 for s in scores]
 
 
-def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
-    dot = sum(a * b for a, b in zip(left, right, strict=True))
-    norms = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
-    return dot / norms if norms else 0.0
+def _unit(vector: Sequence[float]) -> tuple[float, ...]:
+    """The vector scaled to length 1 (all zeros stays all zeros), so a dot product is a cosine."""
+    values = tuple(float(v) for v in vector)
+    norm = math.sqrt(sum(v * v for v in values))
+    return tuple(v / norm for v in values) if norm else values

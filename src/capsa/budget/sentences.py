@@ -27,7 +27,8 @@ __all__ = ["MAX_UNIT_CHARS", "split_sentences"]
 MAX_UNIT_CHARS = 1200
 """Longest unit the splitter returns; longer stretches are cut at line or word breaks."""
 
-_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_FENCE_OPEN = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.MULTILINE)
+_FENCE_CLOSE = {kind: re.compile(rf"^[ \t]*{kind}[ \t]*$", re.MULTILINE) for kind in ("```", "~~~")}
 _BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
 _LINE_START = re.compile(r"[ \t]*(?:[-*+•▪‣◦]\s|\d{1,3}[.)]\s|#{1,6}\s|\|)")
 _END = re.compile(r"[.!?…]+[\"'’”)\]]*(?=\s)|[。！？]+[」』）\"”]*")
@@ -62,12 +63,40 @@ def split_sentences(text: str) -> tuple[tuple[int, int], ...]:
     """
     spans: list[tuple[int, int]] = []
     cursor = 0
-    for fence in _FENCE.finditer(text):
-        _split_prose_blocks(text, cursor, fence.start(), spans)
-        _add_capped(text, fence.start(), fence.end(), spans, by_line=True)
-        cursor = fence.end()
+    for start, end in _fences(text):
+        _split_prose_blocks(text, cursor, start, spans)
+        _add_capped(text, start, end, spans, by_line=True)
+        cursor = end
     _split_prose_blocks(text, cursor, len(text), spans)
     return tuple(spans)
+
+
+def _fences(text: str) -> list[tuple[int, int]]:
+    """Fenced code blocks as ``(start, end)``, found in one pass over the text.
+
+    An opening fence line is looked for only where one can start, and its
+    closing line with a plain search from there; a fence that never closes
+    ends the search, so the cost stays linear in the text's length.
+    """
+    if "```" not in text and "~~~" not in text:
+        return []
+    found: list[tuple[int, int]] = []
+    position = 0
+    unclosed: set[str] = set()  # a kind with no closing line left: none of it can close later
+    while True:
+        opening = _FENCE_OPEN.search(text, position)
+        if opening is None:
+            return found
+        kind = opening.group(1)
+        position = opening.end()
+        if kind in unclosed:
+            continue
+        close = _FENCE_CLOSE[kind].search(text, opening.end())
+        if close is None:
+            unclosed.add(kind)
+            continue
+        found.append((opening.start(), close.end()))
+        position = close.end()
 
 
 def _split_prose_blocks(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:

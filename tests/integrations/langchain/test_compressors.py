@@ -194,7 +194,7 @@ def test_compressor_refuses_a_tokenizer_that_cannot_count_when_built() -> None:
 
 
 def test_format_packet_marks_excerpts_exactly_as_the_packet_was_counted() -> None:
-    budget = Budget(max_tokens=40, mark_excerpts=True)
+    budget = Budget(max_tokens=50, mark_excerpts=True)
     kept = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
     passages = [Passage(id=str(n), text=d.page_content, source=d.metadata["source"])
                 for n, d in enumerate(documents(), start=1)]

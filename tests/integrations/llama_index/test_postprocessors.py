@@ -147,8 +147,9 @@ def test_postprocessor_emits_an_instrumentation_event_with_the_report(events: Ev
         nodes(), query_str="hotel cap in high-cost cities")
     [event] = events.seen
     assert event.kept == ["hotel"] and event.max_tokens == 25
-    assert event.dropped == [{"id": "trains", "reason": "budget",
-                              "detail": "no room left in the budget"}]
+    assert event.dropped == [{"id": "trains", "reason": "irrelevant",
+                              "detail": "no relevant evidence: nothing in it scores above "
+                                        "min_relevance 0.0 for the query"}]
 
 
 async def test_postprocessor_async_path_matches_the_sync_one(events: Events) -> None:
@@ -177,6 +178,9 @@ def test_query_engine_sends_mockllm_exactly_the_packed_nodes(index: VectorStoreI
         node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=250))],
         llm=MockLLM(), similarity_top_k=4)
     response = engine.query(sample.question)
+    if not response.source_nodes:  # the retriever found nothing relevant: nothing is sent
+        assert response.response == "Empty Response"
+        return
     context = "\n\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM)
                           for n in response.source_nodes)
     template = engine.get_prompts()["response_synthesizer:text_qa_template"]
@@ -237,8 +241,11 @@ def sent_context(response: Any) -> str:
 @pytest.mark.parametrize("max_tokens", [60, 120, 250])
 def test_query_engine_prompt_holds_the_budget_with_reader_metadata_and_uuid_ids(
         reader_index: VectorStoreIndex, max_tokens: int) -> None:
+    # No relevance floor: the point is that the whole budget can reach the LLM, which the
+    # floor would rightly leave unused when the retrieved nodes hold nothing more relevant.
+    budget = Budget(max_tokens=max_tokens, min_relevance=None)
     engine = reader_index.as_query_engine(
-        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=max_tokens))],
+        node_postprocessors=[CapsaNodePostprocessor(budget=budget)],
         llm=MockLLM(), similarity_top_k=6)
     context = sent_context(engine.query("What is the nightly hotel cap in high-cost cities?"))
     assert estimate_tokens(context) <= max_tokens
@@ -274,7 +281,8 @@ def test_postprocessor_warns_when_the_budget_holds_no_node(
     assert kept == []
     assert "3-token budget holds none of the 2 nodes" in caplog.text
     [event] = events.seen
-    assert {d["reason"] for d in event.dropped} == {"budget"}
+    assert {d["id"]: d["reason"] for d in event.dropped} == {"hotel": "budget",
+                                                            "trains": "irrelevant"}
 
 
 def test_postprocessor_refuses_unknown_constructor_arguments() -> None:

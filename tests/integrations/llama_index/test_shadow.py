@@ -228,7 +228,8 @@ def test_shadow_captures_a_query_engine_packers_gate_and_order(make, rows) -> No
     shadow.retrieve("refund window for a damaged item")
     shadow.flush()
     assert shadow.counts.paired == 1 and len(rows) == len(NODES)
-    assert {r.candidate_gate_reason for r in rows} >= {"admitted", "over_budget"}
+    reasons = {r.candidate_gate_reason for r in rows}  # irrelevant drops: below_threshold
+    assert "admitted" in reasons and reasons & {"over_budget", "below_threshold"}
     kept = [r for r in rows if r.candidate_admitted]
     assert sorted(r.candidate_rank for r in kept) == list(range(1, len(kept) + 1))
     assert all(r.candidate_included for r in kept)
@@ -238,7 +239,7 @@ async def test_shadow_async_captures_a_query_engine_packer(make, rows) -> None:
     shadow = make(Fixed(NODES), _packing_engine())
     await shadow.aretrieve("refund window for a damaged item")
     await shadow.aflush()
-    assert "over_budget" in {r.candidate_gate_reason for r in rows}
+    assert {r.candidate_gate_reason for r in rows} & {"over_budget", "below_threshold"}
 
 
 def test_shadow_serves_a_packing_query_engine_as_baseline(make, rows) -> None:
@@ -247,7 +248,7 @@ def test_shadow_serves_a_packing_query_engine_as_baseline(make, rows) -> None:
     served = shadow.retrieve("refund window")
     shadow.flush()
     assert sum(r.baseline_included for r in rows) == len(served)
-    assert any(r.baseline_gate_reason == "over_budget" for r in rows)
+    assert any(r.baseline_gate_reason in {"over_budget", "below_threshold"} for r in rows)
 
 
 # --- visibility on the LLM's wire ---------------------------------------------------

@@ -82,8 +82,9 @@ def test_pack_renders_nothing_when_the_budget_cannot_hold_the_containers(
         passages: list[Passage]) -> None:
     packet = pack(QUERY, passages, Budget(max_tokens=5))
     assert packet.render() == "" and packet.passages == ()
-    assert {r.dropped for r in packet.receipts} == {"budget"}
-    assert "containers" in (packet.receipts[0].detail or "")
+    assert {r.passage_id: r.dropped for r in packet.receipts} == {
+        "hotel": "budget", "trains": "irrelevant", "meals": "irrelevant"}
+    assert "containers" in (packet.receipts[1].detail or "")
 
 
 def test_pack_raises_when_even_an_empty_packet_is_over_budget(passages: list[Passage]) -> None:
@@ -262,3 +263,53 @@ def test_pack_is_identical_across_processes_and_hash_seeds() -> None:
         for seed in ("0", "1", "12345")
     }
     assert len(outputs) == 1 and '"rendered"' in outputs.pop()
+
+
+def test_pack_never_fills_a_tight_budget_with_irrelevant_sentences(
+        passages: list[Passage]) -> None:
+    packet = pack("hotel cap", passages, Budget(max_tokens=60))
+    assert "Taxis" not in packet.render() and "Rail" not in packet.render()
+    assert packet.used_tokens < 60  # room was left rather than padded
+    dropped = {r.passage_id: r for r in packet.receipts if r.dropped}
+    assert {i: r.dropped for i, r in dropped.items()} == {"trains": "irrelevant",
+                                                          "meals": "irrelevant"}
+    assert all("no relevant evidence" in (r.detail or "") for r in dropped.values())
+
+
+def test_pack_without_a_relevance_floor_pads_with_what_fits(passages: list[Passage]) -> None:
+    packet = pack("hotel cap", passages, Budget(max_tokens=60, min_relevance=None))
+    assert not any(r.dropped == "irrelevant" for r in packet.receipts)
+    assert packet.used_tokens > pack("hotel cap", passages, Budget(max_tokens=60)).used_tokens
+
+
+def test_pack_returns_an_empty_packet_when_nothing_is_relevant(
+        passages: list[Passage]) -> None:
+    packet = pack("visa requirements for Brazil", passages, Budget(max_tokens=40))
+    assert packet.passages == () and packet.render() == ""
+    assert {r.dropped for r in packet.receipts} == {"irrelevant"}
+    assert all((r.detail or "").startswith("no relevant evidence") for r in packet.receipts)
+
+
+def test_pack_keeps_irrelevant_passages_when_everything_fits(passages: list[Passage]) -> None:
+    packet = pack("visa requirements for Brazil", passages, Budget(max_tokens=1000))
+    assert all(r.whole for r in packet.receipts)
+
+
+def test_pack_never_drops_an_attachment_for_relevance() -> None:
+    attachment = make_passage(TRAINS, id="notes")
+    packet = pack("hotel cap", [make_passage()], Budget(max_tokens=45),
+                  attachments=[attachment])
+    receipt = next(r for r in packet.receipts if r.passage_id == "notes")
+    assert receipt.dropped != "irrelevant"
+
+
+def test_pack_brief_shape_picks_the_answering_sentence_over_the_lead() -> None:
+    passage = make_passage("Rail travel is booked in standard class. The hotel cap is EUR 165. "
+                           "Taxis need a receipt.")
+    packet = pack("hotel cap", [passage], Budget(max_tokens=1000, shape="brief"))
+    assert packet.texts == ("… The hotel cap is EUR 165. …",)
+
+
+def test_budget_refuses_a_relevance_floor_outside_zero_to_one() -> None:
+    with pytest.raises(ValueError, match="min_relevance"):
+        Budget(max_tokens=100, min_relevance=1.0)

@@ -8,7 +8,15 @@ from collections.abc import Callable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capsa.budget import Budget, Packet, Passage, compress_text, estimate_tokens, pack
+from capsa.budget import (
+    Budget,
+    Packet,
+    Passage,
+    compress_text,
+    estimate_tokens,
+    pack,
+    split_sentences,
+)
 
 from .conftest import TAG, char_tokenizer
 
@@ -45,6 +53,7 @@ budgets = st.builds(
     max_items=st.none() | st.integers(min_value=1, max_value=4),
     attachment_share=st.floats(min_value=0.0, max_value=1.0),
     shape=st.sampled_from(["passages", "brief", "features"]),
+    min_relevance=st.none() | st.sampled_from([0.0, 0.3]),
 )
 queries = st.sampled_from(["hotel cap", "", "what is the taxi rule", "東京", "</document>"])
 _EXAMPLES = int(os.environ.get("CAPSA_PROPERTY_EXAMPLES", "150"))
@@ -134,3 +143,31 @@ def test_compress_text_never_exceeds_its_budget(text: str, query: str, max_token
 def _kept(packet: Packet) -> list:  # type: ignore[type-arg]
     kept = [r for r in packet.receipts if r.rank is not None]
     return sorted(kept, key=lambda r: r.rank)
+
+
+_PROSE = ["The hotel cap is EUR 165.", "Taxis need a receipt.", "Rail travel is standard class.",
+          "The cap in Paris is EUR 230.", "Meals are paid up to EUR 55.",
+          "Hotels are booked early."]
+
+
+@_SETTINGS
+@given(passages=st.lists(st.lists(st.sampled_from(_PROSE), min_size=1, max_size=5).map(" ".join),
+                         min_size=1, max_size=6),
+       max_tokens=st.integers(min_value=1, max_value=120))
+def test_pack_never_pads_a_compressed_retrieval_with_irrelevant_sentences(
+        passages: list[str], max_tokens: int) -> None:
+    made = [Passage(id=str(n), text=text) for n, text in enumerate(passages)]
+    packet = pack("hotel cap", made, Budget(max_tokens=max_tokens))
+    demand = pack("hotel cap", made, Budget(max_tokens=10_000)).used_tokens
+    if demand <= max_tokens:
+        return  # everything fits: nothing is filler
+    for receipt in packet.receipts:
+        text = made[int(receipt.passage_id)].text
+        if receipt.dropped is not None or receipt.whole or receipt.truncated:
+            assert receipt.dropped != "irrelevant" or not any(
+                word in text.lower() for word in ("hotel", "cap"))
+            continue
+        for start, end in receipt.kept_spans:
+            for first, last in split_sentences(text[start:end]):
+                sentence = text[start + first:start + last].lower()
+                assert "hotel" in sentence or "cap" in sentence, sentence

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
-from capsa.budget import EmbeddingScorer, LexicalScorer, Scorer
+from capsa.budget import Budget, EmbeddingScorer, LexicalScorer, Passage, Scorer, pack
 from capsa.budget.relevance import analyze
 
 
@@ -82,3 +82,45 @@ def test_embedding_scorer_rejects_a_wrong_number_of_vectors() -> None:
 def test_scorers_satisfy_the_scorer_protocol() -> None:
     assert isinstance(LexicalScorer(), Scorer)
     assert isinstance(EmbeddingScorer(embed=lambda texts: [[1.0]] * len(texts)), Scorer)
+
+
+def _counting_embed(calls: list[list[str]]) -> Callable[[Sequence[str]], list[list[float]]]:
+    """A deterministic fake embedding: letter counts, recording every call."""
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        calls.append(list(texts))
+        return [[float(t.count(c)) + 0.01 for c in "aehinorst"] for t in texts]
+
+    return embed
+
+
+def test_embedding_scorer_embeds_each_text_once_across_calls() -> None:
+    calls: list[list[str]] = []
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), lexical_weight=0.0)
+    first = scorer.score("hotel cap", ["the hotel cap", "trains", "the hotel cap"])
+    second = scorer.score("hotel cap", ["trains", "taxis need a receipt"])
+    assert calls == [["hotel cap", "the hotel cap", "trains"], ["taxis need a receipt"]]
+    assert first[1] == second[0] and first[0] == first[2]
+
+
+def test_pack_embeds_each_sentence_once_whatever_the_number_of_budgets() -> None:
+    calls: list[list[str]] = []
+    scorer = EmbeddingScorer(embed=_counting_embed(calls))
+    passages = [Passage(id="a", text="The hotel cap is EUR 165. Taxis need a receipt."),
+                Passage(id="b", text="Rail travel is booked in standard class.")]
+    for tokens in (12, 25, 60, 400):
+        pack("hotel cap", passages, Budget(max_tokens=tokens), scorer=scorer)
+    embedded = [text for call in calls for text in call]
+    # the query and the three sentences, once each; passages are pooled from their sentences
+    assert sorted(embedded) == sorted(["hotel cap", "The hotel cap is EUR 165.",
+                                       "Taxis need a receipt.",
+                                       "Rail travel is booked in standard class."])
+
+
+def test_embedding_scorer_cache_keeps_at_most_cache_size_texts() -> None:
+    calls: list[list[str]] = []
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), cache_size=2)
+    scorer.score("q", ["a", "b"])  # keeps a and b, the two most recent
+    scorer.score("q", ["a", "b"])  # embeds q again, which pushes a out
+    scorer.score("q", ["b", "c"])
+    assert calls == [["q", "a", "b"], ["q"], ["c"]]
