@@ -139,7 +139,7 @@ def decode_text(payload: bytes) -> str:
     return detect_and_decode(payload).text
 
 
-def detect_and_decode(payload: bytes) -> DecodedText:
+def detect_and_decode(payload: bytes, *, code_pages: bool = True) -> DecodedText:
     """Decode bytes of unknown encoding, saying which encoding it took.
 
     Order: a byte-order mark; UTF-32 or UTF-16 when the pattern of NUL bytes
@@ -150,6 +150,9 @@ def detect_and_decode(payload: bytes) -> DecodedText:
     most the first 64 KiB. Among encodings the detector finds equally clean,
     cp1252 wins, as in browsers. Any decode that replaced more than 5 % of the
     characters is refused (silent mojibake is worse than a reason).
+
+    ``code_pages=False`` skips the detector (for sniffing, which must stay
+    cheap on any input): such bytes are then decoded as lenient UTF-8.
 
     Raises:
         UndecodableText: the replacement share is over 5 %.
@@ -181,7 +184,7 @@ def detect_and_decode(payload: bytes) -> DecodedText:
             lenient.count("\ufffd") <= max(1.0, _DAMAGED_UTF8_SHARE * len(lenient))):
         # Valid multi-byte sequences and a stray bad byte: damaged UTF-8, not a code page.
         return DecodedText(lenient, None, None)
-    guess = _detect_code_page(payload[:_SAMPLE_BYTES])
+    guess = _detect_code_page(payload[:_SAMPLE_BYTES]) if code_pages else None
     if guess is not None:
         encoding, confidence = guess
         return DecodedText(_checked(payload.decode(encoding, "replace")), encoding, confidence)

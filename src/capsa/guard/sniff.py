@@ -7,7 +7,7 @@ from typing import Literal
 
 from capsa.errors import IngestionRejected
 from capsa.guard.archive import member_names
-from capsa.guard.normalize import UndecodableText, decode_text
+from capsa.guard.normalize import UndecodableText, detect_and_decode
 
 __all__ = [
     "EXTRACTABLE_KINDS", "Kind", "kind_for_media_type", "media_type_for_name", "resolve_kind",
@@ -214,7 +214,8 @@ def _text_kind(payload: bytes) -> Kind:
         if sample.count(0) > 2 and nul_share >= 0.01 and not 0.3 < nul_share < 0.6:
             return "binary"
     try:
-        text = decode_text(sample)
+        # no code-page detector here: sniffing stays cheap on any input
+        text = detect_and_decode(sample, code_pages=False).text
     except UndecodableText:
         # No NULs, yet not text in any encoding capsa assumes (a legacy code
         # page, say): the plain extractor refuses it as undecodable, which
