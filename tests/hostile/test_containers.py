@@ -15,6 +15,7 @@ import pytest
 
 from capsa.guard import Attachment, Extracted, IsolatedExtractor, Omission
 from capsa.guard.samples import (
+    SYMLINK_ATTR,
     MiB,
     ZipEntry,
     build_zip,
@@ -26,6 +27,7 @@ from capsa.guard.samples import (
     pdf_zip_polyglot,
     zip_declared_count,
     zip_many_members,
+    zip_members,
     zip_nested,
     zip_of,
     zip_overlap_bomb,
@@ -129,7 +131,7 @@ def test_c6_traversal_member_name_is_refused(plain_pool: IsolatedExtractor, name
 
 
 def test_c6_symlink_member_is_refused(plain_pool: IsolatedExtractor) -> None:
-    payload = build_zip([ZipEntry("link", b"/etc/passwd", method=0, symlink=True)])
+    payload = build_zip([ZipEntry("link", b"/etc/passwd", method=0, external_attr=SYMLINK_ATTR)])
     outcome = run_among_good(plain_pool, _zip("link.zip", payload))
     omission = assert_omitted(outcome, stage="archive", reason="unsafe_member_name")
     assert "symbolic link" in omission.detail
@@ -139,7 +141,7 @@ def test_c6_symlink_member_is_refused(plain_pool: IsolatedExtractor) -> None:
 def test_c7_duplicate_document_part_is_refused(plain_pool: IsolatedExtractor,
                                                 second_name: str) -> None:
     first = docx_bytes(paragraphs_xml(["what a streaming reader sees"]))
-    payload = build_zip([*_members_of(first),
+    payload = build_zip([*zip_members(first),
                          ZipEntry(second_name, b"<w:document>what python-docx sees</w:document>")])
     outcome = run_among_good(plain_pool, _zip("twice.docx", payload))
     assert_omitted(outcome, stage="archive", reason="duplicate_member")
@@ -228,8 +230,3 @@ def test_local_header_that_disagrees_with_the_directory_is_refused(
     payload = build_zip([ZipEntry("shown.txt", b"data", local_name="other.txt")])
     outcome = run_among_good(plain_pool, _zip("two-faced.zip", payload))
     assert_omitted(outcome, stage="archive", reason="header_mismatch")
-
-
-def _members_of(archive: bytes) -> list[ZipEntry]:
-    with zipfile.ZipFile(io.BytesIO(archive)) as source:
-        return [ZipEntry(name, source.read(name)) for name in source.namelist()]

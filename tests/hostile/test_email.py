@@ -12,18 +12,18 @@ import pytest
 
 from capsa.guard import Attachment, Extracted, IsolatedExtractor, Omission
 from capsa.guard.samples import (
-    zip_ratio_bomb,
-)
-
-from .conftest import (
     OLE_MSG,
-    PARSE_LIMITS,
     TRAVERSAL_FILENAME,
-    assert_omitted,
     eml_attachments,
     eml_nested_multipart,
     eml_simple,
     eml_with_attachments,
+    zip_ratio_bomb,
+)
+
+from .conftest import (
+    PARSE_LIMITS,
+    assert_omitted,
     good_for,
     run_among_good,
     run_set,

@@ -14,23 +14,23 @@ import pytest
 from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, Extracted, ExtractionLimits, IsolatedExtractor, read_bounded
 from capsa.guard.samples import (
-    MiB,
-    png_raw,
-)
-
-from .conftest import (
     BREAKOUTS,
     CONTROL_TEXT,
     HIDDEN_HTML,
+    MiB,
+    breakout_text,
+    png_raw,
+    utf16_lone_surrogate,
+)
+
+from .conftest import (
     LIMITS,
     PARSE_LIMITS,
     assert_omitted,
-    breakout_text,
     good_for,
     good_text,
     run_among_good,
     run_set,
-    utf16_lone_surrogate,
 )
 
 

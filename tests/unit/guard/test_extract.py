@@ -33,8 +33,7 @@ from capsa.guard import (
 )
 from capsa.guard.extract import rejection_from_worker
 from capsa.guard.extractors import PlainTextExtractor
-
-from ._zips import Entry, build_zip, real_zip
+from capsa.guard.samples import ZipEntry, build_zip, zip_of
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
@@ -145,7 +144,7 @@ def test_extract_attachment_accepts_a_file_exactly_at_the_byte_limit() -> None:
 
 
 def test_extract_attachment_refuses_an_archive_bomb_at_the_archive_stage() -> None:
-    bomb = build_zip([Entry("word/document.xml", b"x" * 10, uncompressed=1 << 30)])
+    bomb = build_zip([ZipEntry("word/document.xml", b"x" * 10, declared_size=1 << 30, method=0)])
 
     error = rejected(Attachment(label="q3.docx", payload=bomb))
 
@@ -179,7 +178,7 @@ def test_extract_attachment_refuses_an_unsupported_kind_at_the_sniff_stage() -> 
 
 
 def test_extract_attachment_refuses_a_plain_archive_as_unsupported_after_inspecting_it() -> None:
-    error = rejected(Attachment(label="bundle.zip", payload=real_zip({"a.txt": b"x"})))
+    error = rejected(Attachment(label="bundle.zip", payload=zip_of({"a.txt": b"x"})))
 
     assert (error.stage, error.reason) == ("sniff", "unsupported_type")
 
@@ -329,7 +328,7 @@ def test_pipeline_checks_emptiness_before_the_declared_type() -> None:
 
 
 def test_pipeline_checks_size_before_inspecting_an_archive() -> None:
-    bomb = build_zip([Entry("a.txt", b"x" * 10, uncompressed=1 << 30)])
+    bomb = build_zip([ZipEntry("a.txt", b"x" * 10, declared_size=1 << 30, method=0)])
 
     error = rejected(Attachment(label="a.zip", payload=bomb),
                      limits=ExtractionLimits(max_bytes=len(bomb) - 1))
@@ -338,7 +337,7 @@ def test_pipeline_checks_size_before_inspecting_an_archive() -> None:
 
 
 def test_pipeline_inspects_an_archive_before_trusting_its_declared_type() -> None:
-    bomb = build_zip([Entry("a.txt", b"x" * 10, uncompressed=1 << 30)])
+    bomb = build_zip([ZipEntry("a.txt", b"x" * 10, declared_size=1 << 30, method=0)])
 
     error = rejected(Attachment(label="a.pdf", media_type="application/pdf", payload=bomb))
 
@@ -350,7 +349,7 @@ def test_pipeline_never_calls_the_parser_for_a_refused_file() -> None:
     refused = [
         Attachment(label="empty", payload=b""),
         Attachment(label="big", payload=b"a" * 301),
-        Attachment(label="bomb.zip", payload=build_zip([Entry("../x", b"x")])),
+        Attachment(label="bomb.zip", payload=build_zip([ZipEntry("../x", b"x", method=0)])),
         Attachment(label="p.pdf", media_type="application/pdf", payload=PNG),
         Attachment(label="g.gif", payload=b"GIF89a" + b"\x00" * 10),
     ]

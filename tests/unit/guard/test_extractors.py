@@ -35,9 +35,7 @@ from capsa.guard.extractors import (
     TesseractExtractor,
     UnstructuredExtractor,
 )
-from capsa.guard.samples import SAMPLES, pdf_with_text
-
-from ._zips import real_zip
+from capsa.guard.samples import SAMPLES, pdf_with_text, zip_of
 
 UNSTRUCTURED_KINDS = ["pdf", "docx", "pptx", "xlsx", "epub", "html", "eml", "rtf"]
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
@@ -215,7 +213,7 @@ def preflight_refusal(kind: str, payload: bytes, max_pages: int = 20) -> Ingesti
 @pytest.mark.parametrize("part", ["word/document.xml", "word/_rels/document.xml.rels",
                                   "docProps/core.xml"])
 def test_unstructured_refuses_an_ooxml_part_with_a_doctype(part: str) -> None:
-    payload = real_zip({"[Content_Types].xml": b"<Types/>", "word/document.xml": b"<d/>",
+    payload = zip_of({"[Content_Types].xml": b"<Types/>", "word/document.xml": b"<d/>",
                         part: b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "b">]><d>&a;</d>'})
 
     error = preflight_refusal("docx", payload)
@@ -227,7 +225,7 @@ def test_unstructured_refuses_an_ooxml_part_with_a_doctype(part: str) -> None:
 def test_unstructured_reads_a_whole_part_to_find_a_doctype_behind_a_long_prolog() -> None:
     document = (b'<?xml version="1.0"?><!--' + b"p" * 70_000 + b'-->'
                 b'<!DOCTYPE d [<!ENTITY a "b">]><d>&a;</d>')
-    payload = real_zip({"[Content_Types].xml": b"<Types/>", "word/document.xml": document})
+    payload = zip_of({"[Content_Types].xml": b"<Types/>", "word/document.xml": document})
 
     assert preflight_refusal("docx", payload).reason == "forbidden_xml"
 
@@ -235,7 +233,7 @@ def test_unstructured_reads_a_whole_part_to_find_a_doctype_behind_a_long_prolog(
 @pytest.mark.parametrize("codec", ["utf-16", "utf-16-le"])
 def test_unstructured_decodes_a_utf16_part_to_find_its_doctype(codec: str) -> None:
     document = '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE d [<!ENTITY a "b">]><d/>'
-    payload = real_zip({"[Content_Types].xml": b"<Types/>",
+    payload = zip_of({"[Content_Types].xml": b"<Types/>",
                         "word/document.xml": document.encode(codec)})
 
     error = preflight_refusal("docx", payload)
@@ -256,7 +254,7 @@ def test_unstructured_decodes_a_utf16_part_to_find_its_doctype(codec: str) -> No
 def test_unstructured_refuses_an_ooxml_part_in_an_encoding_it_does_not_scan(
     document: bytes, said: str,
 ) -> None:
-    payload = real_zip({"[Content_Types].xml": b"<Types/>", "word/document.xml": document})
+    payload = zip_of({"[Content_Types].xml": b"<Types/>", "word/document.xml": document})
 
     error = preflight_refusal("docx", payload)
 
@@ -265,7 +263,7 @@ def test_unstructured_refuses_an_ooxml_part_in_an_encoding_it_does_not_scan(
 
 
 def test_unstructured_refuses_an_epub_part_that_declares_entities() -> None:
-    payload = real_zip({"mimetype": b"application/epub+zip",
+    payload = zip_of({"mimetype": b"application/epub+zip",
                         "c.xhtml": b'<!DOCTYPE html [<!ENTITY lol "lol">]><html>&lol;</html>'})
 
     assert preflight_refusal("epub", payload).reason == "forbidden_xml"
@@ -332,7 +330,7 @@ def test_unstructured_refuses_malformed_ooxml_as_corrupt() -> None:
         members = {name: sample.read(name) for name in sample.namelist()}
     members["word/document.xml"] = b'<?xml version="1.0"?><w:document xmlns:w="x"><w:body>'
 
-    error = preflight_refusal("docx", real_zip(members))
+    error = preflight_refusal("docx", zip_of(members))
 
     assert error.reason == "corrupt"
     assert "XMLSyntaxError" in error.detail
@@ -666,7 +664,7 @@ def rezip(archive: bytes, replacements: dict[str, bytes]) -> bytes:
     """A copy of `archive` with some members replaced and others added."""
     with zipfile.ZipFile(io.BytesIO(archive)) as source:
         members = {name: source.read(name) for name in source.namelist()}
-    return real_zip({**members, **replacements})
+    return zip_of({**members, **replacements})
 
 
 def test_every_partial_output_warning_capsa_trusts_is_still_in_pypdf() -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-import zipfile
 from typing import get_args
 
 from hypothesis import HealthCheck, given, settings
@@ -37,9 +36,14 @@ from capsa.guard.archive import read_directory
 from capsa.guard.extractors import PlainTextExtractor, Router
 from capsa.guard.labels import MAX_LABEL_CHARS
 from capsa.guard.normalize import UndecodableText, decode_text
+from capsa.guard.samples import (
+    ZipEntry,
+    build_zip,
+    ooxml_skeleton,
+    zip_of,
+    zip_with_zip64_end,
+)
 from capsa.guard.sniff import Kind
-
-from ._zips import Entry, build_zip, ooxml, real_zip
 
 FUZZ = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -56,12 +60,12 @@ long_text = st.text(st.one_of(st.characters(), st.sampled_from(HOSTILE_CHARS)),
 any_text = st.one_of(hostile_text, long_text)
 
 ZIP_BASES = (
-    real_zip({"a.txt": b"hello " * 40, "dir/b.xml": b"<x/>"}),
-    real_zip({"inner.zip": real_zip({"x.txt": b"hi"}), "d.txt": b"d"},
-             method=zipfile.ZIP_STORED),
-    ooxml("word/document.xml", {"word/media/image1.png": b"\x89PNG" + b"\x00" * 40}),
-    build_zip([Entry("big.bin", b"x" * 40, uncompressed=40, zip64=True)]),
-    build_zip([Entry("a", b"x"), Entry("b", b"y")], zip64_count=2),
+    zip_of({"a.txt": b"hello " * 40, "dir/b.xml": b"<x/>"}),
+    zip_of({"inner.zip": zip_of({"x.txt": b"hi"}), "d.txt": b"d"}, stored=True),
+    ooxml_skeleton("word/document.xml", {"word/media/image1.png": b"\x89PNG" + b"\x00" * 40}),
+    build_zip([ZipEntry("big.bin", b"x" * 40, declared_size=40, zip64=True, method=0)]),
+    zip_with_zip64_end(build_zip([ZipEntry("a", b"x", method=0), ZipEntry("b", b"y", method=0)]),
+                       count=2, mark_classic=True),
 )
 
 

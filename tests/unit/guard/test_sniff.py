@@ -8,10 +8,8 @@ import pytest
 
 from capsa.errors import IngestionRejected
 from capsa.guard import EXTRACTABLE_KINDS, sniff
-from capsa.guard.samples import pdf_with_text
+from capsa.guard.samples import build_zip, ooxml_skeleton, pdf_with_text, zip_of
 from capsa.guard.sniff import kind_for_media_type, media_type_for_name, resolve_kind
-
-from ._zips import build_zip, ooxml, real_zip
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
@@ -48,25 +46,25 @@ def test_sniff_ignores_riff_containers_that_are_not_webp() -> None:
 )
 def test_sniff_tells_ooxml_kinds_apart_by_their_central_directory(main_part: str,
                                                                    kind: str) -> None:
-    assert sniff(ooxml(main_part)) == kind
+    assert sniff(ooxml_skeleton(main_part)) == kind
 
 
-def test_sniff_needs_the_content_types_part_to_call_a_zip_ooxml() -> None:
-    assert sniff(real_zip({"word/document.xml": b"<doc/>"})) == "zip"
+def test_sniff_needs_the_content_types_part_to_call_a_zip_ooxml_skeleton() -> None:
+    assert sniff(zip_of({"word/document.xml": b"<doc/>"})) == "zip"
 
 
 def test_sniff_matches_ooxml_part_names_case_insensitively() -> None:
-    assert sniff(real_zip({"[content_types].xml": b"<T/>", "Word/Document.xml": b"<d/>"})) == "docx"
+    assert sniff(zip_of({"[content_types].xml": b"<T/>", "Word/Document.xml": b"<d/>"})) == "docx"
 
 
 def test_sniff_recognises_epub_by_its_stored_mimetype_member() -> None:
-    payload = real_zip({"mimetype": b"application/epub+zip", "content.opf": b"<p/>"}, method=0)
+    payload = zip_of({"mimetype": b"application/epub+zip", "content.opf": b"<p/>"}, stored=True)
 
     assert sniff(payload) == "epub"
 
 
 def test_sniff_calls_an_ordinary_archive_zip() -> None:
-    assert sniff(real_zip({"a.txt": b"hello"})) == "zip"
+    assert sniff(zip_of({"a.txt": b"hello"})) == "zip"
 
 
 def test_sniff_calls_an_empty_archive_zip() -> None:
@@ -78,7 +76,7 @@ def test_sniff_calls_an_unreadable_zip_zip_and_leaves_the_reason_to_archive_insp
 
 
 def test_sniff_routes_a_pdf_zip_polyglot_by_its_leading_magic() -> None:
-    assert sniff(pdf_with_text(["hello"]) + real_zip({"a.txt": b"x"})) == "pdf"
+    assert sniff(pdf_with_text(["hello"]) + zip_of({"a.txt": b"x"})) == "pdf"
 
 
 @pytest.mark.parametrize(
