@@ -13,7 +13,7 @@ import pytest
 
 from capsa.errors import IngestionRejected
 from capsa.guard import ExtractionLimits, inspect_archive
-from capsa.guard.archive import member_names, read_directory
+from capsa.guard.archive import member_names, open_inspected, read_directory
 from capsa.guard.samples import (
     FILE_ATTR,
     FLAG_ENCRYPTED,
@@ -611,4 +611,5 @@ def test_inspect_archive_accepts_consistent_zip64_end_records() -> None:
                         ZipEntry("b.txt", b"beta", method=0)])
     payload = zip_with_zip64_end(honest, count=2, mark_classic=True)
 
-    inspect_archive(payload, LIMITS, label="upload.zip")
+    with open_inspected(payload, LIMITS, label="upload.zip") as archive:
+        assert archive.namelist() == ["a.txt", "b.txt"]
