@@ -233,7 +233,16 @@ class _Report:
         status = 2 if self.omitted and strict else 0
         console.print(Text(f"extracted {self.extracted} of {self.total} files; "
                            f"omitted {len(self.omitted)}"))
-        if self.omitted:
+        if self.omitted and not console.is_terminal:
+            # Logs and CI: one whole line per omission, so a long path is never
+            # folded or cut and `grep` finds the file by name.
+            for item in self.omitted:
+                line = Text("omitted ")
+                line.append_text(_printable(item.source or item.label))
+                line.append(": ")
+                line.append_text(_printable(f"{item.stage}/{item.reason}: {item.detail}"))
+                console.print(line, soft_wrap=True)
+        elif self.omitted:
             table = Table("file", "stage", "reason", "detail", title="omitted")
             for column in table.columns:
                 column.overflow = "fold"

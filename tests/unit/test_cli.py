@@ -32,6 +32,19 @@ def test_extract_writes_json_lines_and_reports_omissions(
     assert "invoice.pdf" in err and "type_mismatch" in err
 
 
+def test_omissions_print_one_unbroken_line_each_whatever_the_path_length(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path.joinpath(*(["a-rather-long-directory-name"] * 6))
+    deep.mkdir(parents=True)
+    refused = deep / "quarterly-invoice-from-the-supplier.pdf"
+    refused.write_bytes((CORPUS_DIR / "invoice.pdf").read_bytes())
+    assert main(["extract", str(refused), "--out", str(tmp_path / "x.jsonl")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("omitted ")]
+    assert len(lines) == 1
+    assert lines[0].startswith(f"omitted {refused}: ")
+    assert "type_mismatch" in lines[0]
+
+
 def test_extract_strict_exits_2_when_anything_was_omitted(tmp_path: Path) -> None:
     status = main(["extract", str(CORPUS_DIR / "invoice.pdf"), "--strict",
                    "--out", str(tmp_path / "x.jsonl")])
