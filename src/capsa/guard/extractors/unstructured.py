@@ -20,20 +20,25 @@ instead of silently short text.
 from __future__ import annotations
 
 import codecs
-import html
 import io
 import logging
-import posixpath
 import re
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
-from xml.etree import ElementTree
 
-from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
+from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import open_inspected
+from capsa.guard.extractors._floors import (
+    check_docx_text_floor,
+    check_text_floor,
+    count_slides,
+    text_floor_over,
+    visible_chars,
+)
+from capsa.guard.extractors._floors import refuse as _refuse
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
@@ -44,10 +49,6 @@ __all__ = ["UnstructuredExtractor"]
 
 _OOXML = frozenset({"docx", "pptx", "xlsx"})
 _ZIPPED = _OOXML | {"epub"}
-
-
-def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
-    return IngestionRejected(detail, label="<payload>", stage="preflight", reason=reason)
 
 
 class UnstructuredExtractor:
@@ -109,10 +110,12 @@ class UnstructuredExtractor:
                 with open_inspected(payload, self.limits, label="<payload>") as archive:
                     if kind == "docx" and self.max_text_chars is not None:
                         # first: it reads at most what the limit needs, and parses nothing
-                        _check_docx_text_floor(archive, self.max_text_chars)
+                        check_docx_text_floor(archive, self.max_text_chars)
                     _scan_xml_parts(archive, forbid="ENTITY" if kind == "epub" else "DOCTYPE")
                     if kind == "pptx":
-                        _count_slides(archive, max_pages)
+                        count_slides(archive, max_pages)
+                    if self.max_text_chars is not None:  # PPTX, XLSX: parsed after the scan
+                        check_text_floor(kind, archive, self.max_text_chars)
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
                 embedded = read_mail(payload).embedded
@@ -326,55 +329,6 @@ def _check_xml_encoding(data: bytes, name: str) -> None:
                                        "does not scan")
 
 
-_PRESENTATION_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
-_RELATIONSHIPS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
-_OFFICE_DOCUMENT = ("http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
-                    "officeDocument")
-
-
-def _count_slides(archive: zipfile.ZipFile, max_pages: int) -> None:
-    """Count slides as python-pptx finds them: the ``sldIdLst`` of the main document.
-
-    The main part is the one the package relationships name (not necessarily
-    ``ppt/presentation.xml``), and every ``sldId`` counts, wherever its slide
-    part is stored and however many ids point at one part: python-pptx yields
-    (and unstructured extracts) one slide per id. Parts were scanned for DTDs
-    before this parses any of them.
-    """
-    slides = 0
-    for main in _office_documents(archive):
-        root = _parse_part(archive, main)
-        if root is None:
-            continue
-        id_list = root.find(f"{{{_PRESENTATION_NS}}}sldIdLst")
-        if id_list is not None:
-            slides = max(slides, len(id_list))
-    if slides > max_pages:
-        raise _refuse("too_many_pages", f"{slides} slides, over the limit of {max_pages}")
-
-
-def _office_documents(archive: zipfile.ZipFile) -> list[str]:
-    rels = _parse_part(archive, "_rels/.rels")
-    if rels is None:
-        return []
-    return [posixpath.normpath(posixpath.join("/", rel.get("Target", ""))).lstrip("/")
-            for rel in rels.iter(f"{{{_RELATIONSHIPS_NS}}}Relationship")
-            if rel.get("Type") == _OFFICE_DOCUMENT and rel.get("TargetMode") != "External"]
-
-
-def _parse_part(archive: zipfile.ZipFile, name: str) -> ElementTree.Element | None:
-    try:
-        info = archive.getinfo(name)
-    except KeyError:
-        return None  # the parser will say what is missing
-    with archive.open(info) as part:
-        data = part.read(info.file_size + 1)
-    try:
-        return ElementTree.fromstring(data)
-    except ElementTree.ParseError as exc:
-        raise _refuse("corrupt", f"part {name!r} is not well-formed XML: {exc}") from None
-
-
 class _DepthCheckedEtree:
     """`lxml.etree` as unstructured's HTML partitioner sees it, with every parse checked.
 
@@ -429,64 +383,6 @@ def _mail_as_bytes(payload: bytes) -> bytes:
     if decoded.encoding is None or not decoded.encoding.startswith("utf-"):
         return payload
     return decoded.text.encode("utf-8", "replace")
-
-
-_DOCX_TEXT = re.compile(rb"<w:t(?:\s[^>]*)?>([^<]*)</w:t>")
-_DOCX_SKIPPED = re.compile(rb"<w:txbxContent\b.*?</w:txbxContent>|<mc:Fallback\b.*?</mc:Fallback>",
-                           re.DOTALL)
-_INVISIBLE = re.compile(r"[\s\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
-
-
-def _check_docx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
-    """Refuse a DOCX whose body text alone is over `limit`, before any parser runs.
-
-    The visible characters inside ``<w:t>`` runs of ``word/document.xml``
-    (text boxes and fallback copies left out) are a floor on what the parser
-    will return, so a file over it would be refused after parsing anyway. The
-    part is inflated in chunks and counting stops at the limit, so the work
-    is proportional to the limit, not to the file: an 872-page report is
-    refused in milliseconds instead of after half a minute of parsing.
-    """
-    counted = 0
-    tail = b""
-    # the archive is the inspected view: nothing unchecked is ever inflated
-    try:
-        part = archive.open("word/document.xml")
-    except KeyError:
-        return
-    with part:
-        while True:
-            chunk = part.read(1 << 16)
-            if not chunk:
-                break
-            data = tail + chunk
-            cut = data.rfind(b"<w:p ")  # count whole paragraphs; carry the rest over
-            cut = max(cut, data.rfind(b"<w:p>"))
-            body, tail = (data[:cut], data[cut:]) if cut > 0 else (b"", data)
-            counted += _visible_text(body)
-            if counted > limit:
-                raise _text_floor_over(counted, limit, "the document body")
-    counted += _visible_text(tail)
-    if counted > limit:
-        raise _text_floor_over(counted, limit, "the document body")
-
-
-def _text_floor_over(counted: int, limit: int, where: str) -> IngestionRejected:
-    return IngestionRejected(
-        f"{where} holds at least {counted} characters of text, over the limit of {limit} "
-        "(max_text_chars); refused before it was all parsed, dropped whole, never truncated",
-        label="<payload>", stage="text", reason="text_too_long")
-
-
-def _visible_text(xml: bytes) -> int:
-    if b"<w:txbxContent" in xml or b"<mc:Fallback" in xml:
-        xml = _DOCX_SKIPPED.sub(b"", xml)
-    text = b"".join(_DOCX_TEXT.findall(xml)).decode("utf-8", "replace")
-    if "&" in text:
-        text = html.unescape(text)
-    if text.isascii():
-        return len(text) - sum(text.count(ch) for ch in " \t\n\r\x0b\x0c")
-    return len(text) - len(_INVISIBLE.findall(text))
 
 
 _PARTIAL_WARNINGS = frozenset({
@@ -560,9 +456,9 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
         try:
             for page in reader.pages:
                 texts.append((page.extract_text() or "").strip())
-                counted += len(_INVISIBLE.sub("", texts[-1]))
+                counted += visible_chars(texts[-1])
                 if max_text_chars is not None and counted > max_text_chars:
-                    raise _text_floor_over(counted, max_text_chars,
+                    raise text_floor_over(counted, max_text_chars,
                                            f"the first {len(texts)} of {pages} pages")
         except not_decrypted:
             raise _refuse("encrypted", "the PDF is encrypted") from None

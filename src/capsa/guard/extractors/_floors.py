@@ -1,0 +1,489 @@
+"""Counts made before parsing: slides against `max_pages`, text against `max_text_chars`.
+
+Work done before a limit refuses must be proportional to the limit, not to
+the file. Each counter here reads an Office container's parts through the
+inspected archive (`capsa.guard.archive.open_inspected`), counts what the real
+parser (unstructured over python-docx, python-pptx or openpyxl and pandas)
+would surely return, and stops as soon as the count is over the limit: a
+500-slide deck or a 100,000-row workbook is refused in milliseconds instead of
+after the parser has built it whole.
+
+Each text count is a *floor*: only characters the parser certainly keeps are
+counted (`visible_chars`: no white space, no control or format characters,
+no combining marks that NFC could fold into the letter before them), and only
+in parts and shapes the parser certainly reads. A file is refused only when
+its text would be over the limit after parsing anyway, so a floor never
+refuses a file the parser would have accepted; it only refuses it sooner.
+
+What is not counted here, and why:
+
+- HTML and e-mail: what unstructured emits depends on its own decoding of the
+  bytes and on libxml2's repair of the tree (an unclosed ``<select>`` or
+  ``<template>`` swallows what follows it); a sound floor would have to be
+  that parse. RTF: control words, groups and destinations (``\\*``) decide
+  what is text, which is the parser's work again. Plain text, Markdown, CSV
+  and JSON: decoding is the whole parse, and it runs in milliseconds.
+- Pages of a DOCX: pages are made by layout, which no part records.
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import re
+import unicodedata
+import zipfile
+from collections import Counter
+from typing import IO
+from xml.etree import ElementTree
+
+from capsa.errors import IngestionRejected, RejectionReason
+
+__all__ = ["check_docx_text_floor", "check_text_floor", "count_slides", "refuse",
+           "text_floor_over", "visible_chars"]
+
+
+def refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
+    """A pre-flight refusal of the payload (the guard puts the file's label on it)."""
+    return IngestionRejected(detail, label="<payload>", stage="preflight", reason=reason)
+
+
+def text_floor_over(counted: int, limit: int, where: str) -> IngestionRejected:
+    """The ``text_too_long`` refusal of a count that is already over `limit`."""
+    return IngestionRejected(
+        f"{where} holds at least {counted} characters of text, over the limit of {limit} "
+        "(max_text_chars); refused before it was all parsed, dropped whole, never truncated",
+        label="<payload>", stage="text", reason="text_too_long")
+
+
+# ------------------------------------------------------------------------ counting text
+
+
+_ASCII_UNCOUNTED = " " + "".join(map(chr, range(0x20))) + "\x7f"
+"""Space, the C0 controls (white space among them) and DEL, each once."""
+_COUNTED: dict[str, bool] = {}
+_HANGUL_VOWELS_AND_FINALS = range(0x1160, 0x1200)
+"""Conjoining jamo that NFC composes into the syllable before them."""
+
+
+def _counted(ch: str) -> bool:
+    seen = _COUNTED.get(ch)
+    if seen is None:
+        category = unicodedata.category(ch)
+        seen = not (ch.isspace() or category[0] == "M" or category in ("Cc", "Cf", "Co", "Cn", "Cs")
+                    or ord(ch) in _HANGUL_VOWELS_AND_FINALS)
+        if len(_COUNTED) < 65536:
+            _COUNTED[ch] = seen
+    return seen
+
+
+def visible_chars(text: str) -> int:
+    """Characters of `text` that survive `capsa.guard.normalize.normalize` in any context.
+
+    White space, control and format characters are left out (normalisation
+    strips or folds them), and so are combining marks and conjoining jamo,
+    which NFC may fold into the character before them; every character
+    counted stays one character. So the count of a text is never more than
+    the length of the normalised text, wherever the text ends up in it.
+
+    Examples:
+        >>> visible_chars("a b\\tc")
+        3
+        >>> visible_chars("e\\u0301t\\u00e9\\u200b")  # e + combining acute folds into é
+        3
+    """
+    if text.isascii():
+        return len(text) - sum(text.count(ch) for ch in _ASCII_UNCOUNTED if ch in text)
+    return sum(number for ch, number in Counter(text).items() if _counted(ch))
+
+
+# -------------------------------------------------------------------------------- parts
+
+
+_RELATIONSHIPS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
+_OFFICE_DOCUMENT = ("http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
+                    "officeDocument")
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+
+
+def parse_part(archive: zipfile.ZipFile, name: str) -> ElementTree.Element | None:
+    """Part `name` parsed whole (its size was bounded by the inspection), or None if absent.
+
+    Parts were scanned for DTDs before anything here parses them.
+    """
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        return None  # the parser will say what is missing
+    with archive.open(info) as part:
+        data = part.read(info.file_size + 1)
+    try:
+        return ElementTree.fromstring(data)
+    except ElementTree.ParseError as exc:
+        raise refuse("corrupt", f"part {name!r} is not well-formed XML: {exc}") from None
+
+
+def office_documents(archive: zipfile.ZipFile) -> list[str]:
+    """The main parts the package relationships name (one, in any file a parser opens)."""
+    return [target for target, kind in _relationships(archive, "").values()
+            if kind == _OFFICE_DOCUMENT]
+
+
+def _resolve(source: str, target: str) -> str:
+    base = posixpath.dirname(source)
+    joined = target if target.startswith("/") else posixpath.join("/", base, target)
+    return posixpath.normpath(joined).lstrip("/")
+
+
+def _relationships(archive: zipfile.ZipFile, part: str) -> dict[str, tuple[str, str]]:
+    """Id to (target part name, type), for the internal relationships of `part` ("" for
+    the package's own)."""
+    rels_name = posixpath.join(posixpath.dirname(part), "_rels", posixpath.basename(part) + ".rels")
+    rels = parse_part(archive, rels_name)
+    if rels is None:
+        return {}
+    return {rel.get("Id", ""): (_resolve(part, rel.get("Target", "")), rel.get("Type", ""))
+            for rel in rels.iter(f"{{{_RELATIONSHIPS_NS}}}Relationship")
+            if rel.get("TargetMode") != "External"}
+
+
+# --------------------------------------------------------------------------------- DOCX
+
+
+_DOCX_TEXT = re.compile(rb"<w:t(?:\s[^>]*)?>([^<]*)</w:t>")
+_DOCX_SKIPPED = re.compile(rb"<w:txbxContent\b.*?</w:txbxContent>|<mc:Fallback\b.*?</mc:Fallback>",
+                           re.DOTALL)
+
+
+def check_docx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
+    """Refuse a DOCX whose body text alone is over `limit`, before any parser runs.
+
+    The visible characters inside ``<w:t>`` runs of ``word/document.xml``
+    (text boxes and fallback copies left out) are a floor on what the parser
+    will return, so a file over it would be refused after parsing anyway. The
+    part is inflated in chunks and counting stops at the limit, so the work
+    is proportional to the limit, not to the file: an 872-page report is
+    refused in milliseconds instead of after half a minute of parsing. It
+    reads bytes with a pattern and parses nothing, so it may run before the
+    DTD scan.
+    """
+    counted = 0
+    tail = b""
+    # the archive is the inspected view: nothing unchecked is ever inflated
+    try:
+        part = archive.open("word/document.xml")
+    except KeyError:
+        return
+    with part:
+        while True:
+            chunk = part.read(1 << 16)
+            if not chunk:
+                break
+            data = tail + chunk
+            cut = data.rfind(b"<w:p ")  # count whole paragraphs; carry the rest over
+            cut = max(cut, data.rfind(b"<w:p>"))
+            body, tail = (data[:cut], data[cut:]) if cut > 0 else (b"", data)
+            counted += _docx_visible_text(body)
+            if counted > limit:
+                raise text_floor_over(counted, limit, "the document body")
+    counted += _docx_visible_text(tail)
+    if counted > limit:
+        raise text_floor_over(counted, limit, "the document body")
+
+
+def _docx_visible_text(xml: bytes) -> int:
+    if b"<w:txbxContent" in xml or b"<mc:Fallback" in xml:
+        xml = _DOCX_SKIPPED.sub(b"", xml)
+    text = b"".join(_DOCX_TEXT.findall(xml)).decode("utf-8", "replace")
+    if "&" in text:
+        text = html.unescape(text)
+    return visible_chars(text)
+
+
+# --------------------------------------------------------------------------------- PPTX
+
+
+_P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_TABLE_URI = "http://schemas.openxmlformats.org/drawingml/2006/table"
+_NEGATIVE_OFFSET = re.compile(rb"<(?:[\w.-]+:)?off\s[^>]*\b[xy]\s*=\s*[\"']\s*-")
+
+
+def count_slides(archive: zipfile.ZipFile, max_pages: int) -> None:
+    """Count slides as python-pptx finds them: the ``sldIdLst`` of the main document.
+
+    The main part is the one the package relationships name (not necessarily
+    ``ppt/presentation.xml``), and every ``sldId`` counts, wherever its slide
+    part is stored and however many ids point at one part: python-pptx yields
+    (and unstructured extracts) one slide per id. Parts were scanned for DTDs
+    before this parses any of them.
+    """
+    slides = 0
+    for main in office_documents(archive):
+        root = parse_part(archive, main)
+        if root is None:
+            continue
+        id_list = root.find(f"{_P}sldIdLst")
+        if id_list is not None:
+            slides = max(slides, len(id_list))
+    if slides > max_pages:
+        raise refuse("too_many_pages", f"{slides} slides, over the limit of {max_pages}")
+
+
+def _check_pptx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
+    """Refuse a deck whose slides' text runs already hold more than `limit` characters.
+
+    Counted as unstructured reads a deck through python-pptx: the slides the
+    main part's ``sldIdLst`` names (once per id), in each the text runs of
+    shapes with a text body and the cells of tables, in groups at any depth;
+    not notes (unstructured leaves them out by default), not shapes inside
+    ``mc:AlternateContent`` (python-pptx does not see them), not a shape placed
+    left of or above the slide (unstructured skips those; a placeholder that
+    inherits its position counts only if no layout or master places anything
+    off the slide).
+    """
+    mains = office_documents(archive)
+    if len(mains) != 1:
+        return  # python-pptx refuses a package without exactly one main part
+    root = parse_part(archive, mains[0])
+    id_list = root.find(f"{_P}sldIdLst") if root is not None else None
+    if id_list is None:
+        return
+    targets = {key: target for key, (target, _) in _relationships(archive, mains[0]).items()}
+    inherited_positions_on_slide = None
+    counted = 0
+    slides: dict[str, int] = {}
+    for number, slide_id in enumerate(id_list, start=1):
+        target = targets.get(slide_id.get(_R_ID, ""))
+        if target is None:
+            continue
+        if target not in slides:
+            slide = parse_part(archive, target)
+            if inherited_positions_on_slide is None:
+                inherited_positions_on_slide = not _anything_off_slide(
+                    archive, set(targets.values()))
+            slides[target] = (_slide_text(slide, inherited_positions_on_slide)
+                              if slide is not None else 0)
+        counted += slides[target]
+        if counted > limit:
+            raise text_floor_over(counted, limit, f"the first {number} of {len(id_list)} slides")
+
+
+def _anything_off_slide(archive: zipfile.ZipFile, slides: set[str]) -> bool:
+    """Whether any part other than the slides (layouts, masters) places a shape off the slide."""
+    for info in archive.infolist():
+        if info.is_dir() or info.filename in slides or not info.filename.endswith(".xml"):
+            continue
+        with archive.open(info) as part:
+            if _NEGATIVE_OFFSET.search(part.read(info.file_size + 1)):
+                return True
+    return False
+
+
+def _slide_text(slide: ElementTree.Element, inherited_positions_on_slide: bool) -> int:
+    tree = slide.find(f"{_P}cSld/{_P}spTree")
+    if tree is None:
+        return 0
+    counted = 0
+    pending = [tree]
+    while pending:  # groups nest; a stack, not recursion, whatever the depth
+        for shape in pending.pop():
+            if shape.tag == f"{_P}grpSp":
+                pending.append(shape)
+            elif shape.tag == f"{_P}sp":
+                body = shape.find(f"{_P}txBody")
+                if body is not None and _on_slide(shape, inherited_positions_on_slide):
+                    counted += _runs_text(body)
+            elif shape.tag == f"{_P}graphicFrame":
+                data = shape.find(f"{_A}graphic/{_A}graphicData")
+                table = data.find(f"{_A}tbl") if data is not None else None
+                if table is not None and data is not None and data.get("uri") == _TABLE_URI:
+                    counted += _runs_text(table)
+    return counted
+
+
+def _on_slide(shape: ElementTree.Element, inherited_positions_on_slide: bool) -> bool:
+    offset = shape.find(f"{_P}spPr/{_A}xfrm/{_A}off")
+    if offset is None:
+        placeholder = shape.find(f"{_P}nvSpPr/{_P}nvPr/{_P}ph")
+        return placeholder is None or inherited_positions_on_slide
+    try:
+        return int(offset.get("x", "0")) >= 0 and int(offset.get("y", "0")) >= 0
+    except ValueError:
+        return False
+
+
+def _runs_text(element: ElementTree.Element) -> int:
+    return visible_chars("".join(run.text or "" for run in element.iter(f"{_A}t")))
+
+
+# --------------------------------------------------------------------------------- XLSX
+
+
+_S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_CONTENT_TYPES = "{http://schemas.openxmlformats.org/package/2006/content-types}"
+_SPREADSHEET = "application/vnd.openxmlformats-officedocument.spreadsheetml."
+_WORKBOOK_TYPES = ("application/vnd.ms-excel.template.macroEnabled.main+xml",
+                   _SPREADSHEET + "template.main+xml",
+                   "application/vnd.ms-excel.sheet.macroEnabled.main+xml",
+                   _SPREADSHEET + "sheet.main+xml")
+"""In openpyxl's order of preference."""
+_SHARED_STRINGS = _SPREADSHEET + "sharedStrings+xml"
+_WORKSHEET = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet"
+_NUMERIC_OR_FLAG = re.compile(
+    r"\s*[+-]?(?:(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eEdD][+-]?\d+)?|inf(?:inity)?|nan)\s*"
+    r"|\s*(?:true|false)\s*", re.IGNORECASE)
+"""Strings pandas may read as a number or a flag (and print otherwise): not counted."""
+_CELL_REF = re.compile(r"([A-Z]{1,3})(\d+)")
+
+
+def _check_xlsx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
+    """Refuse a workbook whose text cells already hold more than `limit` characters.
+
+    Counted as pandas reads a workbook through openpyxl for unstructured:
+    the workbook and shared-string parts the content types name, the
+    worksheets the workbook's relationships name; in each, every cell whose
+    value is text (a shared string, counted once per cell that refers to it,
+    an inline string or a formula's cached text), rows and cells in the
+    order openpyxl keeps them. Numbers are not counted (their printed form
+    is pandas' choice), nor is text pandas could read as a number or a flag.
+    Sheets are read streaming and the count stops at the limit.
+    """
+    types = parse_part(archive, "[Content_Types].xml")
+    if types is None:
+        return
+    overrides: dict[str | None, str] = {}
+    for item in types.iter(f"{_CONTENT_TYPES}Override"):  # the first of a type, as openpyxl
+        overrides.setdefault(item.get("ContentType"), item.get("PartName", "")[1:])
+    workbook = next((overrides[kind] for kind in _WORKBOOK_TYPES if kind in overrides), None)
+    if workbook is None:
+        return
+    strings = _shared_string_counts(archive, overrides.get(_SHARED_STRINGS))
+    book = parse_part(archive, workbook)
+    sheets = book.find(f"{_S}sheets") if book is not None else None
+    if sheets is None:
+        return
+    targets = _relationships(archive, workbook)
+    counted = 0
+    for number, sheet in enumerate(sheets, start=1):
+        target, kind = targets.get(sheet.get(_R_ID, ""), ("", ""))
+        if kind != _WORKSHEET or target not in archive.NameToInfo:
+            continue
+        with archive.open(target) as part:
+            counted = _sheet_text(part, strings, counted, limit)
+        if counted > limit:
+            raise text_floor_over(counted, limit,
+                                  f"the text cells of the first {number} of {len(sheets)} sheets")
+
+
+def _shared_string_counts(archive: zipfile.ZipFile, name: str | None) -> list[int]:
+    """The counted characters of each shared string, read streaming, in table order."""
+    counts: list[int] = []
+    if name is None or name not in archive.NameToInfo:
+        return counts
+    with archive.open(name) as part:
+        for _, item in ElementTree.iterparse(part):
+            if item.tag == f"{_S}si":
+                counts.append(_cell_text(item))
+                item.clear()
+    return counts
+
+
+def _cell_text(string: ElementTree.Element) -> int:
+    """A rich or plain string as openpyxl reads it: its ``t``, then its runs' ``t``."""
+    pieces = [string.findtext(f"{_S}t") or ""]
+    pieces += [run.findtext(f"{_S}t") or "" for run in string.findall(f"{_S}r")]
+    text = "".join(pieces).replace("x005F_", "")
+    return 0 if _NUMERIC_OR_FLAG.fullmatch(text) else visible_chars(text)
+
+
+def _sheet_text(part: IO[bytes], strings: list[int], counted: int, limit: int) -> int:
+    """`counted` plus the text cells of one worksheet, stopping once over `limit`.
+
+    openpyxl's read-only rows skip a row numbered at or before one already
+    read, and keep only one value per column, up to the row's last cell: a
+    row whose cells do not go strictly rightwards is not counted.
+    """
+    last_row = 0
+    row_count = 0
+    last_column = 0
+    ordered = True
+    cells = None
+    for event, element in ElementTree.iterparse(part, events=("start", "end")):
+        tag = element.tag
+        if event == "start":
+            if tag == f"{_S}sheetData":
+                cells = element
+            elif tag == f"{_S}row":
+                row_count, last_column, ordered = 0, 0, True
+            continue
+        if tag == f"{_S}c":
+            column = _column(element.get("r"), last_column)
+            ordered = ordered and column > last_column
+            last_column = column
+            row_count += _value_text(element, strings)
+        elif tag == f"{_S}row":
+            number = _row_number(element.get("r"), last_row)
+            if ordered and number > last_row:
+                counted += row_count
+            last_row = max(last_row, number)
+            if cells is not None:
+                cells.clear()  # what was counted is dropped: memory stays one row deep
+            if counted > limit:
+                return counted
+    return counted
+
+
+def _column(reference: str | None, last: int) -> int:
+    match = _CELL_REF.fullmatch(reference or "")
+    if match is None:
+        return last + 1 if reference is None else 0
+    column = 0
+    for letter in match.group(1):
+        column = column * 26 + ord(letter) - 64
+    return column
+
+
+def _row_number(reference: str | None, last: int) -> int:
+    if reference is None:
+        return last + 1
+    try:
+        return int(reference)
+    except ValueError:
+        return 0
+
+
+def _value_text(cell: ElementTree.Element, strings: list[int]) -> int:
+    kind = cell.get("t")
+    if kind == "s":
+        try:
+            index = int(cell.findtext(f"{_S}v") or "")
+        except ValueError:
+            return 0
+        return strings[index] if 0 <= index < len(strings) else 0
+    if kind == "inlineStr":
+        inline = cell.find(f"{_S}is")
+        return _cell_text(inline) if inline is not None else 0
+    if kind == "str":
+        text = cell.findtext(f"{_S}v") or ""
+        return 0 if _NUMERIC_OR_FLAG.fullmatch(text) else visible_chars(text)
+    return 0
+
+
+# ------------------------------------------------------------------------------ dispatch
+
+
+def check_text_floor(kind: str, archive: zipfile.ZipFile, limit: int) -> None:
+    """Refuse a PPTX or XLSX whose text is surely over `limit`, before it is parsed.
+
+    Run after the DTD scan: these counters parse the parts they read. (The
+    DOCX count, `check_docx_text_floor`, reads bytes only and runs first.)
+
+    Raises:
+        IngestionRejected: ``text_too_long``, naming the count, the limit and
+            what was counted.
+    """
+    if kind == "pptx":
+        _check_pptx_text_floor(archive, limit)
+    elif kind == "xlsx":
+        _check_xlsx_text_floor(archive, limit)
