@@ -32,8 +32,10 @@ import html
 import posixpath
 import re
 import unicodedata
+import urllib.parse
 import zipfile
 from collections import Counter
+from collections.abc import Iterator
 from typing import IO
 from xml.etree import ElementTree
 
@@ -470,11 +472,102 @@ def _value_text(cell: ElementTree.Element, strings: list[int]) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------- EPUB
+
+
+_CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
+_OPF = "{http://www.idpf.org/2007/opf}"
+_XHTML = "{http://www.w3.org/1999/xhtml}"
+_EPUB_BLOCKS = frozenset({"html", "body", "div", "section", "article", "main", "blockquote"})
+"""Containers whose paragraphs pandoc keeps and unstructured emits (not ``nav``, ``figure``,
+``aside``, ``details``, ``form``, ``template`` or a table: some are dropped by one of them)."""
+_EPUB_TEXT = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6"})
+_EPUB_INLINE = frozenset({"span", "em", "strong", "b", "i", "u", "code", "sub", "sup", "cite",
+                          "abbr", "small", "dfn", "var", "kbd", "samp", "time"})
+"""Phrasing whose text both pandoc and unstructured keep as it is (not ``a``, which pandoc may
+turn into a footnote, nor ``del``, ``s`` or ``q``, which one of them drops or decorates)."""
+_EPUB_TAILS = _EPUB_INLINE | {"a", "br", "img"}
+
+
+def _check_epub_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
+    """Refuse a book whose chapters' paragraphs already hold more than `limit` characters.
+
+    Counted as unstructured reads a book (pandoc converts it to HTML, which
+    unstructured partitions): the first rootfile's package, the linear spine
+    items that are XHTML, and in each only the paragraphs and headings that
+    sit in plain containers, with the text of plain phrasing inside them.
+    A chapter that is not well-formed XML (pandoc reads it leniently, with
+    HTML's entities) is not counted. Chapters are read one at a time and the
+    count stops at the limit.
+    """
+    container = _parse_leniently(archive, "META-INF/container.xml")
+    rootfile = container.find(f".//{_CONTAINER}rootfile") if container is not None else None
+    package_name = rootfile.get("full-path", "") if rootfile is not None else ""
+    package = _parse_leniently(archive, package_name)
+    if package is None:
+        return
+    items = {item.get("id"): item for item in package.iter(f"{_OPF}item")}
+    spine = [ref for ref in package.iter(f"{_OPF}itemref") if ref.get("linear") != "no"]
+    counted = 0
+    for number, ref in enumerate(spine, start=1):
+        item = items.get(ref.get("idref"))
+        if item is None or item.get("media-type") != "application/xhtml+xml":
+            continue
+        chapter = _parse_leniently(
+            archive, _resolve(package_name, urllib.parse.unquote(item.get("href", ""))))
+        if chapter is not None:
+            counted += _chapter_text(chapter)
+        if counted > limit:
+            raise text_floor_over(counted, limit, f"the first {number} of {len(spine)} chapters")
+
+
+def _parse_leniently(archive: zipfile.ZipFile, name: str) -> ElementTree.Element | None:
+    try:
+        return parse_part(archive, name)
+    except IngestionRejected:
+        return None
+
+
+def _local(tag: object) -> str | None:
+    """An XHTML element's local name; None for anything else (comments, other namespaces)."""
+    if not isinstance(tag, str):
+        return None
+    if tag.startswith(_XHTML):
+        return tag[len(_XHTML):]
+    return None if tag.startswith("{") else tag
+
+
+def _chapter_text(root: ElementTree.Element) -> int:
+    counted = 0
+    pending = [root] if _local(root.tag) == "html" else []
+    while pending:  # plain containers nest; a stack, not recursion, whatever the depth
+        for child in pending.pop():
+            name = _local(child.tag)
+            if name in _EPUB_BLOCKS:
+                pending.append(child)
+            elif name in _EPUB_TEXT:
+                counted += visible_chars("".join(_phrasing_text(child)))
+    return counted
+
+
+def _phrasing_text(element: ElementTree.Element) -> Iterator[str]:
+    pending = [element]
+    while pending:
+        current = pending.pop()
+        yield current.text or ""
+        for child in current:
+            name = _local(child.tag)
+            if name in _EPUB_INLINE:
+                pending.append(child)
+            if name in _EPUB_TAILS:
+                yield child.tail or ""
+
+
 # ------------------------------------------------------------------------------ dispatch
 
 
 def check_text_floor(kind: str, archive: zipfile.ZipFile, limit: int) -> None:
-    """Refuse a PPTX or XLSX whose text is surely over `limit`, before it is parsed.
+    """Refuse a PPTX, XLSX or EPUB whose text is surely over `limit`, before it is parsed.
 
     Run after the DTD scan: these counters parse the parts they read. (The
     DOCX count, `check_docx_text_floor`, reads bytes only and runs first.)
@@ -487,3 +580,5 @@ def check_text_floor(kind: str, archive: zipfile.ZipFile, limit: int) -> None:
         _check_pptx_text_floor(archive, limit)
     elif kind == "xlsx":
         _check_xlsx_text_floor(archive, limit)
+    elif kind == "epub":
+        _check_epub_text_floor(archive, limit)

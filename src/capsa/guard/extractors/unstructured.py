@@ -114,7 +114,7 @@ class UnstructuredExtractor:
                     _scan_xml_parts(archive, forbid="ENTITY" if kind == "epub" else "DOCTYPE")
                     if kind == "pptx":
                         count_slides(archive, max_pages)
-                    if self.max_text_chars is not None:  # PPTX, XLSX: parsed after the scan
+                    if self.max_text_chars is not None:  # PPTX, XLSX, EPUB: parsed after the scan
                         check_text_floor(kind, archive, self.max_text_chars)
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
