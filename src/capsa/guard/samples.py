@@ -568,6 +568,46 @@ def pptx_with_slides(count: int, title: str = "Northwind Harbor") -> bytes:
     return buffer.getvalue()
 
 
+def pptx_with_texts(slides: Sequence[Sequence[str]], *, table: Sequence[Sequence[str]] = (),
+                    grouped: str = "", off_slide: str = "") -> bytes:
+    """A real deck written by python-pptx, one slide per entry of `slides`.
+
+    A slide's first text is its title, the rest are text boxes down the
+    slide. On the last slide (one is added if there are none), `table` is a
+    table, `grouped` a text box inside a group shape and `off_slide` a text
+    box placed left of the slide, which unstructured leaves out.
+    """
+    import pptx
+    from pptx.util import Emu
+
+    deck = pptx.Presentation()
+    for texts in slides or [[]]:
+        slide = deck.slides.add_slide(deck.slide_layouts[5])
+        if texts:
+            slide.shapes.title.text = texts[0]
+        for number, text in enumerate(texts[1:]):
+            box = slide.shapes.add_textbox(Emu(457200), Emu(1600200 + number * 400000),
+                                           Emu(8000000), Emu(400000))
+            box.text_frame.text = text
+    if table:
+        columns = max(len(row) for row in table)
+        frame = slide.shapes.add_table(len(table), columns, Emu(457200), Emu(4000000),
+                                       Emu(8000000), Emu(300000 * len(table)))
+        for row, cells in zip(frame.table.rows, table, strict=True):
+            for cell, text in zip(row.cells, cells, strict=False):
+                cell.text = text
+    if grouped:
+        group = slide.shapes.add_group_shape()
+        group.shapes.add_textbox(Emu(457200), Emu(6000000), Emu(4000000),
+                                 Emu(300000)).text_frame.text = grouped
+    if off_slide:
+        slide.shapes.add_textbox(Emu(-3000000), Emu(1000000), Emu(2000000),
+                                 Emu(300000)).text_frame.text = off_slide
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    return buffer.getvalue()
+
+
 # ------------------------------------------------------------------------------- PDF
 
 
@@ -932,6 +972,20 @@ CONTROL_TEXT = ("Harbor notes\x1b[2J\x1b]8;;https://evil.example\x07link\x1b]8;;
 def epub_book(chapter: str = _TEXT) -> bytes:
     """A one-chapter EPUB 3 whose chapter is one paragraph of `chapter`, ``mimetype`` first
     and stored, as readers expect."""
+    return epub_chapters([[chapter]])
+
+
+def epub_chapters(chapters: Sequence[Sequence[str]]) -> bytes:
+    """An EPUB 3 of `chapters`, each a list of paragraphs, as ``c.xhtml``, ``c2.xhtml``, ...
+
+    The first paragraph of a chapter of several is its ``<h1>``; the rest are
+    ``<p>``, every other one with an emphasised first word, so both plain and
+    phrasing text occur.
+    """
+    names = [f"c{number}" if number > 1 else "c" for number in range(1, len(chapters) + 1)]
+    manifest = "".join(f'<item id="{name}" href="{name}.xhtml" '
+                       'media-type="application/xhtml+xml"/>' for name in names)
+    spine = "".join(f'<itemref idref="{name}"/>' for name in names)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as book:
         book.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
@@ -945,13 +999,24 @@ def epub_book(chapter: str = _TEXT) -> bytes:
                       'version="3.0" unique-identifier="id"><metadata '
                       'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x'
                       '</dc:identifier><dc:title>t</dc:title><dc:language>en</dc:language>'
-                      '</metadata><manifest><item id="c" href="c.xhtml" '
-                      'media-type="application/xhtml+xml"/></manifest><spine>'
-                      '<itemref idref="c"/></spine></package>')
-        book.writestr("c.xhtml",
-                      '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml">'
-                      f"<head><title>t</title></head><body><p>{html.escape(chapter)}</p></body></html>")
+                      f"</metadata><manifest>{manifest}</manifest><spine>{spine}</spine>"
+                      "</package>")
+        for name, paragraphs in zip(names, chapters, strict=True):
+            body = "".join(_epub_paragraph(number if len(paragraphs) > 1 else -1, text)
+                           for number, text in enumerate(paragraphs))
+            book.writestr(f"{name}.xhtml",
+                          '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml">'
+                          f"<head><title>t</title></head><body>{body}</body></html>")
     return buffer.getvalue()
+
+
+def _epub_paragraph(number: int, text: str) -> str:
+    if number == 0:
+        return f"<h1>{html.escape(text)}</h1>"
+    if number > 0 and number % 2 and " " in text.strip():
+        first, rest = text.strip().split(" ", 1)
+        return f"<p><em>{html.escape(first)}</em> {html.escape(rest)}</p>"
+    return f"<p>{html.escape(text)}</p>"
 
 
 def epub_with(book: bytes, replacements: dict[str, bytes]) -> bytes:

@@ -262,8 +262,8 @@ def _check_pptx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
         if target not in slides:
             slide = parse_part(archive, target)
             if inherited_positions_on_slide is None:
-                inherited_positions_on_slide = not _anything_off_slide(
-                    archive, set(targets.values()))
+                inherited_positions_on_slide = not _anything_off_slide(archive, {
+                    targets.get(other.get(_R_ID, ""), "") for other in id_list})
             slides[target] = (_slide_text(slide, inherited_positions_on_slide)
                               if slide is not None else 0)
         counted += slides[target]
@@ -486,7 +486,8 @@ _EPUB_INLINE = frozenset({"span", "em", "strong", "b", "i", "u", "code", "sub", 
                           "abbr", "small", "dfn", "var", "kbd", "samp", "time"})
 """Phrasing whose text both pandoc and unstructured keep as it is (not ``a``, which pandoc may
 turn into a footnote, nor ``del``, ``s`` or ``q``, which one of them drops or decorates)."""
-_EPUB_TAILS = _EPUB_INLINE | {"a", "br", "img"}
+_EPUB_TAILS = _EPUB_INLINE | {"a", "img"}
+"""Children whose tail stays in the paragraph's one element (after a ``br`` it may not)."""
 
 
 def _check_epub_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
@@ -496,6 +497,7 @@ def _check_epub_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
     unstructured partitions): the first rootfile's package, the linear spine
     items that are XHTML, and in each only the paragraphs and headings that
     sit in plain containers, with the text of plain phrasing inside them.
+    A paragraph is counted as unstructured keeps it (`_html_element_floor`).
     A chapter that is not well-formed XML (pandoc reads it leniently, with
     HTML's entities) is not counted. Chapters are read one at a time and the
     count stops at the limit.
@@ -546,8 +548,22 @@ def _chapter_text(root: ElementTree.Element) -> int:
             if name in _EPUB_BLOCKS:
                 pending.append(child)
             elif name in _EPUB_TEXT:
-                counted += visible_chars("".join(_phrasing_text(child)))
+                counted += _html_element_floor("".join(_phrasing_text(child)))
     return counted
+
+
+def _html_element_floor(text: str) -> int:
+    """What unstructured's HTML partitioner surely keeps of one paragraph's `text`.
+
+    It drops an element of one character, and strips one leading bullet (a
+    dash, an asterisk, a dot, a Hangul filler, ...): one character is taken
+    off whenever the text does not start with a letter or a digit.
+    """
+    counted = visible_chars(text)
+    if counted < 2:
+        return 0
+    first = text.lstrip()[:1]
+    return counted - 1 if not first.isalnum() or first == "\u3164" else counted
 
 
 def _phrasing_text(element: ElementTree.Element) -> Iterator[str]:
