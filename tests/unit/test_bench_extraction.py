@@ -115,7 +115,12 @@ def test_aggregate_judges_only_files_over_the_threshold(bench: ModuleType) -> No
 def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -> None:
     report, _ = quick_run
     assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "real_documents",
-                           "sandbox_cost", "first_file"}
+                           "sandbox_cost", "first_file", "preparse"}
+    assert [row["kind"] for row in report["preparse"]["rows"]] == [
+        "docx", "pptx", "xlsx", "epub", "pdf"]
+    for row in report["preparse"]["rows"]:
+        assert row["reason"] == "text_too_long", row
+        assert row["parsed_chars"] > report["preparse"]["max_text_chars"]
     assert {"cold_text_s", "warm_up_s", "text_after_warm_up_s", "docx_after_warm_up_s",
             "cold_docx_s", "met"} <= set(report["first_file"])
     cost = report["sandbox_cost"]

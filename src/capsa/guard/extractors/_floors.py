@@ -208,6 +208,9 @@ def _docx_visible_text(xml: bytes) -> int:
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _TABLE_URI = "http://schemas.openxmlformats.org/drawingml/2006/table"
+_RELATIONSHIP_TYPES = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
+_SLIDE_LAYOUT = _RELATIONSHIP_TYPES + "slideLayout"
+_SLIDE_MASTER = _RELATIONSHIP_TYPES + "slideMaster"
 _NEGATIVE_OFFSET = re.compile(rb"<(?:[\w.-]+:)?off\s[^>]*\b[xy]\s*=\s*[\"']\s*-")
 
 
@@ -241,8 +244,8 @@ def _check_pptx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
     not notes (unstructured leaves them out by default), not shapes inside
     ``mc:AlternateContent`` (python-pptx does not see them), not a shape placed
     left of or above the slide (unstructured skips those; a placeholder that
-    inherits its position counts only if no layout or master places anything
-    off the slide).
+    inherits its position counts only if neither its layout nor their master
+    places anything off the slide).
     """
     mains = office_documents(archive)
     if len(mains) != 1:
@@ -252,37 +255,51 @@ def _check_pptx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
     if id_list is None:
         return
     targets = {key: target for key, (target, _) in _relationships(archive, mains[0]).items()}
-    inherited_positions_on_slide = None
     counted = 0
     slides: dict[str, int] = {}
+    layouts: dict[str, bool] = {}
     for number, slide_id in enumerate(id_list, start=1):
         target = targets.get(slide_id.get(_R_ID, ""))
         if target is None:
             continue
         if target not in slides:
             slide = parse_part(archive, target)
-            if inherited_positions_on_slide is None:
-                inherited_positions_on_slide = not _anything_off_slide(archive, {
-                    targets.get(other.get(_R_ID, ""), "") for other in id_list})
-            slides[target] = (_slide_text(slide, inherited_positions_on_slide)
+            slides[target] = (_slide_text(slide, _inherits_on_slide(archive, target, layouts))
                               if slide is not None else 0)
         counted += slides[target]
         if counted > limit:
             raise text_floor_over(counted, limit, f"the first {number} of {len(id_list)} slides")
 
 
-def _anything_off_slide(archive: zipfile.ZipFile, slides: set[str]) -> bool:
-    """Whether any part other than the slides (layouts, masters) places a shape off the slide."""
-    for info in archive.infolist():
-        if info.is_dir() or info.filename in slides or not info.filename.endswith(".xml"):
+def _inherits_on_slide(archive: zipfile.ZipFile, slide: str, layouts: dict[str, bool]) -> bool:
+    """Whether a placeholder of `slide` that inherits its position lands on the slide.
+
+    python-pptx takes it from the slide's layout, else the layout's master:
+    only if neither places anything left of or above the slide is it sure
+    to be on it. `layouts` caches the answer per layout.
+    """
+    for layout, kind in _relationships(archive, slide).values():
+        if kind != _SLIDE_LAYOUT:
             continue
-        with archive.open(info) as part:
-            if _NEGATIVE_OFFSET.search(part.read(info.file_size + 1)):
-                return True
-    return False
+        if layout not in layouts:
+            chain = [layout] + [master for master, kind in _relationships(archive, layout).values()
+                                if kind == _SLIDE_MASTER]
+            layouts[layout] = not any(_places_off_slide(archive, part) for part in chain)
+        if not layouts[layout]:
+            return False
+    return True
 
 
-def _slide_text(slide: ElementTree.Element, inherited_positions_on_slide: bool) -> int:
+def _places_off_slide(archive: zipfile.ZipFile, name: str) -> bool:
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        return False
+    with archive.open(info) as part:
+        return _NEGATIVE_OFFSET.search(part.read(info.file_size + 1)) is not None
+
+
+def _slide_text(slide: ElementTree.Element, inherits_on_slide: bool) -> int:
     tree = slide.find(f"{_P}cSld/{_P}spTree")
     if tree is None:
         return 0
@@ -294,7 +311,7 @@ def _slide_text(slide: ElementTree.Element, inherited_positions_on_slide: bool) 
                 pending.append(shape)
             elif shape.tag == f"{_P}sp":
                 body = shape.find(f"{_P}txBody")
-                if body is not None and _on_slide(shape, inherited_positions_on_slide):
+                if body is not None and _on_slide(shape, inherits_on_slide):
                     counted += _runs_text(body)
             elif shape.tag == f"{_P}graphicFrame":
                 data = shape.find(f"{_A}graphic/{_A}graphicData")
@@ -304,11 +321,11 @@ def _slide_text(slide: ElementTree.Element, inherited_positions_on_slide: bool) 
     return counted
 
 
-def _on_slide(shape: ElementTree.Element, inherited_positions_on_slide: bool) -> bool:
+def _on_slide(shape: ElementTree.Element, inherits_on_slide: bool) -> bool:
     offset = shape.find(f"{_P}spPr/{_A}xfrm/{_A}off")
     if offset is None:
         placeholder = shape.find(f"{_P}nvSpPr/{_P}nvPr/{_P}ph")
-        return placeholder is None or inherited_positions_on_slide
+        return placeholder is None or inherits_on_slide
     try:
         return int(offset.get("x", "0")) >= 0 and int(offset.get("y", "0")) >= 0
     except ValueError:
