@@ -117,7 +117,7 @@ def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -
     assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "real_documents",
                            "sandbox_cost", "first_file", "preparse"}
     assert [row["kind"] for row in report["preparse"]["rows"]] == [
-        "docx", "pptx", "xlsx", "epub", "pdf"]
+        "docx", "pptx", "xlsx", "epub", "html", "pdf"]
     for row in report["preparse"]["rows"]:
         assert row["reason"] == "text_too_long", row
         assert row["parsed_chars"] > report["preparse"]["max_text_chars"]

@@ -872,6 +872,30 @@ def html_nested(depth: int, *, tag: str = "div") -> bytes:
 # ------------------------------------------------------------------------------ e-mail
 
 
+def html_page(paragraphs: Sequence[str], *, main: bool = False) -> bytes:
+    """A UTF-8 page of `paragraphs` (the first a ``<h1>``), each ``<p>`` in a ``<div>`` or a
+    ``<section>`` with an emphasised word and a link, amid text unstructured leaves out: a
+    ``<nav>``, a ``<script>``, a ``<select>``, a ``<template>``. With `main`, the paragraphs
+    sit in a ``<main>`` and a paragraph outside it is left out too."""
+    body = "".join(_html_paragraph(number, text) for number, text in enumerate(paragraphs))
+    if main:
+        body = f"<p>Outside the main part, left out.</p><main>{body}</main>"
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Harbor</title>"
+            "<style>p { color: navy }</style></head><body>"
+            "<nav><p>Home | Schedule | Contact</p></nav><script>var tide = 'high';</script>"
+            f"<template><p>Template text</p></template>{body}"
+            "<select><option>north quay</option></select></body></html>").encode()
+
+
+def _html_paragraph(number: int, text: str) -> str:
+    if number == 0:
+        return f"<h1>{html.escape(text)}</h1>"
+    container = "section" if number % 2 else "div"
+    first, _, rest = text.partition(" ")
+    return (f"<{container}><p><em>{html.escape(first)}</em> {html.escape(rest)}"
+            f' <a href="#n{number}">note</a></p></{container}>')
+
+
 def eml_simple(body: str, *, subject: str = "Harbor update") -> bytes:
     """A one-part plain-text e-mail."""
     return (f"From: chair@northwind.example\nTo: staff@northwind.example\nSubject: {subject}\n"

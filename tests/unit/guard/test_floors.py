@@ -31,19 +31,27 @@ words = st.text(alphabet=st.characters(categories=("L", "M", "N", "P", "S", "Zs"
 
 def floor_of(kind: str, payload: bytes) -> int:
     """The pre-parse count of `payload`: the smallest `max_text_chars` it is not refused at."""
+    if kind == "html":
+        return _smallest_passing(len(payload) + 1,
+                                 lambda limit: _floors.check_html_text_floor(payload, limit))
     with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-        low, high = 0, sum(info.file_size for info in archive.infolist()) + 1
-        while low < high:
-            middle = (low + high) // 2
-            try:
-                if kind == "docx":
-                    _floors.check_docx_text_floor(archive, middle)
-                else:
-                    _floors.check_text_floor(kind, archive, middle)
-            except IngestionRejected:
-                low = middle + 1
-            else:
-                high = middle
+        if kind == "docx":
+            return _smallest_passing(sum(info.file_size for info in archive.infolist()) + 1,
+                                     lambda limit: _floors.check_docx_text_floor(archive, limit))
+        return _smallest_passing(sum(info.file_size for info in archive.infolist()) + 1,
+                                 lambda limit: _floors.check_text_floor(kind, archive, limit))
+
+
+def _smallest_passing(high: int, check: Callable[[int], None]) -> int:
+    low = 0
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            check(middle)
+        except IngestionRejected:
+            low = middle + 1
+        else:
+            high = middle
     return low
 
 
@@ -224,6 +232,52 @@ def test_epub_chapter_that_is_not_well_formed_is_not_counted() -> None:
     assert "café words" in parsed_text("epub", book)
 
 
+# ---------------------------------------------------------------------------------- HTML
+
+
+@PARSES
+@given(st.lists(words, min_size=1, max_size=8), st.booleans())
+def test_html_floor_never_exceeds_what_unstructured_returns(paragraphs: list[str],
+                                                            main: bool) -> None:
+    payload = samples.html_page(paragraphs, main=main)
+
+    floor = assert_floor_is_sound("html", payload)
+
+    counted = [_floors.visible_chars(text) for text in paragraphs]
+    assert floor >= sum(count - 1 for count in counted if count > 1)
+
+
+def test_html_floor_leaves_out_what_unstructured_drops() -> None:
+    payload = samples.html_page(["Harbor notes", "tides and berths"], main=True)
+
+    floor = assert_floor_is_sound("html", payload)
+
+    assert floor == len("Harbornotestidesandberths")
+    assert "Outside" not in parsed_text("html", payload)
+
+
+def test_html_in_a_legacy_code_page_is_not_counted() -> None:
+    page = ("<html><body><p>Caf\u00e9 cr\u00e8me, th\u00e9 et g\u00e2teau pour "
+            "l'\u00e9quipage.</p></body></html>")
+    payload = page.encode("cp1252")
+
+    # unstructured would guess the code page; the floor counts only what it decodes for sure
+    assert floor_of("html", payload) == 0
+    assert floor_of("html", page.encode("utf-8")) > 0
+
+
+def test_html_over_the_limit_is_refused_before_unstructured_reads_it(no_parser: None) -> None:
+    page = samples.html_page(["Harbor log", *["The tide turned at noon. " * 10] * 60])
+    extractor = UnstructuredExtractor().with_limits(ExtractionLimits(max_text_chars=5_000))
+
+    with pytest.raises(IngestionRejected) as caught:
+        extractor.extract("html", None, page, max_pages=20)
+
+    assert (caught.value.stage, caught.value.reason) == ("text", "text_too_long")
+    assert "paragraphs and headings of the page holds at least" in caught.value.detail
+    assert "over the limit of 5000 (max_text_chars)" in caught.value.detail
+
+
 # ---------------------------------------------------------------------------------- DOCX
 
 
@@ -249,7 +303,8 @@ def test_docx_over_the_limit_is_refused_before_python_docx_reads_it(no_parser: N
 
 
 @pytest.mark.parametrize("name", ["report.docx", "annual-review.docx", "slides.pptx",
-                                  "berths.xlsx", "report.epub"])
+                                  "berths.xlsx", "report.epub", "report-writer.html",
+                                  "rota-pandoc.html", "rota-handwritten.html"])
 def test_floor_is_sound_on_files_from_pandoc_and_libreoffice(name: str) -> None:
     payload = (REALDOCS / name).read_bytes()
 

@@ -1,33 +1,39 @@
 """Counts made before parsing: slides against `max_pages`, text against `max_text_chars`.
 
 Work done before a limit refuses must be proportional to the limit, not to
-the file. Each counter here reads an Office container's parts through the
-inspected archive (`capsa.guard.archive.open_inspected`), counts what the real
-parser (unstructured over python-docx, python-pptx or openpyxl and pandas)
-would surely return, and stops as soon as the count is over the limit: a
-500-slide deck or a 100,000-row workbook is refused in milliseconds instead of
-after the parser has built it whole.
+the file. Each counter here reads a file the way its real parser will
+(unstructured over python-docx, python-pptx, openpyxl and pandas, pandoc, or
+libxml2's HTML parser), counts what that parser would surely return, and
+stops as soon as the count is over the limit: a 500-slide deck, a
+100,000-row workbook or a book is refused in milliseconds instead of after
+the parser has read it whole. Containers are read through the inspected
+archive (`capsa.guard.archive.open_inspected`), and only after the DTD scan
+when a counter parses XML.
 
 Each text count is a *floor*: only characters the parser certainly keeps are
 counted (`visible_chars`: no white space, no control or format characters,
 no combining marks that NFC could fold into the letter before them), and only
-in parts and shapes the parser certainly reads. A file is refused only when
-its text would be over the limit after parsing anyway, so a floor never
-refuses a file the parser would have accepted; it only refuses it sooner.
+in parts, shapes and elements the parser certainly reads. A file is refused
+only when its text would be over the limit after parsing anyway, so a floor
+never refuses a file the parser would have accepted; it only refuses it
+sooner. Where the floor cannot be sure, it counts nothing.
 
 What is not counted here, and why:
 
-- HTML and e-mail: what unstructured emits depends on its own decoding of the
-  bytes and on libxml2's repair of the tree (an unclosed ``<select>`` or
-  ``<template>`` swallows what follows it); a sound floor would have to be
-  that parse. RTF: control words, groups and destinations (``\\*``) decide
-  what is text, which is the parser's work again. Plain text, Markdown, CSV
-  and JSON: decoding is the whole parse, and it runs in milliseconds.
+- E-mail: the body is found by parsing the MIME tree, and decoded by its
+  declared charsets; that is the parse. RTF: control words, groups and
+  destinations (``\\*``) decide what is text, which is the parser's work
+  again. Plain text, Markdown, CSV and JSON: decoding is the whole parse, and
+  it runs in milliseconds.
+- PDF: text exists only once content streams are decoded; pypdf extracts
+  page by page and stops at the page that passes the limit
+  (`capsa.guard.extractors.unstructured`).
 - Pages of a DOCX: pages are made by layout, which no part records.
 """
 
 from __future__ import annotations
 
+import codecs
 import html
 import posixpath
 import re
@@ -36,13 +42,13 @@ import urllib.parse
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 from xml.etree import ElementTree
 
 from capsa.errors import IngestionRejected, RejectionReason
 
-__all__ = ["check_docx_text_floor", "check_text_floor", "count_slides", "refuse",
-           "text_floor_over", "visible_chars"]
+__all__ = ["check_docx_text_floor", "check_html_text_floor", "check_text_floor", "count_slides",
+           "refuse", "text_floor_over", "visible_chars"]
 
 
 def refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
@@ -495,15 +501,15 @@ def _value_text(cell: ElementTree.Element, strings: list[int]) -> int:
 _CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"
 _XHTML = "{http://www.w3.org/1999/xhtml}"
-_EPUB_BLOCKS = frozenset({"html", "body", "div", "section", "article", "main", "blockquote"})
+_BLOCKS = frozenset({"body", "div", "section", "article", "main", "blockquote"})
 """Containers whose paragraphs pandoc keeps and unstructured emits (not ``nav``, ``figure``,
-``aside``, ``details``, ``form``, ``template`` or a table: some are dropped by one of them)."""
-_EPUB_TEXT = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6"})
-_EPUB_INLINE = frozenset({"span", "em", "strong", "b", "i", "u", "code", "sub", "sup", "cite",
-                          "abbr", "small", "dfn", "var", "kbd", "samp", "time"})
+``aside``, ``details``, ``form``, ``template``, a list or a table: one of them drops some)."""
+_PARAGRAPHS = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6"})
+_PHRASING = frozenset({"span", "em", "strong", "b", "i", "u", "code", "sub", "sup", "cite",
+                       "abbr", "small", "dfn", "var", "kbd", "samp", "time"})
 """Phrasing whose text both pandoc and unstructured keep as it is (not ``a``, which pandoc may
 turn into a footnote, nor ``del``, ``s`` or ``q``, which one of them drops or decorates)."""
-_EPUB_TAILS = _EPUB_INLINE | {"a", "img"}
+_TAILS = _PHRASING | {"a", "img"}
 """Children whose tail stays in the paragraph's one element (after a ``br`` it may not)."""
 
 
@@ -535,7 +541,7 @@ def _check_epub_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
         chapter = _parse_leniently(
             archive, _resolve(package_name, urllib.parse.unquote(item.get("href", ""))))
         if chapter is not None:
-            counted += _chapter_text(chapter)
+            counted += sum(_paragraph_floors(_content_root(chapter)))
         if counted > limit:
             raise text_floor_over(counted, limit, f"the first {number} of {len(spine)} chapters")
 
@@ -556,17 +562,29 @@ def _local(tag: object) -> str | None:
     return None if tag.startswith("{") else tag
 
 
-def _chapter_text(root: ElementTree.Element) -> int:
-    counted = 0
-    pending = [root] if _local(root.tag) == "html" else []
+def _content_root(root: Any) -> Any:
+    """Where the text is taken from: the first ``<main>`` if there is one (pandoc and
+    unstructured both keep only it), else the ``<body>``; None if neither."""
+    body = None
+    for element in root.iter():
+        name = _local(element.tag)
+        if name == "main":
+            return element
+        if name == "body" and body is None:
+            body = element
+    return body
+
+
+def _paragraph_floors(start: Any) -> Iterator[int]:
+    """`_html_element_floor` of each paragraph and heading in plain containers below `start`."""
+    pending = [start] if start is not None else []
     while pending:  # plain containers nest; a stack, not recursion, whatever the depth
         for child in pending.pop():
             name = _local(child.tag)
-            if name in _EPUB_BLOCKS:
+            if name in _BLOCKS:
                 pending.append(child)
-            elif name in _EPUB_TEXT:
-                counted += _html_element_floor("".join(_phrasing_text(child)))
-    return counted
+            elif name in _PARAGRAPHS:
+                yield _html_element_floor("".join(_phrasing_text(child)))
 
 
 def _html_element_floor(text: str) -> int:
@@ -583,17 +601,77 @@ def _html_element_floor(text: str) -> int:
     return counted - 1 if not first.isalnum() or first == "\u3164" else counted
 
 
-def _phrasing_text(element: ElementTree.Element) -> Iterator[str]:
+def _phrasing_text(element: Any) -> Iterator[str]:
     pending = [element]
     while pending:
         current = pending.pop()
         yield current.text or ""
         for child in current:
             name = _local(child.tag)
-            if name in _EPUB_INLINE:
+            if "katex" in (child.get("class") or ""):
+                continue  # unstructured may drop KaTeX's visual copy of a formula, tail and all
+            if name in _PHRASING:
                 pending.append(child)
-            if name in _EPUB_TAILS:
+            if name in _TAILS:
                 yield child.tail or ""
+
+
+_HTML_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+              (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+              (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def check_html_text_floor(payload: bytes, limit: int) -> None:
+    """Refuse an HTML page whose paragraphs already hold more than `limit` characters.
+
+    unstructured decodes the page, builds its tree with libxml2's HTML parser
+    and then classifies every element in Python, which is where its time
+    goes (seconds for a few hundred kilobytes). This count makes the same
+    tree, with the same parser settings, from the same text, and counts what
+    unstructured surely keeps: paragraphs and headings in plain containers
+    of the first ``<main>`` (else the ``<body>``), with the text of plain
+    phrasing inside them (`_html_element_floor`). The text is only decoded
+    where unstructured's choice is certain (a byte-order mark, or bytes that
+    are valid UTF-8 with no NUL); anything else would be detected by
+    statistics, and is not counted here. libxml2 builds the tree at tens of
+    megabytes a second; the count stops at the limit.
+    """
+    text = _decoded_as_unstructured_would(payload)
+    if text is None:
+        return
+    from lxml import etree
+
+    parser = etree.HTMLParser(remove_comments=True, remove_pis=True)
+    try:
+        try:
+            root = etree.fromstring(text, parser)
+        except ValueError:  # a str with an encoding declaration, as unstructured retries
+            root = etree.fromstring(text.encode("utf-8"), parser)
+    except etree.LxmlError:
+        return
+    if root is None:
+        return
+    counted = 0
+    for number, floor in enumerate(_paragraph_floors(_content_root(root)), start=1):
+        counted += floor
+        if counted > limit:
+            raise text_floor_over(counted, limit,
+                                  f"the first {number} paragraphs and headings of the page")
+
+
+def _decoded_as_unstructured_would(payload: bytes) -> str | None:
+    for bom, codec in _HTML_BOMS:
+        if payload.startswith(bom):
+            try:
+                return payload.decode(codec)
+            except UnicodeDecodeError:
+                return None
+    if b"\x00" in payload:
+        return None
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 # ------------------------------------------------------------------------------ dispatch
@@ -603,7 +681,8 @@ def check_text_floor(kind: str, archive: zipfile.ZipFile, limit: int) -> None:
     """Refuse a PPTX, XLSX or EPUB whose text is surely over `limit`, before it is parsed.
 
     Run after the DTD scan: these counters parse the parts they read. (The
-    DOCX count, `check_docx_text_floor`, reads bytes only and runs first.)
+    DOCX count, `check_docx_text_floor`, reads bytes only and runs first;
+    HTML is counted by `check_html_text_floor`.)
 
     Raises:
         IngestionRejected: ``text_too_long``, naming the count, the limit and

@@ -33,6 +33,7 @@ from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import open_inspected
 from capsa.guard.extractors._floors import (
     check_docx_text_floor,
+    check_html_text_floor,
     check_text_floor,
     count_slides,
     text_floor_over,
@@ -61,9 +62,10 @@ class UnstructuredExtractor:
     declaration (entity expansion is never enabled anywhere); slides (from
     ``sldIdLst``) and PDF pages (by walking the tree) are counted against
     `max_pages`; HTML nested past libxml2's depth limit (in an HTML file, an
-    EPUB chapter or an e-mail body) is refused instead of cut; a DOCX whose
-    body already holds more characters than `max_text_chars` is refused from a
-    streaming count, before any parsing; e-mail MIME nesting and part counts
+    EPUB chapter or an e-mail body) is refused instead of cut; a DOCX, PPTX,
+    XLSX, EPUB or HTML file whose text surely holds more characters than
+    `max_text_chars` is refused from a count made before parsing
+    (`capsa.guard.extractors._floors`); e-mail MIME nesting and part counts
     are checked on the parsed message, and its attachments and embedded
     messages are handed back to the guard as files of their own. PDF pages
     without a text layer are read by OCR (`capsa.guard.extractors.pdf_ocr`)
@@ -116,6 +118,8 @@ class UnstructuredExtractor:
                         count_slides(archive, max_pages)
                     if self.max_text_chars is not None:  # PPTX, XLSX, EPUB: parsed after the scan
                         check_text_floor(kind, archive, self.max_text_chars)
+            if kind == "html" and self.max_text_chars is not None:
+                check_html_text_floor(payload, self.max_text_chars)
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
                 embedded = read_mail(payload).embedded
