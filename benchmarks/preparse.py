@@ -12,10 +12,11 @@ the same run, through the code a worker runs (`UnstructuredExtractor`):
 
 HTML is counted on the tree libxml2 builds (the same parse unstructured
 starts with, milliseconds per megabyte), before unstructured's own element
-classification, which is where its time goes. PDF has no count before parsing (text is only known once content streams are
-decoded); pypdf extracts page by page and stops at the page that passes the
-limit, so its refusal is proportional to the limit but is extraction work.
-Its row is shown, and left out of the under-100-ms verdict.
+classification, which is where its time goes. PDF has no count before
+parsing (text is only known once content streams are decoded); pypdf
+extracts page by page and stops at the page that passes the limit, so its
+refusal is proportional to the limit but is extraction work. Its row is
+shown, and left out of the under-100-ms verdict.
 
 The ratio is parsed / refused. Printed as a table and written to
 ``benchmarks/results/preparse.json``. Run directly, or through
