@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -89,6 +90,7 @@ def measure(*, quick: bool = False) -> dict[str, Any]:
     from capsa.guard import ExtractionLimits
     from capsa.guard.extractors import UnstructuredExtractor
 
+    loadavg_start = [round(x, 2) for x in os.getloadavg()]
     limits = ExtractionLimits.for_attachments()
     extractor = UnstructuredExtractor(ocr_pdf=False)
     extractor.self_test()  # every lazy import warm, as in a worker
@@ -115,7 +117,9 @@ def measure(*, quick: bool = False) -> dict[str, Any]:
             "counted": "while extracting" if kind == "pdf" else "before parsing",
             "under_target": _ms(refused_s) < TARGET_MS,
         })
-    return {"limits": "ExtractionLimits.for_attachments()",
+    return {"loadavg_start": loadavg_start,
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            "limits": "ExtractionLimits.for_attachments()",
             "max_text_chars": limits.max_text_chars, "target_ms": TARGET_MS, "rows": rows}
 
 

@@ -357,3 +357,28 @@ def test_a_large_libreoffice_workbook_is_refused_before_it_is_parsed(
 
     assert caught.value.reason == "text_too_long"
     assert "over the limit of 50000 (max_text_chars)" in caught.value.detail
+
+
+def test_xlsx_string_table_is_read_only_as_far_as_the_limit_allows() -> None:
+    table = (b'<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.'
+             b'org/spreadsheetml/2006/main">' + b"<si><t>same string</t></si>" * 5000
+             + b"</sst>")
+    sheet = (b'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.'
+             b'openxmlformats.org/spreadsheetml/2006/main"><sheetData>'
+             b'<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>4999</v></c></row>'
+             b"</sheetData></worksheet>")
+    book = samples.xlsx_with_cells([["a"]])  # openpyxl writes inline strings, and no table
+    with zipfile.ZipFile(io.BytesIO(book)) as archive:
+        types = archive.read("[Content_Types].xml").replace(b"</Types>", (
+            b'<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.'
+            b'openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/></Types>'))
+    payload = samples.replace_members(
+        book, {"[Content_Types].xml": types, "xl/worksheets/sheet1.xml": sheet},
+        extra={"xl/sharedStrings.xml": table})
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        strings = _floors._SharedStrings(archive, "xl/sharedStrings.xml", budget=100)
+        assert strings.count(0) == len("samestring")
+        assert strings.count(4999) == 0  # past the budget: not read, not counted
+
+    # at limits near 10, the table is read 1,034 strings deep: B1's string 4999 is not counted
+    assert assert_floor_is_sound("xlsx", payload) == len("samestring")

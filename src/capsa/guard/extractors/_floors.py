@@ -68,7 +68,8 @@ def text_floor_over(counted: int, limit: int, where: str) -> IngestionRejected:
 
 
 _ASCII_UNCOUNTED = " " + "".join(map(chr, range(0x20))) + "\x7f"
-"""Space, the C0 controls (white space among them) and DEL, each once."""
+"""Space, the C0 controls (white space among them) and DEL."""
+_ASCII_DROPPED = str.maketrans("", "", _ASCII_UNCOUNTED)
 _COUNTED: dict[str, bool] = {}
 _HANGUL_VOWELS_AND_FINALS = range(0x1160, 0x1200)
 """Conjoining jamo that NFC composes into the syllable before them."""
@@ -101,7 +102,7 @@ def visible_chars(text: str) -> int:
         3
     """
     if text.isascii():
-        return len(text) - sum(text.count(ch) for ch in _ASCII_UNCOUNTED if ch in text)
+        return len(text.translate(_ASCII_DROPPED))
     return sum(number for ch, number in Counter(text).items() if _counted(ch))
 
 
@@ -372,7 +373,9 @@ def _check_xlsx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
     an inline string or a formula's cached text), rows and cells in the
     order openpyxl keeps them. Numbers are not counted (their printed form
     is pandas' choice), nor is text pandas could read as a number or a flag.
-    Sheets are read streaming and the count stops at the limit.
+    Sheets are read streaming and the count stops at the limit; the string
+    table is read only as far as cells point, and at most `limit` + 1024
+    strings into it.
     """
     types = parse_part(archive, "[Content_Types].xml")
     if types is None:
@@ -383,7 +386,7 @@ def _check_xlsx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
     workbook = next((overrides[kind] for kind in _WORKBOOK_TYPES if kind in overrides), None)
     if workbook is None:
         return
-    strings = _shared_string_counts(archive, overrides.get(_SHARED_STRINGS))
+    strings = _SharedStrings(archive, overrides.get(_SHARED_STRINGS), budget=limit + 1024)
     book = parse_part(archive, workbook)
     sheets = book.find(f"{_S}sheets") if book is not None else None
     if sheets is None:
@@ -401,17 +404,42 @@ def _check_xlsx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
                                   f"the text cells of the first {number} of {len(sheets)} sheets")
 
 
-def _shared_string_counts(archive: zipfile.ZipFile, name: str | None) -> list[int]:
-    """The counted characters of each shared string, read streaming, in table order."""
-    counts: list[int] = []
-    if name is None or name not in archive.NameToInfo:
-        return counts
-    with archive.open(name) as part:
-        for _, item in ElementTree.iterparse(part):
-            if item.tag == f"{_S}si":
-                counts.append(_cell_text(item))
-                item.clear()
-    return counts
+class _SharedStrings:
+    """The counted characters of each shared string, read from the table only as far as a
+    cell has asked, and never past `budget` strings (a cell pointing further counts 0):
+    work stays proportional to the limit, however long the table."""
+
+    def __init__(self, archive: zipfile.ZipFile, name: str | None, budget: int) -> None:
+        self._budget = budget
+        self._counts: list[int] = []
+        self._archive = archive
+        self._name = name if name is not None and name in archive.NameToInfo else None
+        self._strings: Iterator[int] | None = None
+
+    def count(self, index: int) -> int:
+        """The count of string `index`; 0 for an index the table does not have."""
+        if index < 0:
+            return 0
+        if self._strings is None and self._name is not None:
+            self._strings = self._read()
+        while (index >= len(self._counts) and self._strings is not None
+               and len(self._counts) < self._budget):
+            try:
+                self._counts.append(next(self._strings))
+            except StopIteration:
+                self._strings = None
+        return self._counts[index] if index < len(self._counts) else 0
+
+    def _read(self) -> Iterator[int]:
+        assert self._name is not None
+        table = None
+        with self._archive.open(self._name) as part:
+            for event, item in ElementTree.iterparse(part, events=("start", "end")):
+                if table is None:
+                    table = item
+                elif event == "end" and item.tag == f"{_S}si":
+                    yield _cell_text(item)
+                    table.clear()  # memory stays one string deep, however long the table
 
 
 def _cell_text(string: ElementTree.Element) -> int:
@@ -422,7 +450,7 @@ def _cell_text(string: ElementTree.Element) -> int:
     return 0 if _NUMERIC_OR_FLAG.fullmatch(text) else visible_chars(text)
 
 
-def _sheet_text(part: IO[bytes], strings: list[int], counted: int, limit: int) -> int:
+def _sheet_text(part: IO[bytes], strings: _SharedStrings, counted: int, limit: int) -> int:
     """`counted` plus the text cells of one worksheet, stopping once over `limit`.
 
     openpyxl's read-only rows skip a row numbered at or before one already
@@ -478,14 +506,14 @@ def _row_number(reference: str | None, last: int) -> int:
         return 0
 
 
-def _value_text(cell: ElementTree.Element, strings: list[int]) -> int:
+def _value_text(cell: ElementTree.Element, strings: _SharedStrings) -> int:
     kind = cell.get("t")
     if kind == "s":
         try:
             index = int(cell.findtext(f"{_S}v") or "")
         except ValueError:
             return 0
-        return strings[index] if 0 <= index < len(strings) else 0
+        return strings.count(index)
     if kind == "inlineStr":
         inline = cell.find(f"{_S}is")
         return _cell_text(inline) if inline is not None else 0
