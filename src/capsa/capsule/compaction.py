@@ -43,7 +43,7 @@ from capsa.capsule.capsule import (
 )
 from capsa.capsule.ledger import EvidenceLedger
 from capsa.capsule.messages import Evidence, ImagePart, Message, Part, TextPart
-from capsa.capsule.render import render_chunk, render_reference, render_unshown
+from capsa.capsule.render import escape_body, render_chunk, render_reference, render_unshown
 from capsa.errors import CompactionRefused
 
 __all__ = [
@@ -315,7 +315,12 @@ def _current_texts(
                 texts[index] = text
                 referenced += [c.chunk_id for c in repeated]
                 continue
-        seen.update((c.chunk_id, c.content) for c in chunks if c.content in message.text)
+        text = message.text
+        seen.update(
+            (c.chunk_id, c.content)
+            for c in chunks
+            if c.content in text or escape_body(c.content) in text
+        )
     return texts, referenced
 
 

@@ -13,6 +13,7 @@ from capsa.capsule import (
     compact,
     compact_with_report,
     estimate_tokens,
+    render_evidence,
 )
 from capsa.errors import CompactionRefused
 
@@ -340,6 +341,19 @@ def test_compact_names_a_chunk_retrieved_twice_in_the_current_question_the_secon
     view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
     assert view[2] is talk.messages[2]
     assert view[4].text.startswith('<chunk id="a1" shown="earlier"/>\n\n<chunk id="a2"')
+
+
+def test_compact_knows_a_chunk_is_shown_when_its_tool_escaped_it(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    chunk = make_chunk("a1", content="Hotels < EUR 230 & meals < EUR 40. " * 8)
+    talk.search(chunk)
+    escaped = render_evidence([chunk])
+    talk.messages[2] = talk.messages[2].model_copy(update={"parts": (TextPart(text=escaped),)})
+    talk.search(chunk)
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view[2] is talk.messages[2]
+    assert view[4].text == '<chunk id="a1" shown="earlier"/>'
 
 
 def test_compact_shows_a_chunk_whole_when_max_tokens_took_it_off_the_wire(conversation, make_chunk):
