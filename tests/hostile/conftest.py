@@ -439,6 +439,15 @@ def _parent(pid: int) -> int:
         return -1
 
 
+def scratch_files(extractor: IsolatedExtractor) -> list[Path]:
+    """Every file (not directory) under the pool's scratch tree.
+
+    Between files the tree holds only empty directories: the waiting spare's
+    own ``file-*`` directory, made before its file arrives.
+    """
+    return sorted(path for path in worker_scratch(extractor).rglob("*") if not path.is_dir())
+
+
 def worker_scratch(extractor: IsolatedExtractor) -> Path:
     """The pool's private scratch directory: its zygotes' ``TMPDIR`` and ``HOME``, and the
     parent of each file's own ``file-*`` directory (the parse child's ``TMPDIR``)."""
