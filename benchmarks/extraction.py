@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import math
@@ -539,6 +540,7 @@ def _parse_in_fresh_fork(call: Callable[[], Any]) -> tuple[float, int]:
     if pid == 0:  # pragma: no cover - runs in the child
         try:
             os.close(read_fd)
+            gc.freeze()  # as the zygote has: the child's collector never walks shared objects
             clear_text_caches()
             faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             seconds, _ = _time(call)
