@@ -503,11 +503,14 @@ class _Spare:
         zygote = os.getpid()
         own_name = _process_name()
         _name_process(_SPARE_NAME)  # so the spare is born with its name, not given it later
-        pid = os.fork()
-        if pid == 0:
-            _spare(extractor, request_read, result_write,
-                   [request_write, result_read, *close_fds], scratch, zygote, policy)
-        _name_process(own_name)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                _spare(extractor, request_read, result_write,
+                       [request_write, result_read, *close_fds], scratch, zygote, policy)
+        finally:
+            if os.getpid() == zygote:
+                _name_process(own_name)
         os.close(request_read)
         os.close(result_write)
         return cls(pid, request_write, result_read, scratch)
