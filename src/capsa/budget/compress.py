@@ -31,13 +31,14 @@ import heapq
 import itertools
 import math
 import re
+import string
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from capsa.budget.evidence import link
 from capsa.budget.packet import Group, Passage, Shape
-from capsa.budget.relevance import Scorer, analyze, idf
+from capsa.budget.relevance import LexicalScorer, Scorer, analyze, idf, terms_of
 from capsa.budget.render import (
     ELLIPSIS,
     TAGGED,
@@ -45,7 +46,7 @@ from capsa.budget.render import (
     truncation_marker,
 )
 from capsa.budget.sentences import split_sentences
-from capsa.budget.tokens import Tokenizer
+from capsa.budget.tokens import Tokenizer, estimate_tokens
 
 _PASSAGE_WEIGHT = 0.3
 """Weight of the scorer's whole-passage relevance in every sentence's utility."""
@@ -60,8 +61,12 @@ _COVERAGE_DECAY = 0.2
 _NEAR_DUPLICATE = 0.85
 """Word-set Jaccard similarity above which two sentences count as the same."""
 
+_COUNTS_KEPT = 4096
+"""Most distinct strings one `Prepared` remembers the count of."""
+
 _WORD = re.compile(r"\w+")
-_NUMBER = re.compile(r"\w*\d\w*")
+_DIGIT = re.compile(r"\d")
+"""A sentence's numbers are its words holding a digit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +123,23 @@ class Prepared:
     measurable: bool
     """Whether relevance can be told at all: the query has terms, or something scored."""
     layout: Layout = TAGGED
+    counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    """Memo of `count`: packing one input for several budgets counts the same bodies."""
+
+    def count(self, text: str) -> int:
+        """`tokenizer(text)`, remembered: tokenizers are deterministic, and bodies recur.
+
+        Bounded to `_COUNTS_KEPT` strings (cleared when full), so a long-lived
+        cached `Prepared` never grows without limit.
+        """
+        counts = self.counts
+        known = counts.get(text)
+        if known is None:
+            known = self.tokenizer(text)
+            if len(counts) >= _COUNTS_KEPT:
+                counts.clear()
+            counts[text] = known
+        return known
 
 
 @dataclass(slots=True)
@@ -157,18 +179,21 @@ def prepare(
     spans = [split_sentences(p.text) for _, p in inputs]
     texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
              for s, e in doc_spans]
-    unit_scores = _normalise(scorer.score(query, texts))
-    pooled = getattr(scorer, "score_passages", None)
-    if callable(pooled):  # the scorer can score passages from their sentences (embeddings)
-        grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
-            inputs, spans, strict=True)]
-        passage_scores = _normalise(pooled(query, [p.text for _, p in inputs], grouped))
-    else:
-        passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
-    incoming = _min_max([p.score for _, p in inputs])
+    lowered = [text.lower() for text in texts]
+    words = [_WORD.findall(text) for text in lowered]
     query_terms = set(analyze(query))
-    analysed = [analyze(t) for t in texts]
+    analysed = [terms_of(unit_words) for unit_words in words]  # analyze(text), from its words
     weights = idf(query_terms, analysed) if texts else {}
+    separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
+                                                                          strict=True)]
+    if type(scorer) is LexicalScorer:  # what score() would compute, from terms already held
+        unit_scores = _normalise(scorer.score_terms(weights, analysed))
+        whole = _passage_terms(inputs, spans, separated, analysed)
+        passage_scores = _normalise(scorer.score_terms(idf(query_terms, whole), whole))
+    else:
+        unit_scores = _normalise(scorer.score(query, texts))
+        passage_scores = _passage_scores(scorer, query, inputs, spans)
+    incoming = _min_max([p.score for _, p in inputs])
     owners = [n for n, doc_spans in enumerate(spans) for _ in doc_spans]
     first = 0
     leads: list[int | None] = []
@@ -176,9 +201,7 @@ def prepare(
         leads.append(first if doc_spans else None)
         first += len(doc_spans)
     evidence = link(query, texts, analysed, unit_scores, owners, leads, passage_scores)
-    lowered = [text.lower() for text in texts]
-    words = [_WORD.findall(text) for text in lowered]
-    frequency: Counter[str] = Counter(word for unit_words in words for word in set(unit_words))
+    frequency: Counter[str] = Counter(itertools.chain.from_iterable(map(set, words)))
     docs: list[Doc] = []
     position = 0
     counters: dict[Group, int] = {"attached": 0, "retrieved": 0}
@@ -191,7 +214,7 @@ def prepare(
                 relevance=evidence.relevance[position],
                 terms=tuple(sorted(query_terms.intersection(analysed[position]))),
                 key=" ".join(words[position]), words=frozenset(words[position]),
-                numbers=frozenset(_NUMBER.findall(lowered[position])),
+                numbers=frozenset(filter(_DIGIT.search, words[position])),
                 prefix=_prefix(words[position], frequency),
             ))
             position += 1
@@ -201,12 +224,15 @@ def prepare(
             if between not in join_tokens:
                 join_tokens[between] = tokenizer(between)
             joins.append(join_tokens[between])
-        whole = sum(u.tokens for u in units) + sum(joins)
+        whole_tokens = sum(u.tokens for u in units) + sum(joins)
         docs.append(Doc(
             index=counters[group], group=group, passage=passage, units=tuple(units),
             spans=doc_spans,
             joins=tuple(joins),
-            tokens_full=tokenizer(passage.text), whole_tokens=whole,
+            tokens_full=(_estimate_whole(passage.text, doc_spans, whole_tokens)
+                         if tokenizer is estimate_tokens and separated[n]
+                         else tokenizer(passage.text)),
+            whole_tokens=whole_tokens,
             overhead=tokenizer(layout.document_overhead(passage)),
             prior=(_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n]
                    + _LINK_WEIGHT * evidence.linked[n]),
@@ -224,6 +250,59 @@ def prepare(
         measurable=bool(query_terms) or any(unit_scores) or any(passage_scores),
         layout=layout,
     )
+
+
+def _separated(text: str, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether only whitespace separates a passage's sentences and surrounds them.
+
+    Then no word, and no piece of `estimate_tokens`, straddles two sentences:
+    the passage's terms are its sentences' terms in order, and its estimate is
+    theirs plus the whitespace's (see `_estimate_whole`). A sentence cut inside
+    a word, or a CJK full stop with no space after it, fails this test.
+    """
+    if not spans or text[:spans[0][0]].strip() or text[spans[-1][1]:].strip():
+        return False
+    return all(text[end:start].isspace() for (_, end), (start, _) in itertools.pairwise(spans))
+
+
+def _passage_terms(inputs: Sequence[tuple[Group, Passage]],
+                   spans: Sequence[Sequence[tuple[int, int]]], separated: Sequence[bool],
+                   analysed: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Each passage's `analyze` terms: its sentences' joined when `_separated`."""
+    whole: list[tuple[str, ...]] = []
+    position = 0
+    for (_, passage), doc_spans, apart in zip(inputs, spans, separated, strict=True):
+        mine = analysed[position:position + len(doc_spans)]
+        position += len(doc_spans)
+        whole.append(tuple(itertools.chain.from_iterable(mine)) if apart
+                     else analyze(passage.text))
+    return whole
+
+
+def _passage_scores(scorer: Scorer, query: str, inputs: Sequence[tuple[Group, Passage]],
+                    spans: Sequence[Sequence[tuple[int, int]]]) -> list[float]:
+    pooled = getattr(scorer, "score_passages", None)
+    if callable(pooled):  # the scorer can score passages from their sentences (embeddings)
+        grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
+            inputs, spans, strict=True)]
+        return _normalise(pooled(query, [p.text for _, p in inputs], grouped))
+    return _normalise(scorer.score(query, [p.text for _, p in inputs]))
+
+
+def _estimate_whole(text: str, spans: Sequence[tuple[int, int]], inner: int) -> int:
+    """`estimate_tokens(text)` of a `_separated` passage, from what is already counted.
+
+    The estimate is additive over whitespace-separated pieces but for one case:
+    a newline right after a symbol joins the symbol's piece for free. So the
+    whole is the sentences and the whitespace between them (`inner`), plus the
+    whitespace around them, less one for each sentence ending in a symbol that
+    a newline follows.
+    """
+    total = inner + estimate_tokens(text[:spans[0][0]]) + estimate_tokens(text[spans[-1][1]:])
+    for _, end in spans:
+        if text.startswith("\n", end) and text[end - 1] in string.punctuation:
+            total -= 1
+    return total
 
 
 def relevant(doc: Doc, floor: float | None) -> bool:
@@ -338,6 +417,7 @@ class _State:
         self.deferred: dict[int, list[int]] = defaultdict(list)
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
+        self.mass: dict[tuple[int, int], float] = {}
         self.heap = [(-self.utility(n, k), n, k) for n, doc in enumerate(docs)
                      if n not in self.irrelevant for k, unit in enumerate(doc.units)
                      if floor is None or unit.relevance > floor or (k == 0 and doc.linked > floor)]
@@ -347,12 +427,17 @@ class _State:
     def utility(self, n: int, k: int) -> float:
         doc = self.docs[n]
         unit = doc.units[k]
-        mass = sum(self.prepared.weights[t] for t in unit.terms)
+        lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
+        if not unit.terms:  # novelty 1: nothing to cover
+            return unit.relevance + doc.prior + lead
+        weights = self.prepared.weights
+        mass = self.mass.get((n, k))
+        if mass is None:
+            mass = self.mass[(n, k)] = sum(weights[t] for t in unit.terms)
         novelty = 1.0
         if mass > 0:
-            novelty = sum(self.prepared.weights[t] * _COVERAGE_DECAY ** self.covered[t]
+            novelty = sum(weights[t] * _COVERAGE_DECAY ** self.covered[t]
                           for t in unit.terms) / mass
-        lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
         return unit.relevance * novelty + doc.prior + lead
 
     def run(self) -> None:
@@ -449,9 +534,9 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
     units = doc.units
     if cut is not None:
         last = units[kept[-1]]
-        marker = prepared.tokenizer(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
+        marker = prepared.count(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
         head = sum(units[k].tokens for k in kept[:-1])
-        tail = prepared.tokenizer(doc.passage.text[last.start:cut])
+        tail = prepared.count(doc.passage.text[last.start:cut])
         joins = _joins(prepared, doc, kept) if shape == "passages" else 0
         lead = prepared.gap if kept[0] > 0 and shape != "features" else 0
         bullets = prepared.bullet * len(kept) + 1 if shape == "features" else 0
@@ -552,9 +637,11 @@ class Seen:
 
 def _prefix(words: Sequence[str], frequency: Counter[str]) -> tuple[str, ...]:
     """The rarest words of a sentence: any near duplicate shares at least one of them."""
-    distinct = sorted(set(words), key=lambda word: (frequency[word], word))
-    if len(distinct) < 6:
+    unique = set(words)
+    if len(unique) < 6:
         return ()
+    # by (frequency, word): a stable sort by frequency of the alphabetical order
+    distinct = sorted(sorted(unique), key=frequency.__getitem__)
     return tuple(distinct[:len(distinct) - math.ceil(_NEAR_DUPLICATE * len(distinct)) + 1])
 
 

@@ -314,7 +314,7 @@ def _settle(prepared: Prepared, docs: Sequence[Doc], selection: Selection) -> Se
         everything = list(range(len(doc.units)))
         if choice.kept == everything and choice.cut is None:
             continue
-        if prepared.tokenizer(_body(doc, choice, "passages").raw) >= doc.tokens_full:
+        if prepared.count(_body(doc, choice, "passages").raw) >= doc.tokens_full:
             selection.chosen[n] = Choice(everything)
     return selection
 
@@ -367,7 +367,7 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
         detail = f"cut to {shown} of {len(doc.passage.text)} characters"
     else:
         detail = f"kept {len(choice.kept)} of {len(doc.units)} sentences"
-    return Receipt(**common, tokens_kept=prepared.tokenizer(text), kept_spans=spans,
+    return Receipt(**common, tokens_kept=prepared.count(text), kept_spans=spans,
                    truncated=choice.cut is not None, whole=whole, rank=rank, detail=detail,
                    query_terms_preserved=_preserved(doc, choice))
 
