@@ -27,6 +27,7 @@ other half (``benchmarks/compression.py``); none of them is specific to it.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -477,8 +478,27 @@ class _State:
             heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting))
 
     def added_cost(self, doc: Doc, kept: set[int], k: int) -> int:
-        before = _body_cost(self.prepared, doc, sorted(kept), self.shape) if kept else 0
-        return _body_cost(self.prepared, doc, sorted(kept | {k}), self.shape) - before
+        """``_body_cost(kept | {k}) - _body_cost(kept)``, from `k`'s neighbours alone."""
+        if k in kept:
+            return 0
+        if not kept or self.shape == "features":
+            before = _body_cost(self.prepared, doc, sorted(kept), self.shape) if kept else 0
+            return _body_cost(self.prepared, doc, sorted(kept | {k}), self.shape) - before
+        order = sorted(kept)
+        at = bisect.bisect_left(order, k)
+        gap, last = self.prepared.gap, len(doc.units) - 1
+        cost = doc.units[k].tokens
+        if 0 < at < len(order):  # k falls between two kept sentences
+            cost -= _join(doc, order[at - 1], order[at], gap)
+        if at > 0:
+            cost += _join(doc, order[at - 1], k, gap)
+        elif order[0] > 0 and k == 0:  # k is the new first: the leading marker goes
+            cost -= gap
+        if at < len(order):
+            cost += _join(doc, k, order[at], gap)
+        elif order[-1] < last and k == last:  # k is the new last: the trailing marker goes
+            cost -= gap
+        return cost
 
     def fallback_cut(self) -> None:
         """Nothing fit whole: cut the most useful sentence to the room left."""
@@ -547,6 +567,11 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
     joins = _joins(prepared, doc, kept)
     markers = (kept[0] > 0) + (kept[-1] < len(units) - 1)
     return tokens + joins + markers * prepared.gap
+
+
+def _join(doc: Doc, a: int, b: int, gap: int) -> int:
+    """Tokens between kept sentences `a` < `b`: their own whitespace when adjacent, else a gap."""
+    return doc.joins[a] if b == a + 1 else gap
 
 
 def _joins(prepared: Prepared, doc: Doc, kept: Sequence[int]) -> int:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capsa.budget import LexicalScorer, Passage, estimate_tokens
-from capsa.budget.compress import Doc, prepare
+from capsa.budget.compress import Doc, Seen, _body_cost, _State, prepare
 from capsa.budget.sentences import MAX_UNIT_CHARS
 
 _PIECES = st.sampled_from([
@@ -67,3 +67,19 @@ def test_a_sentence_cut_inside_a_word_is_scored_and_counted_on_the_whole_text() 
     assert len(cut.units) > 1 and cut.tokens_full == estimate_tokens(passages[0].text)
     assert _snapshot(fast.retrieved) == _snapshot(plain.retrieved)
     assert cut.relevance < fast.retrieved[1].relevance == 1.0
+
+
+_SENTENCES = " ".join(f"Sentence {n} is about hotel number {n}." for n in range(12)) + "\n"
+
+
+@given(st.sets(st.integers(0, 11), max_size=11), st.integers(0, 11),
+       st.sampled_from(["passages", "brief", "features"]))
+def test_the_cost_of_one_more_sentence_is_the_difference_of_the_two_bodies(
+        kept: set[int], k: int, shape: str) -> None:
+    prepared = prepare("hotel", (), _passages([_SENTENCES]), tokenizer=estimate_tokens,
+                       scorer=LexicalScorer())
+    doc = prepared.retrieved[0]
+    state = _State(prepared, [doc], shape, 1000, None, Seen(), None)  # type: ignore[arg-type]
+    before = _body_cost(prepared, doc, sorted(kept), shape) if kept else 0  # type: ignore[arg-type]
+    after = _body_cost(prepared, doc, sorted(kept | {k}), shape)  # type: ignore[arg-type]
+    assert state.added_cost(doc, kept, k) == after - before
