@@ -43,6 +43,7 @@ from capsa.budget.relevance import LexicalScorer, Scorer, analyze, idf, terms_of
 from capsa.budget.render import (
     ELLIPSIS,
     TAGGED,
+    Body,
     Layout,
     truncation_marker,
 )
@@ -126,6 +127,9 @@ class Prepared:
     layout: Layout = TAGGED
     counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     """Memo of `count`: packing one input for several budgets counts the same bodies."""
+    bodies: dict[tuple[object, ...], Body] = field(default_factory=dict, repr=False,
+                                                   compare=False)
+    """Memo of bodies built for a choice (see `capsa.budget.pack`), bounded as `counts`."""
 
     def count(self, text: str) -> int:
         """`tokenizer(text)`, remembered: tokenizers are deterministic, and bodies recur.
@@ -415,6 +419,7 @@ class _State:
         self.order: list[int] = []
         self.cut: dict[int, int | None] = {}
         self.covered: dict[str, int] = defaultdict(int)
+        """How often each query term is covered; only terms covered at least once are keys."""
         self.deferred: dict[int, list[int]] = defaultdict(list)
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
@@ -429,15 +434,16 @@ class _State:
         doc = self.docs[n]
         unit = doc.units[k]
         lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
-        if not unit.terms:  # novelty 1: nothing to cover
-            return unit.relevance + doc.prior + lead
+        if not unit.terms or self.covered.keys().isdisjoint(unit.terms):
+            return unit.relevance + doc.prior + lead  # novelty 1: none of its terms covered yet
         weights = self.prepared.weights
         mass = self.mass.get((n, k))
         if mass is None:
             mass = self.mass[(n, k)] = sum(weights[t] for t in unit.terms)
         novelty = 1.0
         if mass > 0:
-            novelty = sum(weights[t] * _COVERAGE_DECAY ** self.covered[t]
+            covered = self.covered
+            novelty = sum(weights[t] * _COVERAGE_DECAY ** covered.get(t, 0)
                           for t in unit.terms) / mass
         return unit.relevance * novelty + doc.prior + lead
 

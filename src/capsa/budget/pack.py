@@ -41,6 +41,8 @@ from capsa.errors import BudgetError
 __all__ = ["compress_text", "pack"]
 
 _QUICK_ATTEMPTS = 6
+_BODIES_KEPT = 4096
+"""Most bodies one prepared input remembers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +220,7 @@ def compress_text(
         choice = selection.chosen.get(0)
         if choice is None:
             return ""
-        result = _body(doc, choice, "passages").raw
+        result = _body(prepared, doc, choice, "passages").raw
         used = count(result)
         if used <= max_tokens:
             return result
@@ -314,7 +316,7 @@ def _settle(prepared: Prepared, docs: Sequence[Doc], selection: Selection) -> Se
         everything = list(range(len(doc.units)))
         if choice.kept == everything and choice.cut is None:
             continue
-        if prepared.count(_body(doc, choice, "passages").raw) >= doc.tokens_full:
+        if prepared.count(_body(prepared, doc, choice, "passages").raw) >= doc.tokens_full:
             selection.chosen[n] = Choice(everything)
     return selection
 
@@ -331,7 +333,7 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     )
     for group, selection, docs in groups:
         for n, choice in selection.chosen.items():
-            body = _body(docs[n], choice, budget.shape)
+            body = _body(prepared, docs[n], choice, budget.shape)
             if not budget.mark_excerpts:
                 body = replace(body, excerpt=None)
             ranks[(group, n)] = len(kept)
@@ -343,7 +345,8 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     for group, selection, docs in groups:
         for n, doc in enumerate(docs):
             kept_choice = selection.chosen.get(n)
-            prose = None if kept_choice is None else _body(doc, kept_choice, "passages").raw
+            prose = (None if kept_choice is None
+                     else _body(prepared, doc, kept_choice, "passages").raw)
             receipts.append(_receipt(prepared, doc, kept_choice, ranks.get((group, n)), prose,
                                      selection, budget, nothing))
     return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
@@ -419,8 +422,17 @@ def _spans(doc: Doc, choice: Choice) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
-def _body(doc: Doc, choice: Choice, shape: Shape) -> Body:
-    return build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut)
+def _body(prepared: Prepared, doc: Doc, choice: Choice, shape: Shape) -> Body:
+    """The body of `choice`, built once per prepared input: planning, rendering and the
+    receipt all ask for it, and packing for several budgets often keeps the same."""
+    key = (doc.group, doc.index, tuple(choice.kept), choice.cut, shape)
+    body = prepared.bodies.get(key)
+    if body is None:
+        body = build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut)
+        if len(prepared.bodies) >= _BODIES_KEPT:
+            prepared.bodies.clear()
+        prepared.bodies[key] = body
+    return body
 
 
 def _demand(prepared: Prepared, docs: Sequence[Doc], group: Group, shape: Shape) -> int:
