@@ -424,7 +424,9 @@ class _State:
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
         self.mass: dict[tuple[int, int], float] = {}
-        self.heap = [(-self.utility(n, k), n, k) for n, doc in enumerate(docs)
+        self.version = 0
+        """Bumped whenever coverage changes; a heap entry of the current version is exact."""
+        self.heap = [(-self.utility(n, k), n, k, 0) for n, doc in enumerate(docs)
                      if n not in self.irrelevant for k, unit in enumerate(doc.units)
                      if floor is None or unit.relevance > floor or (k == 0 and doc.linked > floor)]
         heapq.heapify(self.heap)
@@ -449,11 +451,12 @@ class _State:
 
     def run(self) -> None:
         while self.heap:
-            negative, n, k = heapq.heappop(self.heap)
-            current = self.utility(n, k)
-            if current < -negative - 1e-12:
-                heapq.heappush(self.heap, (-current, n, k))
-                continue
+            negative, n, k, version = heapq.heappop(self.heap)
+            if version != self.version:  # terms were covered since: its utility may have fallen
+                current = self.utility(n, k)
+                if current < -negative - 1e-12:
+                    heapq.heappush(self.heap, (-current, n, k, self.version))
+                    continue
             self.consider(n, k)
 
     def consider(self, n: int, k: int) -> None:
@@ -480,8 +483,10 @@ class _State:
         self.seen.add(unit)
         for term in unit.terms:
             self.covered[term] += 1
+        if unit.terms:
+            self.version += 1
         for waiting in self.deferred.pop(n, []):
-            heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting))
+            heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting, self.version))
 
     def added_cost(self, doc: Doc, kept: set[int], k: int) -> int:
         """``_body_cost(kept | {k}) - _body_cost(kept)``, from `k`'s neighbours alone."""
@@ -510,7 +515,7 @@ class _State:
         """Nothing fit whole: cut the most useful sentence to the room left."""
         if self.kept:
             return
-        for _, n, k in self.ranked:
+        for _, n, k, _ in self.ranked:
             doc = self.docs[n]
             if self.seen.covers(doc.units[k]) or n in self.capped:
                 continue

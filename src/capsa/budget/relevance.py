@@ -98,11 +98,10 @@ class LexicalScorer(BaseModel):
         average = sum(len(doc) for doc in docs) / len(docs) or 1.0
         scores = []
         for doc in docs:
-            matched = [term for term in doc if term in weights]
-            if not matched:  # most sentences match no query term
+            if weights.keys().isdisjoint(doc):  # most sentences match no query term
                 scores.append(0.0)
                 continue
-            counts = Counter(matched)
+            counts = Counter(term for term in doc if term in weights)
             norm = self.k1 * (1.0 - self.b + self.b * len(doc) / average)
             scores.append(
                 sum(

@@ -120,8 +120,36 @@ def _to_count(result: object, source: object) -> int:
                     f"not a number of tokens: {_WHAT_TO_PASS}")
 
 _PIECES = re.compile(
-    r"[A-Za-z]+|[0-9]+|[!-/:-@\[-`{-~]+\n?|[^\x00-\x7f]|[\n\x00-\x08\x0e-\x1f\x7f]"
+    r"[A-Za-z]++|[0-9]++|[!-/:-@\[-`{-~]++\n?|[^\x00-\x7f]|[\n\x00-\x08\x0e-\x1f\x7f]"
 )
+
+
+class _Extra(dict[str, int]):
+    """Tokens a piece costs beyond its first, remembered per distinct piece.
+
+    A letter, digit or symbol piece is a whole run of its class, so the runs
+    long enough to cost more than one token are pieces themselves, and words
+    recur: a lookup per piece replaces a second pass and a loop.
+    """
+
+    def __missing__(self, piece: str) -> int:
+        size = len(piece)
+        if size < 3:
+            extra = 0
+        elif piece[0].isalpha():
+            extra = (size - 1) // 7
+        elif piece[0].isdigit():
+            extra = (size + 2) // 3 - 1
+        else:
+            extra = (size - (piece[-1] == "\n") + 1) // 2 - 1
+        if len(self) >= _EXTRA_KEPT:
+            self.clear()
+        self[piece] = extra
+        return extra
+
+
+_EXTRA_KEPT = 100_000
+_EXTRA = _Extra()
 _CYRILLIC = "\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f"
 _ARABIC = "\u0600-\u06ff\u0750-\u077f\u0870-\u08ff\ufb50-\ufdff\ufe70-\ufefe"
 _INDIC = "\u0900-\u0dff"
@@ -161,17 +189,7 @@ def estimate_tokens(text: str) -> int:
     if not text:
         return 0
     pieces = _PIECES.findall(text)
-    count = len(pieces)
-    # A letter, digit or symbol piece is a whole run of its class, so the runs long
-    # enough to cost more than one token are among the pieces: no second pass.
-    for run in [piece for piece in pieces if len(piece) > 2]:
-        first = run[0]
-        if first.isalpha():
-            count += (len(run) - 1) // 7
-        elif first.isdigit():
-            count += (len(run) + 2) // 3 - 1
-        else:
-            count += (len(run) - (run[-1] == "\n") + 1) // 2 - 1
+    count = len(pieces) + sum(map(_EXTRA.__getitem__, pieces))
     if text.isascii():
         return count
     for match in _SCRIPT_RUNS.finditer(text):  # each letter was counted once above
