@@ -217,7 +217,8 @@ def prepare(
             units.append(Unit(
                 start=start, end=end, tokens=tokenizer(texts[position]),
                 relevance=evidence.relevance[position],
-                terms=tuple(sorted(query_terms.intersection(analysed[position]))),
+                terms=(() if query_terms.isdisjoint(analysed[position])
+                       else tuple(sorted(query_terms.intersection(analysed[position])))),
                 key=" ".join(words[position]), words=frozenset(words[position]),
                 numbers=frozenset(filter(_DIGIT.search, words[position])),
                 prefix=_prefix(words[position], frequency),
@@ -673,6 +674,8 @@ class Seen:
 
 def _prefix(words: Sequence[str], frequency: Counter[str]) -> tuple[str, ...]:
     """The rarest words of a sentence: any near duplicate shares at least one of them."""
+    if len(words) < 6:
+        return ()
     unique = set(words)
     if len(unique) < 6:
         return ()

@@ -18,7 +18,7 @@ import math
 import operator
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
@@ -101,12 +101,15 @@ class LexicalScorer(BaseModel):
             if weights.keys().isdisjoint(doc):  # most sentences match no query term
                 scores.append(0.0)
                 continue
-            counts = Counter(term for term in doc if term in weights)
+            counts: dict[str, int] = {}
+            for term in doc:
+                if term in weights:
+                    counts[term] = counts.get(term, 0) + 1
             norm = self.k1 * (1.0 - self.b + self.b * len(doc) / average)
             scores.append(
                 sum(
                     (w * counts[t] * (self.k1 + 1.0) / (counts[t] + norm)
-                     for t, w in weights.items() if counts[t]),
+                     for t, w in weights.items() if t in counts),
                     0.0,
                 )
             )
@@ -272,11 +275,10 @@ def _term(word: str) -> str:
 def idf(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, float]:
     """Return the BM25 inverse document frequency of each query term over `docs`."""
     total = len(docs)
-    frequency: Counter[str] = Counter()
+    frequency = dict.fromkeys(query_terms, 0)
     for doc in docs:
-        common = query_terms.intersection(doc)
-        if common:
-            frequency.update(common)
+        for term in query_terms.intersection(doc):
+            frequency[term] += 1
     return {
         term: math.log(1.0 + (total - frequency[term] + 0.5) / (frequency[term] + 0.5))
         for term in sorted(query_terms)
