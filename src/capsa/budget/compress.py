@@ -67,6 +67,7 @@ _COUNTS_KEPT = 4096
 """Most distinct strings one `Prepared` remembers the count of."""
 
 _WORD = re.compile(r"\w+")
+_NO_NUMBERS: frozenset[str] = frozenset()
 _DIGIT = re.compile(r"\d")
 """A sentence's numbers are its words holding a digit."""
 
@@ -220,7 +221,8 @@ def prepare(
                 terms=(() if query_terms.isdisjoint(analysed[position])
                        else tuple(sorted(query_terms.intersection(analysed[position])))),
                 key=" ".join(words[position]), words=frozenset(words[position]),
-                numbers=frozenset(filter(_DIGIT.search, words[position])),
+                numbers=(frozenset(filter(_DIGIT.search, words[position]))
+                         if _DIGIT.search(lowered[position]) else _NO_NUMBERS),
                 prefix=_prefix(words[position], frequency),
             ))
             position += 1

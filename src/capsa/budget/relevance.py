@@ -245,8 +245,7 @@ def _analyze_cached(text: str) -> tuple[str, ...]:
 
 def terms_of(words: Sequence[str]) -> tuple[str, ...]:
     """The terms of lower-cased words (``\\w+`` runs), as `analyze` gives them for their text."""
-    known = _TERMS.get
-    parts = [known(word) for word in words]
+    parts = list(map(_TERMS.get, words))
     if None in parts:
         if len(_TERMS) > _TERM_CACHE_SIZE:
             _TERMS.clear()
