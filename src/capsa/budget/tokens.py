@@ -153,29 +153,25 @@ _EXTRA = _Extra()
 
 
 class _ChunkCost(dict[str, int]):
-    """The estimate of an ASCII chunk without whitespace, remembered per distinct chunk.
+    """The estimate of a chunk without spaces, remembered per distinct short chunk.
 
-    No piece crosses whitespace (but for a newline right after symbols, which
-    `estimate_tokens` counts apart), so an ASCII text costs what its
-    ``split()`` chunks cost, plus its newlines and separator controls. Chunks
-    are mostly words, which recur: a dictionary lookup each replaces a
-    regular-expression scan.
+    No piece of the estimate contains a space, so a text costs exactly what
+    the chunks between its spaces cost. Chunks are mostly words, which recur:
+    a dictionary lookup each replaces a regular-expression scan. Chunks longer
+    than `_CHUNK_CHARS` are priced every time, to bound memory.
     """
 
     def __missing__(self, chunk: str) -> int:
-        pieces = _PIECES.findall(chunk)
-        cost = len(pieces) + sum(map(_EXTRA.__getitem__, pieces))
-        if len(self) >= _EXTRA_KEPT:
-            self.clear()
-        self[chunk] = cost
+        cost = _estimate(chunk)
+        if len(chunk) <= _CHUNK_CHARS:
+            if len(self) >= _EXTRA_KEPT:
+                self.clear()
+            self[chunk] = cost
         return cost
 
 
+_CHUNK_CHARS = 64
 _CHUNKS = _ChunkCost()
-_ABSORBED = re.compile(r"[!-/:-@\[-`{-~]\n")
-"""A newline right after a symbol: it joins the symbol's piece, for free."""
-_SEPARATOR_CONTROLS = re.compile(r"[\x1c-\x1f]")
-"""Controls that ``str.split`` takes for whitespace but cost a token each."""
 _CYRILLIC = "\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f"
 _ARABIC = "\u0600-\u06ff\u0750-\u077f\u0870-\u08ff\ufb50-\ufdff\ufe70-\ufefe"
 _INDIC = "\u0900-\u0dff"
@@ -197,9 +193,9 @@ def estimate_tokens(text: str) -> int:
     (single paragraphs vary by about ±12%) and about 5% over on capsa's own
     markup. It is an estimate: when the ceiling is a model's real window, pass
     that model's counter. It is additive over space-separated pieces, which
-    keeps packing plans close to the measured packet, and fast: ASCII text is
-    priced by its whitespace-separated chunks, each looked up once it has
-    been seen; other text takes two regular-expression passes.
+    keeps packing plans close to the measured packet, and fast: a text is
+    priced by the chunks between its spaces, each looked up once it has been
+    seen, so only new words cost a regular-expression pass.
 
     Args:
         text: any string.
@@ -215,14 +211,15 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    if text.isascii():
-        count = sum(map(_CHUNKS.__getitem__, text.split()))
-        if not text.isprintable():  # newlines, tabs or controls
-            count += text.count("\n") - len(_ABSORBED.findall(text))
-            count += len(_SEPARATOR_CONTROLS.findall(text))
-        return count
+    return sum(map(_CHUNKS.__getitem__, text.split(" ")))
+
+
+def _estimate(text: str) -> int:
+    """`estimate_tokens` of one chunk, by its pieces (and script runs, off ASCII)."""
     pieces = _PIECES.findall(text)
     count = len(pieces) + sum(map(_EXTRA.__getitem__, pieces))
+    if text.isascii():
+        return count
     for match in _SCRIPT_RUNS.finditer(text):  # each letter was counted once above
         size = match.end() - match.start()
         if match.lastgroup == "cyrillic":  # about a third of a token per letter
