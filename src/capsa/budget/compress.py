@@ -429,11 +429,15 @@ class _State:
         self.mass: dict[tuple[int, int], float] = {}
         self.version = 0
         """Bumped whenever coverage changes; a heap entry of the current version is exact."""
-        self.heap = [(-self.utility(n, k), n, k, 0) for n, doc in enumerate(docs)
-                     if n not in self.irrelevant for k, unit in enumerate(doc.units)
-                     if floor is None or unit.relevance > floor or (k == 0 and doc.linked > floor)]
+        lead = _LEAD_BONUS if shape != "brief" else 0.0
+        # `utility` with nothing covered yet, written out: novelty is 1 for every sentence
+        self.entries = [(-(unit.relevance + doc.prior + (lead if k == 0 else 0.0)), n, k, 0)
+                        for n, doc in enumerate(docs) if n not in self.irrelevant
+                        for k, unit in enumerate(doc.units)
+                        if floor is None or unit.relevance > floor
+                        or (k == 0 and doc.linked > floor)]
+        self.heap = list(self.entries)
         heapq.heapify(self.heap)
-        self.ranked = sorted(self.heap)
 
     def utility(self, n: int, k: int) -> float:
         doc = self.docs[n]
@@ -518,7 +522,7 @@ class _State:
         """Nothing fit whole: cut the most useful sentence to the room left."""
         if self.kept:
             return
-        for _, n, k, _ in self.ranked:
+        for _, n, k, _ in sorted(self.entries):
             doc = self.docs[n]
             if self.seen.covers(doc.units[k]) or n in self.capped:
                 continue
