@@ -85,8 +85,53 @@ class Unit:
     terms: tuple[str, ...]
     key: str
     words: frozenset[str]
-    numbers: frozenset[str]
-    prefix: tuple[str, ...]
+    lexicon: Lexicon = field(repr=False, compare=False)
+    """Where `numbers` and `prefix` come from, worked out only for sentences that
+    selection considers: most of a large input never is."""
+    position: int = field(repr=False, compare=False)
+    """This sentence's index in `lexicon`."""
+
+    @property
+    def numbers(self) -> frozenset[str]:
+        """The sentence's words holding a digit (near duplicates must share them)."""
+        return self.lexicon.numbers(self.position)
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        """The sentence's rarest words: any near duplicate shares one of them."""
+        return self.lexicon.prefix(self.position)
+
+
+class Lexicon:
+    """The lower-cased words of every sentence of one packing, and what derives from them.
+
+    Numbers and near-duplicate prefixes are computed on first use and kept.
+    """
+
+    __slots__ = ("_frequency", "_lowered", "_numbers", "_prefixes", "_words")
+
+    def __init__(self, lowered: Sequence[str], words: Sequence[Sequence[str]]) -> None:
+        self._lowered, self._words = lowered, words
+        self._frequency: Counter[str] | None = None
+        self._numbers: dict[int, frozenset[str]] = {}
+        self._prefixes: dict[int, tuple[str, ...]] = {}
+
+    def numbers(self, position: int) -> frozenset[str]:
+        found = self._numbers.get(position)
+        if found is None:
+            words = self._words[position]
+            found = self._numbers[position] = (
+                frozenset(filter(_DIGIT.search, words))
+                if _DIGIT.search(self._lowered[position]) else _NO_NUMBERS)
+        return found
+
+    def prefix(self, position: int) -> tuple[str, ...]:
+        found = self._prefixes.get(position)
+        if found is None:
+            if self._frequency is None:  # how many sentences hold each word
+                self._frequency = Counter(itertools.chain.from_iterable(map(set, self._words)))
+            found = self._prefixes[position] = _prefix(self._words[position], self._frequency)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +254,7 @@ def prepare(
         leads.append(first if doc_spans else None)
         first += len(doc_spans)
     evidence = link(query, texts, analysed, unit_scores, owners, leads, passage_scores)
-    frequency: Counter[str] = Counter(itertools.chain.from_iterable(map(set, words)))
+    lexicon = Lexicon(lowered, words)
     docs: list[Doc] = []
     position = 0
     counters: dict[Group, int] = {"attached": 0, "retrieved": 0}
@@ -223,9 +268,7 @@ def prepare(
                 terms=(() if query_terms.isdisjoint(analysed[position])
                        else tuple(sorted(query_terms.intersection(analysed[position])))),
                 key=" ".join(words[position]), words=frozenset(words[position]),
-                numbers=(frozenset(filter(_DIGIT.search, words[position]))
-                         if _DIGIT.search(lowered[position]) else _NO_NUMBERS),
-                prefix=_prefix(words[position], frequency),
+                lexicon=lexicon, position=position,
             ))
             position += 1
         joins = []
