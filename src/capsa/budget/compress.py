@@ -233,7 +233,7 @@ def prepare(
     texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
              for s, e in doc_spans]
     lowered = [text.lower() for text in texts]
-    words = [(_ASCII_WORD if text.isascii() else _WORD).findall(text) for text in lowered]
+    words = [tuple((_ASCII_WORD if text.isascii() else _WORD).findall(text)) for text in lowered]
     query_terms = set(analyze(query))
     analysed = [terms_of(unit_words) for unit_words in words]  # analyze(text), from its words
     weights = idf(query_terms, analysed) if texts else {}
