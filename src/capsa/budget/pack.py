@@ -116,15 +116,21 @@ def pack(
 
 
 _DEFAULT_SCORER = LexicalScorer()
-_PREPARED: OrderedDict[tuple[object, ...], tuple[object, Scorer, Prepared]] = OrderedDict()
+_PREPARED: OrderedDict[tuple[object, ...], tuple[object, Scorer, Prepared, int]] = OrderedDict()
 _PREPARED_SIZE = 8
+_PREPARED_CHARS = 2_000_000
+"""Most input characters the cache holds; the newest entry stays whatever its size.
+
+A prepared input holds several objects per sentence: eight large documents
+kept after use would cost memory and slow every later garbage collection."""
 _PREPARED_LOCK = threading.Lock()
 
 
 def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequence[Passage],
                     counter: TokenizerLike | None, scorer: Scorer, layout: Layout) -> Prepared:
     """`prepare`, reusing the last few results: packing one retrieval for several budgets
-    (or retrying with a smaller one) segments, counts and scores it once.
+    (or retrying with a smaller one) segments, counts and scores it once. The cache
+    holds at most `_PREPARED_SIZE` inputs and, but for the newest, `_PREPARED_CHARS`.
 
     The key is the query, every input's id, text, source and score, the layout,
     and the very counter and scorer objects the caller passed (held by the cache,
@@ -140,10 +146,12 @@ def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequen
             return hit[2]
     prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(counter),
                        scorer=scorer, layout=layout)
+    size = sum(len(p.text) for p in attachments) + sum(len(p.text) for p in passages)
     with _PREPARED_LOCK:
-        _PREPARED[key] = (counter, scorer, prepared)
-        while len(_PREPARED) > _PREPARED_SIZE:
-            _PREPARED.popitem(last=False)
+        _PREPARED[key] = (counter, scorer, prepared, size)
+        held = sum(entry[3] for entry in _PREPARED.values())
+        while len(_PREPARED) > _PREPARED_SIZE or (held > _PREPARED_CHARS and len(_PREPARED) > 1):
+            held -= _PREPARED.popitem(last=False)[1][3]
     return prepared
 
 

@@ -7,6 +7,10 @@ in any way (text, id, counter) must never share an entry.
 
 from __future__ import annotations
 
+import sys
+
+import pytest
+
 from capsa.budget import Budget, LexicalScorer, Passage, estimate_tokens, pack
 from capsa.budget.compress import prepare
 
@@ -54,3 +58,16 @@ def test_prepared_counts_remember_each_text_apart() -> None:
     counts = [prepared.count(text) for text in texts]
     assert counts == [estimate_tokens(text) for text in texts]
     assert seen[before:] == texts[:3]  # the repeat is remembered, the near-equals are not
+
+
+def test_a_large_input_leaves_the_cache_once_newer_ones_come(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules["capsa.budget.pack"], "_PREPARED_CHARS", 1000)
+    count, seen = counting(estimate_tokens)
+    large = [Passage(id="big", text="The hotel cap is high. " * 60)]  # 1,380 characters
+    pack(QUERY, large, Budget(max_tokens=50), tokenizer=count)
+    pack(QUERY, large, Budget(max_tokens=90), tokenizer=count)  # the newest stays: a hit
+    assert seen.count(large[0].text) == 1
+    pack(QUERY, _passages(), Budget(max_tokens=50), tokenizer=count)
+    pack(QUERY, large, Budget(max_tokens=50), tokenizer=count)  # evicted: prepared again
+    assert seen.count(large[0].text) == 2
