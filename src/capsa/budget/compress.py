@@ -27,25 +27,28 @@ other half (``benchmarks/compression.py``); none of them is specific to it.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
 import re
+import string
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from capsa.budget.evidence import link
 from capsa.budget.packet import Group, Passage, Shape
-from capsa.budget.relevance import Scorer, analyze, idf
+from capsa.budget.relevance import LexicalScorer, Scorer, analyze, idf, terms_of
 from capsa.budget.render import (
     ELLIPSIS,
     TAGGED,
+    Body,
     Layout,
     truncation_marker,
 )
 from capsa.budget.sentences import split_sentences
-from capsa.budget.tokens import Tokenizer
+from capsa.budget.tokens import Tokenizer, estimate_tokens
 
 _PASSAGE_WEIGHT = 0.3
 """Weight of the scorer's whole-passage relevance in every sentence's utility."""
@@ -60,8 +63,15 @@ _COVERAGE_DECAY = 0.2
 _NEAR_DUPLICATE = 0.85
 """Word-set Jaccard similarity above which two sentences count as the same."""
 
+_COUNTS_KEPT = 4096
+"""Most distinct strings one `Prepared` remembers the count of."""
+
 _WORD = re.compile(r"\w+")
-_NUMBER = re.compile(r"\w*\d\w*")
+_ASCII_WORD = re.compile(r"\w+", re.ASCII)
+"""`_WORD` for ASCII text, where both find the same words; a quicker scan."""
+_NO_NUMBERS: frozenset[str] = frozenset()
+_DIGIT = re.compile(r"\d")
+"""A sentence's numbers are its words holding a digit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +85,53 @@ class Unit:
     terms: tuple[str, ...]
     key: str
     words: frozenset[str]
-    numbers: frozenset[str]
-    prefix: tuple[str, ...]
+    lexicon: Lexicon = field(repr=False, compare=False)
+    """Where `numbers` and `prefix` come from, worked out only for sentences that
+    selection considers: most of a large input never is."""
+    position: int = field(repr=False, compare=False)
+    """This sentence's index in `lexicon`."""
+
+    @property
+    def numbers(self) -> frozenset[str]:
+        """The sentence's words holding a digit (near duplicates must share them)."""
+        return self.lexicon.numbers(self.position)
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        """The sentence's rarest words: any near duplicate shares one of them."""
+        return self.lexicon.prefix(self.position)
+
+
+class Lexicon:
+    """The lower-cased words of every sentence of one packing, and what derives from them.
+
+    Numbers and near-duplicate prefixes are computed on first use and kept.
+    """
+
+    __slots__ = ("_frequency", "_lowered", "_numbers", "_prefixes", "_words")
+
+    def __init__(self, lowered: Sequence[str], words: Sequence[Sequence[str]]) -> None:
+        self._lowered, self._words = lowered, words
+        self._frequency: Counter[str] | None = None
+        self._numbers: dict[int, frozenset[str]] = {}
+        self._prefixes: dict[int, tuple[str, ...]] = {}
+
+    def numbers(self, position: int) -> frozenset[str]:
+        found = self._numbers.get(position)
+        if found is None:
+            words = self._words[position]
+            found = self._numbers[position] = (
+                frozenset(filter(_DIGIT.search, words))
+                if _DIGIT.search(self._lowered[position]) else _NO_NUMBERS)
+        return found
+
+    def prefix(self, position: int) -> tuple[str, ...]:
+        found = self._prefixes.get(position)
+        if found is None:
+            if self._frequency is None:  # how many sentences hold each word
+                self._frequency = Counter(itertools.chain.from_iterable(map(set, self._words)))
+            found = self._prefixes[position] = _prefix(self._words[position], self._frequency)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +173,26 @@ class Prepared:
     measurable: bool
     """Whether relevance can be told at all: the query has terms, or something scored."""
     layout: Layout = TAGGED
+    counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    """Memo of `count`: packing one input for several budgets counts the same bodies."""
+    bodies: dict[tuple[object, ...], Body] = field(default_factory=dict, repr=False,
+                                                   compare=False)
+    """Memo of bodies built for a choice (see `capsa.budget.pack`), bounded as `counts`."""
+
+    def count(self, text: str) -> int:
+        """`tokenizer(text)`, remembered: tokenizers are deterministic, and bodies recur.
+
+        Bounded to `_COUNTS_KEPT` strings (cleared when full), so a long-lived
+        cached `Prepared` never grows without limit.
+        """
+        counts = self.counts
+        known = counts.get(text)
+        if known is None:
+            known = self.tokenizer(text)
+            if len(counts) >= _COUNTS_KEPT:
+                counts.clear()
+            counts[text] = known
+        return known
 
 
 @dataclass(slots=True)
@@ -157,18 +232,21 @@ def prepare(
     spans = [split_sentences(p.text) for _, p in inputs]
     texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
              for s, e in doc_spans]
-    unit_scores = _normalise(scorer.score(query, texts))
-    pooled = getattr(scorer, "score_passages", None)
-    if callable(pooled):  # the scorer can score passages from their sentences (embeddings)
-        grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
-            inputs, spans, strict=True)]
-        passage_scores = _normalise(pooled(query, [p.text for _, p in inputs], grouped))
-    else:
-        passage_scores = _normalise(scorer.score(query, [p.text for _, p in inputs]))
-    incoming = _min_max([p.score for _, p in inputs])
+    lowered = [text.lower() for text in texts]
+    words = [tuple((_ASCII_WORD if text.isascii() else _WORD).findall(text)) for text in lowered]
     query_terms = set(analyze(query))
-    analysed = [analyze(t) for t in texts]
+    analysed = [terms_of(unit_words) for unit_words in words]  # analyze(text), from its words
     weights = idf(query_terms, analysed) if texts else {}
+    separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
+                                                                          strict=True)]
+    if type(scorer) is LexicalScorer:  # what score() would compute, from terms already held
+        unit_scores = _normalise(scorer.score_terms(weights, analysed))
+        whole = _passage_terms(inputs, spans, separated, analysed)
+        passage_scores = _normalise(scorer.score_terms(idf(query_terms, whole), whole))
+    else:
+        unit_scores = _normalise(scorer.score(query, texts))
+        passage_scores = _passage_scores(scorer, query, inputs, spans)
+    incoming = _min_max([p.score for _, p in inputs])
     owners = [n for n, doc_spans in enumerate(spans) for _ in doc_spans]
     first = 0
     leads: list[int | None] = []
@@ -176,9 +254,7 @@ def prepare(
         leads.append(first if doc_spans else None)
         first += len(doc_spans)
     evidence = link(query, texts, analysed, unit_scores, owners, leads, passage_scores)
-    lowered = [text.lower() for text in texts]
-    words = [_WORD.findall(text) for text in lowered]
-    frequency: Counter[str] = Counter(word for unit_words in words for word in set(unit_words))
+    lexicon = Lexicon(lowered, words)
     docs: list[Doc] = []
     position = 0
     counters: dict[Group, int] = {"attached": 0, "retrieved": 0}
@@ -189,10 +265,10 @@ def prepare(
             units.append(Unit(
                 start=start, end=end, tokens=tokenizer(texts[position]),
                 relevance=evidence.relevance[position],
-                terms=tuple(sorted(query_terms.intersection(analysed[position]))),
+                terms=(() if query_terms.isdisjoint(analysed[position])
+                       else tuple(sorted(query_terms.intersection(analysed[position])))),
                 key=" ".join(words[position]), words=frozenset(words[position]),
-                numbers=frozenset(_NUMBER.findall(lowered[position])),
-                prefix=_prefix(words[position], frequency),
+                lexicon=lexicon, position=position,
             ))
             position += 1
         joins = []
@@ -201,12 +277,15 @@ def prepare(
             if between not in join_tokens:
                 join_tokens[between] = tokenizer(between)
             joins.append(join_tokens[between])
-        whole = sum(u.tokens for u in units) + sum(joins)
+        whole_tokens = sum(u.tokens for u in units) + sum(joins)
         docs.append(Doc(
             index=counters[group], group=group, passage=passage, units=tuple(units),
             spans=doc_spans,
             joins=tuple(joins),
-            tokens_full=tokenizer(passage.text), whole_tokens=whole,
+            tokens_full=(_estimate_whole(passage.text, doc_spans, whole_tokens)
+                         if tokenizer is estimate_tokens and separated[n]
+                         else tokenizer(passage.text)),
+            whole_tokens=whole_tokens,
             overhead=tokenizer(layout.document_overhead(passage)),
             prior=(_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n]
                    + _LINK_WEIGHT * evidence.linked[n]),
@@ -224,6 +303,59 @@ def prepare(
         measurable=bool(query_terms) or any(unit_scores) or any(passage_scores),
         layout=layout,
     )
+
+
+def _separated(text: str, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether only whitespace separates a passage's sentences and surrounds them.
+
+    Then no word, and no piece of `estimate_tokens`, straddles two sentences:
+    the passage's terms are its sentences' terms in order, and its estimate is
+    theirs plus the whitespace's (see `_estimate_whole`). A sentence cut inside
+    a word, or a CJK full stop with no space after it, fails this test.
+    """
+    if not spans or text[:spans[0][0]].strip() or text[spans[-1][1]:].strip():
+        return False
+    return all(text[end:start].isspace() for (_, end), (start, _) in itertools.pairwise(spans))
+
+
+def _passage_terms(inputs: Sequence[tuple[Group, Passage]],
+                   spans: Sequence[Sequence[tuple[int, int]]], separated: Sequence[bool],
+                   analysed: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Each passage's `analyze` terms: its sentences' joined when `_separated`."""
+    whole: list[tuple[str, ...]] = []
+    position = 0
+    for (_, passage), doc_spans, apart in zip(inputs, spans, separated, strict=True):
+        mine = analysed[position:position + len(doc_spans)]
+        position += len(doc_spans)
+        whole.append(tuple(itertools.chain.from_iterable(mine)) if apart
+                     else analyze(passage.text))
+    return whole
+
+
+def _passage_scores(scorer: Scorer, query: str, inputs: Sequence[tuple[Group, Passage]],
+                    spans: Sequence[Sequence[tuple[int, int]]]) -> list[float]:
+    pooled = getattr(scorer, "score_passages", None)
+    if callable(pooled):  # the scorer can score passages from their sentences (embeddings)
+        grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
+            inputs, spans, strict=True)]
+        return _normalise(pooled(query, [p.text for _, p in inputs], grouped))
+    return _normalise(scorer.score(query, [p.text for _, p in inputs]))
+
+
+def _estimate_whole(text: str, spans: Sequence[tuple[int, int]], inner: int) -> int:
+    """`estimate_tokens(text)` of a `_separated` passage, from what is already counted.
+
+    The estimate is additive over whitespace-separated pieces but for one case:
+    a newline right after a symbol joins the symbol's piece for free. So the
+    whole is the sentences and the whitespace between them (`inner`), plus the
+    whitespace around them, less one for each sentence ending in a symbol that
+    a newline follows.
+    """
+    total = inner + estimate_tokens(text[:spans[0][0]]) + estimate_tokens(text[spans[-1][1]:])
+    for _, end in spans:
+        if text.startswith("\n", end) and text[end - 1] in string.punctuation:
+            total -= 1
+    return total
 
 
 def relevant(doc: Doc, floor: float | None) -> bool:
@@ -335,33 +467,48 @@ class _State:
         self.order: list[int] = []
         self.cut: dict[int, int | None] = {}
         self.covered: dict[str, int] = defaultdict(int)
+        """How often each query term is covered; only terms covered at least once are keys."""
         self.deferred: dict[int, list[int]] = defaultdict(list)
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
-        self.heap = [(-self.utility(n, k), n, k) for n, doc in enumerate(docs)
-                     if n not in self.irrelevant for k, unit in enumerate(doc.units)
-                     if floor is None or unit.relevance > floor or (k == 0 and doc.linked > floor)]
+        self.mass: dict[tuple[int, int], float] = {}
+        self.version = 0
+        """Bumped whenever coverage changes; a heap entry of the current version is exact."""
+        lead = _LEAD_BONUS if shape != "brief" else 0.0
+        # `utility` with nothing covered yet, written out: novelty is 1 for every sentence
+        self.entries = [(-(unit.relevance + doc.prior + (lead if k == 0 else 0.0)), n, k, 0)
+                        for n, doc in enumerate(docs) if n not in self.irrelevant
+                        for k, unit in enumerate(doc.units)
+                        if floor is None or unit.relevance > floor
+                        or (k == 0 and doc.linked > floor)]
+        self.heap = list(self.entries)
         heapq.heapify(self.heap)
-        self.ranked = sorted(self.heap)
 
     def utility(self, n: int, k: int) -> float:
         doc = self.docs[n]
         unit = doc.units[k]
-        mass = sum(self.prepared.weights[t] for t in unit.terms)
+        lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
+        if not unit.terms or self.covered.keys().isdisjoint(unit.terms):
+            return unit.relevance + doc.prior + lead  # novelty 1: none of its terms covered yet
+        weights = self.prepared.weights
+        mass = self.mass.get((n, k))
+        if mass is None:
+            mass = self.mass[(n, k)] = sum(weights[t] for t in unit.terms)
         novelty = 1.0
         if mass > 0:
-            novelty = sum(self.prepared.weights[t] * _COVERAGE_DECAY ** self.covered[t]
+            covered = self.covered
+            novelty = sum(weights[t] * _COVERAGE_DECAY ** covered.get(t, 0)
                           for t in unit.terms) / mass
-        lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
         return unit.relevance * novelty + doc.prior + lead
 
     def run(self) -> None:
         while self.heap:
-            negative, n, k = heapq.heappop(self.heap)
-            current = self.utility(n, k)
-            if current < -negative - 1e-12:
-                heapq.heappush(self.heap, (-current, n, k))
-                continue
+            negative, n, k, version = heapq.heappop(self.heap)
+            if version != self.version:  # terms were covered since: its utility may have fallen
+                current = self.utility(n, k)
+                if current < -negative - 1e-12:
+                    heapq.heappush(self.heap, (-current, n, k, self.version))
+                    continue
             self.consider(n, k)
 
     def consider(self, n: int, k: int) -> None:
@@ -388,18 +535,39 @@ class _State:
         self.seen.add(unit)
         for term in unit.terms:
             self.covered[term] += 1
+        if unit.terms:
+            self.version += 1
         for waiting in self.deferred.pop(n, []):
-            heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting))
+            heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting, self.version))
 
     def added_cost(self, doc: Doc, kept: set[int], k: int) -> int:
-        before = _body_cost(self.prepared, doc, sorted(kept), self.shape) if kept else 0
-        return _body_cost(self.prepared, doc, sorted(kept | {k}), self.shape) - before
+        """``_body_cost(kept | {k}) - _body_cost(kept)``, from `k`'s neighbours alone."""
+        if k in kept:
+            return 0
+        if not kept or self.shape == "features":
+            before = _body_cost(self.prepared, doc, sorted(kept), self.shape) if kept else 0
+            return _body_cost(self.prepared, doc, sorted(kept | {k}), self.shape) - before
+        order = sorted(kept)
+        at = bisect.bisect_left(order, k)
+        gap, last = self.prepared.gap, len(doc.units) - 1
+        cost = doc.units[k].tokens
+        if 0 < at < len(order):  # k falls between two kept sentences
+            cost -= _join(doc, order[at - 1], order[at], gap)
+        if at > 0:
+            cost += _join(doc, order[at - 1], k, gap)
+        elif order[0] > 0 and k == 0:  # k is the new first: the leading marker goes
+            cost -= gap
+        if at < len(order):
+            cost += _join(doc, k, order[at], gap)
+        elif order[-1] < last and k == last:  # k is the new last: the trailing marker goes
+            cost -= gap
+        return cost
 
     def fallback_cut(self) -> None:
         """Nothing fit whole: cut the most useful sentence to the room left."""
         if self.kept:
             return
-        for _, n, k in self.ranked:
+        for _, n, k, _ in sorted(self.entries):
             doc = self.docs[n]
             if self.seen.covers(doc.units[k]) or n in self.capped:
                 continue
@@ -449,9 +617,9 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
     units = doc.units
     if cut is not None:
         last = units[kept[-1]]
-        marker = prepared.tokenizer(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
+        marker = prepared.count(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
         head = sum(units[k].tokens for k in kept[:-1])
-        tail = prepared.tokenizer(doc.passage.text[last.start:cut])
+        tail = prepared.count(doc.passage.text[last.start:cut])
         joins = _joins(prepared, doc, kept) if shape == "passages" else 0
         lead = prepared.gap if kept[0] > 0 and shape != "features" else 0
         bullets = prepared.bullet * len(kept) + 1 if shape == "features" else 0
@@ -462,6 +630,11 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
     joins = _joins(prepared, doc, kept)
     markers = (kept[0] > 0) + (kept[-1] < len(units) - 1)
     return tokens + joins + markers * prepared.gap
+
+
+def _join(doc: Doc, a: int, b: int, gap: int) -> int:
+    """Tokens between kept sentences `a` < `b`: their own whitespace when adjacent, else a gap."""
+    return doc.joins[a] if b == a + 1 else gap
 
 
 def _joins(prepared: Prepared, doc: Doc, kept: Sequence[int]) -> int:
@@ -552,9 +725,13 @@ class Seen:
 
 def _prefix(words: Sequence[str], frequency: Counter[str]) -> tuple[str, ...]:
     """The rarest words of a sentence: any near duplicate shares at least one of them."""
-    distinct = sorted(set(words), key=lambda word: (frequency[word], word))
-    if len(distinct) < 6:
+    if len(words) < 6:
         return ()
+    unique = set(words)
+    if len(unique) < 6:
+        return ()
+    # by (frequency, word): a stable sort by frequency of the alphabetical order
+    distinct = sorted(sorted(unique), key=frequency.__getitem__)
     return tuple(distinct[:len(distinct) - math.ceil(_NEAR_DUPLICATE * len(distinct)) + 1])
 
 

@@ -41,6 +41,8 @@ from capsa.errors import BudgetError
 __all__ = ["compress_text", "pack"]
 
 _QUICK_ATTEMPTS = 6
+_BODIES_KEPT = 4096
+"""Most bodies one prepared input remembers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,15 +116,21 @@ def pack(
 
 
 _DEFAULT_SCORER = LexicalScorer()
-_PREPARED: OrderedDict[tuple[object, ...], tuple[object, Scorer, Prepared]] = OrderedDict()
+_PREPARED: OrderedDict[tuple[object, ...], tuple[object, Scorer, Prepared, int]] = OrderedDict()
 _PREPARED_SIZE = 8
+_PREPARED_CHARS = 2_000_000
+"""Most input characters the cache holds; the newest entry stays whatever its size.
+
+A prepared input holds several objects per sentence: eight large documents
+kept after use would cost memory and slow every later garbage collection."""
 _PREPARED_LOCK = threading.Lock()
 
 
 def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequence[Passage],
                     counter: TokenizerLike | None, scorer: Scorer, layout: Layout) -> Prepared:
     """`prepare`, reusing the last few results: packing one retrieval for several budgets
-    (or retrying with a smaller one) segments, counts and scores it once.
+    (or retrying with a smaller one) segments, counts and scores it once. The cache
+    holds at most `_PREPARED_SIZE` inputs and, but for the newest, `_PREPARED_CHARS`.
 
     The key is the query, every input's id, text, source and score, the layout,
     and the very counter and scorer objects the caller passed (held by the cache,
@@ -138,10 +146,12 @@ def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequen
             return hit[2]
     prepared = prepare(query, attachments, passages, tokenizer=as_tokenizer(counter),
                        scorer=scorer, layout=layout)
+    size = sum(len(p.text) for p in attachments) + sum(len(p.text) for p in passages)
     with _PREPARED_LOCK:
-        _PREPARED[key] = (counter, scorer, prepared)
-        while len(_PREPARED) > _PREPARED_SIZE:
-            _PREPARED.popitem(last=False)
+        _PREPARED[key] = (counter, scorer, prepared, size)
+        held = sum(entry[3] for entry in _PREPARED.values())
+        while len(_PREPARED) > _PREPARED_SIZE or (held > _PREPARED_CHARS and len(_PREPARED) > 1):
+            held -= _PREPARED.popitem(last=False)[1][3]
     return prepared
 
 
@@ -218,7 +228,7 @@ def compress_text(
         choice = selection.chosen.get(0)
         if choice is None:
             return ""
-        result = _body(doc, choice, "passages").raw
+        result = _body(prepared, doc, choice, "passages").raw
         used = count(result)
         if used <= max_tokens:
             return result
@@ -314,7 +324,7 @@ def _settle(prepared: Prepared, docs: Sequence[Doc], selection: Selection) -> Se
         everything = list(range(len(doc.units)))
         if choice.kept == everything and choice.cut is None:
             continue
-        if prepared.tokenizer(_body(doc, choice, "passages").raw) >= doc.tokens_full:
+        if prepared.count(_body(prepared, doc, choice, "passages").raw) >= doc.tokens_full:
             selection.chosen[n] = Choice(everything)
     return selection
 
@@ -331,7 +341,7 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     )
     for group, selection, docs in groups:
         for n, choice in selection.chosen.items():
-            body = _body(docs[n], choice, budget.shape)
+            body = _body(prepared, docs[n], choice, budget.shape)
             if not budget.mark_excerpts:
                 body = replace(body, excerpt=None)
             ranks[(group, n)] = len(kept)
@@ -343,7 +353,8 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     for group, selection, docs in groups:
         for n, doc in enumerate(docs):
             kept_choice = selection.chosen.get(n)
-            prose = None if kept_choice is None else _body(doc, kept_choice, "passages").raw
+            prose = (None if kept_choice is None
+                     else _body(prepared, doc, kept_choice, "passages").raw)
             receipts.append(_receipt(prepared, doc, kept_choice, ranks.get((group, n)), prose,
                                      selection, budget, nothing))
     return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
@@ -367,7 +378,7 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
         detail = f"cut to {shown} of {len(doc.passage.text)} characters"
     else:
         detail = f"kept {len(choice.kept)} of {len(doc.units)} sentences"
-    return Receipt(**common, tokens_kept=prepared.tokenizer(text), kept_spans=spans,
+    return Receipt(**common, tokens_kept=prepared.count(text), kept_spans=spans,
                    truncated=choice.cut is not None, whole=whole, rank=rank, detail=detail,
                    query_terms_preserved=_preserved(doc, choice))
 
@@ -419,8 +430,17 @@ def _spans(doc: Doc, choice: Choice) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
-def _body(doc: Doc, choice: Choice, shape: Shape) -> Body:
-    return build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut)
+def _body(prepared: Prepared, doc: Doc, choice: Choice, shape: Shape) -> Body:
+    """The body of `choice`, built once per prepared input: planning, rendering and the
+    receipt all ask for it, and packing for several budgets often keeps the same."""
+    key = (doc.group, doc.index, tuple(choice.kept), choice.cut, shape)
+    body = prepared.bodies.get(key)
+    if body is None:
+        body = build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut)
+        if len(prepared.bodies) >= _BODIES_KEPT:
+            prepared.bodies.clear()
+        prepared.bodies[key] = body
+    return body
 
 
 def _demand(prepared: Prepared, docs: Sequence[Doc], group: Group, shape: Shape) -> int:

@@ -13,11 +13,12 @@ per-character matching for CJK. It needs no model and is deterministic.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
@@ -83,16 +84,32 @@ class LexicalScorer(BaseModel):
         if not query_terms or not texts:
             return [0.0] * len(texts)
         docs = [analyze(text) for text in texts]
-        weights = idf(query_terms, docs)
+        return self.score_terms(idf(query_terms, docs), docs)
+
+    def score_terms(self, weights: dict[str, float],
+                    docs: Sequence[Sequence[str]]) -> list[float]:
+        """`score` from texts already analysed, given the query terms' `idf` over them.
+
+        The packer calls this with the terms it already holds (see
+        `capsa.budget.compress.prepare`), so no text is analysed twice.
+        """
+        if not weights or not docs:
+            return [0.0] * len(docs)
         average = sum(len(doc) for doc in docs) / len(docs) or 1.0
         scores = []
         for doc in docs:
-            counts = Counter(term for term in doc if term in weights)
+            if weights.keys().isdisjoint(doc):  # most sentences match no query term
+                scores.append(0.0)
+                continue
+            counts: dict[str, int] = {}
+            for term in doc:
+                if term in weights:
+                    counts[term] = counts.get(term, 0) + 1
             norm = self.k1 * (1.0 - self.b + self.b * len(doc) / average)
             scores.append(
                 sum(
                     (w * counts[t] * (self.k1 + 1.0) / (counts[t] + norm)
-                     for t, w in weights.items() if counts[t]),
+                     for t, w in weights.items() if t in counts),
                     0.0,
                 )
             )
@@ -223,20 +240,24 @@ _CACHED_TEXT_CHARS = 2000
 
 @lru_cache(maxsize=8192)
 def _analyze_cached(text: str) -> tuple[str, ...]:
-    terms: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        term = _TERMS.get(word)
-        if term is None:
-            term = _term(word)
-            if len(_TERMS) > _TERM_CACHE_SIZE:
-                _TERMS.clear()
-            _TERMS[word] = term
-        if term:
-            terms.extend(term.split(" ") if " " in term else (term,))
-    return tuple(terms)
+    return terms_of(_WORD.findall(text.lower()))
 
 
-_TERMS: dict[str, str] = {}
+def terms_of(words: Sequence[str]) -> tuple[str, ...]:
+    """The terms of lower-cased words (``\\w+`` runs), as `analyze` gives them for their text."""
+    parts = list(map(_TERMS.get, words))
+    if None in parts:
+        if len(_TERMS) > _TERM_CACHE_SIZE:
+            _TERMS.clear()
+        for n, part in enumerate(parts):
+            if part is None:
+                term = _term(words[n])
+                parts[n] = _TERMS[words[n]] = tuple(term.split(" ")) if term else ()
+    return tuple(itertools.chain.from_iterable(parts))  # type: ignore[arg-type]
+
+
+_TERMS: dict[str, tuple[str, ...]] = {}
+"""Each word's terms, as `_term` spells them split: () for a stop word."""
 _TERM_CACHE_SIZE = 200_000
 
 
@@ -253,9 +274,10 @@ def _term(word: str) -> str:
 def idf(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, float]:
     """Return the BM25 inverse document frequency of each query term over `docs`."""
     total = len(docs)
-    frequency: Counter[str] = Counter()
+    frequency = dict.fromkeys(query_terms, 0)
     for doc in docs:
-        frequency.update(query_terms.intersection(doc))
+        for term in query_terms.intersection(doc):
+            frequency[term] += 1
     return {
         term: math.log(1.0 + (total - frequency[term] + 0.5) / (frequency[term] + 0.5))
         for term in sorted(query_terms)

@@ -131,8 +131,10 @@ def _breaks_after(text: str, line_start: int, line_end: int, next_start: int, en
         return True
     if line.endswith((".", "!", "?", "…", "。", "！", "？", '."', ".”")):
         return True
-    following = text[next_start:end]
-    return bool(_LINE_START.match(following)) or "\t" in following.split("\n", 1)[0]
+    if _LINE_START.match(text, next_start, end):
+        return True
+    next_end = text.find("\n", next_start, end)
+    return "\t" in text[next_start:end if next_end < 0 else next_end]
 
 
 def _split_run(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:

@@ -12,6 +12,7 @@ documents in capsa's provenance-tagged containers for a prompt template.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
@@ -135,8 +136,8 @@ class CapsaCompressor(BaseDocumentCompressor):
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
-        """Async twin of `compress_documents` (packing itself does no I/O)."""
-        kept, report = compress(documents, query, self._settings())
+        """Async twin of `compress_documents`; packs in a worker thread (see `acompress`)."""
+        kept, report = await acompress(documents, query, self._settings())
         if _can_dispatch(callbacks):
             await adispatch_custom_event(REPORT_EVENT, report, config=_event_config(callbacks))
         return kept
@@ -187,6 +188,20 @@ def compress(documents: Sequence[Document], query: str,
     ]
     warn_if_empty(packet, what="documents")
     return kept, report(packet, [receipts[r.passage_id] for r in packet.receipts])
+
+
+async def acompress(documents: Sequence[Document], query: str,
+                    settings: PackSettings) -> tuple[list[Document], dict[str, Any]]:
+    """`compress` in a worker thread, so the event loop keeps serving while it packs.
+
+    Always off the loop, whatever the input's size: packing is CPU work that
+    grows with the text (about a second for a few megabytes), and a caller's
+    tokenizer or scorer may be slow or even call a model, so size alone cannot
+    tell a cheap call. A thread hop costs well under a millisecond. The
+    caller's context variables (LangChain's run context among them) are copied
+    into the thread.
+    """
+    return await asyncio.to_thread(compress, documents, query, settings)
 
 
 def to_passages(documents: Sequence[Document]) -> list[Passage]:

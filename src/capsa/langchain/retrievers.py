@@ -27,6 +27,7 @@ from capsa.langchain.compressors import (
     Counter,
     LanguageModel,
     PackSettings,
+    acompress,
     compress,
     counter,
 )
@@ -126,7 +127,7 @@ class BudgetedRetriever(BaseRetriever):
     ) -> list[Document]:
         config = patch_config(kwargs.pop(_CONFIG, None), callbacks=run_manager.get_child())
         candidates = await self.retriever.ainvoke(query, config=config, **kwargs)
-        kept, report = compress(candidates, query, self._settings(k))
+        kept, report = await acompress(candidates, query, self._settings(k))
         await adispatch_custom_event(REPORT_EVENT, report, config=config)
         return kept
 

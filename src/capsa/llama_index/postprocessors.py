@@ -16,6 +16,7 @@ capsa's tags are never charged, because LlamaIndex never sends them.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import re
 from collections.abc import Sequence
@@ -146,18 +147,23 @@ class CapsaNodePostprocessor(BaseNodePostprocessor):
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        sent = self._as_sent(nodes)
-        packet = self._pack(sent, query_bundle)
+        sent, packet = self._sent_and_packed(nodes, query_bundle)
         _dispatcher.event(_event(packet))
         return _to_nodes(packet, sent)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        sent = self._as_sent(nodes)
-        packet = self._pack(sent, query_bundle)
+        # In a worker thread, always: packing grows with the text and the tokenizer or
+        # scorer may be slow, so the loop must not wait on it (context is copied in).
+        sent, packet = await asyncio.to_thread(self._sent_and_packed, nodes, query_bundle)
         await _dispatcher.aevent(_event(packet))
         return _to_nodes(packet, sent)
+
+    def _sent_and_packed(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+                         ) -> tuple[list[NodeWithScore], Packet]:
+        sent = self._as_sent(nodes)
+        return sent, self._pack(sent, query_bundle)
 
     def _as_sent(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         """Copies of the nodes as they will be sent: receipt key excluded, paths hidden."""

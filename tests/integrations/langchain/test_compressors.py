@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from typing import Any
 from uuid import UUID
@@ -200,3 +201,14 @@ def test_format_packet_marks_excerpts_exactly_as_the_packet_was_counted() -> Non
                 for n, d in enumerate(documents(), start=1)]
     expected = pack(QUERY, passages, budget).render()
     assert 'shown="' in expected and format_packet.invoke(kept) == expected
+
+
+async def test_async_compression_leaves_the_event_loop_free(loop_watch: Any) -> None:
+    texts = loop_watch.large_texts()
+    docs = [Document(page_content=text, id=f"d{n}") for n, text in enumerate(texts)]
+    compressor = CapsaCompressor(budget=Budget(max_tokens=2000), tokenizer=loop_watch.tokenizer)
+    loop_watch.enter("tenant-a")
+    kept = await loop_watch.run(compressor.acompress_documents(docs, "local variable unbound"))
+    assert kept and loop_watch.ticks_while_packing > 0
+    assert threading.get_ident() not in loop_watch.threads
+    assert loop_watch.tenants == {"tenant-a"}

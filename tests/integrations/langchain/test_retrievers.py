@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from operator import itemgetter
 from typing import Any
 from uuid import UUID
@@ -237,3 +238,15 @@ def test_budget_for_model_fits_the_whole_request_in_the_models_window() -> None:
     [sent] = handler.sent
     assert sum(estimate_tokens(get_buffer_string([m])) for m in sent) <= 900 - 300
     assert "EUR 230" in str(sent[0].content)
+
+
+async def test_async_retrieval_packs_off_the_event_loop(loop_watch: Any) -> None:
+    texts = loop_watch.large_texts()
+    docs = [Document(page_content=text, id=f"d{n}") for n, text in enumerate(texts)]
+    retriever = BudgetedRetriever(retriever=RunnableLambda(lambda query: docs),
+                                  budget=Budget(max_tokens=2000), tokenizer=loop_watch.tokenizer)
+    loop_watch.enter("tenant-b")
+    kept = await loop_watch.run(retriever.ainvoke("local variable unbound"))
+    assert kept and loop_watch.ticks_while_packing > 0
+    assert threading.get_ident() not in loop_watch.threads
+    assert loop_watch.tenants == {"tenant-b"}

@@ -6,6 +6,7 @@ import hashlib
 import logging
 import pickle
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -335,3 +336,15 @@ def test_budget_for_llm_fits_the_query_engines_whole_prompt_in_the_window(
     prompt = str(response.response)
     assert "EUR 230" in prompt
     assert len(count(prompt)) <= llm.metadata.context_window - 256  # system prompt included
+
+
+async def test_async_postprocessing_leaves_the_event_loop_free(loop_watch: Any) -> None:
+    large = [NodeWithScore(node=TextNode(text=text, id_=f"n{n}"), score=1.0)
+             for n, text in enumerate(loop_watch.large_texts())]
+    post = CapsaNodePostprocessor(budget=Budget(max_tokens=2000), tokenizer=loop_watch.tokenizer)
+    loop_watch.enter("tenant-c")
+    kept = await loop_watch.run(post.apostprocess_nodes(
+        large, query_bundle=QueryBundle("local variable unbound")))
+    assert kept and loop_watch.ticks_while_packing > 0
+    assert threading.get_ident() not in loop_watch.threads
+    assert loop_watch.tenants == {"tenant-c"}

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from capsa.budget import Budget, Passage, as_tokenizer, estimate_tokens, pack
+from capsa.budget.tokens import _PIECES, _SCRIPT_RUNS
 
 
 def test_estimate_tokens_is_zero_for_empty_text() -> None:
@@ -122,3 +126,38 @@ def test_as_tokenizer_counts_a_hugging_face_tokenizers_encoding() -> None:
     tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     assert as_tokenizer(tokenizer)("the hotel cap is high") == 5  # an Encoding, by its length
     assert as_tokenizer(tokenizer.encode)("the hotel cap") == 3
+
+
+_REFERENCE_LONG_RUNS = re.compile(r"[A-Za-z]{8,}|[0-9]{4,}|[!-/:-@\[-`{-~]{3,}")
+
+
+def _reference_estimate(text: str) -> int:
+    """The estimate as first written: a second regular-expression pass for long runs."""
+    if not text:
+        return 0
+    count = len(_PIECES.findall(text))
+    for run in _REFERENCE_LONG_RUNS.findall(text):
+        if run[0].isalpha():
+            count += (len(run) - 1) // 7
+        elif run[0].isdigit():
+            count += (len(run) + 2) // 3 - 1
+        else:
+            count += (len(run) + 1) // 2 - 1
+    for match in _SCRIPT_RUNS.finditer(text):
+        size = match.end() - match.start()
+        if match.lastgroup == "cyrillic":
+            count += 1 + (size + 1) // 3 - size
+        elif match.lastgroup == "arabic":
+            count += 1 + (2 * size) // 3 - size
+        else:
+            count += 1
+    return count
+
+
+_ALPHABET = ("abcdefghXYZ0123456789 \n\t\r\x0b\x0c\x1c\x1f\x7f.,;:<>/=-_!#`\"'()"
+             "é文жжاب\u0915\x00\u00a0\u3000")
+
+
+@given(st.text(alphabet=st.sampled_from(_ALPHABET), max_size=300))
+def test_estimate_tokens_by_chunks_is_the_two_pass_estimate(text: str) -> None:
+    assert estimate_tokens(text) == _reference_estimate(text)

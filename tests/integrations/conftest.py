@@ -1,0 +1,77 @@
+"""What the adapters' async tests share: a watch on the event loop while capsa packs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Awaitable
+from pydoc_data.topics import topics
+from typing import TypeVar
+
+import pytest
+
+from capsa.budget import estimate_tokens
+
+T = TypeVar("T")
+
+_TENANT: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="none")
+
+
+class LoopWatch:
+    """A ticker on the event loop, and what it had counted at each token count.
+
+    `tokenizer` is handed to the adapter under test: each call notes the
+    ticker's count, the thread and the tenant (a context variable the test
+    sets with `enter`) it runs in. If packing ran on the loop, the ticker could
+    not move between the first and the last count.
+    """
+
+    @staticmethod
+    def large_texts(count: int = 40) -> list[str]:
+        """About 400 KB of real prose and code (the Python manual), in `count` documents."""
+        manual = [topics[key] for key in sorted(topics)]
+        return ["\n\n".join(manual[n::count]) for n in range(count)]
+
+    @staticmethod
+    def enter(tenant: str) -> None:
+        """Set the tenant context variable for the rest of the test's task."""
+        _TENANT.set(tenant)
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.seen: list[int] = []
+        self.threads: set[int] = set()
+        self.tenants: set[str] = set()
+
+    def tokenizer(self, text: str) -> int:
+        self.seen.append(self.ticks)
+        self.threads.add(threading.get_ident())
+        self.tenants.add(_TENANT.get())
+        return estimate_tokens(text)
+
+    async def run(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable` while a task ticks the loop as often as it gets to run."""
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            while not done.is_set():
+                self.ticks += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(tick())
+        try:
+            return await awaitable
+        finally:
+            done.set()
+            await ticker
+
+    @property
+    def ticks_while_packing(self) -> int:
+        """How far the ticker moved between the first and the last token count."""
+        return self.seen[-1] - self.seen[0] if self.seen else 0
+
+
+@pytest.fixture
+def loop_watch() -> LoopWatch:
+    return LoopWatch()
