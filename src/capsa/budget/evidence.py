@@ -9,8 +9,10 @@ module finds those links the way a reader does, from names:
 - *entities*: the capitalised words and numbers of a sentence, as terms;
 - *second hop*: the entities of the best-matching sentences that the question
   does not contain are the names the answer may hang on; a passage whose
-  opening (its subject, in encyclopaedic and reference text) is one of those
-  names is *linked*, and the packer ranks it as if it matched the question;
+  opening (its subject, in encyclopaedic and reference text) is one of the
+  names *another* passage's best sentences mention is *linked*, and the packer
+  ranks it as if it matched the question (a passage naming its own subject
+  links nothing);
 - *answer type*: "when" and "what year" questions favour sentences with a year
   or a date, "how many" and "how much" ones sentences with a number.
 
@@ -124,10 +126,8 @@ def link(
         return Evidence(tuple(relevance), tuple(linked))
     seeds = sorted((k for k in range(count) if scores[k] > 0),
                    key=lambda k: (-(scores[k] + priors[owners[k]]), k))[:_SEEDS]
-    hop_terms: set[str] = set()
-    for k in seeds:
-        hop_terms.update(entity_terms(texts[k]))
-    hop_terms -= query_terms
+    named = [(owners[k], entity_terms(texts[k]) - query_terms) for k in seeds]
+    hop_terms: set[str] = set().union(*(names for _, names in named))
     if hop_terms:
         frequency: Counter[str] = Counter()
         for unit_terms in terms:
@@ -140,7 +140,10 @@ def link(
             head = _head_terms(texts[lead])
             if not head:
                 continue
-            mass = sum(weights.get(t, 0.0) for t in head)
+            # Only names from other passages link one: a passage's own best sentence
+            # naming its own subject says nothing about where the answer hangs.
+            others = set().union(*(names for owner, names in named if owner != n))
+            mass = sum(weights[t] for t in head if t in others)
             total = sum(weights.get(t, 1.0) for t in head)
             linked[n] = mass / total if total else 0.0
     cue = answer_cue(query)
