@@ -380,7 +380,18 @@ def leftover_processes(extractor: IsolatedExtractor, *, marker: bytes | None = N
     inner = {pid for pid in found
              if _parent(pid) in outer and b"capsa.guard._worker" in _cmdline(pid)
              and _in_own_pid_namespace(pid)}
-    return [pid for pid in found if pid not in outer | inner]
+    zygotes = outer | inner
+    # Each zygote keeps one spare forked ahead of the next file: it has run
+    # no parser yet, and is named so until it is handed a file.
+    spares = {pid for pid in found if _parent(pid) in zygotes and _comm(pid) == b"capsa-spare"}
+    return [pid for pid in found if pid not in zygotes | spares]
+
+
+def _comm(pid: int) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / "comm").read_bytes().strip()
+    except OSError:
+        return b""
 
 
 def _in_own_pid_namespace(pid: int) -> bool:
@@ -426,6 +437,15 @@ def _parent(pid: int) -> int:
         return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+def scratch_files(extractor: IsolatedExtractor) -> list[Path]:
+    """Every file (not directory) under the pool's scratch tree.
+
+    Between files the tree holds only empty directories: the waiting spare's
+    own ``file-*`` directory, made before its file arrives.
+    """
+    return sorted(path for path in worker_scratch(extractor).rglob("*") if not path.is_dir())
 
 
 def worker_scratch(extractor: IsolatedExtractor) -> Path:

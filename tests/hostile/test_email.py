@@ -27,7 +27,7 @@ from .conftest import (
     good_for,
     run_among_good,
     run_set,
-    worker_scratch,
+    scratch_files,
 )
 
 
@@ -56,15 +56,14 @@ def test_e2_attachment_flood_is_refused(real_pool: IsolatedExtractor) -> None:
 def test_e3_traversal_attachment_name_is_never_written(real_pool: IsolatedExtractor) -> None:
     message = eml_with_attachments("Northwind Harbor body text.",
                                    [(TRAVERSAL_FILENAME, "text/plain", b"* * * * * evil")])
-    scratch = worker_scratch(real_pool)
-    before = sorted(p.name for p in scratch.iterdir())
+    before = scratch_files(real_pool)
     outcome = _run_eml(real_pool, message, label="../../etc/cron.d/mail.eml")
     assert isinstance(outcome, Extracted)
     assert outcome.label == "mail.eml"
     assert "Northwind Harbor body text." in outcome.text
     assert "evil" not in outcome.text  # the attachment is a file of its own ...
     assert "- xtxt.exe (14 bytes, text/plain; extracted separately)" in outcome.text
-    assert sorted(p.name for p in scratch.iterdir()) == before
+    assert scratch_files(real_pool) == before
 
 
 @pytest.mark.slow

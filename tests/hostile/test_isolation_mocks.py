@@ -26,6 +26,7 @@ from .conftest import (
     leftover_processes,
     run_among_good,
     sandbox_marker,
+    scratch_files,
     worker_scratch,
 )
 
@@ -96,7 +97,7 @@ def test_big_file_write_stops_at_the_file_size_limit(misbehaving_pool: PoolFor) 
     assert "File too large" in omission.detail
     # The file went into the child's own scratch directory, removed with it;
     # test_r4_file_writes_stop_at_the_limit_... measures what reached the disk.
-    assert not list(worker_scratch(pool).glob("file-*"))
+    assert scratch_files(pool) == []
     assert not list(worker_scratch(pool).rglob("capsa-big-write"))
 
 

@@ -49,6 +49,7 @@ from .conftest import (
     probes_importable,
     run_among_good,
     sandbox_marker,
+    sandbox_processes,
     worker_scratch,
 )
 
@@ -379,3 +380,34 @@ def test_extract_all_raises_the_first_typed_error_when_asked(
     with pytest.raises(IngestionRejected) as rejected:
         extract_all(files[2:], pool, LIMITS, on_rejection="raise")
     assert (rejected.value.stage, rejected.value.reason) == ("size", "empty")
+
+
+def _spares(pool: IsolatedExtractor) -> list[int]:
+    zygote = pool.health["pid"]
+    return [pid for pid in sandbox_processes(pool) if _parent(pid) == zygote
+            and Path(f"/proc/{pid}/comm").read_bytes().strip() == b"capsa-spare"]
+
+
+def test_an_idle_worker_holds_one_confined_spare_and_each_file_gets_a_new_one() -> None:
+    with IsolatedExtractor(PlainTextExtractor(), workers=1, light_path=False) as pool:
+        pool.warm_up()
+        (first,) = _wait_for(lambda: _spares(pool))
+        assert _cpu_limit(first) is None  # no file yet, so none of a file's limits
+        if pool.health.sandbox.is_active("unprivileged_uid") and os.geteuid() == 0:
+            # confined while it waits, within moments of its fork: the worker's own uid
+            assert _wait_for(lambda: [first] if Path(f"/proc/{first}").stat().st_uid else [])
+        assert extract_attachment(good_text().attachment, pool, LIMITS).text
+        _wait_gone(first)  # the spare that took the file ended with it
+        (second,) = _wait_for(lambda: _spares(pool))
+        assert second != first
+
+
+def test_a_spare_killed_while_idle_costs_the_next_file_nothing() -> None:
+    with IsolatedExtractor(PlainTextExtractor(), workers=1, light_path=False) as pool:
+        pool.warm_up()
+        for _ in range(3):
+            (spare,) = _wait_for(lambda: _spares(pool))
+            os.kill(spare, signal.SIGKILL)  # a process this test's pool started
+            _wait_gone(spare)
+            assert extract_attachment(good_text().attachment, pool, LIMITS).text
+        assert pool.restarts == 0

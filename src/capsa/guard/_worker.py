@@ -2,13 +2,18 @@
 
 Started by `IsolatedExtractor` as ``python -I -m capsa.guard._worker`` with a
 minimal environment (no API keys, no proxies, no cloud credentials). It
-imports and self-tests its extractor once, then, for every request, forks a
-child that applies its resource limits before it touches the bytes, parses,
-and writes one JSON result to a pipe. The zygote never parses anything
-itself, stays single-threaded (so `fork` is safe), and enforces the wall clock
-by killing the child's process group, which takes Tesseract and any
-grandchild with it. The only files the zygote parses itself are the trusted
-self-test samples it is started with.
+imports and self-tests its extractor once, then keeps one *spare* child
+forked ahead of time: the spare confines itself (uid, Landlock, rlimits that
+do not depend on the file) while the worker is idle and waits for a file on
+a pipe, so neither the fork nor the sandbox is on the request's path. Given
+a file, it applies that file's CPU, memory and file-size limits before it
+parses, and writes one length-prefixed JSON result to a pipe. Each spare
+parses one file and is killed with everything it started before the reply
+goes out; the next spare is forked right after. The zygote never parses
+anything itself, stays single-threaded (so `fork` is safe), and enforces the
+wall clock by killing the child's process group, which takes Tesseract and
+any grandchild with it. The only files the zygote parses itself are the
+trusted self-test samples it is started with.
 
 Protocol (stdin / a private copy of stdout; fd 1 is pointed at /dev/null so a
 parser's prints cannot corrupt it): length-prefixed frames. The parent sends
@@ -40,6 +45,11 @@ from capsa.guard import sandbox
 from capsa.guard.sandbox import SandboxPolicy
 
 _LENGTH = struct.Struct(">I")
+_RESULT_LENGTH = struct.Struct(">Q")
+_PR_SET_NAME = 15
+_SPARE_NAME = b"capsa-spare"
+"""What a spare waiting for its file is called in ``/proc/<pid>/comm``."""
+_PARSE_NAME = b"capsa-parse"
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -119,9 +129,14 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: list[int],
+def _spare(extractor: Any, request_fd: int, write_fd: int, close_fds: list[int],
            scratch: str, zygote: int, policy: SandboxPolicy) -> None:
-    """Runs in the forked child; never returns."""
+    """Runs in the forked spare; never returns.
+
+    Everything that does not depend on the file happens before the file
+    arrives; the file's own limits are applied after it arrives and before
+    any parser code sees it.
+    """
     status = 70
     try:
         try:
@@ -136,29 +151,81 @@ def _child(extractor: Any, request: dict[str, Any], write_fd: int, close_fds: li
             os.environ["TMPDIR"] = os.environ["HOME"] = scratch
             tempfile.tempdir = scratch
             _limit(resource.RLIMIT_CORE, 0)
-            # soft < hard, so the kernel sends SIGXCPU (reported as a timeout)
-            # before the SIGKILL at the hard limit.
-            _limit(resource.RLIMIT_CPU, int(request["cpu_s"]), int(request["cpu_s"]) + 1)
-            _limit(resource.RLIMIT_FSIZE, int(request["max_file_write_bytes"]))
             _limit(resource.RLIMIT_NOFILE, 64)
-            _limit(resource.RLIMIT_AS, _address_space() + int(request["memory_bytes"]))
             try:
                 sandbox.confine(policy, _libc(), scratch)
             except OSError as exc:
-                result = {"failed": {"cause": "raised",
-                                     "detail": f"the sandbox could not be applied: {exc}"}}
+                unconfined: str | None = f"the sandbox could not be applied: {exc}"
+            else:
+                unconfined = None
+            frame = _read_request(request_fd)
+            if frame is None:  # the zygote is closing or replacing its spare
+                os._exit(0)
+            _name_process(_PARSE_NAME)
+            request = pickle.loads(frame)
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            # RLIMIT_CPU counts from the fork; the spare's set-up (well under a
+            # second) is not charged to the file.
+            cpu_s = int(request["cpu_s"]) + int(used.ru_utime + used.ru_stime)
+            # soft < hard, so the kernel sends SIGXCPU (reported as a timeout)
+            # before the SIGKILL at the hard limit.
+            _limit(resource.RLIMIT_CPU, cpu_s, cpu_s + 1)
+            _limit(resource.RLIMIT_FSIZE, int(request["max_file_write_bytes"]))
+            _limit(resource.RLIMIT_AS, _address_space() + int(request["memory_bytes"]))
+            if unconfined is not None:
+                result: dict[str, Any] = {"failed": {"cause": "raised", "detail": unconfined}}
             else:
                 result = _run(extractor, request)
         except BaseException as exc:  # noqa: BLE001 - the child reports every way it can lose
             result = {"failed": {"cause": "raised", "detail": _describe(exc)}}
         data = json.dumps(result, ensure_ascii=False).encode("utf-8", "replace")
-        view = memoryview(data)
-        while view:
-            written = os.write(write_fd, view)
-            view = view[written:]
+        _write_all(write_fd, _RESULT_LENGTH.pack(len(data)) + data)
         status = 0
     finally:
         os._exit(status)
+
+
+def _read_request(fd: int) -> bytes | None:
+    """One length-prefixed frame from the zygote, or None at end of file."""
+    with os.fdopen(fd, "rb", buffering=0) as stream:
+        head = _read_exactly(stream, _LENGTH.size)
+        if head is None:
+            return None
+        (size,) = _LENGTH.unpack(head)
+        return _read_exactly(stream, size)
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
+    chunks: list[bytes] = []
+    while size:
+        chunk = stream.read(min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _process_name() -> bytes:
+    try:
+        with open("/proc/thread-self/comm", "rb") as comm:
+            return comm.read().strip()
+    except OSError:
+        return b"python"
+
+
+def _name_process(name: bytes) -> None:
+    """Set the thread name ``ps`` and ``/proc/<pid>/comm`` show (at most 15 bytes)."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
 
 
 def _describe(exc: BaseException) -> str:
@@ -250,13 +317,15 @@ def _answer(text: str, parsed: Any) -> dict[str, Any]:
 
 def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int,
              timeout_s: float | None = None) -> dict[str, Any]:
-    """Read the child's result until it exits, the deadline passes, or it sends too much.
+    """Read the child's result until it is complete, the child exits, or the deadline passes.
 
-    A grandchild that escaped into its own session may still hold the pipe
-    open, so end-of-file is not waited for once the child itself has exited.
+    The result is length-prefixed, so a complete one is taken without
+    waiting for the child to exit or for end-of-file (a grandchild that
+    escaped into its own session may hold the pipe open). A child that sends
+    more than `max_bytes`, or claims it will, is a protocol failure.
     """
-    chunks: list[bytes] = []
-    size = 0
+    received = bytearray()
+    expected: int | None = None
     outcome: dict[str, Any] | None = None
     status: int | None = None
     while True:
@@ -271,12 +340,17 @@ def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int,
             chunk = os.read(read_fd, 1 << 16)
             if not chunk:
                 break
-            size += len(chunk)
-            if size > max_bytes:
-                outcome = {"failed": {"cause": "protocol",
-                                      "detail": f"result exceeded {max_bytes} bytes"}}
+            received += chunk
+            if expected is None and len(received) >= _RESULT_LENGTH.size:
+                (expected,) = _RESULT_LENGTH.unpack_from(received)
+                if expected > max_bytes:
+                    outcome = _too_much(max_bytes)
+                    break
+            if expected is not None and len(received) >= _RESULT_LENGTH.size + expected:
+                break  # complete: whatever the child does next is not waited for
+            if len(received) > _RESULT_LENGTH.size + max_bytes:
+                outcome = _too_much(max_bytes)
                 break
-            chunks.append(chunk)
             continue
         if status is not None:
             break  # the child is gone and nothing more is pending
@@ -290,17 +364,25 @@ def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int,
     _reap_orphans()
     if outcome is not None:
         return outcome
-    if os.WIFSIGNALED(status):
-        return _signal_outcome(os.WTERMSIG(status))
-    if chunks:
+    complete = expected is not None and len(received) >= _RESULT_LENGTH.size + expected
+    if complete:
+        body = bytes(received[_RESULT_LENGTH.size:_RESULT_LENGTH.size + (expected or 0)])
         try:
-            parsed = json.loads(b"".join(chunks).decode("utf-8", "replace"))
+            parsed = json.loads(body.decode("utf-8", "replace"))
             return parsed if isinstance(parsed, dict) else _bad("result is not an object")
         except ValueError:
             return _bad("result is not valid JSON")
+    if os.WIFSIGNALED(status):
+        return _signal_outcome(os.WTERMSIG(status))
+    if received:
+        return _bad(f"result ended after {len(received)} bytes, before its declared length")
     code = os.WEXITSTATUS(status)
     return {"failed": {"cause": "crashed", "detail": f"parser process exited with status {code} "
                                                      "and no result"}}
+
+
+def _too_much(max_bytes: int) -> dict[str, Any]:
+    return {"failed": {"cause": "protocol", "detail": f"result exceeded {max_bytes} bytes"}}
 
 
 def _reap_orphans() -> None:
@@ -375,27 +457,90 @@ def serve(inbound: IO[bytes], outbound: IO[bytes]) -> None:
     pid = int(policy.namespaces.get("host_pid", os.getpid()))
     write_frame(outbound, json.dumps({"ready": True, "pid": pid, "network": network,
                                       "self_test": self_test, "sandbox": layers}).encode())
-    while True:
-        frame = read_frame(inbound)
-        if frame is None:
-            return
-        request = pickle.loads(frame)
+    spare = _Spare.fork(extractor, policy, [inbound.fileno(), outbound.fileno()])
+    try:
+        while True:
+            frame = read_frame(inbound)
+            if frame is None:
+                return
+            request = pickle.loads(frame)
+            if not spare.hand_over(frame):  # died while idle: not this file's fault
+                spare.retire()
+                spare = _Spare.fork(extractor, policy, [inbound.fileno(), outbound.fileno()])
+                spare.hand_over(frame)
+            result = spare.collect(request)
+            failed = result.get("failed")
+            if isinstance(failed, dict) and failed.get("detail") == _CPU_DETAIL:
+                failed["detail"] = f"ran past the CPU-time limit of {request['cpu_s']} s (cpu_s)"
+            shutil.rmtree(spare.scratch, ignore_errors=True)
+            write_frame(outbound, json.dumps(result).encode())
+            spare = _Spare.fork(extractor, policy, [inbound.fileno(), outbound.fileno()])
+    finally:
+        spare.retire()
+
+
+class _Spare:
+    """A child forked and confined ahead of its file, waiting on `request_fd`."""
+
+    def __init__(self, pid: int, request_fd: int, result_fd: int, scratch: str) -> None:
+        self.pid = pid
+        self.request_fd = request_fd
+        self.result_fd = result_fd
+        self.scratch = scratch
+
+    @classmethod
+    def fork(cls, extractor: Any, policy: SandboxPolicy, close_fds: list[int]) -> _Spare:
         scratch = _file_scratch(policy)
-        read_fd, write_fd = os.pipe()
+        request_read, request_write = os.pipe()
+        result_read, result_write = os.pipe()
         zygote = os.getpid()
+        own_name = _process_name()
+        _name_process(_SPARE_NAME)  # so the spare is born with its name, not given it later
         pid = os.fork()
         if pid == 0:
-            _child(extractor, request, write_fd,
-                   [read_fd, inbound.fileno(), outbound.fileno()], scratch, zygote, policy)
-        os.close(write_fd)
+            _spare(extractor, request_read, result_write,
+                   [request_write, result_read, *close_fds], scratch, zygote, policy)
+        _name_process(own_name)
+        os.close(request_read)
+        os.close(result_write)
+        return cls(pid, request_write, result_read, scratch)
+
+    def hand_over(self, frame: bytes) -> bool:
+        """Send the file's request; False if the spare is already gone."""
+        if os.waitpid(self.pid, os.WNOHANG)[0]:
+            self.pid = 0
+            return False
+        try:
+            _write_all(self.request_fd, _LENGTH.pack(len(frame)) + frame)
+        except BrokenPipeError:
+            return False
+        finally:
+            os.close(self.request_fd)
+            self.request_fd = -1
+        return True
+
+    def collect(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The file's result; the spare and everything it started are dead on return."""
         deadline = time.monotonic() + float(request["timeout_s"])
-        result = _collect(pid, read_fd, deadline, int(request["max_result_bytes"]),
+        result = _collect(self.pid, self.result_fd, deadline, int(request["max_result_bytes"]),
                           float(request["timeout_s"]))
-        failed = result.get("failed")
-        if isinstance(failed, dict) and failed.get("detail") == _CPU_DETAIL:
-            failed["detail"] = f"ran past the CPU-time limit of {request['cpu_s']} s (cpu_s)"
-        shutil.rmtree(scratch, ignore_errors=True)
-        write_frame(outbound, json.dumps(result).encode())
+        self.pid = 0  # reaped by _collect, which also closed the pipe
+        self.result_fd = -1
+        return result
+
+    def retire(self) -> None:
+        """Close an unused spare's pipes, kill it and its group, reap, remove its scratch."""
+        for fd in (self.request_fd, self.result_fd):
+            with contextlib.suppress(OSError):
+                if fd >= 0:
+                    os.close(fd)
+        self.request_fd = self.result_fd = -1
+        if self.pid:
+            _kill_group(self.pid)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = 0
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _file_scratch(policy: SandboxPolicy) -> str:

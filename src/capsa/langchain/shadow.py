@@ -41,6 +41,7 @@ from capsa.langchain.compressors import REPORT_EVENT, to_passages
 from capsa.shadow import (
     Candidate,
     RandomBytes,
+    RecorderLifecycle,
     RouteCapture,
     RowSink,
     ShadowCounts,
@@ -59,7 +60,7 @@ _CALLER_CONFIG: ContextVar[RunnableConfig | None] = ContextVar("capsa_shadow_con
                                                                default=None)
 
 
-class ShadowRetriever(BaseRetriever):
+class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     """Serve the baseline's documents; compare a candidate route in the background.
 
     For teams replacing a retrieval route on live traffic. The caller gets the
@@ -157,22 +158,6 @@ class ShadowRetriever(BaseRetriever):
     def recorder(self) -> ShadowRecorder:
         """The recorder behind this retriever (for `ShadowMiddleware`)."""
         return self._recorder
-
-    def flush(self, timeout_s: float | None = None) -> None:
-        """Wait until every comparison started on the sync path is paired or lost."""
-        self._recorder.flush(timeout_s)
-
-    async def aflush(self) -> None:
-        """Await every comparison started on `ainvoke`, then `flush`."""
-        await self._recorder.aflush()
-
-    def close(self) -> None:
-        """Flush and stop; later queries are served without a comparison."""
-        self._recorder.close()
-
-    async def aclose(self) -> None:
-        """Async `close`: await running comparisons too, then stop."""
-        await self._recorder.aclose()
 
     def invoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any

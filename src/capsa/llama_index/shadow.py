@@ -38,6 +38,7 @@ from capsa.llama_index.postprocessors import RECEIPT_KEY, CapsaCompressionEvent
 from capsa.shadow import (
     Candidate,
     RandomBytes,
+    RecorderLifecycle,
     RouteCapture,
     RowSink,
     ShadowCounts,
@@ -121,7 +122,7 @@ def _register_handler() -> None:
         root.add_event_handler(_HANDLER)
 
 
-class ShadowRetriever(BaseRetriever):
+class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     """Serve the baseline's nodes; compare a candidate route in the background.
 
     For teams replacing a retrieval route on live traffic. The caller gets the
@@ -219,22 +220,6 @@ class ShadowRetriever(BaseRetriever):
     def counts(self) -> ShadowCounts:
         """Queries paired, skipped and lost so far, by cause."""
         return self._recorder.counts
-
-    def flush(self, timeout_s: float | None = None) -> None:
-        """Wait until every comparison started on the sync path is paired or lost."""
-        self._recorder.flush(timeout_s)
-
-    async def aflush(self) -> None:
-        """Await every comparison started on `aretrieve`, then `flush`."""
-        await self._recorder.aflush()
-
-    def close(self) -> None:
-        """Flush and stop; later queries are served without a comparison."""
-        self._recorder.close()
-
-    async def aclose(self) -> None:
-        """Async `close`: await running comparisons too, then stop."""
-        await self._recorder.aclose()
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         self._forget_wire()

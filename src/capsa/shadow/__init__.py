@@ -34,6 +34,7 @@ from capsa.shadow.offline import (
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
 from capsa.shadow.recorder import (
     InvalidationCause,
+    RecorderLifecycle,
     RowSink,
     ShadowCounts,
     ShadowOutcome,
@@ -54,6 +55,7 @@ __all__ = [
     "PairedDecision",
     "QueryAgreement",
     "RandomBytes",
+    "RecorderLifecycle",
     "RenderedBlock",
     "Route",
     "RouteCapture",

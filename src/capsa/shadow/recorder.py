@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
@@ -39,6 +39,7 @@ from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
 
 __all__ = [
     "InvalidationCause",
+    "RecorderLifecycle",
     "RowSink",
     "ShadowCounts",
     "ShadowOutcome",
@@ -557,3 +558,31 @@ def _log_crash(future: Future[None]) -> None:
     error = future.exception()
     if error is not None:
         _log.error("shadow comparison crashed", exc_info=error)
+
+
+class RecorderLifecycle:
+    """`flush`, `aflush`, `close` and `aclose` for an adapter that owns a `ShadowRecorder`.
+
+    Each framework's shadow retriever serves the baseline and hands the
+    candidate to its recorder (``self._recorder``); ending the comparisons is
+    the same in both, so it lives here once.
+    """
+
+    if TYPE_CHECKING:
+        _recorder: ShadowRecorder
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every comparison started on the sync path is paired or lost."""
+        self._recorder.flush(timeout_s)
+
+    async def aflush(self) -> None:
+        """Await every comparison started on the async path, then `flush`."""
+        await self._recorder.aflush()
+
+    def close(self) -> None:
+        """Flush and stop; later queries are served without a comparison."""
+        self._recorder.close()
+
+    async def aclose(self) -> None:
+        """Async `close`: await running comparisons too, then stop."""
+        await self._recorder.aclose()

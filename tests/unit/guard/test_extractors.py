@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
@@ -689,3 +691,30 @@ def test_tesseract_past_its_own_timeout_is_a_timeout_with_the_limit() -> None:
     assert failed.value.cause == "timeout"
     assert "past its limit of 0.001 s" in failed.value.detail
     assert failed.value.detail.startswith("Tesseract ran ")
+
+
+_ENCODINGS = ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
+
+
+@given(before=st.binary(max_size=64), after=st.binary(max_size=64),
+       word=st.sampled_from(["DOCTYPE", "ENTITY", "doctype", "EnTiTy"]),
+       encoding=st.sampled_from(_ENCODINGS))
+def test_the_declaration_prefilter_never_hides_what_the_scan_would_refuse(
+        before: bytes, after: bytes, word: str, encoding: str) -> None:
+    from capsa.guard.extractors.unstructured import _declaration_pattern, _may_declare
+
+    data = before + f"<!{word}".encode(encoding) + after
+    assert _declaration_pattern(word.upper()).search(data)
+    assert _may_declare(data)
+
+
+_PIECES = st.sampled_from([b"<", b"!", b"\x00", b"\x00\x00\x00", b"DOCTYPE", b"ENTITY",
+                           b"D\x00O\x00C\x00", b"d", b" ", b"\xff\xfe"])
+
+
+@given(data=st.lists(_PIECES, max_size=40).map(b"".join))
+def test_whatever_the_scan_refuses_passes_the_prefilter(data: bytes) -> None:
+    from capsa.guard.extractors.unstructured import _declaration_pattern, _may_declare
+
+    refused = any(_declaration_pattern(word).search(data) for word in ("DOCTYPE", "ENTITY"))
+    assert _may_declare(data) or not refused

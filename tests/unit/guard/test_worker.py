@@ -8,13 +8,23 @@ and how a child applies the call's limits and reports an error, in process.
 from __future__ import annotations
 
 import io
+import os
 import signal
+import struct
+import time
 from typing import Any
 
 import pytest
 
 from capsa.guard import ExtractionLimits
-from capsa.guard._worker import _describe, _run, _signal_outcome, read_frame, write_frame
+from capsa.guard._worker import (
+    _collect,
+    _describe,
+    _run,
+    _signal_outcome,
+    read_frame,
+    write_frame,
+)
 
 
 def test_write_frame_prefixes_the_body_with_its_big_endian_length() -> None:
@@ -104,3 +114,63 @@ def test_describe_names_an_exception_whose_str_raises_by_its_type() -> None:
 
 def test_describe_gives_type_and_message() -> None:
     assert _describe(KeyError("part")) == "KeyError: 'part'"
+
+
+def _child_writing(*pieces: bytes, then_sleep: float = 0.0) -> tuple[int, int]:
+    """Fork a child that writes `pieces` to a pipe, optionally lingers, then exits."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_fd)
+            os.setpgid(0, 0)
+            for piece in pieces:
+                os.write(write_fd, piece)
+            time.sleep(then_sleep)
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _result(body: bytes) -> bytes:
+    return struct.pack(">Q", len(body)) + body
+
+
+def test_collect_takes_a_complete_result_without_waiting_for_the_child_to_exit() -> None:
+    pid, read_fd = _child_writing(_result(b'{"ok": "text"}'), then_sleep=60)
+    began = time.monotonic()
+    deadline = began + 30
+
+    result = _collect(pid, read_fd, deadline, max_bytes=1000)
+
+    assert result == {"ok": "text"}
+    assert time.monotonic() < deadline  # it did not sit out the child's sleep
+    with pytest.raises(ChildProcessError):  # and the lingering child was killed and reaped
+        os.waitpid(pid, os.WNOHANG)
+
+
+def test_collect_refuses_a_declared_length_over_the_limit_before_reading_it() -> None:
+    pid, read_fd = _child_writing(struct.pack(">Q", 10**12))
+
+    result = _collect(pid, read_fd, time.monotonic() + 30, max_bytes=1000)
+
+    assert result == {"failed": {"cause": "protocol", "detail": "result exceeded 1000 bytes"}}
+
+
+def test_collect_names_a_result_cut_short_by_the_childs_exit() -> None:
+    pid, read_fd = _child_writing(_result(b'{"ok": "a long text"}')[:12])
+
+    result = _collect(pid, read_fd, time.monotonic() + 30, max_bytes=1000)
+
+    assert result["failed"]["cause"] == "protocol"
+    assert "before its declared length" in result["failed"]["detail"]
+
+
+def test_collect_reports_a_child_that_exits_without_a_word_as_crashed() -> None:
+    pid, read_fd = _child_writing()
+
+    result = _collect(pid, read_fd, time.monotonic() + 30, max_bytes=1000)
+
+    assert result["failed"]["cause"] == "crashed"
+    assert "no result" in result["failed"]["detail"]

@@ -267,7 +267,7 @@ def _scan_xml_parts(archive: zipfile.ZipFile, *, forbid: str) -> None:
         if not _MARKUP_START.match(data):
             continue  # no XML parser reads past a first character other than "<"
         _check_xml_encoding(data, info.filename)
-        if pattern.search(data):
+        if _may_declare(data) and pattern.search(data):
             raise _refuse("forbidden_xml",
                           f"part {info.filename!r} declares a DTD or entities "
                           "(entity expansion and external entities are never allowed)")
@@ -282,6 +282,21 @@ _MARKUP_START = re.compile(
 """Where an XML parser could find a document: ``<`` after a BOM and white space, in UTF-8,
 UTF-16 or UTF-32 of either byte order, or EBCDIC's ``<?xm`` (refused by the encoding check)."""
 _PATTERNS: dict[str, re.Pattern[bytes]] = {}
+_DECLARATION_OPENERS = (b"<!", b"<\x00!", b"<\x00\x00\x00!")
+"""``<!`` in UTF-8, UTF-16 (either order) and UTF-32 (either order): every form the
+declaration pattern matches contains one of these."""
+
+
+def _may_declare(data: bytes) -> bool:
+    """Whether `data` holds ``<!`` in any scanned encoding: a memchr-speed pre-filter.
+
+    The declaration pattern runs at tens of MB/s; most Office parts hold no
+    ``<!`` at all, so this skips the regex (18 ms of a 37 KB DOCX's 830 KB of
+    XML) without changing what is refused.
+    """
+    if b"!" not in data:  # one memchr; "<" is on every tag, "!" is rare in XML
+        return False
+    return any(opener in data for opener in _DECLARATION_OPENERS)
 
 
 def _declaration_pattern(word: str) -> re.Pattern[bytes]:
