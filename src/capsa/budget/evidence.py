@@ -12,7 +12,9 @@ module finds those links the way a reader does, from names:
   opening (its subject, in encyclopaedic and reference text) is one of the
   names *another* passage's best sentences mention is *linked*, and the packer
   ranks it as if it matched the question (a passage naming its own subject
-  links nothing);
+  links nothing); its sentences that share anything with the question gain
+  relevance in proportion to the link, since there the answer shares few
+  terms with the question (a sentence sharing none stays below the floor);
 - *answer type*: "when" and "what year" questions favour sentences with a year
   or a date, "how many" and "how much" ones sentences with a number.
 
@@ -36,6 +38,11 @@ _SEEDS = 3
 """How many of the best-matching sentences seed the second hop."""
 _CUE_WEIGHT = 0.15
 """Bonus for a relevant sentence that holds what the question asks for."""
+_LINK_BLEND = 0.6
+"""Bonus, times its passage's link, for a relevant sentence of a second-hop passage.
+
+Checked on each half of HotpotQA separately (gains at 10% and 25% on both)
+and on pydocs-qa, where passages seldom link and nothing changes."""
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*|\b\d[\d,.]*\b")
 _NAME_START = re.compile(r"[\"'“(]*[A-Z][\w'’-]*\s+[A-Z]")
 _HEAD = re.compile(
@@ -116,7 +123,8 @@ def link(
         priors: per passage, its whole-passage relevance, 0 to 1.
 
     Returns:
-        The sentences' relevance with answer-type cues, and each passage's link.
+        The sentences' relevance with second-hop and answer-type evidence, and
+        each passage's link.
     """
     query_terms = set(analyze(query))
     count = len(texts)
@@ -147,6 +155,8 @@ def link(
             total = sum(weights.get(t, 1.0) for t in head)
             linked[n] = mass / total if total else 0.0
     cue = answer_cue(query)
+    relevance = [r + _LINK_BLEND * linked[owners[k]] if r > 0 else r
+                 for k, r in enumerate(relevance)]
     if cue is not None:
         relevance = [r + _CUE_WEIGHT if r > 0 and cue.search(texts[k]) else r
                      for k, r in enumerate(relevance)]

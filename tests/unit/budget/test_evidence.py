@@ -48,3 +48,20 @@ def test_answer_cues_follow_the_kind_of_question() -> None:
     assert when is not None and when.search("It opened in 1932.")
     assert count is not None and count.search("It seats 3,677 people.")
     assert answer_cue("Who designed the bridge?") is None
+
+
+def test_relevant_sentences_of_a_linked_passage_gain_relevance_and_silent_ones_do_not() -> None:
+    query = "Which company did the composer work for?"
+    passages = [["The composer was Jerry Goldsmith."],
+                ["Jerry Goldsmith was an American.", "He worked for a company called Fox.",
+                 "He liked tea."],
+                ["Other company news today.", "Nothing else."]]
+    texts = [s for p in passages for s in p]
+    owners = [n for n, p in enumerate(passages) for _ in p]
+    scores = [1.0, 0.0, 0.3, 0.0, 0.3, 0.0]
+    evidence = link(query, texts, [analyze(t) for t in texts], scores, owners, [0, 1, 4],
+                    [0.0, 0.0, 0.0])
+    assert evidence.linked[1] > 0.5 and evidence.linked[2] == 0.0
+    linked_sentence, unlinked_sentence = evidence.relevance[2], evidence.relevance[4]
+    assert linked_sentence > unlinked_sentence > 0.0
+    assert evidence.relevance[3] == 0.0  # no term of the question: still below the floor
