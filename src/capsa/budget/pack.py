@@ -177,16 +177,22 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
     """The inputs laid out as `Budget.markup` says; a framework's frames stay as they are.
 
     ``auto`` writes compact documents when the inputs do not all fit whole in
-    tags: then every token of markup is a token of evidence lost.
+    tags, leaving out what the relevance floor would drop anyway: then
+    sentences must be left out, and every token of markup is one of evidence.
     """
     layout = prepared.layout
     if layout.frames is not None:
         return prepared
     tagged = _relayout(prepared, TAGGED)
     if budget.markup == "auto":
-        whole = (_demand(tagged, tagged.attached, "attached", budget.shape)
-                 + _demand(tagged, tagged.retrieved, "retrieved", budget.shape))
-        compact = whole > budget.max_tokens
+        ceiling, shape = budget.max_tokens, budget.shape
+        attached = _demand(tagged, tagged.attached, "attached", shape)
+        retrieved = _demand(tagged, tagged.retrieved, "retrieved", shape)
+        if attached + retrieved > ceiling:
+            floor = _floor(tagged, budget, retrieved, ceiling)
+            retrieved = _demand(tagged, [d for d in tagged.retrieved if relevant(d, floor)],
+                                "retrieved", shape)
+        compact = attached + retrieved > ceiling
     else:
         compact = budget.markup == "compact"
     return _relayout(tagged, COMPACT) if compact else tagged

@@ -43,9 +43,9 @@ tokens a document; ``compact``: ``<document p3>…``, opened by id only and
 running to the next opener or the container's end, about five (the source
 stays in the receipts); ``auto``: compact when the passages must be
 compressed to fit (where tags would take a third of a tight budget), tags
-when everything fits whole. Either way passage text can open no document and
-close no container. Frameworks' own frames (`capsa.budget.render.Layout`)
-ignore it.
+when everything fits whole, not counting what the relevance floor drops.
+Either way passage text can open no document and close no container.
+Frameworks' own frames (`capsa.budget.render.Layout`) ignore it.
 """
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)

@@ -345,3 +345,12 @@ def test_compact_markup_is_forced_even_when_everything_fits(passages: list[Passa
     packet = pack(QUERY, passages, Budget(max_tokens=1000, markup="compact"))
     assert packet.compact and all(r.whole for r in packet.receipts)
     assert packet.render().count("<document ") == len(passages)
+
+
+def test_auto_markup_keeps_tags_when_only_irrelevant_passages_do_not_fit() -> None:
+    passages = [Passage(id="hotel", text="The nightly hotel cap is EUR 165."),
+                Passage(id="net", text="Remote workers receive an internet stipend of EUR 30 "
+                                       "each month, paid with the salary.")]
+    packet = pack("hotel cap", passages, Budget(max_tokens=30))
+    assert [p.id for p in packet.passages] == ["hotel"]
+    assert not packet.compact and packet.render().endswith("</document>\n</context>")
