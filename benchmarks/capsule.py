@@ -25,7 +25,11 @@ return. Each request is built five ways, plus capsa's older layout:
     earlier evidence return carries every chunk earlier answers cited, the others a
     receipt naming their uncited chunks. capsa dropped this layout on these figures.
 
-Tokens are counted per message with LangChain's ``count_tokens_approximately``.
+Tokens are counted per message with LangChain's ``count_tokens_approximately``,
+plus the tool schemas each agent sends with every request (search and cite for
+every strategy, and capsa's recall tool for capsa's rows; the first version of
+this benchmark left them out, which hid the recall tool's cost). The tools lead
+every request, so they are a cached prefix from the second request on.
 Billing follows prompt caching: a request's longest message prefix equal to the
 prefix of an earlier request of the same chat is read from the cache, the rest
 is written to it; input is billed at ``read`` and ``write`` times the base price,
@@ -36,6 +40,15 @@ Cited evidence visible: at the request on which the model cites, is each chunk i
 cites visible whole in the request? Late citations are counted separately. The
 stored history is checked to be exactly what the agent produced after every
 compaction.
+
+Where the tokens go: the first request of the last question, and capsa's citing
+request of the last question, split into tool schemas, the user's questions, the
+assistant's calls and answers, cite acknowledgements, the current question's
+returns, and the earlier returns' cited chunk text, chunk markup, references,
+receipts and message framing. Two floors bound what any layout could reach:
+``floor`` (every rewritten return cut to the bare text of the chunks it shows
+whole) and ``floor_citable`` (those chunks each in the least markup that still names
+its id, so it can be cited again, and no receipts).
 
 Run ``python benchmarks/capsule.py`` (``--quick`` for few timing repetitions).
 Writes ``benchmarks/results/capsule.json`` and, when matplotlib is importable,
@@ -71,6 +84,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.utils import count_tokens_approximately, trim_messages
+from langchain_core.runnables import RunnableLambda
 
 from capsa.capsule import (
     Evidence,
@@ -80,8 +94,9 @@ from capsa.capsule import (
     parse_evidence,
     render_evidence,
 )
-from capsa.capsule.render import render_unshown
+from capsa.capsule.render import escape_body, render_unshown
 from capsa.langchain.capsule_conversion import Observe, to_core
+from capsa.langchain.capsule_tools import capsa_retriever_tool, cite_tool, recall_tool
 from capsa.langchain.middleware import capsule_messages
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -96,13 +111,42 @@ PRICES = {"0.1/1.25": (0.1, 1.25), "0.5/1.0": (0.5, 1.0)}
 """Cache read and cache write price, as multiples of the base input price."""
 SUMMARY_TRIGGER = 12_000
 TIMING_MESSAGES = 200
+REPEAT_SHARE = 0.5
+"""Share of searches in the repeat chat that return an earlier cited chunk again."""
 GOAL_RAW_SHARE = 0.25
 GOAL_BILLED = {"0.1/1.25": 0.70, "0.5/1.0": 0.40}
 STRATEGIES = ("full", "trim_messages", "clear_tool_uses", "summarization", "capsa", "capsa_moving")
-ROWS = (*STRATEGIES, "floor")
+ROWS = (*STRATEGIES, "floor_citable", "floor")
 """``floor``: capsa's stable requests with every rewritten return cut to the bare text of
 the chunks it shows whole: no markup, no receipts. What no strategy that keeps every
-cited chunk whole and every wire form fixed can go below."""
+cited chunk whole and every wire form fixed can go below. ``floor_citable``: the same
+chunks each in ``<chunk id="...">`` and nothing else (no source, no receipts): the
+least a layout can send that still lets the model cite an earlier chunk again."""
+CAPSA_ROWS = ("capsa", "capsa_moving", "floor_citable", "floor")
+"""Rows built from the chat with recall calls; they also send the recall tool."""
+
+
+def tool_tokens() -> dict[str, int]:
+    """Tokens of each tool's schema as sent with every request."""
+    tools = {
+        "search": capsa_retriever_tool(RunnableLambda(lambda _query: []), name="search"),
+        "cite": cite_tool(),
+        "recall": recall_tool(evidence_tools=["search"]),
+    }
+    return {name: count_tokens_approximately([], tools=[t]) for name, t in tools.items()}
+
+
+TOOL_TOKENS = tool_tokens()
+AGENT_TOOLS = {
+    name: ("search", "cite", "recall") if name in CAPSA_ROWS else ("search", "cite")
+    for name in ROWS
+}
+"""The tools each strategy's agent sends: capsa adds recall."""
+
+
+def tools_of(name: str) -> int:
+    """Tokens of the tool schemas strategy `name` sends with every request."""
+    return sum(TOOL_TOKENS[t] for t in AGENT_TOOLS[name])
 
 _VOCABULARY = (
     "shipment berth crane manifest invoice customs warehouse pallet tariff carrier "
@@ -124,12 +168,20 @@ class Plan:
     """Cited chunks an earlier question retrieved and no earlier answer cited."""
 
 
-def plan_chat(rng: random.Random, questions: int = QUESTIONS) -> tuple[list[Plan], dict[str, str]]:
-    """Draw the chat once; both histories are rendered from the same plan."""
+def plan_chat(
+    rng: random.Random, questions: int = QUESTIONS, repeat_share: float = 0.0
+) -> tuple[list[Plan], dict[str, str]]:
+    """Draw the chat once; both histories are rendered from the same plan.
+
+    With `repeat_share`, that share of searches returns, as its last result, a chunk an
+    earlier answer cited instead of a new one (related questions hit the same chunk).
+    The benchmark's chat has none; the repeat chat measures capsa's references.
+    """
     contents: dict[str, str] = {}
     plans: list[Plan] = []
     retrieved: list[str] = []
     cited_so_far: set[str] = set()
+    by_id: dict[str, Document] = {}
     for k in range(1, questions + 1):
         docs = []
         for position in range(CHUNKS_PER_QUESTION):
@@ -146,6 +198,10 @@ def plan_chat(rng: random.Random, questions: int = QUESTIONS) -> tuple[list[Plan
                     metadata={"title": f"Policy {k}", "source": f"policy-{k}.pdf"},
                 )
             )
+        if repeat_share and cited_so_far and rng.random() < repeat_share:
+            docs[-1] = by_id[rng.choice(sorted(cited_so_far))]
+        by_id.update((d.id or "", d) for d in docs)
+        current = {d.id for d in docs}
         chosen: list[str] = []
         for _ in range(rng.choice((1, 2))):
             earlier_cited = sorted(cited_so_far - set(chosen))
@@ -156,7 +212,7 @@ def plan_chat(rng: random.Random, questions: int = QUESTIONS) -> tuple[list[Plan
                 chosen.append(rng.choice(pool))
             else:
                 chosen.append(rng.choice([d.id or "" for d in docs if d.id not in chosen]))
-        late = [c for c in chosen if c in retrieved and c not in cited_so_far]
+        late = [c for c in chosen if c in retrieved and c not in cited_so_far | current]
         plans.append(Plan(docs=docs, cited=chosen, late=late))
         retrieved += [d.id or "" for d in docs]
         cited_so_far.update(chosen)
@@ -279,14 +335,22 @@ def moving_capsule(history: list[BaseMessage], ledger: EvidenceLedger | None) ->
     return out
 
 
-def _floor(request: list[BaseMessage], stored: list[BaseMessage]) -> list[BaseMessage]:
+def _floor(
+    request: list[BaseMessage], stored: list[BaseMessage], *, citable: bool = False
+) -> list[BaseMessage]:
     out = []
     for message, original in zip(request, stored, strict=False):
         if message is original or not isinstance(message, ToolMessage):
             out.append(message)
             continue
         shown = parse_evidence(message.text) or ()
-        out.append(message.model_copy(update={"content": "\n".join(e.content for e in shown)}))
+        if citable:
+            text = "\n".join(
+                f'<chunk id="{e.chunk_id}">\n{escape_body(e.content)}\n</chunk>' for e in shown
+            )
+        else:
+            text = "\n".join(e.content for e in shown)
+        out.append(message.model_copy(update={"content": text}))
     return out
 
 
@@ -311,8 +375,9 @@ def build_requests(baseline: Chat, capsa: Chat) -> dict[str, list[list[BaseMessa
         )
         out["capsa_moving"].append(moving_capsule(history, request.ledger))
     out["floor"] = [_floor(r, capsa.messages) for r in out["capsa"]]
-    budgets = {
-        (r.question, r.phase): count_tokens_approximately(m)
+    out["floor_citable"] = [_floor(r, capsa.messages, citable=True) for r in out["capsa"]]
+    budgets = {  # trim each request to capsa's whole request, tools included
+        (r.question, r.phase): count_tokens_approximately(m) + tools_of("capsa") - tools_of("full")
         for r, m in zip(capsa.requests, out["capsa"], strict=True)
     }
     middleware = _summarizer()
@@ -354,13 +419,17 @@ def _signature(message: BaseMessage) -> str:
     )
 
 
-def bill(requests: Sequence[Sequence[BaseMessage]], read: float, write: float) -> dict[str, Any]:
-    """Billed input over the chat: cached prefix at `read`, the rest at `write`."""
+def bill(
+    requests: Sequence[Sequence[BaseMessage]], read: float, write: float, tools: int = 0
+) -> dict[str, Any]:
+    """Billed input over the chat: cached prefix at `read`, the rest at `write`.
+
+    `tools` tokens of tool schemas lead every request (a prefix like any other)."""
     seen: list[list[str]] = []
     total = cached = billed = 0.0
     for request in requests:
-        signatures = [_signature(m) for m in request]
-        tokens = [count_tokens_approximately([m]) for m in request]
+        signatures = ["tools", *(_signature(m) for m in request)]
+        tokens = [tools, *(count_tokens_approximately([m]) for m in request)]
         prefix = 0
         for earlier in seen:
             n = 0
@@ -416,23 +485,99 @@ def visibility(
     return {"cited": cited, "visible": visible, "late": late, "late_visible": late_visible}
 
 
-def per_question(chat: Chat, requests: Sequence[Sequence[BaseMessage]], phase: str) -> list[int]:
+def per_question(
+    chat: Chat, requests: Sequence[Sequence[BaseMessage]], phase: str, tools: int = 0
+) -> list[int]:
     return [
-        count_tokens_approximately(r)
+        count_tokens_approximately(r) + tools
         for meta, r in zip(chat.requests, requests, strict=True)
         if meta.phase == phase
     ]
 
 
 def cumulative_bill(
-    chat: Chat, requests: Sequence[Sequence[BaseMessage]], read: float, write: float
+    chat: Chat, requests: Sequence[Sequence[BaseMessage]], read: float, write: float, tools: int
 ) -> list[float]:
     """Billed input summed up to the end of each question."""
     out = []
     for k in range(1, QUESTIONS + 1):
         upto = [r for meta, r in zip(chat.requests, requests, strict=True) if meta.question <= k]
-        out.append(bill(upto, read, write)["billed"])
+        out.append(bill(upto, read, write, tools)["billed"])
     return out
+
+
+_PARTS = (
+    "system prompt",
+    "user questions",
+    "assistant: search calls",
+    "assistant: recall calls",
+    "assistant: cite calls",
+    "assistant: answers",
+    "cite acknowledgements",
+    "current question's returns",
+    "earlier returns: chunk text",
+    "earlier returns: chunk markup",
+    "earlier returns: references",
+    "earlier returns: receipts",
+    "earlier returns: message framing",
+)
+
+
+def _kind(message: BaseMessage) -> str:
+    if isinstance(message, HumanMessage):
+        return "user questions"
+    if isinstance(message, AIMessage):
+        calls = message.tool_calls
+        return f"assistant: {calls[0]['name']} calls" if calls else "assistant: answers"
+    if isinstance(message, ToolMessage) and message.name == "cite":
+        return "cite acknowledgements"
+    return "other"
+
+
+def _split_return(text: str) -> dict[str, float]:
+    """Characters of an earlier return by what they are, as tokens (four characters each)."""
+    bodies = sum(len(escape_body(e.content)) for e in parse_evidence(text) or ())
+    references = sum(len(line) for line in text.splitlines() if line.endswith('shown="earlier"/>'))
+    receipts = sum(len(line) for line in text.splitlines() if line.startswith("<not-shown"))
+    return {
+        "earlier returns: chunk text": bodies / 4,
+        "earlier returns: chunk markup": (len(text) - bodies - references - receipts) / 4,
+        "earlier returns: references": references / 4,
+        "earlier returns: receipts": receipts / 4,
+    }
+
+
+def breakdown(
+    request: Sequence[BaseMessage], question: int, tools: Sequence[str]
+) -> dict[str, int]:
+    """Where a request's tokens go; the parts sum to the request's count, tools included.
+
+    `question` is the index of the current question's first message: evidence returns
+    from there on are the current question's, the rest are earlier returns.
+    """
+    parts: dict[str, float] = {
+        f"tool schema: {t}": TOOL_TOKENS[t] if t in tools else 0 for t in TOOL_TOKENS
+    }
+    parts |= dict.fromkeys(_PARTS, 0.0)  # the chat has no system prompt; capsa adds none
+
+    def add(key: str, value: float) -> None:
+        parts[key] = parts.get(key, 0) + value
+
+    for index, message in enumerate(request):
+        tokens = count_tokens_approximately([message])
+        if not (isinstance(message, ToolMessage) and message.name in ("search", "recall")):
+            add(_kind(message), tokens)
+        elif index >= question:
+            add("current question's returns", tokens)
+        else:
+            split = _split_return(message.text)
+            for key, value in split.items():
+                add(key, value)
+            add("earlier returns: message framing", tokens - sum(split.values()))
+    rounded = {key: round(value) for key, value in parts.items()}
+    total = count_tokens_approximately(request) + sum(TOOL_TOKENS[t] for t in tools)
+    rounded["earlier returns: message framing"] += total - sum(rounded.values())
+    return rounded
 
 
 def stored_intact(chat: Chat, plans: Sequence[Plan]) -> bool:
@@ -440,6 +585,54 @@ def stored_intact(chat: Chat, plans: Sequence[Plan]) -> bool:
     by_call = {f"q{k}-s": _evidence(p.docs) for k, p in enumerate(plans, start=1)}
     returns = [m for m in chat.messages if isinstance(m, ToolMessage) and m.name == "search"]
     return all(m.content == render_evidence(by_call[m.tool_call_id]) for m in returns)
+
+
+def repeat_chat() -> dict[str, Any]:
+    """The chat again with repeated retrievals: what naming them by reference saves.
+
+    Half the searches return, as their last result, a chunk an earlier answer cited.
+    capsa names it in the current question's return by reference to where it is
+    already visible whole; ``capsa_without_current_references`` sends the current
+    question's returns as stored, which is what capsa did before.
+    """
+    plans, contents = plan_chat(random.Random(SEED), repeat_share=REPEAT_SHARE)
+    baseline, capsa = render_chat(plans, recall=False), render_chat(plans, recall=True)
+    full = [baseline.messages[: r.length] for r in baseline.requests]
+    referenced: list[list[BaseMessage]] = []
+    unreferenced: list[list[BaseMessage]] = []
+    for request in capsa.requests:
+        history = capsa.messages[: request.length]
+        view = capsule_messages(history, ledger=request.ledger, evidence_tools=["search", "recall"])
+        question = request.ledger.question if request.ledger else 0
+        referenced.append(view)
+        unreferenced.append(view[: question or 0] + history[question or 0 :])
+    rows = {
+        "full": (baseline, full, tools_of("full")),
+        "capsa": (capsa, referenced, tools_of("capsa")),
+        "capsa_without_current_references": (capsa, unreferenced, tools_of("capsa")),
+    }
+    out: dict[str, Any] = {
+        "repeat_share": REPEAT_SHARE,
+        "searches_with_a_repeat": sum(
+            1
+            for k, plan in enumerate(plans)
+            if plan.docs[-1].id in {c for earlier in plans[:k] for c in earlier.cited}
+        ),
+    }
+    for name, (chat, built, tools) in rows.items():
+        billed = {label: bill(built, *pair, tools) for label, pair in PRICES.items()}
+        out[name] = {
+            "tokens_last_first_request": per_question(chat, built, "first", tools)[-1],
+            "input_tokens": billed["0.1/1.25"]["input_tokens"],
+            "billed": {label: value["billed"] for label, value in billed.items()},
+            "visibility": visibility(plans, chat, built, contents),
+        }
+    for name in rows:
+        out[name]["billed_ratio"] = {
+            label: round(out[name]["billed"][label] / out["full"]["billed"][label], 4)
+            for label in PRICES
+        }
+    return out
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -495,6 +688,43 @@ def measure_time(runs: int) -> dict[str, Any]:
 # -- report --------------------------------------------------------------------------------------
 
 
+_GROUPS = {
+    "tool schemas": ("tool schema",),
+    "the chat's own messages": (
+        "user",
+        "assistant: search",
+        "assistant: cite",
+        "assistant: answers",
+        "cite",
+    ),
+    "recall calls": ("assistant: recall",),
+    "chunk text": ("earlier returns: chunk text",),
+    "chunk markup and framing": ("earlier returns: chunk markup", "earlier returns: message"),
+    "receipts and references": ("earlier returns: receipts", "earlier returns: references"),
+}
+
+
+def _plot_breakdown(axis: Any, report: dict[str, Any]) -> None:
+    """Stacked bars: where the tokens of question 20's first request go."""
+    labels = ["full, first request", "capsa, first request"]
+    left = [0.0, 0.0]
+    colours = ("#8da0cb", "#a6d854", "#e78ac3", "#fc8d62", "#66c2a5", "#ffd92f")
+    for (group, prefixes), colour in zip(_GROUPS.items(), colours, strict=True):
+        values = [
+            sum(v for k, v in report["breakdown"][label].items() if k.startswith(prefixes))
+            for label in labels
+        ]
+        axis.barh(["full history", "capsa"], values, left=left, label=group, color=colour)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    goal = report["arithmetic"]["goal_tokens"]
+    axis.axvline(goal, color="black", linestyle=":", linewidth=1)
+    axis.annotate(f"goal {goal:,}", (goal, 1.42), fontsize=8, ha="left")
+    axis.set_title(f"where question {QUESTIONS}'s first request goes")
+    axis.set_xlabel("tokens")
+    axis.legend(fontsize=7, loc="upper right")
+    axis.grid(alpha=0.3, axis="x")
+
+
 def plot(report: dict[str, Any], path: Path) -> bool:
     """Tokens of each question's first request beside cumulative billed cost."""
     try:
@@ -505,7 +735,9 @@ def plot(report: dict[str, Any], path: Path) -> bool:
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         return False
-    figure, (tokens, billed) = plt.subplots(1, 2, figsize=(12, 4.4))
+    figure, (tokens, billed, where) = plt.subplots(
+        1, 3, figsize=(17, 4.6), gridspec_kw={"width_ratios": [1, 1, 0.7]}
+    )
     questions = list(range(1, QUESTIONS + 1))
     for name in ROWS:
         style: dict[str, Any] = {"marker": "."}
@@ -524,6 +756,7 @@ def plot(report: dict[str, Any], path: Path) -> bool:
     tokens.set_ylabel("tokens (count_tokens_approximately)")
     billed.set_ylabel("billed input, in base-price tokens")
     tokens.legend(fontsize=8)
+    _plot_breakdown(where, report)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -559,6 +792,33 @@ def print_report(report: dict[str, Any]) -> None:
             f"  {key:<28} wall p50 {t['p50_ms']:.3f} ms  p95 {t['p95_ms']:.3f} ms   "
             f"thread CPU p50 {c['p50_ms']:.3f} ms  ({t['runs']} runs)"
         )
+    print(f"\nWhere the tokens go (question {QUESTIONS}):")
+    where = report["breakdown"]
+    keys = list(dict.fromkeys(k for parts in where.values() for k in parts))
+    print(f"  {'':<40}" + "".join(f"{label:>24}" for label in where))
+    for key in keys:
+        print(f"  {key:<40}" + "".join(f"{parts.get(key, 0):>24,}" for parts in where.values()))
+    print(f"  {'total':<40}" + "".join(f"{sum(p.values()):>24,}" for p in where.values()))
+    a = report["arithmetic"]
+    print(
+        f"\nThe raw-token goal: {a['goal_tokens']:,} tokens ({GOAL_RAW_SHARE:.0%} of "
+        f"{a['full_history_tokens']:,}). The chat's own messages ({a['chat_messages_tokens']:,}), "
+        f"the tool schemas ({a['tool_schema_tokens']:,}) and the text of the "
+        f"{a['cited_chunks_on_the_wire']} cited chunks ({a['cited_chunk_text_tokens']:,}) "
+        f"alone are {a['content_floor_tokens']:,} ({a['content_floor_share']:.1%})."
+    )
+    repeat = report["repeat_chat"]
+    print(
+        f"\nRepeat chat ({repeat['searches_with_a_repeat']} of {QUESTIONS} searches return an "
+        "earlier cited chunk again):"
+    )
+    for name in ("full", "capsa", "capsa_without_current_references"):
+        row = repeat[name]
+        print(
+            f"  {name:<34} input {row['input_tokens']:>9,}  billed .1/1.25 "
+            f"{row['billed_ratio']['0.1/1.25']:.4f}  .5/1 {row['billed_ratio']['0.5/1.0']:.4f}  "
+            f"visible {row['visibility']['visible']}/{row['visibility']['cited']}"
+        )
     print("\nGoals (capsa, stable layout, against full history):")
     for goal, value in report["goals"].items():
         print(f"  {goal:<44} {'met' if value['met'] else 'NOT met':<8} {value['value']}")
@@ -576,14 +836,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     snapshot = [m.model_dump() for m in capsa.messages]
     requests = build_requests(baseline, capsa)
     intact = [m.model_dump() for m in capsa.messages] == snapshot and stored_intact(capsa, plans)
-    chats = {name: baseline if name in STRATEGIES[:4] else capsa for name in ROWS}
+    chats = {name: capsa if name in CAPSA_ROWS else baseline for name in ROWS}
     strategies: dict[str, Any] = {}
     for name in ROWS:
         chat, built = chats[name], requests[name]
-        firsts = per_question(chat, built, "first")
+        firsts = per_question(chat, built, "first", tools_of(name))
         strategies[name] = {
             "tokens_last_first_request": firsts[-1],
-            "billed": {label: bill(built, *pair) for label, pair in PRICES.items()},
+            "tool_schema_tokens": tools_of(name),
+            "billed": {label: bill(built, *pair, tools_of(name)) for label, pair in PRICES.items()},
             "visibility": visibility(plans, chat, built, contents),
             "requests": len(built),
         }
@@ -618,6 +879,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "stored messages exactly as produced": {"value": intact, "met": intact},
     }
+    last = [i for i, r in enumerate(capsa.requests) if r.question == QUESTIONS]
+    first_full = next(
+        i for i, r in enumerate(baseline.requests) if (r.question, r.phase) == (QUESTIONS, "first")
+    )
+    question = capsa.requests[last[0]].length - 1
+    citing = next(i for i in last if capsa.requests[i].phase in ("search", "recall"))
+    where = {
+        "full, first request": breakdown(
+            requests["full"][first_full], len(requests["full"][first_full]) - 1, AGENT_TOOLS["full"]
+        ),
+        "capsa, first request": breakdown(
+            requests["capsa"][last[0]], question, AGENT_TOOLS["capsa"]
+        ),
+        "capsa, citing request": breakdown(
+            requests["capsa"][citing], question, AGENT_TOOLS["capsa"]
+        ),
+    }
+    floor = where["capsa, first request"]
+    chat_own = sum(v for k, v in floor.items() if not k.startswith(("earlier", "tool", "current")))
+    full_tokens = strategies["full"]["tokens_last_first_request"]
+    arithmetic = {
+        "full_history_tokens": full_tokens,
+        "goal_tokens": int(full_tokens * GOAL_RAW_SHARE),
+        "chat_messages_tokens": chat_own,
+        "tool_schema_tokens": tools_of("capsa"),
+        "cited_chunks_on_the_wire": len(
+            {c for p in plans[: QUESTIONS - 1] for c in p.cited}
+        ),
+        "cited_chunk_text_tokens": floor["earlier returns: chunk text"],
+        "content_floor_tokens": chat_own
+        + tools_of("capsa")
+        + floor["earlier returns: chunk text"],
+    }
+    arithmetic["content_floor_share"] = round(arithmetic["content_floor_tokens"] / full_tokens, 4)
     report: dict[str, Any] = {
         "meta": {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -633,6 +928,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "late_citations_per_answer": [len(p.late) for p in plans],
             "token_counter": "langchain_core count_tokens_approximately, per message",
             "prices": {label: {"read": r, "write": w} for label, (r, w) in PRICES.items()},
+            "tool_schema_tokens": TOOL_TOKENS,
+            "agent_tools": {name: list(tools) for name, tools in AGENT_TOOLS.items()},
             "clear_tool_uses": "ClearToolUsesEdit(trigger=0, keep=3)",
             "trim_messages": "strategy='last', start_on='human', max_tokens=capsa's count",
             "summarization": f"SummarizationMiddleware(trigger=('tokens', {SUMMARY_TRIGGER}), "
@@ -640,12 +937,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "strategies": strategies,
         "tokens_first_request": {
-            name: per_question(chats[name], requests[name], "first") for name in ROWS
+            name: per_question(chats[name], requests[name], "first", tools_of(name))
+            for name in ROWS
         },
         "cumulative_billed": {
-            label: {name: cumulative_bill(chats[name], requests[name], *pair) for name in ROWS}
+            label: {
+                name: cumulative_bill(chats[name], requests[name], *pair, tools_of(name))
+                for name in ROWS
+            }
             for label, pair in PRICES.items()
         },
+        "breakdown": where,
+        "arithmetic": arithmetic,
+        "repeat_chat": repeat_chat(),
         "timing": measure_time(20 if args.quick else 300),
         "goals": goals,
     }

@@ -201,6 +201,68 @@ print("The first search result as question 8 sees it (chunk bodies elided):")
 print("\n".join(line for line in earlier.splitlines() if line.startswith("<")))
 
 # %% [markdown]
+# ## Where the tokens go
+#
+# The same request split by what each token is for. Tool schemas ride in every
+# request too (the middleware adds `cite` and `recall`); an earlier search
+# result splits into the cited chunks' text, their `<chunk>` markup, receipts
+# naming uncited chunks, and references to chunks already shown earlier. A
+# search of the current question that returns a chunk already visible whole
+# earlier shows it as such a reference rather than a second copy.
+
+# %%
+from capsa.capsule import parse_evidence
+from capsa.capsule.render import escape_body
+
+capsule_agent = runs["with capsule"]["agent"]
+tools = [t for t in capsule_agent.nodes["tools"].bound.tools_by_name.values()]
+parts = {f"tool schema: {t.name}": count_tokens_approximately([], tools=[t]) for t in tools}
+for m in request:
+    tokens = count_tokens_approximately([m])
+    if m.type != "tool" or m.name not in ("search", "recall"):
+        kinds = {"human": "user questions", "ai": "assistant messages"}
+        kind = kinds.get(m.type, "cite acknowledgements")
+        parts[kind] = parts.get(kind, 0) + tokens
+        continue
+    text = str(m.content)
+    lines = text.splitlines()
+    body = sum(len(escape_body(e.content)) for e in parse_evidence(text) or ())
+    receipts = sum(len(x) for x in lines if x.startswith("<not-shown"))
+    references = sum(len(x) for x in lines if x.endswith('shown="earlier"/>'))
+    split = {"earlier returns: chunk text": body / 4, "earlier returns: receipts": receipts / 4,
+             "earlier returns: references": references / 4}
+    split["earlier returns: markup and framing"] = tokens - sum(split.values())
+    for key, value in split.items():
+        parts[key] = parts.get(key, 0) + value
+where = pd.Series(parts).round().astype(int)
+where["total"] = where.sum()
+where.to_frame("tokens")
+
+# %% [markdown]
+# `benchmarks/capsule.py` makes the same split on a 20-question chat, for the
+# full history and for capsa. There the chat's own messages, the tool schemas
+# and the text of the chunks the answers cited (which capsa keeps whole) already
+# come to 29 % of the full history's request, so no layout that keeps them can
+# reach 25 %; what capsa adds on top is `<chunk>` ids and titles and the
+# receipts that make `recall` possible.
+
+# %%
+import json
+from pathlib import Path
+
+here = Path.cwd()
+results = next(root / "benchmarks" / "results" / "capsule.json"
+               for root in (here, *here.parents)
+               if (root / "benchmarks" / "results" / "capsule.json").exists())
+bench = json.loads(results.read_text())
+print({k: v for k, v in bench["arithmetic"].items()})
+pd.DataFrame({label: parts for label, parts in bench["breakdown"].items()})
+
+# %%
+pd.DataFrame([{"goal": goal, "met": value["met"], "capsa": value["value"]}
+              for goal, value in bench["goals"].items()])
+
+# %% [markdown]
 # The middleware reports each compaction as a `capsa.capsule` custom callback
 # event: which chunks are visible whole, which are only named (and can be
 # recalled), and any picture it could not re-attach.

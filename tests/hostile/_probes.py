@@ -28,7 +28,7 @@ from typing import Any, Literal
 Probe = Literal["raw_connect", "fresh_state", "write_scratch", "list_scratch", "list_home",
                 "write_then_kill_worker", "write_until_refused", "raise_surrogate",
                 "raise_escape", "broken_str", "setsid_daemon", "setsid_daemon_chain",
-                "raise_huge", "raise_scratch_path"]
+                "raise_huge", "raise_scratch_path", "gc_frozen"]
 
 LEFT_BEHIND = "capsa-probe-left-behind.txt"
 """The file the writing probes leave in their scratch directory."""
@@ -84,6 +84,12 @@ def _write_scratch(payload: bytes) -> str:
     with open(os.path.join(_scratch(), LEFT_BEHIND), "wb") as handle:
         handle.write(payload)
     return f"wrote a file into {_scratch()}"
+
+
+def _gc_frozen(payload: bytes) -> str:
+    import gc
+
+    return f"{gc.get_freeze_count()} objects frozen"
 
 
 def _list_scratch(payload: bytes) -> str:
@@ -191,7 +197,7 @@ _PROBES: dict[str, Callable[[bytes], str]] = {
     "write_then_kill_worker": _write_then_kill_worker,
     "write_until_refused": _write_until_refused,
     "raise_surrogate": _raise_surrogate, "raise_escape": _raise_escape,
-    "broken_str": _broken_str, "setsid_daemon": _setsid_daemon,
+    "gc_frozen": _gc_frozen, "broken_str": _broken_str, "setsid_daemon": _setsid_daemon,
     "setsid_daemon_chain": _setsid_daemon_chain, "raise_huge": _raise_huge,
     "raise_scratch_path": _raise_scratch_path,
 }

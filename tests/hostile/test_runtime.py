@@ -411,3 +411,11 @@ def test_a_spare_killed_while_idle_costs_the_next_file_nothing() -> None:
             _wait_gone(spare)
             assert extract_attachment(good_text().attachment, pool, LIMITS).text
         assert pool.restarts == 0
+
+
+def test_the_zygote_freezes_what_it_loaded_so_children_never_collect_it() -> None:
+    with probes_importable(), IsolatedExtractor(ProbeExtractor(), workers=1,
+                                                light_path=False) as pool:
+        reply = extract_attachment(_probe("gc_frozen"), pool, LIMITS).text
+    frozen = int(reply.split()[0])
+    assert frozen > 10_000  # the interpreter, capsa and the parsers' modules

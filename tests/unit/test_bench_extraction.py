@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import math
+import statistics
 import sys
 import zipfile
 from pathlib import Path
@@ -247,3 +248,20 @@ def test_quick_run_real_documents_give_each_file_one_row_and_refuse_the_big_docx
     assert "(max_text_chars)" in refusal["detail"]
     big = [f for f in section["overhead"]["files"] if "ratio" in f]
     assert all(f["bytes"] > 50_000 for f in big)
+
+
+@pytest.mark.slow
+def test_quick_run_reports_isolations_cost_on_small_office_files(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    report, _ = quick_run
+    rows = report["overhead"]["files"]
+    cost = report["overhead"]["aggregate"]["small_office_fixed_cost"]
+    small = [r for r in rows if r["kind"] in {"docx", "xlsx", "pptx"} and not r["over_threshold"]]
+    assert cost["files"] == [r["name"] for r in small] and small
+    assert cost["isolation_fixed_ms"] == pytest.approx(
+        statistics.median(r["isolation_fixed_ms"] for r in small), abs=1e-3)
+    for row in small:
+        assert row["isolation_fixed_ms"] == pytest.approx(
+            row["guarded"]["median_ms"] - row["raw_in_fresh_fork"]["median_ms"], abs=1e-2)
+    assert cost["isolation_fixed_meets_target"] is (cost["isolation_fixed_ms"] < 20.0)
+    assert cost["target_ms"] == 20.0

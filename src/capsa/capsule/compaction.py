@@ -8,7 +8,9 @@ pictures, and nothing at or above the current question.
 
 Once a question ends, the wire form of its returns is fixed. Each shows the
 chunks that question's answer cited, whole, and a receipt naming the rest by id
-and source. A chunk already shown whole earlier is named, not repeated. The wire
+and source. A chunk already shown whole earlier is named, not repeated, in earlier
+returns and in the current question's returns alike (it is on the wire, and
+``recall`` still fetches it); nothing else of the current question changes. The wire
 form of a question depends only on that question and the ones before it, so
 every request shares a byte-identical prefix with the previous request of the
 thread up to the newest question, and a provider's prompt cache serves it. (An
@@ -41,7 +43,7 @@ from capsa.capsule.capsule import (
 )
 from capsa.capsule.ledger import EvidenceLedger
 from capsa.capsule.messages import Evidence, ImagePart, Message, Part, TextPart
-from capsa.capsule.render import render_chunk, render_reference, render_unshown
+from capsa.capsule.render import escape_body, render_chunk, render_reference, render_unshown
 from capsa.errors import CompactionRefused
 
 __all__ = [
@@ -96,6 +98,9 @@ class Compaction(BaseModel):
     """Earlier evidence returns rewritten."""
     shown: tuple[str, ...] = ()
     """Ids of earlier chunks visible whole on the wire, in order of appearance."""
+    referenced: tuple[str, ...] = ()
+    """Ids of chunks the current question retrieved again while they are already
+    visible whole earlier on the wire: its returns name them instead of repeating them."""
     unshown: tuple[str, ...] = ()
     """Ids of earlier chunks only named by a receipt (recallable), in order."""
     uncounted: tuple[str, ...] = ()
@@ -208,7 +213,7 @@ def _stable_text(
             else:
                 shown.add(key)
                 whole.append(chunk)
-                lines.append(render_chunk(chunk, name_collection=named_collection))
+                lines.append(render_chunk(chunk, name_collection=named_collection, brief=True))
         else:
             unshown.append(chunk)
     forced = [c.chunk_id for c in item.evidence if c.chunk_id in cited and level != _WHOLE]
@@ -238,6 +243,8 @@ class _Plan:
     unshown: list[str]
     forced: list[str]
     tokens: int
+    visible: set[tuple[str, str]]
+    """(id, content) of every chunk the rewritten returns show whole."""
 
 
 def _plan(
@@ -247,7 +254,7 @@ def _plan(
     count: Tokenizer | None,
 ) -> _Plan:
     shown: set[tuple[str, str]] = set()
-    plan = _Plan({}, {}, [], [], [], 0)
+    plan = _Plan({}, {}, [], [], [], 0, shown)
     seen_pictures: set[tuple[str | None, str, str]] = set()
     for item, level in zip(items, levels, strict=True):
         text, whole, unshown, forced = _stable_text(item, level, ledger, shown)
@@ -266,6 +273,55 @@ def _plan(
             plan.pictures[item.index] = tuple(fresh)
             plan.tokens += sum(count(p.label) for p in fresh) if count is not None else 0
     return plan
+
+
+def _current_texts(
+    history: Sequence[Message],
+    boundary: int,
+    owned: frozenset[str],
+    visible: set[tuple[str, str]],
+    count: Tokenizer,
+) -> tuple[dict[int, str], list[str]]:
+    """The current question's returns, with chunks already visible whole named by reference.
+
+    A return is rewritten only when it holds such a chunk, is text only, and comes out
+    shorter; its other chunks are rendered whole, as the tool showed them. A chunk twice
+    in the current question is named by reference the second time. Depends only on
+    messages before each return, so the current question's prefix stays stable too.
+    """
+    seen = set(visible)
+    texts: dict[int, str] = {}
+    referenced: list[str] = []
+    for index in _owned_returns(history, len(history), owned):
+        message = history[index]
+        if index < boundary or not message.evidence:
+            continue
+        chunks = message.evidence
+        repeated = [c for c in chunks if (c.chunk_id, c.content) in seen]
+        text_only = all(isinstance(p, TextPart) for p in message.parts)
+        if repeated and text_only:
+            named_collection = len({c.collection for c in chunks}) > 1
+            lines = []
+            for chunk in chunks:
+                key = (chunk.chunk_id, chunk.content)
+                lines.append(
+                    render_reference(chunk)
+                    if key in seen
+                    else render_chunk(chunk, name_collection=named_collection)
+                )
+                seen.add(key)
+            text = "\n\n".join(lines)
+            if count(text) < count(message.text):
+                texts[index] = text
+                referenced += [c.chunk_id for c in repeated]
+                continue
+        text = message.text
+        seen.update(
+            (c.chunk_id, c.content)
+            for c in chunks
+            if c.content in text or escape_body(c.content) in text
+        )
+    return texts, referenced
 
 
 def _returns(
@@ -317,7 +373,8 @@ def _rewrite(
 ) -> Compaction:
     items, unknown = _returns(history, ledger, boundary, owned)
     plan = _fitted_plan(items, ledger, max_tokens, count)
-    for index, text in plan.texts.items():
+    current, referenced = _current_texts(history, boundary, owned, plan.visible, count)
+    for index, text in (plan.texts | current).items():
         history[index] = history[index].model_copy(update={"parts": (TextPart(text=text),)})
     attached: list[RetainedPicture] = []
     dropped: list[DroppedPicture] = []
@@ -342,6 +399,7 @@ def _rewrite(
         boundary=boundary,
         rewritten=len(plan.texts),
         shown=tuple(plan.shown),
+        referenced=tuple(dict.fromkeys(referenced)),
         unshown=tuple(dict.fromkeys(plan.unshown)),
         uncounted=tuple(dict.fromkeys(plan.forced)),
         kept_unknown=unknown,
@@ -399,6 +457,9 @@ def compact_with_report(
         max_tokens: Optional hard bound on everything compaction writes: rewritten
             returns, receipts, notices and picture labels. The oldest questions'
             cited chunks are shown by id only, then by count only, until it fits.
+            The current question's returns are the tools' own output, outside the
+            bound: compaction only ever shortens them (references to chunks already
+            visible whole earlier).
         tokenizer: Counts tokens for `max_tokens`: a counter, or an encoder that
             returns the tokens (tiktoken's ``encode``).
 
@@ -415,7 +476,7 @@ def compact_with_report(
     count = as_tokenizer(tokenizer)
     history = list(messages)
     boundary = _check(history, ledger, owned)
-    if ledger is None or not _owned_returns(history, boundary, owned):
+    if ledger is None or not _owned_returns(history, len(history), owned):
         return Compaction(messages=tuple(history), boundary=boundary)
     return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count)
 

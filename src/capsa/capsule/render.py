@@ -18,7 +18,10 @@ from collections.abc import Iterable, Sequence
 from capsa.capsule.messages import Evidence
 
 __all__ = [
+    "CITE_DESCRIPTION",
     "NO_RESULTS",
+    "RECALL_DESCRIPTION",
+    "SEARCH_DESCRIPTION",
     "escape_attribute",
     "escape_body",
     "parse_evidence",
@@ -32,6 +35,20 @@ __all__ = [
 
 NO_RESULTS = "No results found."
 """What a search tool returns when it found nothing."""
+
+SEARCH_DESCRIPTION = (
+    "Search the knowledge base. Results are <chunk id=...> elements; "
+    "cite the ids your answer uses with the cite tool."
+)
+"""What the model is told about a capsa evidence tool (both frameworks). Tool
+descriptions ride in every request, so each is kept to one or two short sentences."""
+CITE_DESCRIPTION = "Record the chunk ids your answer relies on, as shown. Call once per answer."
+"""What the model is told about the cite tool."""
+RECALL_DESCRIPTION = (
+    "Show again, whole and citable, earlier chunks listed in <not-shown ids=...>. "
+    "Pass their ids as shown."
+)
+"""What the model is told about the recall tool."""
 
 _BODY = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _BODY_UNSAFE = re.compile(r"[&<>]")
@@ -84,11 +101,11 @@ def unescape(text: str) -> str:
     return _REFERENCE.sub(one, text)
 
 
-def _attributes(evidence: Evidence, *, name_collection: bool) -> str:
+def _attributes(evidence: Evidence, *, name_collection: bool, brief: bool) -> str:
     pairs = [("id", evidence.chunk_id)]
     if evidence.title:
         pairs.append(("title", evidence.title))
-    if evidence.uri and evidence.uri != evidence.title:
+    if evidence.uri and evidence.uri != evidence.title and not (brief and evidence.title):
         pairs.append(("uri", evidence.uri))
     if not evidence.title and not evidence.uri and evidence.document_id != evidence.chunk_id:
         pairs.append(("document", evidence.document_id))
@@ -99,17 +116,25 @@ def _attributes(evidence: Evidence, *, name_collection: bool) -> str:
     return "".join(f' {key}="{escape_attribute(value)}"' for key, value in pairs)
 
 
-def render_chunk(evidence: Evidence, *, name_collection: bool = False) -> str:
+def render_chunk(evidence: Evidence, *, name_collection: bool = False, brief: bool = False) -> str:
     """One chunk, whole, as a ``<chunk>`` element with escaped attributes and body.
 
+    `brief` names the source once: the title, or the uri when there is no title.
+    Earlier questions' returns are rendered brief (the uri costs tokens on every
+    later request and `recall` shows it again).
+
     Examples:
-        >>> print(render_chunk(Evidence(chunk_id="c1", content="EUR 230.", document_id="d",
-        ...                             title="Travel Policy")))
-        <chunk id="c1" title="Travel Policy">
+        >>> chunk = Evidence(chunk_id="c1", content="EUR 230.", document_id="t.pdf",
+        ...                  title="Travel Policy", uri="t.pdf")
+        >>> print(render_chunk(chunk))
+        <chunk id="c1" title="Travel Policy" uri="t.pdf">
         EUR 230.
         </chunk>
+        >>> render_chunk(chunk, brief=True).splitlines()[0]
+        '<chunk id="c1" title="Travel Policy">'
     """
-    opening = f"<chunk{_attributes(evidence, name_collection=name_collection)}>"
+    attributes = _attributes(evidence, name_collection=name_collection, brief=brief)
+    opening = f"<chunk{attributes}>"
     return f"{opening}\n{escape_body(evidence.content)}\n</chunk>"
 
 

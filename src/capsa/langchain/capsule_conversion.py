@@ -314,6 +314,7 @@ def _event(report: Compaction) -> dict[str, Any]:
         "boundary": report.boundary,
         "rewritten": report.rewritten,
         "shown": list(report.shown),
+        "referenced": list(report.referenced),
         "unshown": list(report.unshown),
         "uncounted": list(report.uncounted),
         "kept_unknown": report.kept_unknown,

@@ -29,22 +29,10 @@ except ImportError as exc:  # langchain-core alone does not ship the agents pack
     ) from exc
 
 from capsa.capsule import EvidenceLedger, cite_ids, recall, render_evidence
+from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.langchain.capsule_conversion import Observe, evidence_of, load_ledger, stamp, to_core
 
 __all__ = ["capsa_retriever_tool", "cite_tool", "recall_tool"]
-
-_RETRIEVER_DESCRIPTION = (
-    "Search the knowledge base. Each result is a <chunk id=...> element. After answering "
-    "from the results, call the cite tool with the chunk ids your answer relies on."
-)
-_CITE_DESCRIPTION = (
-    "Record which chunks your answer relies on. Pass their chunk ids exactly as shown in "
-    "search or recall results or in earlier evidence. Call it once per answer."
-)
-_RECALL_DESCRIPTION = (
-    "Show again, whole, chunks from earlier in this conversation that are listed as "
-    "<not-shown ... ids=...>. Pass their chunk ids; recalled chunks can then be cited."
-)
 
 
 class _Query(BaseModel):
@@ -59,7 +47,7 @@ def capsa_retriever_tool(
     retriever: Runnable[str, list[Document]],
     *,
     name: str = "search_knowledge_base",
-    description: str = _RETRIEVER_DESCRIPTION,
+    description: str = SEARCH_DESCRIPTION,
     collection: str | None = None,
 ) -> BaseTool:
     """Wrap a retriever as an evidence tool the capsule middleware can record.
@@ -115,7 +103,7 @@ def _cite(chunk_ids: list[str], runtime: ToolRuntime) -> tuple[str, list[str]]:
     return result.acknowledgement(), list(result.accepted)
 
 
-def cite_tool(name: str = "cite", *, description: str = _CITE_DESCRIPTION) -> BaseTool:
+def cite_tool(name: str = "cite", *, description: str = CITE_DESCRIPTION) -> BaseTool:
     """The tool a model calls to declare which chunks its answer relies on.
 
     Ids are checked against what the model could see (this question's retrieval
@@ -152,7 +140,7 @@ def recall_tool(
     name: str = "recall",
     *,
     evidence_tools: Iterable[str] = (),
-    description: str = _RECALL_DESCRIPTION,
+    description: str = RECALL_DESCRIPTION,
 ) -> BaseTool:
     """The tool a model calls to see earlier chunks again, whole.
 

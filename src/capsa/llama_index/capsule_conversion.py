@@ -66,6 +66,7 @@ class CapsuleCompactedEvent(BaseEvent):
     boundary: int
     rewritten: int
     shown_chunk_ids: list[str]
+    referenced_chunk_ids: list[str]
     unshown_chunk_ids: list[str]
     uncounted_chunk_ids: list[str]
     attached_pictures: list[str]
@@ -84,6 +85,7 @@ def announce(report: Compaction) -> None:
             boundary=report.boundary,
             rewritten=report.rewritten,
             shown_chunk_ids=list(report.shown),
+            referenced_chunk_ids=list(report.referenced),
             unshown_chunk_ids=list(report.unshown),
             uncounted_chunk_ids=list(report.uncounted),
             attached_pictures=[p.ref for p in report.attached],

@@ -17,25 +17,13 @@ from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
 from capsa.capsule import render_evidence
+from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.llama_index.capsule_conversion import evidence
 
 if TYPE_CHECKING:
     from capsa.llama_index.memory import CapsuleMemory
 
 __all__ = ["capsule_cite_tool", "capsule_recall_tool", "capsule_retriever_tool"]
-
-RETRIEVER_DESCRIPTION = (
-    "Search the knowledge base. Each result is a <chunk id=...> element. After answering "
-    "from the results, call the cite tool with the chunk ids your answer relies on."
-)
-CITE_DESCRIPTION = (
-    "Record which chunks your answer relies on. Pass their chunk ids exactly as shown in "
-    "search or recall results or in earlier evidence. Call it once per answer."
-)
-RECALL_DESCRIPTION = (
-    "Show again, whole, chunks from earlier in this conversation that are listed as "
-    "<not-shown ... ids=...>. Pass their chunk ids as shown; recalled chunks can then be cited."
-)
 
 
 async def _memory(ctx: Context, fallback: "CapsuleMemory | None", tool: str) -> "CapsuleMemory":
@@ -56,7 +44,7 @@ def capsule_retriever_tool(
     retriever: BaseRetriever,
     *,
     name: str = "search_knowledge_base",
-    description: str = RETRIEVER_DESCRIPTION,
+    description: str = SEARCH_DESCRIPTION,
     collection: str | None = None,
     memory: "CapsuleMemory | None" = None,
 ) -> FunctionTool:

@@ -36,13 +36,11 @@ from capsa.capsule import (
     recall,
     record_messages,
 )
+from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.capsule.session import AnyPictureFetcher, PictureCache
 from capsa.llama_index.capsule_block import CitationCapsuleBlock
 from capsa.llama_index.capsule_conversion import CapsuleCompactedEvent, compact, convert, keys
 from capsa.llama_index.capsule_tools import (
-    CITE_DESCRIPTION,
-    RECALL_DESCRIPTION,
-    RETRIEVER_DESCRIPTION,
     capsule_cite_tool,
     capsule_recall_tool,
     capsule_retriever_tool,
@@ -279,7 +277,7 @@ class CapsuleMemory(BaseMemory):
         retriever: BaseRetriever,
         *,
         name: str = "search_knowledge_base",
-        description: str = RETRIEVER_DESCRIPTION,
+        description: str = SEARCH_DESCRIPTION,
         collection: str | None = None,
     ) -> FunctionTool:
         """`capsule_retriever_tool` falling back to this memory; registers `name`."""

@@ -261,6 +261,25 @@ def _recall(call_id: str, *ids: str) -> AIMessage:
     )
 
 
+def test_a_chunk_searched_again_is_sent_as_a_reference_and_stored_whole(tmp_path):
+    path = tmp_path / "threads.sqlite"
+    hotel = _answer_chunk(HOTEL)
+    script = [_search("q1-s", HOTEL.question), _cite("q1-c", hotel.id), AIMessage("EUR 230.")]
+    _ask(path, HOTEL.question, script)
+    seen, state = _ask(
+        path,
+        "Is the hotel cap the same in every city?",
+        [_search("q2-s", HOTEL.question), _cite("q2-c", hotel.id), AIMessage("Yes, EUR 230.")],
+    )
+    first, current = _tool_contents(seen[1])  # the request after Q2's search
+    assert hotel.page_content in first
+    assert f'<chunk id="{hotel.id}" shown="earlier"/>' in current
+    assert hotel.page_content not in current
+    others = [d for d in LexicalRetriever().invoke(HOTEL.question) if d.id != hotel.id]
+    assert all(d.page_content in current for d in others)  # receipted in Q1, whole again now
+    assert hotel.page_content in _tool_contents(state["messages"])[1]  # stored as returned
+
+
 async def test_async_agent_compacts_through_awrap_model_call():
     saver = InMemorySaver()
     hotel = _answer_chunk(HOTEL)

@@ -313,6 +313,34 @@ def test_capsule_memory_sync_path_compacts_and_keeps_storage():
     assert view[0] is stored[0] or view[0] == stored[0]
 
 
+def test_capsule_memory_sends_a_chunk_searched_again_as_a_reference():
+    memory = CapsuleMemory.from_defaults(ListMemory())
+    hotel = _answer_node(HOTEL)
+    outputs = []
+    for turn, question in enumerate((HOTEL.question, "Same cap in every city?")):
+        memory.put(ChatMessage(role=MessageRole.USER, content=question))
+        outputs.append(_search_now(memory, LexicalRetriever(), HOTEL.question))
+        step = [
+            _call(f"s{turn}", "search", query=HOTEL.question),
+            ChatMessage(
+                role=MessageRole.TOOL,
+                content=outputs[-1],
+                additional_kwargs={"tool_call_id": f"s{turn}"},
+            ),
+        ]
+        if turn == 0:  # answered and ended; the second question is still in progress
+            memory.cite([hotel.node_id])
+            memory.put_messages([*step, _say("EUR 230.")])
+        else:
+            for message in step:
+                memory.put(message)
+    earlier, current = _tool_texts(memory.get())
+    assert hotel.text in earlier
+    assert f'<chunk id="{hotel.node_id}" shown="earlier"/>' in current
+    assert hotel.text not in current
+    assert _tool_texts(memory.get_all()) == outputs
+
+
 def test_capsule_memory_reattaches_cited_pictures():
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
     node = TextNode(

@@ -13,6 +13,7 @@ from capsa.capsule import (
     compact,
     compact_with_report,
     estimate_tokens,
+    render_evidence,
 )
 from capsa.errors import CompactionRefused
 
@@ -305,6 +306,77 @@ def test_compact_stable_names_a_chunk_already_shown_instead_of_repeating_it(
     assert make_chunk("a1").content in first
     assert make_chunk("a1").content not in second
     assert '<chunk id="a1" shown="earlier"/>' in second
+
+
+def test_compact_names_a_chunk_the_current_question_retrieves_again_by_reference(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    boundary = talk.ask("second")
+    talk.search(make_chunk("a1"), make_chunk("a2"), make_chunk("b1"))
+    stored = list(talk.messages)
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED)
+    current = report.messages[boundary + 2].text
+    assert current == "\n\n".join(
+        [
+            '<chunk id="a1" shown="earlier"/>',
+            f'<chunk id="a2" document="doc">\n{make_chunk("a2").content}\n</chunk>',
+            f'<chunk id="b1" document="doc">\n{make_chunk("b1").content}\n</chunk>',
+        ]
+    )  # a2 was only receipted earlier, so it is shown whole now
+    assert make_chunk("a1").content in report.messages[2].text
+    assert report.referenced == ("a1",)
+    assert talk.messages == stored
+    assert report.messages[boundary + 2].evidence == stored[boundary + 2].evidence
+
+
+def test_compact_names_a_chunk_retrieved_twice_in_the_current_question_the_second_time(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.ask()
+    talk.search(make_chunk("a1"))
+    talk.search(make_chunk("a1"), make_chunk("a2"))
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view[2] is talk.messages[2]
+    assert view[4].text.startswith('<chunk id="a1" shown="earlier"/>\n\n<chunk id="a2"')
+
+
+def test_compact_knows_a_chunk_is_shown_when_its_tool_escaped_it(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    chunk = make_chunk("a1", content="Hotels < EUR 230 & meals < EUR 40. " * 8)
+    talk.search(chunk)
+    escaped = render_evidence([chunk])
+    talk.messages[2] = talk.messages[2].model_copy(update={"parts": (TextPart(text=escaped),)})
+    talk.search(chunk)
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert view[2] is talk.messages[2]
+    assert view[4].text == '<chunk id="a1" shown="earlier"/>'
+
+
+def test_compact_shows_a_chunk_whole_when_max_tokens_took_it_off_the_wire(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    boundary = talk.ask()
+    talk.search(make_chunk("a1"))
+    full = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=100_000)
+    assert full.referenced == ("a1",)
+    bound = full.tokens_added - 1
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=bound)
+    assert report.uncounted == ("a1",)
+    assert report.referenced == ()
+    assert report.messages[boundary + 2] is talk.messages[boundary + 2]
+
+
+def test_compact_stable_names_an_earlier_chunks_source_once(conversation, make_chunk):
+    talk = conversation()
+    chunk = make_chunk("a1", title="Travel Policy", uri="travel.pdf")
+    talk.turn(chunk, cite=["a1"])
+    talk.ask()
+    (text,) = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
+    assert text.splitlines()[0] == '<chunk id="a1" title="Travel Policy">'
 
 
 def test_compact_stable_keeps_a_return_of_unknown_content_verbatim(conversation, make_chunk):

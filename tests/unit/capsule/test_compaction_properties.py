@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capsa.capsule import EvidenceLedger, compact
+from capsa.capsule.render import render_reference
 
 OWNED = {"search"}
 POOL = [f"chunk-{i:02d}" for i in range(12)]
@@ -19,20 +20,29 @@ def _grow(data, conversation, make_chunk):
     """Draw a conversation of finished questions followed by one in progress."""
     talk = conversation()
     talk.snapshots = []
+    talk.requests = []
     questions = data.draw(st.integers(min_value=0, max_value=6), label="finished questions")
+
+    def request() -> None:
+        talk.requests.append((len(talk.messages), talk.ledger))
+
     for _ in range(questions + 1):
         talk.ask()
         talk.snapshots.append((len(talk.messages), talk.ledger))
+        request()
         for _ in range(data.draw(st.integers(min_value=0, max_value=2))):
             ids = data.draw(st.lists(st.sampled_from(POOL), max_size=3, unique=True))
             talk.search(*(make_chunk(i) for i in ids))
+            request()
         if data.draw(st.booleans()):
             talk.other_tool()
+            request()
         citable = list(talk.ledger.citable_ids())
         if citable:
             cited = data.draw(st.lists(st.sampled_from(citable), max_size=3, unique=True))
             if cited:
                 talk.cite(*cited)
+                request()
         talk.answer()
     return talk
 
@@ -61,8 +71,32 @@ def test_compact_rewrites_only_earlier_evidence_returns(data, conversation, make
             before.tool_call_id,
             before.tool_calls,
         )
-        if index >= boundary or before.role != "tool" or before.tool_name not in OWNED:
+        if before.role != "tool" or before.tool_name not in OWNED:
             assert after is before
+        elif index >= boundary and after is not before:
+            # a current return changes only to name chunks visible whole before it
+            wire = "\n".join(m.text for m in view[:index])
+            for chunk in before.evidence:
+                assert chunk.content in after.text or (
+                    render_reference(chunk) in after.text and chunk.content in wire
+                )
+            assert any(render_reference(chunk) in after.text for chunk in before.evidence)
+
+
+@_settings
+@given(data=st.data())
+def test_compact_every_request_extends_the_previous_ones_wire_form(data, conversation, make_chunk):
+    talk = _grow(data, conversation, make_chunk)
+    views = [
+        compact(talk.messages[:length], ledger, owned_tools=OWNED)
+        for length, ledger in talk.requests
+    ]
+    for (length, ledger), (_, later), before, after in zip(
+        talk.requests, talk.requests[1:], views, views[1:], strict=False
+    ):
+        # within a question the whole request is a prefix of the next; across, up to the question
+        shared = length if later.question == ledger.question else ledger.question
+        assert after[:shared] == before[:shared]
 
 
 @_settings
