@@ -233,7 +233,8 @@ class Packet(BaseModel):
 
         Attachments come in ``<context source="attached">``, retrieval in
         ``<context source="retrieved">``, each passage in a ``<document>``
-        element; passage text is escaped so it can never close or forge one.
+        element (only opened, by its id, in the compact form of a tight budget:
+        `Budget.markup`); passage text is escaped so it can never close or forge one.
         An empty packet renders as the empty string.
         """
         return self.rendered
