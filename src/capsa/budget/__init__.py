@@ -16,7 +16,16 @@ Examples:
 """
 
 from capsa.budget.pack import compress_text, pack
-from capsa.budget.packet import Budget, DropReason, Group, Packet, Passage, Receipt, Shape
+from capsa.budget.packet import (
+    Budget,
+    DropReason,
+    Group,
+    Markup,
+    Packet,
+    Passage,
+    Receipt,
+    Shape,
+)
 from capsa.budget.receivers import ReceiverProfile, pack_for
 from capsa.budget.relevance import EmbeddingScorer, LexicalScorer, Scorer
 from capsa.budget.sentences import split_sentences
@@ -29,6 +38,7 @@ __all__ = [
     "EmbeddingScorer",
     "Group",
     "LexicalScorer",
+    "Markup",
     "Packet",
     "Passage",
     "Receipt",

@@ -9,8 +9,12 @@ module finds those links the way a reader does, from names:
 - *entities*: the capitalised words and numbers of a sentence, as terms;
 - *second hop*: the entities of the best-matching sentences that the question
   does not contain are the names the answer may hang on; a passage whose
-  opening (its subject, in encyclopaedic and reference text) is one of those
-  names is *linked*, and the packer ranks it as if it matched the question;
+  opening (its subject, in encyclopaedic and reference text) is one of the
+  names *another* passage's best sentences mention is *linked*, and the packer
+  ranks it as if it matched the question (a passage naming its own subject
+  links nothing); its sentences that share anything with the question gain
+  relevance in proportion to the link, since there the answer shares few
+  terms with the question (a sentence sharing none stays below the floor);
 - *answer type*: "when" and "what year" questions favour sentences with a year
   or a date, "how many" and "how much" ones sentences with a number.
 
@@ -34,6 +38,11 @@ _SEEDS = 3
 """How many of the best-matching sentences seed the second hop."""
 _CUE_WEIGHT = 0.15
 """Bonus for a relevant sentence that holds what the question asks for."""
+_LINK_BLEND = 0.6
+"""Bonus, times its passage's link, for a relevant sentence of a second-hop passage.
+
+Checked on each half of HotpotQA separately (gains at 10% and 25% on both)
+and on pydocs-qa, where passages seldom link and nothing changes."""
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*|\b\d[\d,.]*\b")
 _NAME_START = re.compile(r"[\"'“(]*[A-Z][\w'’-]*\s+[A-Z]")
 _HEAD = re.compile(
@@ -114,7 +123,8 @@ def link(
         priors: per passage, its whole-passage relevance, 0 to 1.
 
     Returns:
-        The sentences' relevance with answer-type cues, and each passage's link.
+        The sentences' relevance with second-hop and answer-type evidence, and
+        each passage's link.
     """
     query_terms = set(analyze(query))
     count = len(texts)
@@ -124,10 +134,8 @@ def link(
         return Evidence(tuple(relevance), tuple(linked))
     seeds = sorted((k for k in range(count) if scores[k] > 0),
                    key=lambda k: (-(scores[k] + priors[owners[k]]), k))[:_SEEDS]
-    hop_terms: set[str] = set()
-    for k in seeds:
-        hop_terms.update(entity_terms(texts[k]))
-    hop_terms -= query_terms
+    named = [(owners[k], entity_terms(texts[k]) - query_terms) for k in seeds]
+    hop_terms: set[str] = set().union(*(names for _, names in named))
     if hop_terms:
         frequency: Counter[str] = Counter()
         for unit_terms in terms:
@@ -140,10 +148,15 @@ def link(
             head = _head_terms(texts[lead])
             if not head:
                 continue
-            mass = sum(weights.get(t, 0.0) for t in head)
+            # Only names from other passages link one: a passage's own best sentence
+            # naming its own subject says nothing about where the answer hangs.
+            others = set().union(*(names for owner, names in named if owner != n))
+            mass = sum(weights[t] for t in head if t in others)
             total = sum(weights.get(t, 1.0) for t in head)
             linked[n] = mass / total if total else 0.0
     cue = answer_cue(query)
+    relevance = [r + _LINK_BLEND * linked[owners[k]] if r > 0 else r
+                 for k, r in enumerate(relevance)]
     if cue is not None:
         relevance = [r + _CUE_WEIGHT if r > 0 and cue.search(texts[k]) else r
                      for k, r in enumerate(relevance)]

@@ -34,7 +34,7 @@ from capsa.budget.compress import (
 )
 from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
-from capsa.budget.render import Body, Layout, build_body
+from capsa.budget.render import COMPACT, TAGGED, Body, Layout, build_body
 from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.errors import BudgetError
 
@@ -157,6 +157,7 @@ def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequen
 
 def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
     """Pack already segmented and scored inputs for one budget (see `pack`)."""
+    prepared = _with_markup(prepared, budget)
     ceiling = budget.max_tokens
     empty = prepared.tokenizer("")
     if empty > ceiling:
@@ -180,6 +181,46 @@ def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Pack
         else:
             high = middle - 1
     return best
+
+
+def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
+    """The inputs laid out as `Budget.markup` says; a framework's frames stay as they are.
+
+    ``auto`` writes compact documents when the inputs do not all fit whole in
+    tags, leaving out what the relevance floor would drop anyway: then
+    sentences must be left out, and every token of markup is one of evidence.
+    """
+    layout = prepared.layout
+    if layout.frames is not None:
+        return prepared
+    tagged = _relayout(prepared, TAGGED)
+    if budget.markup == "auto":
+        ceiling, shape = budget.max_tokens, budget.shape
+        attached = _demand(tagged, tagged.attached, "attached", shape)
+        retrieved = _demand(tagged, tagged.retrieved, "retrieved", shape)
+        if attached + retrieved > ceiling:
+            floor = _floor(tagged, budget, retrieved, ceiling)
+            retrieved = _demand(tagged, [d for d in tagged.retrieved if relevant(d, floor)],
+                                "retrieved", shape)
+        compact = attached + retrieved > ceiling
+    else:
+        compact = budget.markup == "compact"
+    return _relayout(tagged, COMPACT) if compact else tagged
+
+
+def _relayout(prepared: Prepared, layout: Layout) -> Prepared:
+    """`prepared` with each document's and container's markup counted for `layout`."""
+    if prepared.layout == layout:
+        return prepared
+    count = prepared.tokenizer
+
+    def recount(docs: Sequence[Doc]) -> tuple[Doc, ...]:
+        return tuple(replace(doc, overhead=count(layout.document_overhead(doc.passage)))
+                     for doc in docs)
+
+    return replace(prepared, attached=recount(prepared.attached),
+                   retrieved=recount(prepared.retrieved), layout=layout,
+                   context={g: count(layout.context_overhead(g)) for g in prepared.context})
 
 
 def compress_text(
@@ -358,7 +399,8 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
             receipts.append(_receipt(prepared, doc, kept_choice, ranks.get((group, n)), prose,
                                      selection, budget, nothing))
     return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
-                  receipts=tuple(receipts), used_tokens=prepared.tokenizer(text), rendered=text)
+                  receipts=tuple(receipts), used_tokens=prepared.tokenizer(text), rendered=text,
+                  compact=prepared.layout.compact and prepared.layout.frames is None)
 
 
 def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | None,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
-__all__ = ["Budget", "DropReason", "Group", "Packet", "Passage", "Receipt", "Shape"]
+__all__ = ["Budget", "DropReason", "Group", "Markup", "Packet", "Passage", "Receipt", "Shape"]
 
 Shape = Literal["passages", "brief", "features"]
 """How kept passages are laid out.
@@ -33,6 +33,19 @@ DropReason = Literal["budget", "max_items", "duplicate", "empty", "irrelevant"]
 the packet already held `Budget.max_items` passages; ``duplicate``: everything
 it says was already packed from another passage; ``empty``: it had no text;
 ``irrelevant``: nothing in it scored above `Budget.min_relevance` for the query.
+"""
+
+Markup = Literal["auto", "tags", "compact"]
+"""How documents are written inside capsa's ``<context>`` containers.
+
+``tags``: ``<document id="p3" source="travel.pdf">…</document>``, about ten
+tokens a document; ``compact``: ``<document p3>…``, opened by id only and
+running to the next opener or the container's end, about five (the source
+stays in the receipts); ``auto``: compact when the passages must be
+compressed to fit (where tags would take a third of a tight budget), tags
+when everything fits whole, not counting what the relevance floor drops.
+Either way passage text can open no document and close no container.
+Frameworks' own frames (`capsa.budget.render.Layout`) ignore it.
 """
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -99,6 +112,8 @@ class Budget(BaseModel):
     chose, are never dropped for relevance. The floor is off when the query has
     nothing to score against (no terms and no score anywhere); None turns it off.
     """
+    markup: Markup = "auto"
+    """How capsa writes each document: ``"tags"``, ``"compact"``, or ``"auto"`` (see `Markup`)."""
     mark_excerpts: bool = False
     """Open a passage shortened by sentence selection with ``shown="312/1870"`` (characters).
 
@@ -205,6 +220,8 @@ class Packet(BaseModel):
     """Tokens of `render()`, counted by the tokenizer the packet was built with."""
     rendered: str
     """The exact text `render()` returns."""
+    compact: bool = False
+    """True when the documents are written in the compact form (`Budget.markup`)."""
 
     @property
     def dropped(self) -> tuple[Receipt, ...]:
@@ -216,7 +233,8 @@ class Packet(BaseModel):
 
         Attachments come in ``<context source="attached">``, retrieval in
         ``<context source="retrieved">``, each passage in a ``<document>``
-        element; passage text is escaped so it can never close or forge one.
+        element (only opened, by its id, in the compact form of a tight budget:
+        `Budget.markup`); passage text is escaped so it can never close or forge one.
         An empty packet renders as the empty string.
         """
         return self.rendered

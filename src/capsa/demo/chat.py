@@ -27,6 +27,8 @@ __all__ = ["ExtractiveChatModel", "best_sentence"]
 _CHUNK = re.compile(r"^\[([^\]\n]+)\] Source:[^\n]*\n(.*?)(?=^\[[^\]\n]+\] Source:|\Z)",
                     re.MULTILINE | re.DOTALL)
 _DOCUMENT = re.compile(r'<(document|chunk) id="([^"]+)"[^>]*(?<!/)>(.*?)</\1>', re.DOTALL)
+_COMPACT = re.compile(
+    r'<document ([^\s>"=]+)(?: shown="[^"]*")?>(.*?)(?=\n?<document |\n?</context>|\Z)', re.DOTALL)
 _TAGS = re.compile(r"<[^>]+>")
 
 
@@ -35,11 +37,12 @@ def best_sentence(question: str, context: str) -> tuple[str, str | None]:
 
     Chunks are recognised in capsa's formats: search-tool output
     (``<chunk id="...">``, formerly ``[id] Source: ...``) and packed
-    ``<document id="...">`` containers.
+    ``<document id="...">`` containers, or compact ``<document id>`` ones.
     """
     pieces: list[tuple[str | None, str]] = [(m.group(1), m.group(2))
                                             for m in _CHUNK.finditer(context)]
     pieces += [(m.group(2), _TAGS.sub(" ", m.group(3))) for m in _DOCUMENT.finditer(context)]
+    pieces += [(m.group(1), _TAGS.sub(" ", m.group(2))) for m in _COMPACT.finditer(context)]
     if not pieces:
         pieces = [(None, context)]
     sentences = [(chunk_id, text[start:end]) for chunk_id, text in pieces

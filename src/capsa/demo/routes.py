@@ -178,9 +178,10 @@ class LexicalRoute:
         )
 
 
-# The tags `capsa.budget` renders around retrieved passages, declared as the
-# block's scaffold. Should that format change, every capture of this route is
-# refused as transformed, and the tests over the sample corpus fail loudly.
+# The tags `capsa.budget` renders around retrieved passages (compact documents
+# when the budget is tight: openers only), declared as the block's scaffold.
+# Should that format change, every capture of this route is refused as
+# transformed, and the tests over the sample corpus fail loudly.
 _OPEN_CONTEXT = '<context source="retrieved">'
 _CLOSE_CONTEXT = "</context>"
 _CLOSE_DOCUMENT = "</document>"
@@ -231,8 +232,10 @@ class BudgetedRoute:
             block=RenderedBlock(
                 query=query,
                 text=packet.render(),
-                scaffold=(_OPEN_CONTEXT, _CLOSE_CONTEXT, _CLOSE_DOCUMENT,
-                          *(f'<document id="{i}">' for i in kept)),
+                scaffold=(_OPEN_CONTEXT, _CLOSE_CONTEXT,
+                          *(() if packet.compact else (_CLOSE_DOCUMENT,)),
+                          *(f"<document {i}>" if packet.compact else f'<document id="{i}">'
+                            for i in kept)),
             ),
         )
 

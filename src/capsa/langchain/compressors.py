@@ -65,6 +65,8 @@ HANDLE_KEY = "capsa_handle"
 """Metadata key of the short handle a kept document is shown under (``"2"``)."""
 EXCERPT_KEY = "capsa_excerpt"
 """Metadata key of ``[shown, total]`` characters of a document shortened to its best sentences."""
+COMPACT_KEY = "capsa_compact"
+"""Metadata key set to True on documents packed in the compact form (`Budget.markup`)."""
 
 
 def _counts_tokens(value: TokenizerLike | None) -> TokenizerLike | None:
@@ -183,7 +185,7 @@ def compress(documents: Sequence[Document], query: str,
                 for r in packet.receipts}
     kept = [
         _kept_document(documents[int(passage.id) - 1], passage.id, text, receipts[passage.id],
-                       marked=settings.budget.mark_excerpts)
+                       marked=settings.budget.mark_excerpts, compact=packet.compact)
         for passage, text in zip(packet.passages, packet.texts, strict=True)
     ]
     warn_if_empty(packet, what="documents")
@@ -249,9 +251,11 @@ def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
 
 
 def _kept_document(original: Document, handle: str, text: str, receipt: Receipt, *,
-                   marked: bool) -> Document:
+                   marked: bool, compact: bool) -> Document:
     metadata = {**original.metadata, RECEIPT_KEY: receipt.model_dump(mode="json"),
                 HANDLE_KEY: handle}
+    if compact:
+        metadata[COMPACT_KEY] = True
     if marked and not receipt.whole and not receipt.truncated:
         shown = sum(end - start for start, end in receipt.kept_spans)
         metadata[EXCERPT_KEY] = [shown, len(original.page_content)]
@@ -336,7 +340,8 @@ def _format_packet(documents: Sequence[Document]) -> str:
         excerpt = document.metadata.get(EXCERPT_KEY)
         shown = (int(excerpt[0]), int(excerpt[1])) if isinstance(excerpt, list | tuple) else None
         items.append((group, passage, bool(receipt.get("truncated")), shown))
-    return render_passages(items)
+    compact = any(document.metadata.get(COMPACT_KEY) is True for document in documents)
+    return render_passages(items, compact=compact)
 
 
 format_packet: RunnableLambda[Sequence[Document], str] = RunnableLambda(
@@ -349,6 +354,8 @@ A runnable: pipe a retriever into it (``retriever | format_packet``) or call
 handle (``id="2"``: its ``capsa_handle`` when packed by `CapsaCompressor` or
 `BudgetedRetriever`, else its position) and its source's file name, never a
 server path; packed documents keep their truncation markers, any other
-document renders whole. Passage text is escaped so it cannot close or forge a
+document renders whole. Documents packed in the compact form (a tight budget,
+`Budget.markup`) are rendered compact again, so the prompt is the packet the
+budget was counted on. Passage text is escaped so it cannot close or forge a
 container.
 """

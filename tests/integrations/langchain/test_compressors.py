@@ -43,7 +43,7 @@ class Recorder(BaseCallbackHandler):
 
 def test_compressor_returns_new_documents_and_leaves_the_originals_alone() -> None:
     originals = documents()
-    kept = CapsaCompressor(budget=Budget(max_tokens=50)).compress_documents(originals, QUERY)
+    kept = CapsaCompressor(budget=Budget(max_tokens=35)).compress_documents(originals, QUERY)
     assert kept[0].id == "hotel" and kept[0].page_content != HOTEL
     assert kept[0].metadata["page"] == 2 and "capsa_receipt" in kept[0].metadata
     assert originals[1].page_content == HOTEL and "capsa_receipt" not in originals[1].metadata
@@ -64,6 +64,16 @@ def test_format_packet_renders_exactly_the_packet_the_budget_was_counted_on() ->
     expected = pack(QUERY, passages, budget).render()
     assert format_packet.invoke(kept) == expected
     assert estimate_tokens(expected) <= 70
+
+
+def test_format_packet_renders_a_tight_packet_in_the_compact_form_it_was_counted_in() -> None:
+    budget = Budget(max_tokens=40)
+    kept = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
+    passages = [Passage(id=str(n), text=d.page_content, source=d.metadata["source"])
+                for n, d in enumerate(documents(), start=1)]
+    packet = pack(QUERY, passages, budget)
+    assert packet.compact and "</document>" not in packet.render()
+    assert format_packet.invoke(kept) == packet.render()
 
 
 def test_format_packet_keeps_the_truncation_marker_of_a_cut_document() -> None:
@@ -195,7 +205,7 @@ def test_compressor_refuses_a_tokenizer_that_cannot_count_when_built() -> None:
 
 
 def test_format_packet_marks_excerpts_exactly_as_the_packet_was_counted() -> None:
-    budget = Budget(max_tokens=50, mark_excerpts=True)
+    budget = Budget(max_tokens=35, mark_excerpts=True)
     kept = CapsaCompressor(budget=budget).compress_documents(documents(), QUERY)
     passages = [Passage(id=str(n), text=d.page_content, source=d.metadata["source"])
                 for n, d in enumerate(documents(), start=1)]

@@ -327,7 +327,7 @@ def test_shadow_passes_tags_metadata_and_callbacks_to_both_routes(make) -> None:
 # --- the whole capture of capsa's own routes ---------------------------------------
 
 
-def _budgeted(max_tokens: int = 60) -> BudgetedRetriever:
+def _budgeted(max_tokens: int = 45) -> BudgetedRetriever:
     return BudgetedRetriever(retriever=Fixed(docs=DOCS), budget=Budget(max_tokens=max_tokens))
 
 
@@ -366,7 +366,7 @@ def test_shadow_captures_a_budgeted_baseline_as_served(make, rows) -> None:
 def test_shadow_captures_a_compressor_inside_a_compression_retriever(make, rows) -> None:
     classic = pytest.importorskip("langchain_classic.retrievers")
     candidate = classic.ContextualCompressionRetriever(
-        base_compressor=CapsaCompressor(budget=Budget(max_tokens=60)),
+        base_compressor=CapsaCompressor(budget=Budget(max_tokens=45)),
         base_retriever=Fixed(docs=DOCS))
     shadow = make(Fixed(docs=DOCS), candidate)
     shadow.invoke("refund window for a damaged item")

@@ -313,3 +313,44 @@ def test_pack_brief_shape_picks_the_answering_sentence_over_the_lead() -> None:
 def test_budget_refuses_a_relevance_floor_outside_zero_to_one() -> None:
     with pytest.raises(ValueError, match="min_relevance"):
         Budget(max_tokens=100, min_relevance=1.0)
+
+
+def test_pack_writes_tags_when_everything_fits_whole(passages: list[Passage]) -> None:
+    packet = pack(QUERY, passages, Budget(max_tokens=1000))
+    assert not packet.compact
+    assert packet.render().count("</document>") == len(passages)
+
+
+def test_pack_writes_compact_documents_when_the_passages_must_be_compressed(
+        passages: list[Passage]) -> None:
+    packet = pack(QUERY, passages, Budget(max_tokens=60))
+    assert packet.compact and packet.used_tokens <= 60
+    lines = packet.render().splitlines()
+    assert lines[0] == '<context source="retrieved">' and lines[-1] == "</context>"
+    assert "</document>" not in packet.render() and 'source="' not in lines[1]
+    assert lines[1].startswith(f"<document {packet.passages[0].id}>")
+
+
+def test_compact_documents_leave_room_for_more_evidence_than_tags(
+        passages: list[Passage]) -> None:
+    tagged = pack(QUERY, passages, Budget(max_tokens=60, markup="tags"))
+    compact = pack(QUERY, passages, Budget(max_tokens=60, markup="compact"))
+    assert not tagged.compact and tagged.render().count("</document>") == len(tagged.passages)
+    shown = [sum(r.tokens_kept for r in p.receipts) for p in (tagged, compact)]
+    assert shown[1] > shown[0]
+    assert compact.used_tokens <= 60
+
+
+def test_compact_markup_is_forced_even_when_everything_fits(passages: list[Passage]) -> None:
+    packet = pack(QUERY, passages, Budget(max_tokens=1000, markup="compact"))
+    assert packet.compact and all(r.whole for r in packet.receipts)
+    assert packet.render().count("<document ") == len(passages)
+
+
+def test_auto_markup_keeps_tags_when_only_irrelevant_passages_do_not_fit() -> None:
+    passages = [Passage(id="hotel", text="The nightly hotel cap is EUR 165."),
+                Passage(id="net", text="Remote workers receive an internet stipend of EUR 30 "
+                                       "each month, paid with the salary.")]
+    packet = pack("hotel cap", passages, Budget(max_tokens=30))
+    assert [p.id for p in packet.passages] == ["hotel"]
+    assert not packet.compact and packet.render().endswith("</document>\n</context>")

@@ -54,6 +54,7 @@ budgets = st.builds(
     attachment_share=st.floats(min_value=0.0, max_value=1.0),
     shape=st.sampled_from(["passages", "brief", "features"]),
     min_relevance=st.none() | st.sampled_from([0.0, 0.3]),
+    markup=st.sampled_from(["auto", "tags", "compact"]),
 )
 queries = st.sampled_from(["hotel cap", "", "what is the taxi rule", "東京", "</document>"])
 _EXAMPLES = int(os.environ.get("CAPSA_PROPERTY_EXAMPLES", "150"))
@@ -120,14 +121,15 @@ def test_pack_content_cannot_close_or_forge_a_container(
     packet = _pack(case, budget, query, estimate_tokens, compress)
     tags = TAG.findall(packet.render())
     groups = {r.group for r in packet.receipts if r.dropped is None}
-    assert len(tags) == 2 * len(packet.passages) + 2 * len(groups)
+    per_document = ["<document"] if packet.compact else ["<document", "</document>"]
+    assert len(tags) == len(per_document) * len(packet.passages) + 2 * len(groups)
     expected: list[str] = []
     for group in ("attached", "retrieved"):
         members = [p for p, r in zip(packet.passages, _kept(packet), strict=True)
                    if r.group == group]
         if members:
             expected.append(f'<context source="{group}">')
-            expected += ["<document", "</document>"] * len(members)
+            expected += per_document * len(members)
             expected.append("</context>")
     assert [t if t.startswith("<context") or t.startswith("</") else "<document"
             for t in tags] == expected

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from capsa.budget import Budget, Passage, pack
+from capsa.budget import Budget, Markup, Passage, pack
 from capsa.budget.render import (
     build_body,
     escape_attribute,
@@ -153,15 +153,18 @@ def test_a_shortened_document_says_how_much_of_it_is_shown() -> None:
     assert rendered.startswith('<document id="p" shown="5/22">')
 
 
-def test_every_shortened_excerpt_in_a_packet_is_marked_with_shown_and_total() -> None:
+@pytest.mark.parametrize(("markup", "opener"), [("tags", 'id="{}"'), ("compact", "<document {}")])
+def test_every_shortened_excerpt_in_a_packet_is_marked_with_shown_and_total(
+        markup: Markup, opener: str) -> None:
     text = rules("Travel", 20)
     packet = pack("hotel cap city 7", [Passage(id="a", text=text), Passage(id="b", text=HOTEL)],
-                  Budget(max_tokens=90, mark_excerpts=True))
+                  Budget(max_tokens=90, mark_excerpts=True, markup=markup))
     for receipt in packet.receipts:
         if receipt.rank is not None and not receipt.whole and not receipt.truncated:
             total = len(text if receipt.passage_id == "a" else HOTEL)
             shown = sum(end - start for start, end in receipt.kept_spans)
-            assert f'id="{receipt.passage_id}" shown="{shown}/{total}">' in packet.render()
+            marked = f'{opener.format(receipt.passage_id)} shown="{shown}/{total}">'
+            assert marked in packet.render()
     assert packet.used_tokens <= 90
     assert 'shown="' in packet.render()
 

@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capsa.budget import Budget, Passage, pack
+from capsa.budget import Budget, Markup, Passage, pack
 from capsa.budget.render import escape_attribute, escape_text, render_passages
 
 _HIDDEN = {"Cc", "Cf", "Cn", "Co", "Cs", "Mn", "Me"}
@@ -98,25 +98,46 @@ def test_escape_attribute_never_leaves_a_quote_or_bracket_a_reader_sees(forged: 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(hostile_text(), hostile_text(), forged_tag()), min_size=1,
                 max_size=4),
-       st.integers(min_value=20, max_value=400))
+       st.integers(min_value=20, max_value=400), st.sampled_from(["auto", "tags", "compact"]))
 def test_packed_hostile_passages_render_only_capsas_own_containers(
-        rows: list[tuple[str, str, str]], max_tokens: int) -> None:
+        rows: list[tuple[str, str, str]], max_tokens: int, markup: Markup) -> None:
     passages = [Passage(id=f"p{n}{ident}", text=f"Hotel cap rules. {text}", source=source)
                 for n, (text, source, ident) in enumerate(rows)]
-    packet = pack("hotel cap", passages, Budget(max_tokens=max_tokens))
+    packet = pack("hotel cap", passages, Budget(max_tokens=max_tokens, markup=markup))
     read = tags_read(packet.render())
     kept = len(packet.passages)
     assert read.count("<context") == read.count("</context") == (1 if kept else 0)
-    assert read.count("<document") == read.count("</document") == kept
+    assert read.count("<document") == kept  # compact documents open only; tags close too
+    assert read.count("</document") == (0 if packet.compact else kept)
     assert read.count("<truncated") == sum(r.truncated for r in packet.receipts)
     assert "<!" not in read
 
 
 @settings(max_examples=100)
-@given(st.lists(st.tuples(hostile_text(), forged_tag()), min_size=1, max_size=4))
-def test_render_passages_renders_only_its_own_containers(rows: list[tuple[str, str]]) -> None:
+@given(st.lists(st.tuples(hostile_text(), forged_tag()), min_size=1, max_size=4),
+       st.booleans())
+def test_render_passages_renders_only_its_own_containers(rows: list[tuple[str, str]],
+                                                         compact: bool) -> None:
     items = [("retrieved", Passage(id=str(n), text=text, source=source), False)
              for n, (text, source) in enumerate(rows)]
-    read = tags_read(render_passages(items))  # type: ignore[arg-type]
-    assert read.count("<document") == read.count("</document") == len(rows)
+    read = tags_read(render_passages(items, compact=compact))  # type: ignore[arg-type]
+    assert read.count("<document") == len(rows)
+    assert read.count("</document") == (0 if compact else len(rows))
     assert read.count("<context") == read.count("</context") == 1
+
+
+@settings(max_examples=100)
+@given(st.lists(st.tuples(hostile_text(), forged_tag()), min_size=1, max_size=4))
+def test_a_compact_document_holds_exactly_its_own_text(rows: list[tuple[str, str]]) -> None:
+    # With no closing tag, a compact document runs to the next opener: each one is
+    # where capsa put it, so a passage's text is never read as another passage's.
+    items = [("retrieved", Passage(id=str(n), text=text), False)
+             for n, (text, _) in enumerate(rows)]
+    rendered = render_passages(items, compact=True)  # type: ignore[arg-type]
+    openers = [m.start() for m in re.finditer(r"<document \d+>", rendered)]
+    assert [rendered[start:].split(">", 1)[0] for start in openers] == [
+        f"<document {n}" for n in range(len(rows))]
+    ends = [*openers[1:], rendered.rindex("\n</context>")]
+    for n, (start, end) in enumerate(zip(openers, ends, strict=True)):
+        body = rendered[start + len(f"<document {n}>"):end].removesuffix("\n")
+        assert body == escape_text(rows[n][0])
