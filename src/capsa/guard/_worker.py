@@ -27,8 +27,10 @@ import base64
 import contextlib
 import ctypes
 import errno
+import functools
 import gc
 import json
+import math
 import os
 import pickle
 import resource
@@ -165,9 +167,9 @@ def _spare(extractor: Any, request_fd: int, write_fd: int, close_fds: list[int],
             _name_process(_PARSE_NAME)
             request = pickle.loads(frame)
             used = resource.getrusage(resource.RUSAGE_SELF)
-            # RLIMIT_CPU counts from the fork; the spare's set-up (well under a
-            # second) is not charged to the file.
-            cpu_s = int(request["cpu_s"]) + int(used.ru_utime + used.ru_stime)
+            # RLIMIT_CPU counts from the fork, in whole seconds; the spare's set-up
+            # is rounded up and added, so the file itself gets at least cpu_s.
+            cpu_s = int(request["cpu_s"]) + math.ceil(used.ru_utime + used.ru_stime)
             # soft < hard, so the kernel sends SIGXCPU (reported as a timeout)
             # before the SIGKILL at the hard limit.
             _limit(resource.RLIMIT_CPU, cpu_s, cpu_s + 1)
@@ -214,7 +216,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+@functools.cache
 def _process_name() -> bytes:
+    """The zygote's own name, read once: it is put back after every spare's fork."""
     try:
         with open("/proc/thread-self/comm", "rb") as comm:
             return comm.read().strip()
