@@ -10,7 +10,7 @@ earlier return), then cites; the other strategies see the chunk in their own
 history or not at all, so their chat has no recall calls.
 
 Every model call of the chat is a request: after the question, after each tool
-return. Each request is built five ways, plus capsa's older layout:
+return. Each request is built five ways, plus two older capsa layouts:
 
 (a) full history, as a checkpointer stores it;
 (b) ``trim_messages`` (strategy "last", ``start_on="human"``) to the token count
@@ -20,7 +20,10 @@ return. Each request is built five ways, plus capsa's older layout:
 (d) ``SummarizationMiddleware`` with a fake summariser (a fixed ~60-token summary),
     trigger 12,000 tokens, keep 20 messages, applied as the agent applies it:
     the summarised state persists;
-(e) capsa, `capsule_messages` with the ledger, stable layout (the default);
+(e) capsa, `capsule_messages` with the ledger, stable layout, ended questions' cite
+    calls and acknowledgements off the wire (the middleware's default);
+(e') ``capsa_keep_cites``: the same, keeping every cite exchange on the wire
+    (``keep_cite_calls=True``), which is what capsa sent before;
 (f) the seed's single moving capsule, rebuilt here from `build_capsule`: the newest
     earlier evidence return carries every chunk earlier answers cited, the others a
     receipt naming their uncited chunks. capsa dropped this layout on these figures.
@@ -41,13 +44,18 @@ cites visible whole in the request? Late citations are counted separately. The
 stored history is checked to be exactly what the agent produced after every
 compaction.
 
-Where the tokens go: the first request of the last question, and capsa's citing
-request of the last question, split into tool schemas, the user's questions, the
+Every capsa request is checked to keep the previous request's messages byte for
+byte: the whole of it within a question, and up to the ended question's own message
+across a question's end (``prefix_checks``).
+
+Where the tokens go: the first request of the last question (full history, capsa,
+and capsa keeping its cite exchanges), and capsa's citing request of the last
+question, split into tool schemas, the user's questions, the
 assistant's calls and answers, cite acknowledgements, the current question's
 returns, and the earlier returns' cited chunk text, chunk markup, references,
 receipts and message framing. Two floors bound what any layout could reach:
-``floor`` (every rewritten return cut to the bare text of the chunks it shows
-whole) and ``floor_citable`` (those chunks each in the least markup that still names
+``floor`` (capsa's requests with every rewritten return cut to the bare text of the
+chunks it shows whole) and ``floor_citable`` (those chunks each in the least markup that still names
 its id, so it can be cited again, and no receipts).
 
 Run ``python benchmarks/capsule.py`` (``--quick`` for few timing repetitions).
@@ -806,6 +814,8 @@ def plot(report: dict[str, Any], path: Path) -> bool:
         style: dict[str, Any] = {"marker": "."}
         if name == "capsa_moving":
             style = {"linestyle": "--"}
+        if name == "capsa_keep_cites":
+            style = {"linestyle": "-.", "linewidth": 1}
         if name == "floor":
             style = {"linestyle": ":", "color": "grey"}
         tokens.plot(questions, report["tokens_first_request"][name], label=name, **style)
@@ -866,7 +876,7 @@ def print_report(report: dict[str, Any]) -> None:
     totals = zip(where.values(), widths, strict=True)
     print(f"  {'total':<40}" + "".join(f"{sum(p.values()):>{w},}" for p, w in totals))
     a = report["arithmetic"]
-    print(f"\nThe raw-token goal: {a['floor']}")
+    print(f"\nThe floor under the contract: {a['floor']}")
     repeat = report["repeat_chat"]
     print(
         f"\nRepeat chat ({repeat['searches_with_a_repeat']} of {QUESTIONS} searches return an "
