@@ -733,9 +733,11 @@ def measure_time(runs: int) -> dict[str, Any]:
     observe = Observe.of(history, {"search", "recall"})
     neutral = [to_core(m, i, observe) for i, m in enumerate(history)]
     calls: dict[str, Callable[[], object]] = {
-        "core_compact": lambda: compact(neutral, ledger, owned_tools={"search", "recall"}),
+        "core_compact": lambda: compact(
+            neutral, ledger, owned_tools={"search", "recall"}, cite_tools={"cite"}
+        ),
         "langchain_capsule_messages": lambda: capsule_messages(
-            history, ledger=ledger, evidence_tools=["search", "recall"]
+            history, ledger=ledger, evidence_tools=["search", "recall"], cite_tools=["cite"]
         ),
     }
     wall: dict[str, list[float]] = {name: [] for name in calls}
