@@ -23,6 +23,10 @@ Utilities only fall as coverage grows, so the greedy pass is evaluated lazily
 (a heap, re-scored on pop), which keeps packing fast on large inputs. The
 weights were set on half of HotpotQA's distractor questions and checked on the
 other half (``benchmarks/compression.py``); none of them is specific to it.
+
+Room the greedy pass leaves, too small for any whole sentence, goes to the
+opening words of the most useful sentence left out, cut behind a truncation
+marker (`_State.fill`): a sentence's subject and first predicate come first.
 """
 
 from __future__ import annotations
@@ -60,6 +64,10 @@ _LINK_WEIGHT = 0.25
 """Weight of a passage's link to the second hop (its subject named by the best evidence)."""
 _COVERAGE_DECAY = 0.2
 """How much a query term counts each further time it is covered."""
+_FILL_WORDS = 3
+"""Fewest words of a sentence worth cutting it for: fewer rarely state anything."""
+_FILL_TRIES = 3
+"""How many of the most useful sentences left out are tried for the room left."""
 _NEAR_DUPLICATE = 0.85
 """Word-set Jaccard similarity above which two sentences count as the same."""
 
@@ -173,6 +181,9 @@ class Prepared:
     measurable: bool
     """Whether relevance can be told at all: the query has terms, or something scored."""
     layout: Layout = TAGGED
+    terse_cuts: bool = False
+    """End a cut passage with the bare ``<truncated/>`` (`truncation_marker`); `pack`
+    sets it for compact documents unless `Budget.mark_excerpts` asks for the numbers."""
     counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     """Memo of `count`: packing one input for several budgets counts the same bodies."""
     bodies: dict[tuple[object, ...], Body] = field(default_factory=dict, repr=False,
@@ -401,6 +412,7 @@ def select(
     state.run()
     state.fallback_cut()
     state.complete()
+    state.fill()
     selection = Selection(duplicate=state.duplicate_only(), capped=state.capped,
                           irrelevant=state.irrelevant)
     for n in state.order:
@@ -604,6 +616,57 @@ class _State:
                     self.kept[n].add(k)
                     self.seen.add(doc.units[k])
 
+    def fill(self) -> None:
+        """Spend the room no whole sentence fits on the opening of the next most useful one.
+
+        At a tenth of a retrieval's length a quarter of packets would leave ten
+        tokens or more unused, and a sentence's first words carry its subject
+        and often what is said of it ("Heavyweights is a 1995 American
+        comedy…"): cut at a word boundary behind the truncation marker, they
+        are evidence where there was none.
+        Only sentences above the relevance floor are tried (the same as the
+        greedy pass), at least `_FILL_WORDS` of their words must fit, and the
+        cut sentence comes after everything kept of its passage: a cut always
+        ends a passage. Only the ``passages`` shape is filled; a brief keeps
+        one whole sentence a passage, and a feature list whole items.
+        """
+        if self.shape != "passages" or not self.kept:
+            return
+        terse = self.prepared.terse_cuts
+        marker = self.prepared.count(truncation_marker(1, 1, compact=terse))
+        if self.remaining < self.prepared.gap + _FILL_WORDS + marker:
+            return  # not even the shortest cut can fit
+        candidates = []
+        for _, n, k, _ in self.entries:
+            kept = self.kept.get(n)
+            if self.cut.get(n) is not None or (kept is not None and k <= max(kept)):
+                continue
+            if kept is None and (n in self.capped or (
+                    self.max_items is not None and len(self.kept) >= self.max_items)):
+                continue
+            candidates.append((-self.utility(n, k), n, k))
+        candidates.sort()
+        for _, n, k in candidates[:_FILL_TRIES]:
+            doc = self.docs[n]
+            unit = doc.units[k]
+            if self.seen.covers(unit):
+                continue
+            kept_now = sorted(self.kept.get(n, ()))
+            before = _body_cost(self.prepared, doc, kept_now, self.shape) if kept_now else 0
+            opening = 0 if kept_now else doc.overhead
+            choice = _cut_after(self.prepared, doc, kept_now, k,
+                                self.remaining - opening + before, self.shape)
+            if choice is None:
+                continue
+            if n not in self.kept:
+                self.kept[n] = set()
+                self.order.append(n)
+            self.kept[n].add(k)
+            self.cut[n] = choice.cut
+            self.remaining -= opening + _body_cost(self.prepared, doc, choice.kept, self.shape,
+                                                   choice.cut) - before
+            return
+
     def duplicate_only(self) -> set[int]:
         return {n for n, count in self.duplicates.items()
                 if n not in self.kept and count == len(self.docs[n].units)}
@@ -617,7 +680,8 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
     units = doc.units
     if cut is not None:
         last = units[kept[-1]]
-        marker = prepared.count(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
+        size = len(doc.passage.text)
+        marker = prepared.count(truncation_marker(size, size, compact=prepared.terse_cuts))
         head = sum(units[k].tokens for k in kept[:-1])
         tail = prepared.count(doc.passage.text[last.start:cut])
         joins = _joins(prepared, doc, kept) if shape == "passages" else 0
@@ -654,6 +718,31 @@ def _cut_prefix(prepared: Prepared, doc: Doc, room: int, shape: Shape) -> Choice
             break
         best = candidate
     return best if best is not None else _cut_unit(prepared, doc, 0, room, shape)
+
+
+def _cut_after(prepared: Prepared, doc: Doc, kept: Sequence[int], k: int, room: int,
+               shape: Shape) -> Choice | None:
+    """Sentences `kept` and the opening words of `k` after them, cut to fit `room`, or None.
+
+    At least `_FILL_WORDS` words of `k` must fit: fewer say too little to be worth
+    the marker."""
+    unit = doc.units[k]
+    text = doc.passage.text
+    cuts = [unit.start + m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])
+            if m.start() > 0][_FILL_WORDS - 1:]
+    order = [*kept, k]
+
+    def fits(cut: int) -> bool:
+        return _body_cost(prepared, doc, order, shape, cut) <= room
+
+    low, high, best = 0, len(cuts) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        if fits(cuts[middle]):
+            best, low = cuts[middle], middle + 1
+        else:
+            high = middle - 1
+    return None if best is None else Choice(order, best)
 
 
 def _cut_unit(prepared: Prepared, doc: Doc, k: int, room: int, shape: Shape) -> Choice | None:

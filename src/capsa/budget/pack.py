@@ -67,8 +67,11 @@ def pack(
     Passages that fit whole stay whole. When they do not all fit, the packet
     keeps the most relevant sentences across passages, in their original order,
     with ``…`` where sentences were left out; duplicate sentences are packed
-    once; a single sentence too large for the room left is cut at a word
-    boundary behind a ``<truncated shown=… total=…/>`` marker. With
+    once; room too small for any further whole sentence goes to the opening
+    words of the most useful one left out, and a single sentence too large for
+    the whole budget is cut, each at a word boundary behind a
+    ``<truncated shown=… total=…/>`` marker (``<truncated/>`` in the compact
+    form, see `Budget.markup`). With
     ``compress=False``, passages are packed whole in relevance order and only
     the first one is ever cut. Either way ``tokenizer(packet.render()) <=
     budget.max_tokens``, tags and markers included; when not even the
@@ -189,6 +192,9 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
     ``auto`` writes compact documents when the inputs do not all fit whole in
     tags, leaving out what the relevance floor would drop anyway: then
     sentences must be left out, and every token of markup is one of evidence.
+    For the same reason a compact packet ends a cut passage with the bare
+    ``<truncated/>`` (four tokens, not twelve), unless `Budget.mark_excerpts`
+    asks for the numbers.
     """
     layout = prepared.layout
     if layout.frames is not None:
@@ -205,7 +211,9 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
         compact = attached + retrieved > ceiling
     else:
         compact = budget.markup == "compact"
-    return _relayout(tagged, COMPACT) if compact else tagged
+    if not compact:
+        return tagged
+    return replace(_relayout(tagged, COMPACT), terse_cuts=not budget.mark_excerpts)
 
 
 def _relayout(prepared: Prepared, layout: Layout) -> Prepared:
@@ -234,8 +242,9 @@ def compress_text(
     """Shrink one text to its sentences most relevant to `query`, within `max_tokens`.
 
     The same selection as `pack`, without containers: kept sentences in their
-    original order, ``…`` for gaps, a truncation marker if even the best
-    sentence had to be cut. A text that already fits comes back unchanged.
+    original order, ``…`` for gaps, and a truncation marker after a sentence
+    cut to the room left (or the best one, if even it had to be cut). A text
+    that already fits comes back unchanged.
 
     Args:
         text: the text to compress.
@@ -475,10 +484,12 @@ def _spans(doc: Doc, choice: Choice) -> tuple[tuple[int, int], ...]:
 def _body(prepared: Prepared, doc: Doc, choice: Choice, shape: Shape) -> Body:
     """The body of `choice`, built once per prepared input: planning, rendering and the
     receipt all ask for it, and packing for several budgets often keeps the same."""
-    key = (doc.group, doc.index, tuple(choice.kept), choice.cut, shape)
+    terse = prepared.terse_cuts
+    key = (doc.group, doc.index, tuple(choice.kept), choice.cut, shape, terse)
     body = prepared.bodies.get(key)
     if body is None:
-        body = build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut)
+        body = build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut,
+                          compact=terse)
         if len(prepared.bodies) >= _BODIES_KEPT:
             prepared.bodies.clear()
         prepared.bodies[key] = body

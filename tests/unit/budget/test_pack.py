@@ -54,8 +54,47 @@ def test_pack_cuts_an_oversized_sentence_with_a_visible_marker() -> None:
     packet = pack("hotel cap", [giant], Budget(max_tokens=60))
     receipt = packet.receipts[0]
     assert receipt.truncated and packet.used_tokens <= 60
-    assert f'total="{len(giant.text)}"/>' in packet.render()
+    assert packet.compact and packet.render().endswith("<truncated/>\n</context>")
     assert packet.texts[0].startswith("the hotel cap")
+
+
+def test_pack_states_shown_and_total_in_the_marker_of_tagged_documents() -> None:
+    giant = make_passage("the hotel cap " + "and more words " * 200)
+    for budget in (Budget(max_tokens=60, markup="tags"),
+                   Budget(max_tokens=60, markup="compact", mark_excerpts=True)):
+        packet = pack("hotel cap", [giant], budget)
+        assert packet.receipts[0].truncated and packet.used_tokens <= 60
+        assert f'total="{len(giant.text)}"/>' in packet.render()
+
+
+FILM_QUERY = "Which film is newer, The Apple Dumpling Gang or Heavyweights?"
+HEAVYWEIGHTS = ("Heavyweights is a 1995 American comedy film directed by Steven Brill and written "
+                "with Judd Apatow.")
+DUMPLING = ("The Apple Dumpling Gang is a 1975 American comedy-western film produced by Walt "
+            "Disney Productions.")
+RIVERS = "Rivers run to the sea. Lakes are calm in the morning."
+
+
+def film_passages() -> list[Passage]:
+    return [make_passage(HEAVYWEIGHTS, id="a"), make_passage(DUMPLING, id="b"),
+            make_passage(RIVERS, id="x")]
+
+
+def test_pack_spends_the_room_left_on_the_opening_of_the_next_relevant_sentence() -> None:
+    packet = pack(FILM_QUERY, film_passages(), Budget(max_tokens=56))
+    whole, cut, unrelated = (next(r for r in packet.receipts if r.passage_id == n)
+                             for n in ("b", "a", "x"))
+    assert whole.whole and cut.truncated and unrelated.dropped == "irrelevant"
+    assert packet.texts[1].startswith("Heavyweights is a 1995")
+    assert packet.texts[1].endswith("<truncated/>") and packet.used_tokens <= 56
+
+
+def test_pack_fills_tight_budgets_with_relevant_text_only() -> None:
+    for budget in range(23, 90):
+        packet = pack(FILM_QUERY, film_passages(), Budget(max_tokens=budget))
+        assert packet.passages, f"empty packet at {budget} tokens"
+        assert packet.used_tokens <= budget
+        assert "x" not in {p.id for p in packet.passages}
 
 
 def test_pack_without_compression_keeps_only_whole_passages(passages: list[Passage]) -> None:
@@ -68,7 +107,7 @@ def test_pack_without_compression_cuts_a_first_passage_at_a_sentence_boundary() 
     packet = pack(QUERY, [make_passage(HOTEL)], Budget(max_tokens=60), compress=False)
     assert packet.receipts[0].truncated and packet.used_tokens <= 60
     assert packet.texts[0].startswith("Flights are booked in economy class.")
-    assert packet.texts[0].endswith(f'total="{len(HOTEL)}"/>')
+    assert packet.texts[0].endswith("<truncated/>")
 
 
 def test_pack_gives_every_input_exactly_one_receipt(passages: list[Passage]) -> None:

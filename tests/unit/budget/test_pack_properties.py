@@ -160,7 +160,8 @@ def test_pack_never_pads_a_compressed_retrieval_with_irrelevant_sentences(
         passages: list[str], max_tokens: int) -> None:
     made = [Passage(id=str(n), text=text) for n, text in enumerate(passages)]
     packet = pack("hotel cap", made, Budget(max_tokens=max_tokens))
-    demand = pack("hotel cap", made, Budget(max_tokens=10_000)).used_tokens
+    # what everything costs in the compact form `auto` switches to when tags do not fit
+    demand = pack("hotel cap", made, Budget(max_tokens=10_000, markup="compact")).used_tokens
     if demand <= max_tokens:
         return  # everything fits: nothing is filler
     for receipt in packet.receipts:
