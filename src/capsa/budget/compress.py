@@ -636,21 +636,22 @@ class _State:
         marker = self.prepared.count(truncation_marker(1, 1, compact=terse))
         if self.remaining < self.prepared.gap + _FILL_WORDS + marker:
             return  # not even the shortest cut can fit
-        candidates = []
-        for _, n, k, _ in self.entries:
-            kept = self.kept.get(n)
-            if self.cut.get(n) is not None or (kept is not None and k <= max(kept)):
+        full = self.max_items is not None and len(self.kept) >= self.max_items
+        last = {n: max(kept) for n, kept in self.kept.items()}
+        best: list[tuple[float, int, int]] = []
+        for bound, n, k, _ in sorted(self.entries):  # best first by utility before coverage
+            if len(best) == _FILL_TRIES and -bound <= -best[-1][0]:
+                break  # utilities only fall: nothing later can enter the best few
+            if self.cut.get(n) is not None or k <= last.get(n, -1):
                 continue
-            if kept is None and (n in self.capped or (
-                    self.max_items is not None and len(self.kept) >= self.max_items)):
+            if n not in last and (full or n in self.capped):
                 continue
-            candidates.append((-self.utility(n, k), n, k))
-        candidates.sort()
-        for _, n, k in candidates[:_FILL_TRIES]:
+            if self.seen.covers(self.docs[n].units[k]):
+                continue
+            bisect.insort(best, (-self.utility(n, k), n, k))
+            del best[_FILL_TRIES:]
+        for _, n, k in best:
             doc = self.docs[n]
-            unit = doc.units[k]
-            if self.seen.covers(unit):
-                continue
             kept_now = sorted(self.kept.get(n, ()))
             before = _body_cost(self.prepared, doc, kept_now, self.shape) if kept_now else 0
             opening = 0 if kept_now else doc.overhead
