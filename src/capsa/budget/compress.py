@@ -387,6 +387,7 @@ def select(
     context: int = 0,
     seen: Seen | None = None,
     floor: float | None = None,
+    fill: bool = True,
 ) -> Selection:
     """Greedily keep the most useful sentences of `docs` within `budget` tokens.
 
@@ -394,6 +395,8 @@ def select(
     sake; a document with nothing above it is left out as irrelevant. Room left
     once no relevant sentence fits completes the best documents, in the order
     they were chosen, when a whole one fits: a passage that fits whole stays whole.
+    What is left then goes to the opening words of the most useful relevant
+    sentence left out, cut behind a truncation marker (`fill`).
 
     Args:
         prepared: the scored inputs.
@@ -406,13 +409,16 @@ def select(
         seen: sentences already packed elsewhere; duplicates of them are skipped,
             and the sentences kept here are appended.
         floor: the relevance floor; None for none.
+        fill: cut the most useful sentence left out into the room no whole one
+            fits (`_State.fill`); off where another selection gets that room.
     """
     state = _State(prepared, docs, shape, budget - context, max_items,
                    Seen() if seen is None else seen, floor)
     state.run()
     state.fallback_cut()
     state.complete()
-    state.fill()
+    if fill:
+        state.fill()
     selection = Selection(duplicate=state.duplicate_only(), capped=state.capped,
                           irrelevant=state.irrelevant)
     for n in state.order:
@@ -576,16 +582,24 @@ class _State:
         return cost
 
     def fallback_cut(self) -> None:
-        """Nothing fit whole: cut the most useful sentence to the room left."""
+        """Nothing fit whole: cut the most useful sentence that can show a few words.
+
+        The best `_FILL_TRIES` are tried in turn: the first may open with long
+        words or numbers, or after a ``…``, where the next shows its start.
+        """
         if self.kept:
             return
+        tries = _FILL_TRIES
         for _, n, k, _ in sorted(self.entries):
             doc = self.docs[n]
             if self.seen.covers(doc.units[k]) or n in self.capped:
                 continue
             choice = _cut_unit(self.prepared, doc, k, self.remaining - doc.overhead, self.shape)
             if choice is None:
-                return
+                tries -= 1
+                if not tries:
+                    return
+                continue
             self.kept[n] = set(choice.kept)
             self.cut[n] = choice.cut
             self.order.append(n)
@@ -726,11 +740,14 @@ def _cut_after(prepared: Prepared, doc: Doc, kept: Sequence[int], k: int, room: 
     """Sentences `kept` and the opening words of `k` after them, cut to fit `room`, or None.
 
     At least `_FILL_WORDS` words of `k` must fit: fewer say too little to be worth
-    the marker."""
+    the marker ("The<truncated/>"). A sentence with no space in it (a long
+    token, CJK) is cut at a character.
+    """
     unit = doc.units[k]
     text = doc.passage.text
-    cuts = [unit.start + m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])
-            if m.start() > 0][_FILL_WORDS - 1:]
+    words = [unit.start + m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])
+             if m.start() > 0]
+    cuts = words[_FILL_WORDS - 1:] if words else list(range(unit.start + 1, unit.end))
     order = [*kept, k]
 
     def fits(cut: int) -> bool:
@@ -747,25 +764,8 @@ def _cut_after(prepared: Prepared, doc: Doc, kept: Sequence[int], k: int, room: 
 
 
 def _cut_unit(prepared: Prepared, doc: Doc, k: int, room: int, shape: Shape) -> Choice | None:
-    """Cut sentence `k` at the last word boundary (or character) that fits `room`."""
-    unit = doc.units[k]
-    text = doc.passage.text
-    boundaries = [m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])]
-    candidates = [unit.start + b for b in boundaries if b > 0]
-    if not candidates:
-        candidates = list(range(unit.start + 1, unit.end))
-
-    def fits(cut: int) -> bool:
-        return _body_cost(prepared, doc, [k], shape, cut) <= room
-
-    low, high, best = 0, len(candidates) - 1, None
-    while low <= high:
-        middle = (low + high) // 2
-        if fits(candidates[middle]):
-            best, low = candidates[middle], middle + 1
-        else:
-            high = middle - 1
-    return None if best is None else Choice([k], best)
+    """Cut sentence `k` alone to fit `room` (see `_cut_after`)."""
+    return _cut_after(prepared, doc, [], k, room, shape)
 
 
 class Seen:

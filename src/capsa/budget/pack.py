@@ -307,12 +307,16 @@ def _plan(prepared: Prepared, budget: Budget, target: int, compress: bool) -> _P
     else:
         allowance = share
     seen = Seen()
-    attached = _attachments(prepared, max(allowance, 0), shape, compress, seen)
+    # Room the attachments leave goes to retrieval, so they cut a sentence to fill
+    # their room only when no retrieval can take it, or in the second pass below.
+    alone = not any(doc.units for doc in prepared.retrieved)
+    attached = _attachments(prepared, max(allowance, 0), shape, compress, seen, fill=alone)
     retrieved = _retrieval(prepared, budget, target - attached.used, compress, seen.copy())
     spare = target - attached.used - retrieved.used
     if spare > 0 and attached.used < attached_demand and allowance < target:
         seen = Seen()
-        attached = _attachments(prepared, target - retrieved.used, shape, compress, seen)
+        attached = _attachments(prepared, target - retrieved.used, shape, compress, seen,
+                                fill=True)
         retrieved = _retrieval(prepared, budget, target - attached.used, compress, seen.copy())
     return _Plan(_settle(prepared, prepared.attached, attached),
                  _settle(prepared, prepared.retrieved, retrieved))
@@ -342,8 +346,12 @@ def _floor(prepared: Prepared, budget: Budget, demand: int, room: int) -> float 
 
 
 def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
-                 seen: Seen) -> Selection:
-    """Water-fill the attachments' room: smallest first, each at most an equal share."""
+                 seen: Seen, *, fill: bool) -> Selection:
+    """Water-fill the attachments' room: smallest first, each at most an equal share.
+
+    Only the last (largest) may cut a sentence into the room left (`fill`): what
+    the others leave goes to the next one.
+    """
     docs = prepared.attached
     context = prepared.context["attached"]
     result = Selection()
@@ -353,7 +361,8 @@ def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
     for left, (demand, n) in zip(range(len(order), 0, -1), order, strict=True):
         allowance = min(demand, max(inner, 0) // left)
         if compress:
-            one = select(prepared, [docs[n]], allowance, shape=shape, seen=seen)
+            one = select(prepared, [docs[n]], allowance, shape=shape, seen=seen,
+                         fill=fill and left == 1)
         else:
             one = select_whole(prepared, [docs[n]], allowance, shape=shape)
         if 0 in one.chosen:

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from capsa.budget import Budget, Passage, compress_text, estimate_tokens, pack
+from capsa.budget.sentences import split_sentences
 from capsa.errors import BudgetError
 
 from .conftest import HOTEL, MEALS, TAG, TRAINS, char_tokenizer, counting, make_passage, rules
@@ -90,11 +91,43 @@ def test_pack_spends_the_room_left_on_the_opening_of_the_next_relevant_sentence(
 
 
 def test_pack_fills_tight_budgets_with_relevant_text_only() -> None:
-    for budget in range(23, 90):
+    for budget in range(25, 90):
         packet = pack(FILM_QUERY, film_passages(), Budget(max_tokens=budget))
         assert packet.passages, f"empty packet at {budget} tokens"
         assert packet.used_tokens <= budget
         assert "x" not in {p.id for p in packet.passages}
+
+
+def test_pack_shows_at_least_three_words_of_a_cut_sentence() -> None:
+    for budget in range(15, 90):
+        packet = pack(FILM_QUERY, film_passages(), Budget(max_tokens=budget))
+        for text, receipt in zip(packet.texts, (r for r in packet.receipts if r.rank is not None),
+                                 strict=True):
+            if receipt.truncated:
+                fragment = text.removesuffix("<truncated/>").rsplit(" … ", 1)[-1]
+                last = fragment.split(". ")[-1].removeprefix("… ")
+                assert len(last.split()) >= 3, text
+
+
+def test_only_the_largest_attachment_cuts_a_sentence_into_the_room_left() -> None:
+    small = make_passage(id="small", text=(
+        "The meal allowance for travellers abroad is EUR 55 per day in every city. "
+        "The meal allowance is reduced when the hotel provides breakfast or dinner to guests. "
+        "Receipts for meals are never required by the finance team of the company."))
+    large = make_passage(id="large", text=rules("Hotel", 12))
+    sentences = [small.text[s:e] for s, e in split_sentences(small.text)]
+    filled = 0
+    for budget in range(30, 200, 2):
+        packet = pack("meal allowance hotel cap", [], Budget(max_tokens=budget),
+                      attachments=[large, small])
+        texts = dict(zip((p.id for p in packet.passages), packet.texts, strict=True))
+        receipts = {r.passage_id: r for r in packet.receipts}
+        # what the smaller one leaves goes to the larger one, not to a cut of its own
+        assert not (receipts["small"].truncated
+                    and any(s in texts["small"] for s in sentences)), texts["small"]
+        filled += receipts["large"].truncated and "small" in texts
+        assert packet.used_tokens <= budget
+    assert filled
 
 
 def test_pack_without_compression_keeps_only_whole_passages(passages: list[Passage]) -> None:
