@@ -181,6 +181,10 @@ class Prepared:
     measurable: bool
     """Whether relevance can be told at all: the query has terms, or something scored."""
     layout: Layout = TAGGED
+    trail: int = 0
+    """What a trailing ``…`` costs beyond `gap` because a newline follows it: in compact
+    documents, where a tokenizer may charge that newline after ``…`` but not after a
+    tag (see `capsa.budget.pack`)."""
     terse_cuts: bool = False
     """End a cut passage with the bare ``<truncated/>`` (`truncation_marker`); `pack`
     sets it for compact documents unless `Budget.mark_excerpts` asks for the numbers."""
@@ -578,7 +582,7 @@ class _State:
         if at < len(order):
             cost += _join(doc, k, order[at], gap)
         elif order[-1] < last and k == last:  # k is the new last: the trailing marker goes
-            cost -= gap
+            cost -= gap + self.prepared.trail
         return cost
 
     def fallback_cut(self) -> None:
@@ -708,7 +712,7 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
         return tokens + prepared.bullet * len(kept) + 1
     joins = _joins(prepared, doc, kept)
     markers = (kept[0] > 0) + (kept[-1] < len(units) - 1)
-    return tokens + joins + markers * prepared.gap
+    return tokens + joins + markers * prepared.gap + (kept[-1] < len(units) - 1) * prepared.trail
 
 
 def _join(doc: Doc, a: int, b: int, gap: int) -> int:

@@ -34,7 +34,7 @@ from capsa.budget.compress import (
 )
 from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
-from capsa.budget.render import COMPACT, TAGGED, Body, Layout, build_body
+from capsa.budget.render import COMPACT, ELLIPSIS, TAGGED, Body, Layout, build_body
 from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.errors import BudgetError
 
@@ -213,7 +213,19 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
         compact = budget.markup == "compact"
     if not compact:
         return tagged
-    return replace(_relayout(tagged, COMPACT), terse_cuts=not budget.mark_excerpts)
+    # A compact document runs to the next line, so the newline after each body is
+    # paid where the body ends. The layout prices it as after a tag (free in
+    # `estimate_tokens`); after a trailing "…" a tokenizer may charge it, and the
+    # container's closing newline is then the last body's, so it is counted there.
+    # Planned so, a packet seldom needs measuring twice. (A feature list's body
+    # ends in its own newline.)
+    count = prepared.count
+    trail = max((count(f"{ELLIPSIS}\n") - count(ELLIPSIS)) - (count(">\n") - count(">")), 0)
+    if budget.shape == "features":
+        trail = 0
+    compacted = _relayout(tagged, COMPACT)
+    return replace(compacted, terse_cuts=not budget.mark_excerpts, trail=trail,
+                   context={g: max(v - trail, 0) for g, v in compacted.context.items()})
 
 
 def _relayout(prepared: Prepared, layout: Layout) -> Prepared:
