@@ -754,17 +754,35 @@ def _cut_after(prepared: Prepared, doc: Doc, kept: Sequence[int], k: int, room: 
     cuts = words[_FILL_WORDS - 1:] if words else list(range(unit.start + 1, unit.end))
     order = [*kept, k]
 
-    def fits(cut: int) -> bool:
-        return _body_cost(prepared, doc, order, shape, cut) <= room
+    def fits(index: int) -> bool:
+        return _body_cost(prepared, doc, order, shape, cuts[index]) <= room
 
-    low, high, best = 0, len(cuts) - 1, None
-    while low <= high:
+    if not cuts:
+        return None
+    # Start where the sentence's own characters per token say the room ends, then
+    # gallop: a real tokenizer is slow, and the guess is seldom more than a word off.
+    tail = room - _body_cost(prepared, doc, order, shape, unit.start)
+    reach = unit.start + tail * (unit.end - unit.start) / max(unit.tokens, 1)
+    guess = min(max(bisect.bisect_right(cuts, reach) - 1, 0), len(cuts) - 1)
+    low, high = -1, len(cuts)  # cuts[low] fits (or none does), cuts[high] does not
+    step = 1
+    if fits(guess):
+        low = guess
+        while low + step < len(cuts) and fits(low + step):
+            low, step = low + step, step * 2
+        high = min(low + step, len(cuts))
+    else:
+        high = guess
+        while high - step >= 0 and not fits(high - step):
+            high, step = high - step, step * 2
+        low = max(high - step, -1)
+    while high - low > 1:
         middle = (low + high) // 2
-        if fits(cuts[middle]):
-            best, low = cuts[middle], middle + 1
+        if fits(middle):
+            low = middle
         else:
-            high = middle - 1
-    return None if best is None else Choice(order, best)
+            high = middle
+    return None if low < 0 else Choice(order, cuts[low])
 
 
 def _cut_unit(prepared: Prepared, doc: Doc, k: int, room: int, shape: Shape) -> Choice | None:
