@@ -163,7 +163,6 @@ def _split_run(text: str, start: int, end: int, out: list[tuple[int, int]]) -> N
     _add_clauses(text, sentence_start, end, out)
 
 
-
 def _add_clauses(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
     """Append a sentence, split after its semicolons and colons when it is long.
 
