@@ -238,3 +238,32 @@ def test_an_earlier_turn_drops_its_retrieval_and_then_never_changes() -> None:
     assert third[0] == second[0]  # fixed from the turn after it was asked
     assert "Retrieved for: And taxis?" in second[-1].content[0]["text"]
     assert third[2].content == "And taxis?"  # an answered follow-up is sent as asked
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_retrieval_beside_files_runs_for_the_callers_tenant(asynchronous: bool) -> None:
+    import asyncio
+
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import ConfigurableField
+
+    class Tenant(BaseRetriever):
+        tenant: str = "a"
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            return [Document(page_content=f"Notes of tenant {self.tenant}: hotel cap.",
+                             id=f"{self.tenant}-1")]
+
+    retriever = Tenant().configurable_fields(tenant=ConfigurableField(id="tenant"))
+    model = _model(1)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor(), retriever=retriever)])
+    request = {"messages": [_human(_file("a.txt", b"The hotel cap is EUR 165.", "text/plain"))]}
+    config = {"configurable": {"tenant": "b"}}
+    if asynchronous:
+        asyncio.run(agent.ainvoke(request, config))
+    else:
+        agent.invoke(request, config)
+    text = model.seen[0][-1].content[0]["text"]
+    assert "Notes of tenant b" in text and "tenant a" not in text
