@@ -71,6 +71,9 @@ _FILL_TRIES = 3
 _NEAR_DUPLICATE = 0.85
 """Word-set Jaccard similarity above which two sentences count as the same."""
 
+_LEAD_SHARE = 0.5
+"""Least share of the best sentence a cut must keep to be packed instead of others."""
+
 _COUNTS_KEPT = 4096
 """Most distinct strings one `Prepared` remembers the count of."""
 
@@ -418,6 +421,8 @@ def select(
     """
     state = _State(prepared, docs, shape, budget - context, max_items,
                    Seen() if seen is None else seen, floor)
+    if fill:
+        state.lead_cut()
     state.run()
     state.fallback_cut()
     state.complete()
@@ -584,6 +589,48 @@ class _State:
         elif order[-1] < last and k == last:  # k is the new last: the trailing marker goes
             cost -= gap + self.prepared.trail
         return cost
+
+    def lead_cut(self) -> None:
+        """The most useful sentence can never fit whole: keep its opening, if that is worth more.
+
+        Legal and technical prose states a rule in one long sentence, and at a
+        tenth of a retrieval's length that sentence alone can outgrow the
+        budget. The greedy pass would then skip it and spend everything on
+        lesser sentences, often a sibling document's near-copy of the same
+        clause. Cut to fit behind a truncation marker, it is kept instead when
+        the cut keeps at least `_LEAD_SHARE` of it and its utility, scaled by
+        the share kept, beats the best sentence that does fit whole.
+        Only the ``passages`` shape is cut, and only where this selection owns
+        the room (as `fill`).
+        """
+        if self.shape != "passages" or not self.heap or self.kept or self.max_items == 0:
+            return
+        _, n, k, _ = self.heap[0]  # nothing is covered yet: the heap's top is exact
+        doc, unit = self.docs[n], self.docs[n].units[k]
+        if (doc.overhead + self.added_cost(doc, set(), k) <= self.remaining
+                or self.seen.covers(unit)):
+            return
+        choice = _cut_unit(self.prepared, doc, k, self.remaining - doc.overhead, self.shape)
+        if choice is None or choice.cut is None:
+            return
+        share = (choice.cut - unit.start) / max(unit.end - unit.start, 1)
+        if share < _LEAD_SHARE:
+            return
+        worth = share * self.utility(n, k)
+        for negative, m, j, _ in sorted(self.entries):
+            if -negative <= worth:
+                break  # no sentence left is worth more than the cut, fitting or not
+            other = self.docs[m]
+            if ((m, j) != (n, k) and not self.seen.covers(other.units[j])
+                    and other.overhead + self.added_cost(other, set(), j) <= self.remaining):
+                return
+        self.kept[n] = set(choice.kept)
+        self.cut[n] = choice.cut
+        self.order.append(n)
+        self.remaining -= doc.overhead + _body_cost(self.prepared, doc, choice.kept,
+                                                    self.shape, choice.cut)
+        self.seen.add(unit)
+        self.heap = []  # the cut ends its passage and the room is spent
 
     def fallback_cut(self) -> None:
         """Nothing fit whole: cut the most useful sentence that can show a few words.
