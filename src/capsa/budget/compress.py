@@ -24,6 +24,10 @@ Utilities only fall as coverage grows, so the greedy pass is evaluated lazily
 weights were set on half of HotpotQA's distractor questions and checked on the
 other half (``benchmarks/compression.py``); none of them is specific to it.
 
+A most useful sentence too long for the whole budget would be skipped by the
+greedy pass; its opening is kept instead, cut to fit, when that is worth more
+than the best sentence that fits (`_State.lead_cut`).
+
 Room the greedy pass leaves, too small for any whole sentence, goes to the
 opening words of the most useful sentence left out, cut behind a truncation
 marker (`_State.fill`): a sentence's subject and first predicate come first.
