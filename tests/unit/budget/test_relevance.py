@@ -179,3 +179,18 @@ def test_batches_hold_every_text_once_and_at_most_largest_a_call() -> None:
     assert sorted(t for call in calls for t in call) == sorted(texts)
     assert all(len(call) <= 8 for call in calls)
     assert batches([], overhead=10) == []
+
+
+def test_embedding_scorer_embeds_a_long_text_by_its_opening_and_the_query_whole() -> None:
+    calls: list[list[str]] = []
+    query = "which hotel caps apply to a stay of more than one night in the capital city? " * 2
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), max_chars=20, batch_overhead=None)
+    scorer.score(query, ["the hotel cap applies to every night of the stay", "short"])
+    assert calls == [[query, "the hotel cap applie", "short"]]
+
+
+def test_embedding_scorer_without_max_chars_embeds_texts_whole() -> None:
+    calls: list[list[str]] = []
+    text = "the hotel cap applies to every night of the stay " * 4
+    EmbeddingScorer(embed=_counting_embed(calls), max_chars=None).score("q", [text])
+    assert [t for call in calls for t in call] == ["q", text]
