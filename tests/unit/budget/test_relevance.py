@@ -184,13 +184,13 @@ def test_batches_hold_every_text_once_and_at_most_largest_a_call() -> None:
 def test_embedding_scorer_embeds_a_long_text_by_its_opening_and_the_query_whole() -> None:
     calls: list[list[str]] = []
     query = "which hotel caps apply to a stay of more than one night in the capital city? " * 2
-    scorer = EmbeddingScorer(embed=_counting_embed(calls), max_chars=20, batch_overhead=None)
-    scorer.score(query, ["the hotel cap applies to every night of the stay", "short"])
-    assert calls == [[query, "the hotel cap applie", "short"]]
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), max_words=5, batch_overhead=None)
+    scorer.score(query, ["the hotel cap (per night) applies to every night", "short text"])
+    assert calls == [[query, "the hotel cap (per", "short text"]]
 
 
-def test_embedding_scorer_without_max_chars_embeds_texts_whole() -> None:
+def test_embedding_scorer_without_max_words_embeds_texts_whole() -> None:
     calls: list[list[str]] = []
     text = "the hotel cap applies to every night of the stay " * 4
-    EmbeddingScorer(embed=_counting_embed(calls), max_chars=None).score("q", [text])
+    EmbeddingScorer(embed=_counting_embed(calls), max_words=None).score("q", [text])
     assert [t for call in calls for t in call] == ["q", text]
