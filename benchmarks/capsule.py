@@ -10,7 +10,7 @@ earlier return), then cites; the other strategies see the chunk in their own
 history or not at all, so their chat has no recall calls.
 
 Every model call of the chat is a request: after the question, after each tool
-return. Each request is built five ways, plus capsa's older layout:
+return. Each request is built five ways, plus two older capsa layouts:
 
 (a) full history, as a checkpointer stores it;
 (b) ``trim_messages`` (strategy "last", ``start_on="human"``) to the token count
@@ -20,7 +20,10 @@ return. Each request is built five ways, plus capsa's older layout:
 (d) ``SummarizationMiddleware`` with a fake summariser (a fixed ~60-token summary),
     trigger 12,000 tokens, keep 20 messages, applied as the agent applies it:
     the summarised state persists;
-(e) capsa, `capsule_messages` with the ledger, stable layout (the default);
+(e) capsa, `capsule_messages` with the ledger, stable layout, ended questions' cite
+    calls and acknowledgements off the wire (the middleware's default);
+(e') ``capsa_keep_cites``: the same, keeping every cite exchange on the wire
+    (``keep_cite_calls=True``), which is what capsa sent before;
 (f) the seed's single moving capsule, rebuilt here from `build_capsule`: the newest
     earlier evidence return carries every chunk earlier answers cited, the others a
     receipt naming their uncited chunks. capsa dropped this layout on these figures.
@@ -41,13 +44,18 @@ cites visible whole in the request? Late citations are counted separately. The
 stored history is checked to be exactly what the agent produced after every
 compaction.
 
-Where the tokens go: the first request of the last question, and capsa's citing
-request of the last question, split into tool schemas, the user's questions, the
+Every capsa request is checked to keep the previous request's messages byte for
+byte: the whole of it within a question, and up to the ended question's own message
+across a question's end (``prefix_checks``).
+
+Where the tokens go: the first request of the last question (full history, capsa,
+and capsa keeping its cite exchanges), and capsa's citing request of the last
+question, split into tool schemas, the user's questions, the
 assistant's calls and answers, cite acknowledgements, the current question's
 returns, and the earlier returns' cited chunk text, chunk markup, references,
 receipts and message framing. Two floors bound what any layout could reach:
-``floor`` (every rewritten return cut to the bare text of the chunks it shows
-whole) and ``floor_citable`` (those chunks each in the least markup that still names
+``floor`` (capsa's requests with every rewritten return cut to the bare text of the
+chunks it shows whole) and ``floor_citable`` (those chunks each in the least markup that still names
 its id, so it can be cited again, and no receipts).
 
 Run ``python benchmarks/capsule.py`` (``--quick`` for few timing repetitions).
@@ -115,14 +123,22 @@ REPEAT_SHARE = 0.5
 """Share of searches in the repeat chat that return an earlier cited chunk again."""
 GOAL_RAW_SHARE = 0.25
 GOAL_BILLED = {"0.1/1.25": 0.70, "0.5/1.0": 0.40}
-STRATEGIES = ("full", "trim_messages", "clear_tool_uses", "summarization", "capsa", "capsa_moving")
+STRATEGIES = (
+    "full",
+    "trim_messages",
+    "clear_tool_uses",
+    "summarization",
+    "capsa",
+    "capsa_keep_cites",
+    "capsa_moving",
+)
 ROWS = (*STRATEGIES, "floor_citable", "floor")
 """``floor``: capsa's stable requests with every rewritten return cut to the bare text of
 the chunks it shows whole: no markup, no receipts. What no strategy that keeps every
 cited chunk whole and every wire form fixed can go below. ``floor_citable``: the same
 chunks each in ``<chunk id="...">`` and nothing else (no source, no receipts): the
 least a layout can send that still lets the model cite an earlier chunk again."""
-CAPSA_ROWS = ("capsa", "capsa_moving", "floor_citable", "floor")
+CAPSA_ROWS = ("capsa", "capsa_keep_cites", "capsa_moving", "floor_citable", "floor")
 """Rows built from the chat with recall calls; they also send the recall tool."""
 
 
@@ -338,9 +354,10 @@ def moving_capsule(history: list[BaseMessage], ledger: EvidenceLedger | None) ->
 def _floor(
     request: list[BaseMessage], stored: list[BaseMessage], *, citable: bool = False
 ) -> list[BaseMessage]:
+    originals = {id(m) for m in stored}
     out = []
-    for message, original in zip(request, stored, strict=False):
-        if message is original or not isinstance(message, ToolMessage):
+    for message in request:
+        if id(message) in originals or not isinstance(message, ToolMessage):
             out.append(message)
             continue
         shown = parse_evidence(message.text) or ()
@@ -371,6 +388,14 @@ def build_requests(baseline: Chat, capsa: Chat) -> dict[str, list[list[BaseMessa
     for request in capsa.requests:
         history = capsa.messages[: request.length]
         out["capsa"].append(
+            capsule_messages(
+                history,
+                ledger=request.ledger,
+                evidence_tools=["search", "recall"],
+                cite_tools=["cite"],
+            )
+        )
+        out["capsa_keep_cites"].append(
             capsule_messages(history, ledger=request.ledger, evidence_tools=["search", "recall"])
         )
         out["capsa_moving"].append(moving_capsule(history, request.ledger))
@@ -446,6 +471,38 @@ def bill(
         "cached_tokens": int(cached),
         "cache_share": round(cached / total, 4) if total else 0.0,
         "billed": round(billed, 1),
+    }
+
+
+def _shared(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and _signature(a[n]) == _signature(b[n]):
+        n += 1
+    return n
+
+
+def prefix_checks(chat: Chat, requests: Sequence[Sequence[BaseMessage]]) -> dict[str, Any]:
+    """Does every request keep the previous request's messages byte for byte?
+
+    Within a question, the whole previous request must lead the next one. When a
+    question ends, its returns are rewritten and its cite exchange leaves, so the next
+    request must keep the previous one up to and including the ended question's own
+    message; anything less would be a rewrite of a question that had already ended.
+    """
+    within = across = within_ok = across_ok = 0
+    for k in range(1, len(requests)):
+        before, after = requests[k - 1], requests[k]
+        shared = _shared(before, after)
+        if chat.requests[k].question == chat.requests[k - 1].question:
+            within += 1
+            within_ok += shared == len(before)
+        else:
+            across += 1
+            across_ok += shared >= _current_question(before) + 1
+    return {
+        "within_a_question": f"{within_ok}/{within}",
+        "across_a_question_end": f"{across_ok}/{across}",
+        "hold": within_ok == within and across_ok == across,
     }
 
 
@@ -547,14 +604,22 @@ def _split_return(text: str) -> dict[str, float]:
     }
 
 
-def breakdown(
-    request: Sequence[BaseMessage], question: int, tools: Sequence[str]
-) -> dict[str, int]:
+def _current_question(request: Sequence[BaseMessage]) -> int:
+    """Index of the current question's message in a request: the last user message.
+
+    Positions in a request are not positions in the stored history once capsa takes
+    ended questions' cite exchanges off the wire; the chat's only user messages are
+    its questions."""
+    return max(i for i, m in enumerate(request) if isinstance(m, HumanMessage))
+
+
+def breakdown(request: Sequence[BaseMessage], tools: Sequence[str]) -> dict[str, int]:
     """Where a request's tokens go; the parts sum to the request's count, tools included.
 
-    `question` is the index of the current question's first message: evidence returns
-    from there on are the current question's, the rest are earlier returns.
+    Evidence returns from the current question's message on are the current question's,
+    the rest are earlier returns.
     """
+    question = _current_question(request)
     parts: dict[str, float] = {
         f"tool schema: {t}": TOOL_TOKENS[t] if t in tools else 0 for t in TOOL_TOKENS
     }
@@ -602,10 +667,16 @@ def repeat_chat() -> dict[str, Any]:
     unreferenced: list[list[BaseMessage]] = []
     for request in capsa.requests:
         history = capsa.messages[: request.length]
-        view = capsule_messages(history, ledger=request.ledger, evidence_tools=["search", "recall"])
+        view = capsule_messages(
+            history,
+            ledger=request.ledger,
+            evidence_tools=["search", "recall"],
+            cite_tools=["cite"],
+        )
         question = request.ledger.question if request.ledger else 0
         referenced.append(view)
-        unreferenced.append(view[: question or 0] + history[question or 0 :])
+        split = _current_question(view)
+        unreferenced.append(view[:split] + history[question or 0 :])
     rows = {
         "full": (baseline, full, tools_of("full")),
         "capsa": (capsa, referenced, tools_of("capsa")),
@@ -662,9 +733,11 @@ def measure_time(runs: int) -> dict[str, Any]:
     observe = Observe.of(history, {"search", "recall"})
     neutral = [to_core(m, i, observe) for i, m in enumerate(history)]
     calls: dict[str, Callable[[], object]] = {
-        "core_compact": lambda: compact(neutral, ledger, owned_tools={"search", "recall"}),
+        "core_compact": lambda: compact(
+            neutral, ledger, owned_tools={"search", "recall"}, cite_tools={"cite"}
+        ),
         "langchain_capsule_messages": lambda: capsule_messages(
-            history, ledger=ledger, evidence_tools=["search", "recall"]
+            history, ledger=ledger, evidence_tools=["search", "recall"], cite_tools=["cite"]
         ),
     }
     wall: dict[str, list[float]] = {name: [] for name in calls}
@@ -743,6 +816,8 @@ def plot(report: dict[str, Any], path: Path) -> bool:
         style: dict[str, Any] = {"marker": "."}
         if name == "capsa_moving":
             style = {"linestyle": "--"}
+        if name == "capsa_keep_cites":
+            style = {"linestyle": "-.", "linewidth": 1}
         if name == "floor":
             style = {"linestyle": ":", "color": "grey"}
         tokens.plot(questions, report["tokens_first_request"][name], label=name, **style)
@@ -795,18 +870,15 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"\nWhere the tokens go (question {QUESTIONS}):")
     where = report["breakdown"]
     keys = list(dict.fromkeys(k for parts in where.values() for k in parts))
-    print(f"  {'':<40}" + "".join(f"{label:>24}" for label in where))
+    widths = [max(24, len(label) + 2) for label in where]
+    print(f"  {'':<40}" + "".join(f"{label:>{w}}" for label, w in zip(where, widths, strict=True)))
     for key in keys:
-        print(f"  {key:<40}" + "".join(f"{parts.get(key, 0):>24,}" for parts in where.values()))
-    print(f"  {'total':<40}" + "".join(f"{sum(p.values()):>24,}" for p in where.values()))
+        cells = zip(where.values(), widths, strict=True)
+        print(f"  {key:<40}" + "".join(f"{parts.get(key, 0):>{w},}" for parts, w in cells))
+    totals = zip(where.values(), widths, strict=True)
+    print(f"  {'total':<40}" + "".join(f"{sum(p.values()):>{w},}" for p, w in totals))
     a = report["arithmetic"]
-    print(
-        f"\nThe raw-token goal: {a['goal_tokens']:,} tokens ({GOAL_RAW_SHARE:.0%} of "
-        f"{a['full_history_tokens']:,}). The chat's own messages ({a['chat_messages_tokens']:,}), "
-        f"the tool schemas ({a['tool_schema_tokens']:,}) and the text of the "
-        f"{a['cited_chunks_on_the_wire']} cited chunks ({a['cited_chunk_text_tokens']:,}) "
-        f"alone are {a['content_floor_tokens']:,} ({a['content_floor_share']:.1%})."
-    )
+    print(f"\nThe floor under the contract: {a['floor']}")
     repeat = report["repeat_chat"]
     print(
         f"\nRepeat chat ({repeat['searches_with_a_repeat']} of {QUESTIONS} searches return an "
@@ -847,6 +919,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "billed": {label: bill(built, *pair, tools_of(name)) for label, pair in PRICES.items()},
             "visibility": visibility(plans, chat, built, contents),
             "requests": len(built),
+            "prefix_checks": prefix_checks(chat, built),
         }
     for name in ROWS:
         strategies[name]["billed_ratio"] = {
@@ -878,22 +951,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "met": seen["visible"] == seen["cited"],
         },
         "stored messages exactly as produced": {"value": intact, "met": intact},
+        "every request keeps the previous one's prefix up to the newest question": {
+            "value": capsa_row["prefix_checks"],
+            "met": capsa_row["prefix_checks"]["hold"],
+        },
     }
     last = [i for i, r in enumerate(capsa.requests) if r.question == QUESTIONS]
     first_full = next(
         i for i, r in enumerate(baseline.requests) if (r.question, r.phase) == (QUESTIONS, "first")
     )
-    question = capsa.requests[last[0]].length - 1
     citing = next(i for i in last if capsa.requests[i].phase in ("search", "recall"))
     where = {
-        "full, first request": breakdown(
-            requests["full"][first_full], len(requests["full"][first_full]) - 1, AGENT_TOOLS["full"]
-        ),
-        "capsa, first request": breakdown(
-            requests["capsa"][last[0]], question, AGENT_TOOLS["capsa"]
-        ),
-        "capsa, citing request": breakdown(
-            requests["capsa"][citing], question, AGENT_TOOLS["capsa"]
+        "full, first request": breakdown(requests["full"][first_full], AGENT_TOOLS["full"]),
+        "capsa, first request": breakdown(requests["capsa"][last[0]], AGENT_TOOLS["capsa"]),
+        "capsa, citing request": breakdown(requests["capsa"][citing], AGENT_TOOLS["capsa"]),
+        "capsa keeping cite calls, first request": breakdown(
+            requests["capsa_keep_cites"][last[0]], AGENT_TOOLS["capsa_keep_cites"]
         ),
     }
     floor = where["capsa, first request"]
@@ -913,6 +986,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         + floor["earlier returns: chunk text"],
     }
     arithmetic["content_floor_share"] = round(arithmetic["content_floor_tokens"] / full_tokens, 4)
+    arithmetic["content_floor_over_goal_tokens"] = (
+        arithmetic["content_floor_tokens"] - arithmetic["goal_tokens"]
+    )
+    arithmetic["above_content_floor_tokens"] = {
+        part: floor[f"earlier returns: {part}"]
+        for part in ("chunk markup", "references", "receipts", "message framing")
+    }
+    kept = where["capsa keeping cite calls, first request"]
+    arithmetic["cite_exchanges_taken_off_tokens"] = (
+        kept["assistant: cite calls"] + kept["cite acknowledgements"]
+    )
+    arithmetic["floor"] = (
+        "The contract keeps the text of every cited chunk whole "
+        f"({arithmetic['cited_chunk_text_tokens']:,} tokens for "
+        f"{arithmetic['cited_chunks_on_the_wire']}), and capsa does not rewrite the "
+        f"chat's own messages (user questions, search and recall calls, answers: "
+        f"{chat_own:,}) or drop the tool schemas ({tools_of('capsa'):,}); ended questions' cite "
+        f"calls and acknowledgements ({arithmetic['cite_exchanges_taken_off_tokens']:,}) are "
+        "already off the wire. Those three alone are "
+        f"{arithmetic['content_floor_tokens']:,} tokens, "
+        f"{arithmetic['content_floor_share']:.1%} of full history, "
+        f"{arithmetic['content_floor_over_goal_tokens']:,} over the "
+        f"{GOAL_RAW_SHARE:.0%} goal ({arithmetic['goal_tokens']:,}) before a single id, "
+        "receipt or message boundary is sent."
+    )
     report: dict[str, Any] = {
         "meta": {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),

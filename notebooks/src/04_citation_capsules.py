@@ -5,10 +5,12 @@
 # history, so each new question carries all earlier retrievals with it, cited
 # or not. `CitationCapsuleMiddleware` changes what is *sent*, never what is
 # *stored*: before each model call, every earlier search result shows only the
-# chunks its question's answer cited, whole, and a receipt naming the rest. Once
-# a question ends its wire form never changes again, so each request repeats the
-# previous one's prefix, which providers bill at a fraction as cached input. A
-# `recall` tool brings any receipted chunk back whole from the stored history.
+# chunks its question's answer cited, whole, and a receipt naming the rest, and
+# the question's calls to the `cite` tool leave with their acknowledgements (what
+# it cited is what its returns show whole). Once a question ends its wire form
+# never changes again, so each request repeats the previous one's prefix, which
+# providers bill at a fraction as cached input. A `recall` tool brings any
+# receipted chunk back whole from the stored history.
 #
 # This notebook runs the same eight-question conversation through two agents,
 # with and without the middleware, and compares what the model received.
@@ -176,9 +178,10 @@ print(f"question {len(conversation)}: {last['first call, without capsule']} -> "
       f"{last['first call, with capsule']} tokens on the first call ({saved:.0%} fewer)")
 
 # %% [markdown]
-# By question 8 the capsule agent's first call is about half the size. Cited
-# chunks stay whole, once (a chunk cited again is named where it was already
-# shown); what goes is everything retrieved and never cited. The bill gains
+# By question 8 the capsule agent's first call is well under half the size.
+# Cited chunks stay whole, once (a chunk cited again is named where it was
+# already shown); what goes is everything retrieved and never cited, and the
+# ended questions' cite exchanges. The bill gains
 # less than the tokens in a chat this short: the full history is a cached
 # prefix too, and only grows by one retrieval per question. Over longer chats
 # the gap widens; `benchmarks/capsule.py` measures both on a 20-question chat
@@ -187,7 +190,9 @@ print(f"question {len(conversation)}: {last['first call, without capsule']} -> "
 # ## What the model saw at the last question
 #
 # The first request of question 8, message by message. Each earlier search
-# result shows its own question's cited chunks and names the rest:
+# result shows its own question's cited chunks and names the rest; earlier
+# questions' `cite` calls and acknowledgements are not sent (the checkpoint
+# keeps them, below):
 
 # %%
 request = runs["with capsule"]["questions"][-1]["wire"].requests[0]
@@ -240,11 +245,12 @@ where.to_frame("tokens")
 
 # %% [markdown]
 # `benchmarks/capsule.py` makes the same split on a 20-question chat, for the
-# full history and for capsa. There the chat's own messages, the tool schemas
-# and the text of the chunks the answers cited (which capsa keeps whole) already
-# come to 29 % of the full history's request, so no layout that keeps them can
-# reach 25 %; what capsa adds on top is `<chunk>` ids and titles and the
-# receipts that make `recall` possible.
+# full history and for capsa (with and without the cite exchanges). There the
+# chat's own messages capsa leaves as they are, the tool schemas and the text of
+# the chunks the answers cited (which capsa keeps whole) already come to 26.5 %
+# of the full history's request, so no layout that keeps them can reach 25 %;
+# what capsa adds on top is `<chunk>` ids and titles and the receipts that make
+# `recall` possible. `arithmetic["floor"]` says it in words.
 
 # %%
 import json
@@ -255,7 +261,7 @@ results = next(root / "benchmarks" / "results" / "capsule.json"
                for root in (here, *here.parents)
                if (root / "benchmarks" / "results" / "capsule.json").exists())
 bench = json.loads(results.read_text())
-print({k: v for k, v in bench["arithmetic"].items()})
+print(bench["arithmetic"]["floor"])
 pd.DataFrame({label: parts for label, parts in bench["breakdown"].items()})
 
 # %%
@@ -287,6 +293,14 @@ assert [m.content for m in stored["with capsule"]["messages"]] == [
     m.content for m in stored["without capsule"]["messages"]]
 print({label: (len(values["messages"]), count_tokens_approximately(values["messages"]))
        for label, values in stored.items()})
+
+
+def cite_acknowledgements(messages):
+    return sum(1 for m in messages if m.type == "tool" and m.name == "cite")
+
+
+print("cite acknowledgements stored:", cite_acknowledgements(stored["with capsule"]["messages"]),
+      "| sent on question 8's first call:", cite_acknowledgements(request))
 ledger = EvidenceLedger.from_json(stored["with capsule"]["capsa_ledger"])
 pd.DataFrame([{"chunk": e.evidence.chunk_id, "retrieved in": e.retrieved_in,
                "cited in": e.cited_in} for e in ledger.entries])
@@ -300,14 +314,15 @@ pd.DataFrame([{"chunk": e.evidence.chunk_id, "retrieved in": e.retrieved_in,
 # ## The same rewrite in an LCEL chain, and its refusal
 #
 # `capsule_messages` is the function form, for chains that manage their own
-# history. Given the stored messages and the ledger, it builds the same view
-# the middleware sent:
+# history. Given the stored messages, the ledger and the cite tool's name (so
+# ended questions' cite exchanges leave too), it builds the view the middleware
+# would send:
 
 # %%
 from capsa.langchain import capsule_messages
 
 history = stored["with capsule"]["messages"]
-view = capsule_messages(history, ledger=ledger, evidence_tools=["search"])
+view = capsule_messages(history, ledger=ledger, evidence_tools=["search"], cite_tools=["cite"])
 print(f"stored {count_tokens_approximately(history)} tokens -> view "
       f"{count_tokens_approximately(view)} tokens, {len(view)} of {len(history)} messages")
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 Probe = Literal["raw_connect", "fresh_state", "write_scratch", "list_scratch", "list_home",
                 "write_then_kill_worker", "write_until_refused", "raise_surrogate",
                 "raise_escape", "broken_str", "setsid_daemon", "setsid_daemon_chain",
-                "raise_huge", "raise_scratch_path", "gc_frozen"]
+                "raise_huge", "raise_scratch_path", "gc_frozen", "open_fds"]
 
 LEFT_BEHIND = "capsa-probe-left-behind.txt"
 """The file the writing probes leave in their scratch directory."""
@@ -84,6 +84,18 @@ def _write_scratch(payload: bytes) -> str:
     with open(os.path.join(_scratch(), LEFT_BEHIND), "wb") as handle:
         handle.write(payload)
     return f"wrote a file into {_scratch()}"
+
+
+def _open_fds(payload: bytes) -> str:
+    # One line per descriptor: its number and what it points at, from the
+    # kernel's own table, so nothing Python-level can hide one.
+    lines = []
+    for name in sorted(os.listdir("/proc/self/fd"), key=int):
+        try:
+            lines.append(f"{name} {os.readlink(f'/proc/self/fd/{name}')}")
+        except OSError:  # the descriptor listdir itself used, closed since
+            continue
+    return "\n".join(lines)
 
 
 def _gc_frozen(payload: bytes) -> str:
@@ -192,7 +204,7 @@ def _daemons(*, chained: bool) -> str:
 
 
 _PROBES: dict[str, Callable[[bytes], str]] = {
-    "raw_connect": _raw_connect, "fresh_state": _fresh_state,
+    "raw_connect": _raw_connect, "fresh_state": _fresh_state, "open_fds": _open_fds,
     "write_scratch": _write_scratch, "list_scratch": _list_scratch, "list_home": _list_home,
     "write_then_kill_worker": _write_then_kill_worker,
     "write_until_refused": _write_until_refused,

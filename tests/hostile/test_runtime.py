@@ -420,3 +420,21 @@ def test_the_zygote_freezes_what_it_loaded_so_children_never_collect_it() -> Non
         reply = extract_attachment(_probe("gc_frozen"), pool, LIMITS).text
     frozen = int(reply.split()[0])
     assert frozen > 10_000  # the interpreter, capsa and the parsers' modules
+
+
+@pytest.mark.parametrize("light_path", [True, False], ids=["light-path", "spare"])
+def test_a_parse_child_holds_only_its_own_result_pipe(light_path: bool) -> None:
+    # A parser a crafted file has taken over can use any descriptor it
+    # inherited: the zygote's request channel would let it read other files or
+    # answer for them. The kernel's table must show /dev/null and one pipe.
+    with probes_importable(), IsolatedExtractor(ProbeExtractor(), workers=1,
+                                                light_path=light_path) as pool:
+        tables = [extract_attachment(_probe("open_fds"), pool, LIMITS).text for _ in range(2)]
+    pipes = []
+    for table in tables:
+        targets = [line.split(" ", 1)[1] for line in table.splitlines()]
+        assert targets[:3] == ["/dev/null"] * 3
+        others = [t for t in targets if t != "/dev/null"]
+        assert len(others) == 1 and others[0].startswith("pipe:"), table
+        pipes.append(others[0])
+    assert pipes[0] != pipes[1]  # each file writes to a pipe of its own

@@ -69,3 +69,25 @@ def test_capsule_bench_repeat_chat_references_save_and_lose_nothing(report: dict
     assert referenced["visibility"] == unreferenced["visibility"]
     seen = referenced["visibility"]
     assert seen["visible"] == seen["cited"]
+
+
+def test_capsule_bench_capsa_keeps_every_prefix_and_sends_no_ended_cite_exchange(
+    report: dict,
+) -> None:
+    rows = report["strategies"]
+    for name in ("capsa", "capsa_keep_cites", "floor", "floor_citable"):
+        assert rows[name]["prefix_checks"]["hold"], name
+    assert not rows["capsa_moving"]["prefix_checks"]["hold"]
+    first = report["breakdown"]["capsa, first request"]
+    assert first["assistant: cite calls"] == first["cite acknowledgements"] == 0
+    kept = report["breakdown"]["capsa keeping cite calls, first request"]
+    taken_off = kept["assistant: cite calls"] + kept["cite acknowledgements"]
+    assert report["arithmetic"]["cite_exchanges_taken_off_tokens"] == taken_off > 0
+    assert (
+        rows["capsa"]["tokens_last_first_request"] + taken_off
+        == rows["capsa_keep_cites"]["tokens_last_first_request"]
+    )
+    for price in ("0.1/1.25", "0.5/1.0"):
+        assert rows["capsa"]["billed"][price]["billed"] < rows["capsa_keep_cites"]["billed"][
+            price
+        ]["billed"]

@@ -23,6 +23,14 @@ Utilities only fall as coverage grows, so the greedy pass is evaluated lazily
 (a heap, re-scored on pop), which keeps packing fast on large inputs. The
 weights were set on half of HotpotQA's distractor questions and checked on the
 other half (``benchmarks/compression.py``); none of them is specific to it.
+
+A most useful sentence too long for the whole budget would be skipped by the
+greedy pass; its opening is kept instead, cut to fit, when that is worth more
+than the best sentence that fits (`_State.lead_cut`).
+
+Room the greedy pass leaves, too small for any whole sentence, goes to the
+opening words of the most useful sentence left out, cut behind a truncation
+marker (`_State.fill`): a sentence's subject and first predicate come first.
 """
 
 from __future__ import annotations
@@ -60,8 +68,15 @@ _LINK_WEIGHT = 0.25
 """Weight of a passage's link to the second hop (its subject named by the best evidence)."""
 _COVERAGE_DECAY = 0.2
 """How much a query term counts each further time it is covered."""
+_FILL_WORDS = 3
+"""Fewest words of a sentence worth cutting it for: fewer rarely state anything."""
+_FILL_TRIES = 3
+"""How many of the most useful sentences left out are tried for the room left."""
 _NEAR_DUPLICATE = 0.85
 """Word-set Jaccard similarity above which two sentences count as the same."""
+
+_LEAD_SHARE = 0.5
+"""Least share of the best sentence a cut must keep to be packed instead of others."""
 
 _COUNTS_KEPT = 4096
 """Most distinct strings one `Prepared` remembers the count of."""
@@ -173,6 +188,13 @@ class Prepared:
     measurable: bool
     """Whether relevance can be told at all: the query has terms, or something scored."""
     layout: Layout = TAGGED
+    trail: int = 0
+    """What a trailing ``…`` costs beyond `gap` because a newline follows it: in compact
+    documents, where a tokenizer may charge that newline after ``…`` but not after a
+    tag (see `capsa.budget.pack`)."""
+    terse_cuts: bool = False
+    """End a cut passage with the bare ``<truncated/>`` (`truncation_marker`); `pack`
+    sets it for compact documents unless `Budget.mark_excerpts` asks for the numbers."""
     counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     """Memo of `count`: packing one input for several budgets counts the same bodies."""
     bodies: dict[tuple[object, ...], Body] = field(default_factory=dict, repr=False,
@@ -376,6 +398,7 @@ def select(
     context: int = 0,
     seen: Seen | None = None,
     floor: float | None = None,
+    fill: bool = True,
 ) -> Selection:
     """Greedily keep the most useful sentences of `docs` within `budget` tokens.
 
@@ -383,6 +406,8 @@ def select(
     sake; a document with nothing above it is left out as irrelevant. Room left
     once no relevant sentence fits completes the best documents, in the order
     they were chosen, when a whole one fits: a passage that fits whole stays whole.
+    What is left then goes to the opening words of the most useful relevant
+    sentence left out, cut behind a truncation marker (`fill`).
 
     Args:
         prepared: the scored inputs.
@@ -395,12 +420,18 @@ def select(
         seen: sentences already packed elsewhere; duplicates of them are skipped,
             and the sentences kept here are appended.
         floor: the relevance floor; None for none.
+        fill: cut the most useful sentence left out into the room no whole one
+            fits (`_State.fill`); off where another selection gets that room.
     """
     state = _State(prepared, docs, shape, budget - context, max_items,
                    Seen() if seen is None else seen, floor)
+    if fill:
+        state.lead_cut()
     state.run()
     state.fallback_cut()
     state.complete()
+    if fill:
+        state.fill()
     selection = Selection(duplicate=state.duplicate_only(), capped=state.capped,
                           irrelevant=state.irrelevant)
     for n in state.order:
@@ -560,20 +591,70 @@ class _State:
         if at < len(order):
             cost += _join(doc, k, order[at], gap)
         elif order[-1] < last and k == last:  # k is the new last: the trailing marker goes
-            cost -= gap
+            cost -= gap + self.prepared.trail
         return cost
 
+    def lead_cut(self) -> None:
+        """The most useful sentence can never fit whole: keep its opening, if that is worth more.
+
+        Legal and technical prose states a rule in one long sentence, and at a
+        tenth of a retrieval's length that sentence alone can outgrow the
+        budget. The greedy pass would then skip it and spend everything on
+        lesser sentences, often a sibling document's near-copy of the same
+        clause. Cut to fit behind a truncation marker, it is kept instead when
+        the cut keeps at least `_LEAD_SHARE` of it and its utility, scaled by
+        the share kept, beats the best sentence that does fit whole.
+        Only the ``passages`` shape is cut, and only where this selection owns
+        the room (as `fill`).
+        """
+        if self.shape != "passages" or not self.heap or self.kept or self.max_items == 0:
+            return
+        _, n, k, _ = self.heap[0]  # nothing is covered yet: the heap's top is exact
+        doc, unit = self.docs[n], self.docs[n].units[k]
+        if (doc.overhead + self.added_cost(doc, set(), k) <= self.remaining
+                or self.seen.covers(unit)):
+            return
+        choice = _cut_unit(self.prepared, doc, k, self.remaining - doc.overhead, self.shape)
+        if choice is None or choice.cut is None:
+            return
+        share = (choice.cut - unit.start) / max(unit.end - unit.start, 1)
+        if share < _LEAD_SHARE:
+            return
+        worth = share * self.utility(n, k)
+        for negative, m, j, _ in sorted(self.entries):
+            if -negative <= worth:
+                break  # no sentence left is worth more than the cut, fitting or not
+            other = self.docs[m]
+            if ((m, j) != (n, k) and not self.seen.covers(other.units[j])
+                    and other.overhead + self.added_cost(other, set(), j) <= self.remaining):
+                return
+        self.kept[n] = set(choice.kept)
+        self.cut[n] = choice.cut
+        self.order.append(n)
+        self.remaining -= doc.overhead + _body_cost(self.prepared, doc, choice.kept,
+                                                    self.shape, choice.cut)
+        self.seen.add(unit)
+        self.heap = []  # the cut ends its passage and the room is spent
+
     def fallback_cut(self) -> None:
-        """Nothing fit whole: cut the most useful sentence to the room left."""
+        """Nothing fit whole: cut the most useful sentence that can show a few words.
+
+        The best `_FILL_TRIES` are tried in turn: the first may open with long
+        words or numbers, or after a ``…``, where the next shows its start.
+        """
         if self.kept:
             return
+        tries = _FILL_TRIES
         for _, n, k, _ in sorted(self.entries):
             doc = self.docs[n]
             if self.seen.covers(doc.units[k]) or n in self.capped:
                 continue
             choice = _cut_unit(self.prepared, doc, k, self.remaining - doc.overhead, self.shape)
             if choice is None:
-                return
+                tries -= 1
+                if not tries:
+                    return
+                continue
             self.kept[n] = set(choice.kept)
             self.cut[n] = choice.cut
             self.order.append(n)
@@ -604,6 +685,58 @@ class _State:
                     self.kept[n].add(k)
                     self.seen.add(doc.units[k])
 
+    def fill(self) -> None:
+        """Spend the room no whole sentence fits on the opening of the next most useful one.
+
+        At a tenth of a retrieval's length a quarter of packets would leave ten
+        tokens or more unused, and a sentence's first words carry its subject
+        and often what is said of it ("Heavyweights is a 1995 American
+        comedy…"): cut at a word boundary behind the truncation marker, they
+        are evidence where there was none.
+        Only sentences above the relevance floor are tried (the same as the
+        greedy pass), at least `_FILL_WORDS` of their words must fit, and the
+        cut sentence comes after everything kept of its passage: a cut always
+        ends a passage. Only the ``passages`` shape is filled; a brief keeps
+        one whole sentence a passage, and a feature list whole items.
+        """
+        if self.shape != "passages" or not self.kept:
+            return
+        terse = self.prepared.terse_cuts
+        marker = self.prepared.count(truncation_marker(1, 1, compact=terse))
+        if self.remaining < self.prepared.gap + _FILL_WORDS + marker:
+            return  # not even the shortest cut can fit
+        full = self.max_items is not None and len(self.kept) >= self.max_items
+        last = {n: max(kept) for n, kept in self.kept.items()}
+        best: list[tuple[float, int, int]] = []
+        for bound, n, k, _ in sorted(self.entries):  # best first by utility before coverage
+            if len(best) == _FILL_TRIES and -bound <= -best[-1][0]:
+                break  # utilities only fall: nothing later can enter the best few
+            if self.cut.get(n) is not None or k <= last.get(n, -1):
+                continue
+            if n not in last and (full or n in self.capped):
+                continue
+            if self.seen.covers(self.docs[n].units[k]):
+                continue
+            bisect.insort(best, (-self.utility(n, k), n, k))
+            del best[_FILL_TRIES:]
+        for _, n, k in best:
+            doc = self.docs[n]
+            kept_now = sorted(self.kept.get(n, ()))
+            before = _body_cost(self.prepared, doc, kept_now, self.shape) if kept_now else 0
+            opening = 0 if kept_now else doc.overhead
+            choice = _cut_after(self.prepared, doc, kept_now, k,
+                                self.remaining - opening + before, self.shape)
+            if choice is None:
+                continue
+            if n not in self.kept:
+                self.kept[n] = set()
+                self.order.append(n)
+            self.kept[n].add(k)
+            self.cut[n] = choice.cut
+            self.remaining -= opening + _body_cost(self.prepared, doc, choice.kept, self.shape,
+                                                   choice.cut) - before
+            return
+
     def duplicate_only(self) -> set[int]:
         return {n for n, count in self.duplicates.items()
                 if n not in self.kept and count == len(self.docs[n].units)}
@@ -617,7 +750,8 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
     units = doc.units
     if cut is not None:
         last = units[kept[-1]]
-        marker = prepared.count(truncation_marker(len(doc.passage.text), len(doc.passage.text)))
+        size = len(doc.passage.text)
+        marker = prepared.count(truncation_marker(size, size, compact=prepared.terse_cuts))
         head = sum(units[k].tokens for k in kept[:-1])
         tail = prepared.count(doc.passage.text[last.start:cut])
         joins = _joins(prepared, doc, kept) if shape == "passages" else 0
@@ -629,7 +763,7 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
         return tokens + prepared.bullet * len(kept) + 1
     joins = _joins(prepared, doc, kept)
     markers = (kept[0] > 0) + (kept[-1] < len(units) - 1)
-    return tokens + joins + markers * prepared.gap
+    return tokens + joins + markers * prepared.gap + (kept[-1] < len(units) - 1) * prepared.trail
 
 
 def _join(doc: Doc, a: int, b: int, gap: int) -> int:
@@ -656,26 +790,55 @@ def _cut_prefix(prepared: Prepared, doc: Doc, room: int, shape: Shape) -> Choice
     return best if best is not None else _cut_unit(prepared, doc, 0, room, shape)
 
 
-def _cut_unit(prepared: Prepared, doc: Doc, k: int, room: int, shape: Shape) -> Choice | None:
-    """Cut sentence `k` at the last word boundary (or character) that fits `room`."""
+def _cut_after(prepared: Prepared, doc: Doc, kept: Sequence[int], k: int, room: int,
+               shape: Shape) -> Choice | None:
+    """Sentences `kept` and the opening words of `k` after them, cut to fit `room`, or None.
+
+    At least `_FILL_WORDS` words of `k` must fit: fewer say too little to be worth
+    the marker ("The<truncated/>"). A sentence with no space in it (a long
+    token, CJK) is cut at a character.
+    """
     unit = doc.units[k]
     text = doc.passage.text
-    boundaries = [m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])]
-    candidates = [unit.start + b for b in boundaries if b > 0]
-    if not candidates:
-        candidates = list(range(unit.start + 1, unit.end))
+    words = [unit.start + m.start() for m in re.finditer(r"\s+", text[unit.start:unit.end])
+             if m.start() > 0]
+    cuts = words[_FILL_WORDS - 1:] if words else list(range(unit.start + 1, unit.end))
+    order = [*kept, k]
 
-    def fits(cut: int) -> bool:
-        return _body_cost(prepared, doc, [k], shape, cut) <= room
+    def fits(index: int) -> bool:
+        return _body_cost(prepared, doc, order, shape, cuts[index]) <= room
 
-    low, high, best = 0, len(candidates) - 1, None
-    while low <= high:
+    if not cuts:
+        return None
+    # Start where the sentence's own characters per token say the room ends, then
+    # gallop: a real tokenizer is slow, and the guess is seldom more than a word off.
+    tail = room - _body_cost(prepared, doc, order, shape, unit.start)
+    reach = unit.start + tail * (unit.end - unit.start) / max(unit.tokens, 1)
+    guess = min(max(bisect.bisect_right(cuts, reach) - 1, 0), len(cuts) - 1)
+    low, high = -1, len(cuts)  # cuts[low] fits (or none does), cuts[high] does not
+    step = 1
+    if fits(guess):
+        low = guess
+        while low + step < len(cuts) and fits(low + step):
+            low, step = low + step, step * 2
+        high = min(low + step, len(cuts))
+    else:
+        high = guess
+        while high - step >= 0 and not fits(high - step):
+            high, step = high - step, step * 2
+        low = max(high - step, -1)
+    while high - low > 1:
         middle = (low + high) // 2
-        if fits(candidates[middle]):
-            best, low = candidates[middle], middle + 1
+        if fits(middle):
+            low = middle
         else:
-            high = middle - 1
-    return None if best is None else Choice([k], best)
+            high = middle
+    return None if low < 0 else Choice(order, cuts[low])
+
+
+def _cut_unit(prepared: Prepared, doc: Doc, k: int, room: int, shape: Shape) -> Choice | None:
+    """Cut sentence `k` alone to fit `room` (see `_cut_after`)."""
+    return _cut_after(prepared, doc, [], k, room, shape)
 
 
 class Seen:

@@ -34,7 +34,7 @@ from capsa.budget.compress import (
 )
 from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
-from capsa.budget.render import COMPACT, TAGGED, Body, Layout, build_body
+from capsa.budget.render import COMPACT, ELLIPSIS, TAGGED, Body, Layout, build_body
 from capsa.budget.tokens import TokenizerLike, as_tokenizer
 from capsa.errors import BudgetError
 
@@ -67,8 +67,11 @@ def pack(
     Passages that fit whole stay whole. When they do not all fit, the packet
     keeps the most relevant sentences across passages, in their original order,
     with ``…`` where sentences were left out; duplicate sentences are packed
-    once; a single sentence too large for the room left is cut at a word
-    boundary behind a ``<truncated shown=… total=…/>`` marker. With
+    once; room too small for any further whole sentence goes to the opening
+    words of the most useful one left out, and a single sentence too large for
+    the whole budget is cut, each at a word boundary behind a
+    ``<truncated shown=… total=…/>`` marker (``<truncated/>`` in the compact
+    form, see `Budget.markup`). With
     ``compress=False``, passages are packed whole in relevance order and only
     the first one is ever cut. Either way ``tokenizer(packet.render()) <=
     budget.max_tokens``, tags and markers included; when not even the
@@ -189,6 +192,9 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
     ``auto`` writes compact documents when the inputs do not all fit whole in
     tags, leaving out what the relevance floor would drop anyway: then
     sentences must be left out, and every token of markup is one of evidence.
+    For the same reason a compact packet ends a cut passage with the bare
+    ``<truncated/>`` (four tokens, not twelve), unless `Budget.mark_excerpts`
+    asks for the numbers.
     """
     layout = prepared.layout
     if layout.frames is not None:
@@ -205,7 +211,21 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
         compact = attached + retrieved > ceiling
     else:
         compact = budget.markup == "compact"
-    return _relayout(tagged, COMPACT) if compact else tagged
+    if not compact:
+        return tagged
+    # A compact document runs to the next line, so the newline after each body is
+    # paid where the body ends. The layout prices it as after a tag (free in
+    # `estimate_tokens`); after a trailing "…" a tokenizer may charge it, and the
+    # container's closing newline is then the last body's, so it is counted there.
+    # Planned so, a packet seldom needs measuring twice. (A feature list's body
+    # ends in its own newline.)
+    count = prepared.count
+    trail = max((count(f"{ELLIPSIS}\n") - count(ELLIPSIS)) - (count(">\n") - count(">")), 0)
+    if budget.shape == "features":
+        trail = 0
+    compacted = _relayout(tagged, COMPACT)
+    return replace(compacted, terse_cuts=not budget.mark_excerpts, trail=trail,
+                   context={g: max(v - trail, 0) for g, v in compacted.context.items()})
 
 
 def _relayout(prepared: Prepared, layout: Layout) -> Prepared:
@@ -234,8 +254,9 @@ def compress_text(
     """Shrink one text to its sentences most relevant to `query`, within `max_tokens`.
 
     The same selection as `pack`, without containers: kept sentences in their
-    original order, ``…`` for gaps, a truncation marker if even the best
-    sentence had to be cut. A text that already fits comes back unchanged.
+    original order, ``…`` for gaps, and a truncation marker after a sentence
+    cut to the room left (or the best one, if even it had to be cut). A text
+    that already fits comes back unchanged.
 
     Args:
         text: the text to compress.
@@ -298,12 +319,16 @@ def _plan(prepared: Prepared, budget: Budget, target: int, compress: bool) -> _P
     else:
         allowance = share
     seen = Seen()
-    attached = _attachments(prepared, max(allowance, 0), shape, compress, seen)
+    # Room the attachments leave goes to retrieval, so they cut a sentence to fill
+    # their room only when no retrieval can take it, or in the second pass below.
+    alone = not any(doc.units for doc in prepared.retrieved)
+    attached = _attachments(prepared, max(allowance, 0), shape, compress, seen, fill=alone)
     retrieved = _retrieval(prepared, budget, target - attached.used, compress, seen.copy())
     spare = target - attached.used - retrieved.used
     if spare > 0 and attached.used < attached_demand and allowance < target:
         seen = Seen()
-        attached = _attachments(prepared, target - retrieved.used, shape, compress, seen)
+        attached = _attachments(prepared, target - retrieved.used, shape, compress, seen,
+                                fill=True)
         retrieved = _retrieval(prepared, budget, target - attached.used, compress, seen.copy())
     return _Plan(_settle(prepared, prepared.attached, attached),
                  _settle(prepared, prepared.retrieved, retrieved))
@@ -333,8 +358,12 @@ def _floor(prepared: Prepared, budget: Budget, demand: int, room: int) -> float 
 
 
 def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
-                 seen: Seen) -> Selection:
-    """Water-fill the attachments' room: smallest first, each at most an equal share."""
+                 seen: Seen, *, fill: bool) -> Selection:
+    """Water-fill the attachments' room: smallest first, each at most an equal share.
+
+    Only the last (largest) may cut a sentence into the room left (`fill`): what
+    the others leave goes to the next one.
+    """
     docs = prepared.attached
     context = prepared.context["attached"]
     result = Selection()
@@ -344,7 +373,8 @@ def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
     for left, (demand, n) in zip(range(len(order), 0, -1), order, strict=True):
         allowance = min(demand, max(inner, 0) // left)
         if compress:
-            one = select(prepared, [docs[n]], allowance, shape=shape, seen=seen)
+            one = select(prepared, [docs[n]], allowance, shape=shape, seen=seen,
+                         fill=fill and left == 1)
         else:
             one = select_whole(prepared, [docs[n]], allowance, shape=shape)
         if 0 in one.chosen:
@@ -475,10 +505,12 @@ def _spans(doc: Doc, choice: Choice) -> tuple[tuple[int, int], ...]:
 def _body(prepared: Prepared, doc: Doc, choice: Choice, shape: Shape) -> Body:
     """The body of `choice`, built once per prepared input: planning, rendering and the
     receipt all ask for it, and packing for several budgets often keeps the same."""
-    key = (doc.group, doc.index, tuple(choice.kept), choice.cut, shape)
+    terse = prepared.terse_cuts
+    key = (doc.group, doc.index, tuple(choice.kept), choice.cut, shape, terse)
     body = prepared.bodies.get(key)
     if body is None:
-        body = build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut)
+        body = build_body(doc.passage.text, doc.spans, choice.kept, shape, cut=choice.cut,
+                          compact=terse)
         if len(prepared.bodies) >= _BODIES_KEPT:
             prepared.bodies.clear()
         prepared.bodies[key] = body

@@ -80,7 +80,7 @@ _NEVER_AFTER_OPENER = frozenset(
 """Printable ASCII that cannot begin a tag name, a slash, a comment, or invisible padding."""
 _ENTITIES = {"&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;"}
 _WHITESPACE = re.compile(r"\s+")
-_MARKER_AT_END = re.compile(r'<truncated shown="\d+" total="\d+"/>\Z')
+_MARKER_AT_END = re.compile(r'<truncated(?: shown="\d+" total="\d+")?/>\Z')
 
 
 Excerpt = tuple[int, int] | None
@@ -221,8 +221,22 @@ def _attribute_char(char: str) -> str:
     return _ENTITIES.get(folded, char) if len(folded) == 1 else char
 
 
-def truncation_marker(shown: int, total: int) -> str:
-    """The visible marker ending a passage cut mid-way, in characters of the original."""
+def truncation_marker(shown: int, total: int, *, compact: bool = False) -> str:
+    """The visible marker ending a passage cut mid-way, in characters of the original.
+
+    The compact form (`Layout.compact`) says only that the text was cut, for
+    about four tokens instead of twelve: a tight budget is where passages get
+    cut, and there the difference is often the room for the cut text itself
+    (the receipt keeps the numbers).
+
+    Examples:
+        >>> truncation_marker(10, 200)
+        '<truncated shown="10" total="200"/>'
+        >>> truncation_marker(10, 200, compact=True)
+        '<truncated/>'
+    """
+    if compact:
+        return "<truncated/>"
     return f'<truncated shown="{shown}" total="{total}"/>'
 
 
@@ -387,6 +401,7 @@ def build_body(
     shape: Shape,
     *,
     cut: int | None = None,
+    compact: bool = False,
 ) -> Body:
     """Lay out the kept units of one passage for a shape.
 
@@ -397,6 +412,7 @@ def build_body(
         shape: the packet's layout.
         cut: when set, the last kept unit ends at this offset instead of its own
             end, and a `truncation_marker` follows it.
+        compact: the packet is written in the compact form: the marker is too.
 
     Returns:
         The body; its `Body.raw` is what the receipt counts.
@@ -405,7 +421,7 @@ def build_body(
     last_start, last_end = spans[kept[-1]]
     last_end = last_end if cut is None else cut
     shown += last_end - last_start
-    marker = None if cut is None else truncation_marker(shown, len(text))
+    marker = None if cut is None else truncation_marker(shown, len(text), compact=compact)
     excerpt = None if cut is not None or len(kept) == len(spans) else (
         excerpt_length(spans, kept), len(text))
     if shape == "features":

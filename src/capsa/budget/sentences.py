@@ -10,6 +10,11 @@ actually contains:
   (``Dr.``, ``e.g.``, ``U.S.``), a single-letter initial (``John F. Kennedy``) or
   ``No.`` before a number; decimals (``3.14``) never split;
 - CJK full stops (``。！？``) end a sentence without any whitespace after them;
+- a sentence over 300 characters is split after its semicolons, colons and
+  commas, into clauses of 40 characters or more: legal and technical prose
+  chains clauses into sentences no tight budget can keep whole, often with
+  no semicolon at all ("..., or (ii) ownership of fifty percent (50%) or
+  more ...");
 - a blank line always ends a unit; a single newline does too before a list
   item, heading or table row, or after a line that ends a sentence, but not
   inside hard-wrapped prose;
@@ -26,6 +31,11 @@ __all__ = ["MAX_UNIT_CHARS", "split_sentences"]
 
 MAX_UNIT_CHARS = 1200
 """Longest unit the splitter returns; longer stretches are cut at line or word breaks."""
+_LONG_SENTENCE = 300
+"""Characters (about 75 tokens) above which a sentence is split into its clauses."""
+_SHORTEST_CLAUSE = 40
+"""Fewest characters a clause split off a long sentence may have."""
+_CLAUSE_END = re.compile(r"[;:,](?=\s)")
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.MULTILINE)
 _FENCE_CLOSE = {kind: re.compile(rf"^[ \t]*{kind}[ \t]*$", re.MULTILINE) for kind in ("```", "~~~")}
@@ -150,9 +160,32 @@ def _split_run(text: str, start: int, end: int, out: list[tuple[int, int]]) -> N
         follower = _NEXT_START.match(text, stop, end)
         if follower is None or _is_abbreviation(text, sentence_start, match.start(), follower):
             continue
-        _add_capped(text, sentence_start, stop, out)
+        _add_clauses(text, sentence_start, stop, out)
         sentence_start = stop
-    _add_capped(text, sentence_start, end, out)
+    _add_clauses(text, sentence_start, end, out)
+
+
+def _add_clauses(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
+    """Append a sentence, split after its semicolons, colons and commas when it is long.
+
+    A sentence over `_LONG_SENTENCE` characters (legal and technical prose
+    chains clauses that way) costs more than a tight budget can give one
+    sentence. A clause split off at a comma may not stand alone, but kept
+    beside its neighbours it reads as the sentence did, and at a tight budget
+    the clause that answers beats a sentence cut before the answer (see
+    `capsa.budget.compress`). A clause shorter than `_SHORTEST_CLAUSE` stays
+    with its neighbour, so short list items are not split one by one.
+    """
+    if end - start <= _LONG_SENTENCE:
+        _add_capped(text, start, end, out)
+        return
+    piece = start
+    for match in _CLAUSE_END.finditer(text, start, end):
+        stop = match.end()
+        if stop - piece >= _SHORTEST_CLAUSE and end - stop >= _SHORTEST_CLAUSE:
+            _add_capped(text, piece, stop, out)
+            piece = stop
+    _add_capped(text, piece, end, out)
 
 
 def _is_abbreviation(text: str, start: int, dot: int, follower: re.Match[str]) -> bool:

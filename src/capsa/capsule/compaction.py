@@ -1,10 +1,10 @@
 """Rewrite a copy of the history so earlier evidence costs only what was cited.
 
 Below the current question's identity, every return of an evidence tool is
-rewritten; returns are never removed, so every tool call keeps its return and no
-provider rejects the request for an orphaned call. Nothing else changes: not
-other tools' returns, not cite acknowledgements, not the user's text or
-pictures, and nothing at or above the current question.
+rewritten; evidence returns are never removed, so every tool call keeps its return
+and no provider rejects the request for an orphaned call. Nothing else changes:
+not other tools' returns, not the user's text or pictures, and nothing at or above
+the current question; cite exchanges only when asked (`cite_tools`, below).
 
 Once a question ends, the wire form of its returns is fixed. Each shows the
 chunks that question's answer cited, whole, and a receipt naming the rest by id
@@ -20,6 +20,14 @@ cacheable: see ``benchmarks/capsule.py``.)
 
 Receipts name the chunks they stand for, so a ``recall`` tool (`recall`) can
 bring any of them back whole from the stored history: compaction loses nothing.
+
+Given the names of the cite tools (`cite_tools`), an ended question's cite calls
+and their acknowledgements leave the wire too: what the question cited is already
+what its returns show whole, so the exchange is capsa's bookkeeping repeated on
+every later request. Each cite call goes with its return, so no call or return is
+left unpaired; an assistant message left with no text, picture or call goes too.
+This happens at the moment the question ends, when its returns are rewritten
+anyway, so the wire form stays fixed from then on.
 The input is never mutated; messages that do not change are shared between input
 and output, which is safe because they are frozen.
 """
@@ -105,6 +113,8 @@ class Compaction(BaseModel):
     """Ids of earlier chunks only named by a receipt (recallable), in order."""
     uncounted: tuple[str, ...] = ()
     """Ids of cited chunks `max_tokens` forced out of view, oldest first."""
+    cite_calls_removed: tuple[str, ...] = ()
+    """Ids of ended questions' cite calls taken off the wire with their acknowledgements."""
     kept_unknown: NonNegativeInt = 0
     """Earlier evidence returns kept verbatim because what they hold is not known
     (no `Message.evidence`): rewriting them could lose what nothing names."""
@@ -188,6 +198,50 @@ def _check(history: Sequence[Message], ledger: EvidenceLedger | None, owned: fro
             "first message>)"
         )
     return ledger.question
+
+
+def _is_empty(message: Message) -> bool:
+    """No call, no picture, no text: nothing a model could read (other parts are the
+    removed call's own blocks or reasoning about it)."""
+    return not message.tool_calls and not any(
+        isinstance(p, ImagePart) or (isinstance(p, TextPart) and p.text.strip())
+        for p in message.parts
+    )
+
+
+def _ended_cites(
+    history: Sequence[Message], ledger: EvidenceLedger, boundary: int, cite_tools: frozenset[str]
+) -> tuple[dict[int, Message | None], list[str]]:
+    """What taking ended questions' cite exchanges off the wire does, by position.
+
+    Only questions this ledger recorded qualify (from its first question up to the
+    boundary): what they cited is what their returns show whole. A history adopted
+    from before the ledger keeps its cite exchanges, the only record of its citations.
+    Returns the replacement of each affected position (None: the message leaves) and
+    the removed call ids.
+    """
+    first = ledger.first_question
+    if not cite_tools or first is None:
+        return {}, []
+    changes: dict[int, Message | None] = {}
+    removed: list[str] = []
+    for index in range(first, min(boundary, len(history))):
+        message = history[index]
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        cites = [c for c in message.tool_calls if c.name in cite_tools]
+        if not cites:
+            continue
+        removed += [c.id for c in cites]
+        kept = tuple(c for c in message.tool_calls if c.name not in cite_tools)
+        changed = message.model_copy(update={"tool_calls": kept})
+        changes[index] = None if _is_empty(changed) else changed
+    gone = set(removed)
+    for index in range(first, min(boundary, len(history))):
+        message = history[index]
+        if message.role == "tool" and message.tool_call_id in gone:
+            changes[index] = None
+    return changes, removed
 
 
 @dataclass(frozen=True)
@@ -370,6 +424,7 @@ def _rewrite(
     fetch_picture: PictureFetcher | None,
     max_tokens: int | None,
     count: Tokenizer,
+    cites: tuple[dict[int, Message | None], list[str]],
 ) -> Compaction:
     items, unknown = _returns(history, ledger, boundary, owned)
     plan = _fitted_plan(items, ledger, max_tokens, count)
@@ -392,16 +447,21 @@ def _rewrite(
         tokens = plan.tokens - sum(count(d.picture.label) for d in dropped)
         if fetch_picture is None:
             tokens -= sum(count(p.label) for ps in plan.pictures.values() for p in ps)
+    changes, removed = cites
+    placed: list[Message | None] = list(history)
+    for index, change in changes.items():
+        placed[index] = change
     for where, message in sorted(inserts, key=lambda pair: -pair[0]):
-        history.insert(where, message)
+        placed.insert(where, message)
     return Compaction(
-        messages=tuple(history),
+        messages=tuple(m for m in placed if m is not None),
         boundary=boundary,
         rewritten=len(plan.texts),
         shown=tuple(plan.shown),
         referenced=tuple(dict.fromkeys(referenced)),
         unshown=tuple(dict.fromkeys(plan.unshown)),
         uncounted=tuple(dict.fromkeys(plan.forced)),
+        cite_calls_removed=tuple(removed),
         kept_unknown=unknown,
         tokens_added=tokens,
         attached=tuple(attached),
@@ -437,6 +497,7 @@ def compact_with_report(
     fetch_picture: PictureFetcher | None = None,
     max_tokens: PositiveInt | None = None,
     tokenizer: TokenCounter = estimate_tokens,
+    cite_tools: Iterable[str] = (),
 ) -> Compaction:
     """Compact a copy of the history and report what was done.
 
@@ -462,6 +523,10 @@ def compact_with_report(
             visible whole earlier).
         tokenizer: Counts tokens for `max_tokens`: a counter, or an encoder that
             returns the tokens (tiktoken's ``encode``).
+        cite_tools: Names of the cite tools. In questions that have ended (and that
+            the ledger recorded), their calls and acknowledgements leave the wire:
+            what a question cited is what its returns show whole. Empty (the
+            default): every cite exchange stays, as stored.
 
     Returns:
         The compacted history with its report.
@@ -476,9 +541,12 @@ def compact_with_report(
     count = as_tokenizer(tokenizer)
     history = list(messages)
     boundary = _check(history, ledger, owned)
-    if ledger is None or not _owned_returns(history, len(history), owned):
+    if ledger is None:
         return Compaction(messages=tuple(history), boundary=boundary)
-    return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count)
+    cites = _ended_cites(history, ledger, boundary, frozenset(cite_tools))
+    if not cites[0] and not _owned_returns(history, len(history), owned):
+        return Compaction(messages=tuple(history), boundary=boundary)
+    return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count, cites)
 
 
 def compact(
@@ -489,6 +557,7 @@ def compact(
     fetch_picture: PictureFetcher | None = None,
     max_tokens: PositiveInt | None = None,
     tokenizer: TokenCounter = estimate_tokens,
+    cite_tools: Iterable[str] = (),
 ) -> list[Message]:
     """Rewrite earlier evidence in a copy of the history down to what answers cited.
 
@@ -535,5 +604,6 @@ def compact(
             fetch_picture=fetch_picture,
             max_tokens=max_tokens,
             tokenizer=tokenizer,
+            cite_tools=cite_tools,
         ).messages
     )

@@ -377,6 +377,8 @@ def _collect(pid: int, read_fd: int, deadline: float, max_bytes: int,
             return parsed if isinstance(parsed, dict) else _bad("result is not an object")
         except ValueError:
             return _bad("result is not valid JSON")
+        except RecursionError:  # a taken-over child can nest its answer past the decoder
+            return _bad("result is nested too deeply to decode")
     if os.WIFSIGNALED(status):
         return _signal_outcome(os.WTERMSIG(status))
     if received:

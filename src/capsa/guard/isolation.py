@@ -137,7 +137,7 @@ class _Zygote:
                 header_done = True
         try:
             parsed = json.loads(buffer[4:need])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return parsed if isinstance(parsed, dict) else None
 

@@ -14,6 +14,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -28,7 +29,7 @@ __all__ = ["Behaviour", "MisbehavingExtractor"]
 Behaviour = Literal[
     "echo", "hang", "sleep", "allocate", "exit", "segfault", "sys_exit", "stdout_flood",
     "grandchild", "socket", "big_write", "env", "huge_result", "surrogate", "raise",
-    "garbage",
+    "garbage", "nested_reply",
 ]
 
 
@@ -128,12 +129,25 @@ def _garbage(payload: bytes) -> str:
     return 42  # type: ignore[return-value]
 
 
+def _nested_reply(payload: bytes) -> str:
+    # What a parser a crafted file has taken over can do: skip the protocol
+    # writer and answer on the result pipe itself (the only pipe it holds),
+    # with a well-formed frame whose JSON nests past any decoder's recursion.
+    body = b'{"ok": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+    frame = len(body).to_bytes(8, "big") + body
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{name}").startswith("pipe:"):
+                os.write(int(name), frame)
+    os._exit(0)
+
+
 _BEHAVIOURS = {
     "hang": _hang, "sleep": _sleep, "allocate": _allocate, "exit": _exit,
     "segfault": _segfault, "sys_exit": _sys_exit, "stdout_flood": _stdout_flood,
     "grandchild": _grandchild, "socket": _socket, "big_write": _big_write, "env": _env,
     "huge_result": _huge_result, "surrogate": _surrogate, "raise": _raise,
-    "garbage": _garbage,
+    "garbage": _garbage, "nested_reply": _nested_reply,
 }
 
 

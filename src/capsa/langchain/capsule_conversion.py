@@ -5,7 +5,10 @@ tool names, the evidence an evidence tool's artifact (or its capsa-rendered text
 carries, a cite tool's accepted ids, and native citation annotations. `compact`
 runs the core compaction on a converted copy and converts back: a message the
 core did not change comes back as the caller's very object, a changed one as a
-copy with new content. Nothing here decides anything; `capsa.capsule` does.
+copy with new content, or without the tool calls the core took off the wire
+(every trace of them: ``tool_calls``, provider content blocks such as Anthropic's
+``tool_use``, and raw ``additional_kwargs["tool_calls"]``). Nothing here decides
+anything; `capsa.capsule` does.
 """
 
 from __future__ import annotations
@@ -269,6 +272,42 @@ def _content(parts: Sequence[Part]) -> str | list[str | dict[Any, Any]]:
     return [_block(p) for p in parts]
 
 
+_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "server_tool_use"})
+"""Content block types that carry a tool call inside an assistant message's content."""
+
+
+def _names_call(item: Any, removed: frozenset[str]) -> bool:
+    if not isinstance(item, Mapping):
+        return False
+    return item.get("id") in removed or item.get("call_id") in removed
+
+
+def _without_calls(message: BaseMessage, removed: frozenset[str]) -> BaseMessage:
+    """A copy of an assistant message with no trace of the `removed` tool calls."""
+    update: dict[str, Any] = {}
+    if isinstance(message, AIMessage):
+        update["tool_calls"] = [c for c in message.tool_calls if c.get("id") not in removed]
+        chunks = getattr(message, "tool_call_chunks", None)
+        if chunks:
+            update["tool_call_chunks"] = [c for c in chunks if c.get("id") not in removed]
+    if isinstance(message.content, list):
+        update["content"] = [
+            block
+            for block in message.content
+            if not (
+                isinstance(block, Mapping)
+                and block.get("type") in _CALL_BLOCKS
+                and _names_call(block, removed)
+            )
+        ]
+    raw = message.additional_kwargs.get("tool_calls")
+    if raw:
+        kept = [call for call in raw if not _names_call(call, removed)]
+        kwargs = {k: v for k, v in message.additional_kwargs.items() if k != "tool_calls"}
+        update["additional_kwargs"] = kwargs | ({"tool_calls": kept} if kept else {})
+    return message.model_copy(update=update)
+
+
 def _back(
     result: Iterable[Message], originals: Sequence[BaseMessage], converted: Sequence[Message]
 ) -> list[BaseMessage]:
@@ -278,11 +317,16 @@ def _back(
             out.append(HumanMessage(content=_content(message.parts)))
             continue
         index = int(message.key)
-        original = originals[index]
-        if message is converted[index]:
+        original, before = originals[index], converted[index]
+        if message is before:
             out.append(original)
-        else:
-            out.append(original.model_copy(update={"content": _content(message.parts)}))
+            continue
+        if message.parts != before.parts:
+            original = original.model_copy(update={"content": _content(message.parts)})
+        removed = {c.id for c in before.tool_calls} - {c.id for c in message.tool_calls}
+        if removed:
+            original = _without_calls(original, frozenset(removed))
+        out.append(original)
     return out
 
 
@@ -294,8 +338,12 @@ def compact(
     fetch_picture: PictureFetcher | None = None,
     max_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
+    cite_tools: Iterable[str] = (),
 ) -> tuple[list[BaseMessage], Compaction]:
-    """Compact LangChain messages through the core; returns the new list and the report."""
+    """Compact LangChain messages through the core; returns the new list and the report.
+
+    `cite_tools` names the cite tools whose exchanges leave the wire once their
+    question ended (see `capsa.capsule.compact_with_report`)."""
     observe = Observe.of(messages, evidence_tools)
     converted = [to_core(m, i, observe) for i, m in enumerate(messages)]
     report = compact_with_report(
@@ -305,6 +353,7 @@ def compact(
         fetch_picture=fetch_picture,
         max_tokens=max_tokens,
         tokenizer=tokenizer,
+        cite_tools=cite_tools,
     )
     return _back(report.messages, messages, converted), report
 
@@ -317,6 +366,7 @@ def _event(report: Compaction) -> dict[str, Any]:
         "referenced": list(report.referenced),
         "unshown": list(report.unshown),
         "uncounted": list(report.uncounted),
+        "cite_calls_removed": list(report.cite_calls_removed),
         "kept_unknown": report.kept_unknown,
         "tokens_added": report.tokens_added,
         "attached_pictures": [p.ref for p in report.attached],

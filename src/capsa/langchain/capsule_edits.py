@@ -57,6 +57,9 @@ class CitationCapsuleEdit:
     """The ledger, or a zero-argument callable returning it."""
     evidence_tools: Sequence[str]
     """Names of the evidence tools (and of a recall tool, if the agent has one)."""
+    cite_tools: Sequence[str] = ()
+    """Names of the cite tools whose calls and acknowledgements leave the request once
+    their question ended (``["cite"]`` for `cite_tool()`); empty: every one stays."""
     trigger: int = 0
     """Compact only when the messages exceed this many tokens (0: always)."""
     fetch_picture: PictureFetcher | None = None
@@ -86,6 +89,7 @@ class CitationCapsuleEdit:
             fetch_picture=self.fetch_picture,
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
+            cite_tools=self.cite_tools,
         )
         announce(report)
         messages[:] = compacted  # type: ignore[assignment]
@@ -97,6 +101,7 @@ def capsule_messages(
     *,
     ledger: LedgerSource,
     evidence_tools: Iterable[str],
+    cite_tools: Iterable[str] = (),
     fetch_picture: PictureFetcher | None = None,
     max_capsule_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -109,6 +114,7 @@ def capsule_messages(
     *,
     ledger: LedgerSource,
     evidence_tools: Iterable[str],
+    cite_tools: Iterable[str] = (),
     fetch_picture: PictureFetcher | None = None,
     max_capsule_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -120,6 +126,7 @@ def capsule_messages(
     *,
     ledger: LedgerSource,
     evidence_tools: Iterable[str],
+    cite_tools: Iterable[str] = (),
     fetch_picture: PictureFetcher | None = None,
     max_capsule_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
@@ -134,6 +141,9 @@ def capsule_messages(
         messages: The stored history, or None for a runnable.
         ledger: The `EvidenceLedger` carried beside the history, or a callable returning it.
         evidence_tools: Names of the evidence tools (and of a recall tool, if any).
+        cite_tools: Names of the cite tools whose calls and acknowledgements leave
+            the copy once their question ended (``["cite"]`` for `cite_tool()`);
+            empty (the default): every one stays.
         fetch_picture: Fetches cited pictures' bytes; without it none are attached.
         max_capsule_tokens: Optional hard bound on everything the rewrite writes.
         tokenizer: Counts tokens for the bound: a counter or an encoder.
@@ -150,6 +160,7 @@ def capsule_messages(
             )
     """
     tools = tuple(evidence_tools)
+    cites = tuple(cite_tools)
 
     def run(history: Sequence[BaseMessage]) -> list[BaseMessage]:
         compacted, report = compact(
@@ -159,6 +170,7 @@ def capsule_messages(
             fetch_picture=fetch_picture,
             max_tokens=max_capsule_tokens,
             tokenizer=tokenizer,
+            cite_tools=cites,
         )
         announce(report)
         return compacted

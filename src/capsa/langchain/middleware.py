@@ -90,9 +90,10 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     messages are never changed. Once a question
     ends its returns show the chunks its answer cited, whole, and a receipt naming
     the rest, and that never changes again: each request shares the previous
-    request's prefix, which providers bill at a fraction as cached input. The
-    registered ``recall`` tool brings any receipted chunk back whole from the
-    stored history.
+    request's prefix, which providers bill at a fraction as cached input. Its
+    cite calls and their acknowledgements leave the request at the same moment
+    (what it cited is what its returns show whole). The registered ``recall``
+    tool brings any receipted chunk back whole from the stored history.
 
     The ledger lives in the agent state under ``capsa_ledger``. A question begins
     in `before_agent` (its identity is the history's length when it arrived);
@@ -133,6 +134,11 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             native annotations only).
         recall_tool_name: Name of the recall tool this middleware registers; None
             to register none (receipted chunks can then not be brought back).
+        keep_cite_calls: Keep ended questions' cite calls and acknowledgements in
+            every request, as stored. Off by default: they repeat what the returns
+            already show and cost about 50 tokens per question on every later
+            request. Turn it on for a model that stops calling the cite tool when
+            its history shows no earlier cite calls to follow.
         fetch_picture: Fetches a cited picture's bytes (sync or async) for
             re-attachment; without it no pictures are attached. Each picture is
             fetched once per question.
@@ -158,6 +164,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         evidence_tools: Iterable[str | BaseTool],
         cite_tool_name: str | None = "cite",
         recall_tool_name: str | None = "recall",
+        keep_cite_calls: bool = False,
         fetch_picture: AnyPictureFetcher | None = None,
         max_capsule_tokens: int | None = None,
         tokenizer: TokenCounter = estimate_tokens,
@@ -173,6 +180,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         self.cite_tool_name = cite_tool_name
         self.recall_tool_name = recall_tool_name
         self.cite_tools = frozenset({cite_tool_name}) if cite_tool_name else frozenset[str]()
+        self.keep_cite_calls = keep_cite_calls
         self.owned_tools = self.evidence_tools | ({recall_tool_name} if recall_tool_name else set())
         self.fetch_picture = fetch_picture
         self.max_capsule_tokens = max_capsule_tokens
@@ -265,6 +273,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             fetch_picture=fetch,
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
+            cite_tools=() if self.keep_cite_calls else self.cite_tools,
         )
         return request.override(messages=cast("list[AnyMessage]", messages)), report
 

@@ -69,6 +69,7 @@ class CapsuleCompactedEvent(BaseEvent):
     referenced_chunk_ids: list[str]
     unshown_chunk_ids: list[str]
     uncounted_chunk_ids: list[str]
+    cite_calls_removed: list[str]
     attached_pictures: list[str]
     dropped_pictures: list[str]
 
@@ -88,6 +89,7 @@ def announce(report: Compaction) -> None:
             referenced_chunk_ids=list(report.referenced),
             unshown_chunk_ids=list(report.unshown),
             uncounted_chunk_ids=list(report.uncounted),
+            cite_calls_removed=list(report.cite_calls_removed),
             attached_pictures=[p.ref for p in report.attached],
             dropped_pictures=[f"{d.picture.ref}: {d.reason}" for d in report.dropped],
         )
@@ -207,6 +209,27 @@ def _block(part: Part) -> ContentBlock:
     raise ValueError(f"compaction produced an uninterpretable part: {part!r}")
 
 
+def _raw_call_id(raw: Any) -> str:
+    data = raw if isinstance(raw, Mapping) else getattr(raw, "__dict__", {})
+    return str(data.get("id") or "")
+
+
+def _without_calls(message: ChatMessage, removed: frozenset[str]) -> ChatMessage:
+    """A copy of an assistant message with no trace of the `removed` tool calls."""
+    blocks = [
+        b
+        for b in message.blocks
+        if not (isinstance(b, ToolCallBlock) and (b.tool_call_id or "") in removed)
+    ]
+    kwargs = dict(message.additional_kwargs)
+    raw = kwargs.pop("tool_calls", None)
+    if raw:
+        kept = [call for call in raw if _raw_call_id(call) not in removed]
+        if kept:
+            kwargs["tool_calls"] = kept
+    return message.model_copy(update={"blocks": blocks, "additional_kwargs": kwargs})
+
+
 def _back(
     result: Iterable[Message], originals: Sequence[ChatMessage], converted: Sequence[Message]
 ) -> list[ChatMessage]:
@@ -217,11 +240,16 @@ def _back(
             out.append(ChatMessage(role=MessageRole.USER, blocks=blocks))
             continue
         index = int(message.key)
-        if message is converted[index]:
-            out.append(originals[index])
-        else:
-            blocks = [_block(p) for p in message.parts]
-            out.append(originals[index].model_copy(update={"blocks": blocks}))
+        original, before = originals[index], converted[index]
+        if message is before:
+            out.append(original)
+            continue
+        if message.parts != before.parts:
+            original = original.model_copy(update={"blocks": [_block(p) for p in message.parts]})
+        removed = {c.id for c in before.tool_calls} - {c.id for c in message.tool_calls}
+        if removed:
+            original = _without_calls(original, frozenset(removed))
+        out.append(original)
     return out
 
 
@@ -233,8 +261,13 @@ def compact(
     fetch_picture: PictureFetcher | None = None,
     max_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
+    cite_tools: Iterable[str] = (),
 ) -> list[ChatMessage]:
-    """Compact a LlamaIndex history through the core and announce what was done."""
+    """Compact a LlamaIndex history through the core and announce what was done.
+
+    `cite_tools` names the cite tools whose exchanges leave the view once their
+    question ended (see `capsa.capsule.compact_with_report`); a removed call leaves
+    no `ToolCallBlock` and no ``additional_kwargs["tool_calls"]`` entry behind."""
     owned = frozenset(evidence_tools)
     converted = convert(history, owned)
     report = compact_with_report(
@@ -244,6 +277,7 @@ def compact(
         fetch_picture=fetch_picture,
         max_tokens=max_tokens,
         tokenizer=tokenizer,
+        cite_tools=cite_tools,
     )
     announce(report)
     return _back(report.messages, history, converted)

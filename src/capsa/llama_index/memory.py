@@ -5,7 +5,9 @@ all of it back on every step, so old retrievals pile up. `CapsuleMemory` wraps a
 memory and returns the compacted view from `get`/`aget`: once a question ends,
 its evidence returns show the chunks its answer cited, whole, and a receipt
 naming the rest, in a wire form that never changes again (prompt-cache friendly).
-`get_all` and the store keep the real history. The tools in
+Its cite calls and their acknowledgements leave the view when it ends (what it
+cited is what its returns show whole). `get_all` and the store keep the real
+history. The tools in
 `capsa.llama_index.capsule_tools` record retrievals, citations and recalls in the
 memory of the run that calls them.
 
@@ -99,6 +101,13 @@ class CapsuleMemory(BaseMemory):
     """Names of evidence tools besides those the ledger already remembers."""
     recall_tool_name: str = "recall"
     """Name of the recall tool, whose returns are evidence too."""
+    cite_tool_name: str = "cite"
+    """Name of the cite tool, whose calls leave the view once their question ended."""
+    keep_cite_calls: bool = False
+    """Keep ended questions' cite calls and acknowledgements in the view, as stored.
+    Off by default: they repeat what the returns already show, on every later read.
+    Turn it on for a model that stops calling the cite tool when its history shows no
+    earlier cite calls to follow."""
     fetch_picture: AnyPictureFetcher | None = Field(default=None, exclude=True)
     """Fetches cited pictures' bytes (sync, or async for `aget`); without it none are
     attached. Each picture is fetched once per question."""
@@ -152,6 +161,7 @@ class CapsuleMemory(BaseMemory):
             fetch_picture=cache.lookup(ledger.question) if cache else None,
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
+            cite_tools=() if self.keep_cite_calls else (self.cite_tool_name,),
         )
 
     def _wanted(self, history: list[ChatMessage]) -> Any:
@@ -286,9 +296,13 @@ class CapsuleMemory(BaseMemory):
             retriever, name=name, description=description, collection=collection, memory=self
         )
 
-    def cite_tool(self, *, name: str = "cite", description: str = CITE_DESCRIPTION) -> FunctionTool:
-        """`capsule_cite_tool` falling back to this memory."""
-        return capsule_cite_tool(name=name, description=description, memory=self)
+    def cite_tool(
+        self, *, name: str | None = None, description: str = CITE_DESCRIPTION
+    ) -> FunctionTool:
+        """`capsule_cite_tool` falling back to this memory, named `cite_tool_name` unless
+        `name` says otherwise (set `cite_tool_name` instead, so the view knows the name)."""
+        chosen = name or self.cite_tool_name
+        return capsule_cite_tool(name=chosen, description=description, memory=self)
 
     def recall_tool(self, *, description: str = RECALL_DESCRIPTION) -> FunctionTool:
         """`capsule_recall_tool` (named `recall_tool_name`) falling back to this memory."""

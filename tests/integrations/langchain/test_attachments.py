@@ -136,3 +136,134 @@ async def test_async_path_rewrites_the_request_too() -> None:
         budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
     await agent.ainvoke({"messages": [_human(_file("a.txt", b"Cap: EUR 165.", "text/plain"))]})
     assert "EUR 165" in model.seen[0][-1].content[0]["text"]
+
+
+_POLICY = (
+    "The hotel cap is EUR 165 per night in every city. "
+    + "Staff book rooms through the travel desk and keep the receipt. " * 40
+    + "The daily meal allowance is EUR 48 and covers breakfast, lunch and dinner."
+).encode()
+
+
+def _raw_files(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    return [b for m in messages if isinstance(m.content, list)
+            for b in m.content if isinstance(b, dict) and b.get("type") == "file"]
+
+
+def test_a_follow_up_reads_the_earlier_file_again_and_no_raw_block_is_sent() -> None:
+    model = _model(3)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=60), extractor=PlainTextExtractor())],
+        checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "follow-up"}}
+    agent.invoke({"messages": [_human(_file("policy.txt", _POLICY, "text/plain"))]}, config)
+    agent.invoke({"messages": [HumanMessage("What is the daily meal allowance?")]}, config)
+    agent.invoke({"messages": [HumanMessage("Thanks!")]}, config)
+    first, second, third = model.seen
+    assert "EUR 165" in first[-1].content[0]["text"]
+    assert "EUR 48" not in first[-1].content[0]["text"]  # the budget kept the hotel cap only
+    assert "EUR 48" in second[-1].content[0]["text"]  # read again for the new question
+    assert second[-1].content[-1] == "What is the daily meal allowance?"
+    assert _raw_files(second) == [] and _raw_files(third) == []
+    stored = agent.get_state(config).values["messages"]
+    assert [b["type"] for b in stored[0].content] == ["text", "file"]  # history untouched
+    assert stored[2].content == "What is the daily meal allowance?"
+
+
+def test_earlier_turns_are_byte_identical_from_request_to_request() -> None:
+    # A prompt cache serves the longest prefix a request shares with the last
+    # one: an earlier message's packed form must not change from turn to turn.
+    model = _model(3)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=60), extractor=PlainTextExtractor())],
+        checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "stable"}}
+    agent.invoke({"messages": [_human(_file("policy.txt", _POLICY, "text/plain"))]}, config)
+    agent.invoke({"messages": [_human(_file("note.txt", b"Taxis need a receipt.", "text/plain"),
+                                      text="Do taxis need a receipt?")]}, config)
+    agent.invoke({"messages": [HumanMessage("And the hotel cap?")]}, config)
+    first, second, third = model.seen
+    assert second[:1] == first  # the first turn exactly as it was sent
+    assert third[:3] == second
+    assert "EUR 165" in third[-1].content[0]["text"]  # both files, packed for the follow-up
+
+
+def test_a_conversation_without_files_is_never_rewritten() -> None:
+    model = _model(2)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=60), extractor=PlainTextExtractor())],
+        checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "plain"}}
+    agent.invoke({"messages": [HumanMessage("hello")]}, config)
+    agent.invoke({"messages": [HumanMessage("again")]}, config)
+    assert [m.content for m in model.seen[1]] == ["hello", "answer 0", "again"]
+
+
+async def test_async_follow_up_reads_the_earlier_file_again() -> None:
+    model = _model(2)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=60), extractor=PlainTextExtractor())],
+        checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "async-follow-up"}}
+    await agent.ainvoke({"messages": [_human(_file("policy.txt", _POLICY, "text/plain"))]},
+                        config)
+    await agent.ainvoke({"messages": [HumanMessage("What is the daily meal allowance?")]},
+                        config)
+    second = model.seen[1]
+    assert "EUR 48" in second[-1].content[0]["text"]
+    assert second[0] == model.seen[0][0] and _raw_files(second) == []
+
+
+def test_an_earlier_turn_drops_its_retrieval_and_then_never_changes() -> None:
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class Fixed(BaseRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            return [Document(page_content=f"Retrieved for: {query}", id=f"r-{len(query)}")]
+
+    model = _model(3)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=200), extractor=PlainTextExtractor(), retriever=Fixed())],
+        checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "retrieval"}}
+    agent.invoke({"messages": [_human(_file("note.txt", b"The hotel cap is EUR 165.",
+                                            "text/plain"))]}, config)
+    agent.invoke({"messages": [HumanMessage("And taxis?")]}, config)
+    agent.invoke({"messages": [HumanMessage("And trains?")]}, config)
+    first, second, third = model.seen
+    assert "Retrieved for: What is the hotel cap?" in first[-1].content[0]["text"]
+    earlier = second[0].content[0]["text"]
+    assert "EUR 165" in earlier and "Retrieved for" not in earlier
+    assert third[0] == second[0]  # fixed from the turn after it was asked
+    assert "Retrieved for: And taxis?" in second[-1].content[0]["text"]
+    assert third[2].content == "And taxis?"  # an answered follow-up is sent as asked
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_retrieval_beside_files_runs_for_the_callers_tenant(asynchronous: bool) -> None:
+    import asyncio
+
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import ConfigurableField
+
+    class Tenant(BaseRetriever):
+        tenant: str = "a"
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            return [Document(page_content=f"Notes of tenant {self.tenant}: hotel cap.",
+                             id=f"{self.tenant}-1")]
+
+    retriever = Tenant().configurable_fields(tenant=ConfigurableField(id="tenant"))
+    model = _model(1)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor(), retriever=retriever)])
+    request = {"messages": [_human(_file("a.txt", b"The hotel cap is EUR 165.", "text/plain"))]}
+    config = {"configurable": {"tenant": "b"}}
+    if asynchronous:
+        asyncio.run(agent.ainvoke(request, config))
+    else:
+        agent.invoke(request, config)
+    text = model.seen[0][-1].content[0]["text"]
+    assert "Notes of tenant b" in text and "tenant a" not in text

@@ -81,7 +81,7 @@ def test_format_packet_keeps_the_truncation_marker_of_a_cut_document() -> None:
     kept = CapsaCompressor(budget=Budget(max_tokens=60)).compress_documents([giant], "hotel cap")
     rendered = format_packet.invoke(kept)
     assert kept[0].metadata["capsa_receipt"]["truncated"]
-    assert rendered.count("<truncated ") == 1 and estimate_tokens(rendered) <= 60
+    assert rendered.count("<truncated") == 1 and estimate_tokens(rendered) <= 60
 
 
 def test_format_packet_renders_plain_documents_whole_and_escaped() -> None:

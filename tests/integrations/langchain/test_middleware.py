@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import sqlite3
 from typing import Any
@@ -686,3 +687,108 @@ def test_capsule_messages_and_edit_take_a_tokenizer_and_bound():
     messages = list(history)
     edit.apply(messages, count_tokens=count_tokens_approximately)
     assert messages[2].content == view[2].content
+
+
+# -- ended questions' cite exchanges off the wire ------------------------------------------------
+
+
+def _unpaired(messages) -> set[str]:
+    """Tool call ids with no return, and returns with no call, anywhere in a request."""
+    calls: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage):
+            calls |= {c["id"] for c in m.tool_calls}
+            blocks = m.content if isinstance(m.content, list) else []
+            uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+            calls |= {b["id"] for b in uses}
+            calls |= {c["id"] for c in m.additional_kwargs.get("tool_calls", [])}
+    returns = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return calls ^ returns
+
+
+def _cite_ids_on_the_wire(messages) -> list[str]:
+    return [m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.name == "cite"]
+
+
+def _three_questions(path, **middleware_options: Any):
+    hotel, hold, stipend = _answer_chunk(HOTEL), _answer_chunk(HOLD), _answer_chunk(STIPEND)
+    requests: list[list[BaseMessage]] = []
+    for k, (question, chunk) in enumerate(((HOTEL, hotel), (HOLD, hold), (STIPEND, stipend)), 1):
+        script = [
+            _search(f"q{k}-s", question.question),
+            _cite(f"q{k}-c", chunk.id),
+            AIMessage(f"Answer {k} [{chunk.id}]."),
+        ]
+        seen, state = _ask(path, question.question, script, **middleware_options)
+        requests += seen
+    return requests, state
+
+
+def test_ended_questions_cite_exchanges_leave_the_wire_and_stay_stored(tmp_path):
+    requests, state = _three_questions(tmp_path / "threads.sqlite")
+    assert [_cite_ids_on_the_wire(r) for r in requests] == [
+        [], [], ["q1-c"],  # Q1: its own cite exchange, while it is the current question
+        [], [], ["q2-c"],
+        [], [], ["q3-c"],
+    ]  # fmt: skip
+    assert not any(c["name"] == "cite" for m in requests[6] for c in getattr(m, "tool_calls", []))
+    assert all(_unpaired(r) == set() for r in requests)
+    assert _cite_ids_on_the_wire(state["messages"]) == ["q1-c", "q2-c", "q3-c"]
+    assert _tool_contents(state["messages"], "cite")[0].startswith("Recorded 1 citation")
+
+
+def test_every_request_keeps_the_previous_ones_prefix_when_cites_leave(tmp_path):
+    requests, _ = _three_questions(tmp_path / "threads.sqlite")
+    assert len(requests) == 9  # three model calls per question
+    for n, (before, after) in enumerate(itertools.pairwise(requests), 1):
+        if n % 3:  # the same question: the whole request leads the next one
+            assert after[: len(before)] == before
+        else:  # a question ended: everything up to its own message stays as it was
+            asked = max(i for i, m in enumerate(before) if isinstance(m, HumanMessage))
+            assert after[: asked + 1] == before[: asked + 1]
+
+
+def test_keep_cite_calls_keeps_every_cite_exchange_on_the_wire(tmp_path):
+    requests, _ = _three_questions(tmp_path / "threads.sqlite", keep_cite_calls=True)
+    assert _cite_ids_on_the_wire(requests[-1]) == ["q1-c", "q2-c", "q3-c"]
+    assert all(_unpaired(r) == set() for r in requests)
+
+
+def test_capsule_messages_removes_every_trace_of_a_cite_call():
+    hotel = _answer_chunk(HOTEL)
+    docs = LexicalRetriever().invoke(HOTEL.question)
+    search_call = {"name": "search", "args": {"query": "hotel"}, "id": "s1", "type": "tool_call"}
+    cite_call = {"name": "cite", "args": {"chunk_ids": [hotel.id]}, "id": "c1", "type": "tool_call"}
+    history: list[BaseMessage] = [
+        HumanMessage(HOTEL.question),
+        AIMessage(  # a provider that keeps calls in content blocks and raw kwargs as well
+            content=[
+                {"type": "text", "text": "Searching and citing."},
+                {"type": "tool_use", "id": "s1", "name": "search", "input": {"query": "hotel"}},
+                {"type": "tool_use", "id": "c1", "name": "cite", "input": {}},
+            ],
+            tool_calls=[search_call, cite_call],
+            additional_kwargs={"tool_calls": [{"id": "s1"}, {"id": "c1"}], "extra": 1},
+        ),
+        ToolMessage("full results", tool_call_id="s1", name="search", artifact=docs),
+        ToolMessage("Recorded 1 citation.", tool_call_id="c1", name="cite", artifact=[hotel.id]),
+        AIMessage(f"EUR 230 [{hotel.id}]"),
+        HumanMessage("follow-up"),
+    ]
+    before = [m.model_copy(deep=True) for m in history]
+    evidence = [
+        Evidence(chunk_id=d.id, content=d.page_content, document_id=d.metadata["source"])
+        for d in docs
+    ]
+    ledger = EvidenceLedger().begin_question(0).record_retrieval(evidence, tool="search")
+    ledger = ledger.record_citations([hotel.id]).end_question(5).begin_question(5)
+    view = capsule_messages(history, ledger=ledger, evidence_tools=["search"], cite_tools=["cite"])
+    assert history == before
+    assert _unpaired(view) == set()
+    caller = view[1]
+    assert [c["id"] for c in caller.tool_calls] == ["s1"]
+    assert [b.get("id") for b in caller.content if isinstance(b, dict)] == [None, "s1"]
+    assert caller.additional_kwargs == {"tool_calls": [{"id": "s1"}], "extra": 1}
+    kinds = [HumanMessage, AIMessage, ToolMessage, AIMessage, HumanMessage]
+    assert [type(m) for m in view] == kinds
+    assert hotel.page_content in view[2].content

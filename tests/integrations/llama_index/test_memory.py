@@ -191,6 +191,7 @@ async def test_five_question_conversation_through_a_function_agent(sql_memory):
     await agent.run(HOTEL.question, memory=memory)
     assert [m.role for m in script.seen[0]] == [MessageRole.USER]
     assert hotel.text in _tool_texts(script.seen[1])[0]
+    assert _tool_texts(script.seen[2])[-1] == f"Recorded 1 citation: {hotel.node_id}."
 
     damaged = hotel.node_id.replace("-node", "")  # a hyphen group lost in copying
     script.play(
@@ -199,10 +200,9 @@ async def test_five_question_conversation_through_a_function_agent(sql_memory):
         _say("Renata Duarte."),
     )
     await agent.run(HOLD.question, memory=memory)
-    q1_return, q1_ack = _tool_texts(script.seen[0])
+    (q1_return,) = _tool_texts(script.seen[0])  # Q1's cite exchange left with Q1
     assert q1_return.startswith(f'<chunk id="{hotel.node_id}"') and hotel.text in q1_return
     assert "<not-shown" in q1_return
-    assert q1_ack == f"Recorded 1 citation: {hotel.node_id}."
     assert _tool_texts(script.seen[2])[-1] == (
         f"Recorded 2 citations: {hold.node_id}, {hotel.node_id}."
     )
@@ -523,3 +523,111 @@ async def test_recall_brings_back_an_uncited_chunk_for_a_late_citation(sql_memor
     script.play(_say("ok"))
     await agent.run("thanks", memory=memory)
     assert late.text in "\n".join(_tool_texts(script.seen[0]))  # stays visible where recalled
+
+
+# -- ended questions' cite exchanges off the view --------------------------------------------------
+
+
+def _call_ids(message: ChatMessage) -> set[str]:
+    ids = {b.tool_call_id or "" for b in message.blocks if isinstance(b, ToolCallBlock)}
+    return ids | {c["id"] for c in message.additional_kwargs.get("tool_calls") or ()}
+
+
+def _unpaired(messages: list[ChatMessage]) -> set[str]:
+    calls = set().union(*(_call_ids(m) for m in messages))
+    returns = {
+        m.additional_kwargs.get("tool_call_id") for m in messages if m.role == MessageRole.TOOL
+    }
+    return calls ^ returns
+
+
+def _cite_acks(messages: list[ChatMessage]) -> list[str]:
+    return [t for t in _tool_texts(messages) if t.startswith("Recorded")]
+
+
+async def _three_questions(memory: CapsuleMemory) -> list[list[ChatMessage]]:
+    script = Script()
+    agent = _agent(memory, script)
+    requests: list[list[ChatMessage]] = []
+    for k, question in enumerate((HOTEL, HOLD, STIPEND), 1):
+        node = _answer_node(question)
+        script.play(
+            _call(f"q{k}-s", "search", query=question.question),
+            _call(f"q{k}-c", "cite", chunk_ids=[node.node_id]),
+            _say(f"Answer {k} [{node.node_id}]."),
+        )
+        await agent.run(question.question, memory=memory)
+        requests += script.seen
+    return requests
+
+
+@_workflow_warning
+async def test_capsule_memory_takes_ended_questions_cite_exchanges_off_the_view(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="cites"))
+    requests = await _three_questions(memory)
+    assert [len(_cite_acks(r)) for r in requests] == [0, 0, 1] * 3  # only the current one's
+    assert all(_unpaired(r) == set() for r in requests)
+    last_first = requests[6]
+    assert not any(b.tool_name == "cite" for m in last_first for b in m.blocks
+                   if isinstance(b, ToolCallBlock))  # fmt: skip
+    stored = await memory.aget_all()
+    assert len(_cite_acks(stored)) == 3  # the store keeps every exchange
+    assert sum(1 for m in stored for b in m.blocks if isinstance(b, ToolCallBlock)) == 6
+
+
+@_workflow_warning
+async def test_capsule_memory_view_keeps_the_previous_reads_prefix_when_cites_leave(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="prefix"))
+    requests = await _three_questions(memory)
+    assert len(requests) == 9
+    for n in range(1, len(requests)):
+        before, after = requests[n - 1], requests[n]
+        if n % 3:  # the same question: the whole read leads the next one
+            assert after[: len(before)] == before
+        else:  # a question ended: everything up to its own message stays as it was
+            asked = max(i for i, m in enumerate(before) if m.role == MessageRole.USER)
+            assert after[: asked + 1] == before[: asked + 1]
+
+
+@_workflow_warning
+async def test_capsule_memory_keep_cite_calls_keeps_them_in_the_view(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="kept"))
+    memory.keep_cite_calls = True
+    requests = await _three_questions(memory)
+    assert len(_cite_acks(requests[-1])) == 3
+    assert all(_unpaired(r) == set() for r in requests)
+
+
+def _returned(call_id: str, text: str) -> ChatMessage:
+    kwargs = {"tool_call_id": call_id}
+    return ChatMessage(role=MessageRole.TOOL, content=text, additional_kwargs=kwargs)
+
+
+def test_capsule_memory_removes_a_raw_cite_call_beside_a_search_call():
+    memory = CapsuleMemory.from_defaults(ListMemory())
+    hotel = _answer_node(HOTEL)
+    memory.put(ChatMessage(role=MessageRole.USER, content=HOTEL.question))
+    output = _search_now(memory, LexicalRetriever(), HOTEL.question)
+    memory.cite([hotel.node_id])
+    raw = [
+        {"id": "s1", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+        {"id": "c1", "type": "function", "function": {"name": "cite", "arguments": "{}"}},
+    ]
+    memory.put_messages(
+        [
+            ChatMessage(role=MessageRole.ASSISTANT, additional_kwargs={"tool_calls": raw}),
+            _returned("s1", output),
+            _returned("c1", "Recorded."),
+            _say(f"EUR 230 [{hotel.node_id}]."),
+        ]
+    )
+    memory.put(ChatMessage(role=MessageRole.USER, content="and?"))
+    view, stored = memory.get(), memory.get_all()
+    assert view[1].additional_kwargs["tool_calls"] == raw[:1]
+    assert [m.role for m in view] == [
+        MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL, MessageRole.ASSISTANT,
+        MessageRole.USER,
+    ]  # fmt: skip
+    assert _unpaired(view) == set()
+    assert stored[1].additional_kwargs["tool_calls"] == raw
+    assert len(stored) == 6

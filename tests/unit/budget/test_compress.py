@@ -78,3 +78,31 @@ def test_select_whole_cuts_the_first_passage_when_it_alone_is_too_big() -> None:
     ready = prepared("hotel cap", [make_passage(HOTEL)])
     choice = select_whole(ready, ready.retrieved, 35, shape="passages").chosen[0]
     assert choice.cut is not None and choice.kept[0] == 0
+
+
+RULE = ("The licensee must give written notice of the royalty within thirty days to any third "
+        "party that receives the work in the territory, and the notice must name every "
+        "contributor of the work in full, with their addresses.")
+ASIDE = "Royalty questions go to the licensing office of the territory."
+
+
+def test_select_cuts_the_best_sentence_when_it_can_never_fit_whole() -> None:
+    ready = prepared("within how many days must the licensee give notice of the royalty?",
+                     [make_passage(RULE, id="rule"), make_passage(ASIDE, id="aside")])
+    rule = ready.retrieved[0]
+    room = rule.overhead + rule.units[0].tokens - 8  # the rule alone overflows by a few words
+    selection = select(ready, ready.retrieved, room, shape="passages")
+    assert list(selection.chosen) == [0]
+    choice = selection.chosen[0]
+    assert choice.cut is not None and "thirty days" in RULE[:choice.cut]
+    assert selection.used <= room
+
+
+def test_select_skips_the_best_sentence_when_its_cut_would_keep_too_little() -> None:
+    ready = prepared("within how many days must the licensee give notice of the royalty?",
+                     [make_passage(RULE, id="rule"), make_passage(ASIDE, id="aside")])
+    aside = ready.retrieved[1]
+    room = aside.overhead + aside.units[0].tokens  # the aside fits, half the rule does not
+    selection = select(ready, ready.retrieved, room, shape="passages")
+    assert list(selection.chosen) == [1]
+    assert selection.chosen[1].cut is None

@@ -42,6 +42,20 @@ def test_the_same_passage_is_linked_when_another_one_names_it_too() -> None:
     assert links[1] > 0.5
 
 
+def test_a_name_most_passages_mention_links_none_of_them() -> None:
+    # "Contributor" is a defined term of the text, not the subject of the passage
+    # that opens with it: every passage uses it, so naming it says nowhere to look.
+    query = "What must the licensee pay?"
+    seed = ["The licensee must pay each Contributor a fee."]
+    defined = ["Contributor means anyone who adds code.", "It is a defined term."]
+    others = [[f"Clause {n}: a Contributor may add code."] for n in range(3)]
+    links = linked(query, [seed, defined, *others], [[1.0], [0.0, 0.0], *[[0.0]] * 3])
+    assert links[1] == 0.0
+    named_rarely = linked(query, [seed, defined, ["Trains are fine."]],
+                          [[1.0], [0.0, 0.0], [0.0]])
+    assert named_rarely[1] > 0.5
+
+
 def test_answer_cues_follow_the_kind_of_question() -> None:
     when = answer_cue("In what year was the bridge opened?")
     count = answer_cue("How many seats does the arena have?")

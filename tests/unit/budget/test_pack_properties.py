@@ -160,16 +160,18 @@ def test_pack_never_pads_a_compressed_retrieval_with_irrelevant_sentences(
         passages: list[str], max_tokens: int) -> None:
     made = [Passage(id=str(n), text=text) for n, text in enumerate(passages)]
     packet = pack("hotel cap", made, Budget(max_tokens=max_tokens))
-    demand = pack("hotel cap", made, Budget(max_tokens=10_000)).used_tokens
+    # what everything costs in the compact form `auto` switches to when tags do not fit
+    demand = pack("hotel cap", made, Budget(max_tokens=10_000, markup="compact")).used_tokens
     if demand <= max_tokens:
         return  # everything fits: nothing is filler
     for receipt in packet.receipts:
         text = made[int(receipt.passage_id)].text
-        if receipt.dropped is not None or receipt.whole or receipt.truncated:
+        if receipt.dropped is not None or receipt.whole:
             assert receipt.dropped != "irrelevant" or not any(
                 word in text.lower() for word in ("hotel", "cap"))
             continue
-        for start, end in receipt.kept_spans:
-            for first, last in split_sentences(text[start:end]):
-                sentence = text[start + first:start + last].lower()
-                assert "hotel" in sentence or "cap" in sentence, sentence
+        for start, end in receipt.kept_spans:  # a cut one's last span ends inside a sentence
+            for first, last in split_sentences(text):
+                if first < end and start < last:
+                    sentence = text[first:last].lower()
+                    assert "hotel" in sentence or "cap" in sentence, sentence

@@ -9,6 +9,7 @@ from capsa.budget.render import (
     escape_text,
     render_document,
     render_packet,
+    render_passages,
     source_name,
     truncation_marker,
 )
@@ -124,6 +125,18 @@ def test_body_escapes_passage_text_but_not_markers() -> None:
 
 def test_truncation_marker_states_shown_and_total_characters() -> None:
     assert truncation_marker(10, 200) == '<truncated shown="10" total="200"/>'
+
+
+def test_build_body_ends_a_compact_cut_with_the_bare_marker() -> None:
+    body = build_body(TEXT, SPANS, [0, 1], "passages", cut=7, compact=True)
+    assert body.raw == "One. Tw<truncated/>"
+
+
+def test_render_passages_keeps_a_bare_marker_of_a_cut_passage_as_markup() -> None:
+    cut = Passage(id="a", text="The hotel cap is<truncated/>")
+    rendered = render_passages([("retrieved", cut, True)], compact=True)
+    assert rendered.endswith("<document a>The hotel cap is<truncated/>\n</context>")
+    assert "&lt;truncated/>" in render_passages([("retrieved", cut, False)], compact=True)
 
 
 def test_render_packet_puts_attachments_first_and_skips_empty_groups() -> None:

@@ -137,7 +137,8 @@ def test_a_compact_document_holds_exactly_its_own_text(rows: list[tuple[str, str
     openers = [m.start() for m in re.finditer(r"<document \d+>", rendered)]
     assert [rendered[start:].split(">", 1)[0] for start in openers] == [
         f"<document {n}" for n in range(len(rows))]
-    ends = [*openers[1:], rendered.rindex("\n</context>")]
+    # each body ends at the newline before the next opener or the closing container
+    ends = [*(start - 1 for start in openers[1:]), rendered.rindex("\n</context>")]
     for n, (start, end) in enumerate(zip(openers, ends, strict=True)):
-        body = rendered[start + len(f"<document {n}>"):end].removesuffix("\n")
-        assert body == escape_text(rows[n][0])
+        assert rendered[end] == "\n"
+        assert rendered[start + len(f"<document {n}>"):end] == escape_text(rows[n][0])

@@ -68,6 +68,35 @@ def test_split_sentences_treats_table_rows_as_units() -> None:
     assert sentences("item\tprice\nscanner\t1475") == ["item\tprice", "scanner\t1475"]
 
 
+LICENCE = ("If You institute patent litigation against any entity alleging that the Work "
+           "constitutes direct or contributory patent infringement, then any patent licenses "
+           "granted to You under this License for that Work shall terminate as of the date "
+           "such litigation is filed; however, a cross-claim or counterclaim in a lawsuit "
+           "counts as litigation too; this applies to every Contributor of the Work.")
+
+
+def test_split_sentences_splits_a_long_sentence_after_its_clauses() -> None:
+    # "however," alone is shorter than a clause: it stays with what follows it
+    assert len(LICENCE) > 300
+    assert sentences(LICENCE) == [
+        LICENCE[:LICENCE.index("infringement,") + 13],
+        LICENCE[LICENCE.index("then any"):LICENCE.index("filed;") + 6],
+        "however, a cross-claim or counterclaim in a lawsuit counts as litigation too;",
+        "this applies to every Contributor of the Work."]
+
+
+
+def test_split_sentences_keeps_a_short_sentence_with_a_semicolon_whole() -> None:
+    text = "Trains are booked in standard class; first class needs approval. Taxis are paid."
+    assert sentences(text) == ["Trains are booked in standard class; first class needs approval.",
+                               "Taxis are paid."]
+
+
+def test_split_sentences_keeps_short_clauses_of_a_long_sentence_together() -> None:
+    text = "Note: " + "the allowance covers meals and local transport in every city " * 6 + "x."
+    assert len(text) > 300 and sentences(text) == [text]
+
+
 def test_split_sentences_caps_units_without_boundaries() -> None:
     text = "word " * 1000
     spans = split_sentences(text)

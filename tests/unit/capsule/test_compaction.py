@@ -10,6 +10,7 @@ from capsa.capsule import (
     ImagePart,
     Message,
     TextPart,
+    ToolCall,
     compact,
     compact_with_report,
     estimate_tokens,
@@ -468,3 +469,138 @@ def test_compact_names_long_ids_by_a_prefix_recall_accepts(conversation, make_ch
     talk.ask()
     (text,) = _tool_texts(compact(talk.messages, talk.ledger, owned_tools=OWNED))
     assert '<not-shown title="doc" ids="3f2b8c1e*"/>' in text
+
+
+# -- ended questions' cite exchanges off the wire ----------------------------------------------
+
+
+def _cite_traces(messages):
+    calls = [c.id for m in messages for c in m.tool_calls if c.name == "cite"]
+    acks = [m.tool_call_id for m in messages if m.role == "tool" and m.tool_name == "cite"]
+    return calls, acks
+
+
+def test_compact_takes_an_ended_questions_cite_exchange_off_the_wire(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("a2"), cite=["a1"])
+    talk.turn(make_chunk("b1"), cite=["b1"])
+    talk.ask("third")
+    report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED, cite_tools={"cite"})
+    assert _cite_traces(report.messages) == ([], [])
+    assert report.cite_calls_removed == ("call-2", "call-4")
+    assert len(report.messages) == len(talk.messages) - 4
+    assert make_chunk("a1").content in "\n".join(m.text for m in report.messages)
+
+
+def test_compact_keeps_the_current_questions_cite_exchange(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask("second")
+    talk.search(make_chunk("b1"))
+    talk.cite("b1")
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, cite_tools={"cite"})
+    assert _cite_traces(view) == (["call-4"], ["call-4"])
+    assert view[-2:] == talk.messages[-2:]
+
+
+def test_compact_keeps_every_cite_exchange_unless_told_the_cite_tools(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask("second")
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    assert _cite_traces(view) == (["call-2"], ["call-2"])
+
+
+def test_compact_keeps_the_other_calls_of_a_message_that_also_cites(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    talk.search(make_chunk("a1"))
+    both = (ToolCall(id="calc", name="calculator"), ToolCall(id="cite", name="cite"))
+    talk.messages += [
+        Message(role="assistant", parts=(TextPart(text="Checking."),), tool_calls=both),
+        Message(role="tool", tool_call_id="calc", tool_name="calculator", parts=(_text("42"),)),
+        Message(role="tool", tool_call_id="cite", tool_name="cite", parts=(_text("Recorded."),)),
+    ]
+    talk.ledger = talk.ledger.record_citations(["a1"])
+    talk.answer()
+    talk.ask("next")
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, cite_tools={"cite"})
+    (caller,) = [m for m in view if m.text == "Checking."]
+    assert caller.tool_calls == (both[0],)
+    assert [m.tool_call_id for m in view if m.role == "tool"] == ["call-1", "calc"]
+
+
+def test_compact_keeps_an_assistant_text_whose_cite_call_leaves(conversation, make_chunk):
+    talk = conversation()
+    talk.ask()
+    talk.search(make_chunk("a1"))
+    call = ToolCall(id="cite", name="cite", args={"chunk_ids": ["a1"]})
+    talk.messages += [
+        Message(role="assistant", parts=(_text("EUR 230."),), tool_calls=(call,)),
+        Message(role="tool", tool_call_id="cite", tool_name="cite", parts=(_text("Recorded."),)),
+    ]
+    talk.ledger = talk.ledger.record_citations(["a1"])
+    talk.ask("next")
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, cite_tools={"cite"})
+    assert [(m.role, m.text, m.tool_calls) for m in view[3:]] == [
+        ("assistant", "EUR 230.", ()),
+        ("user", "next", ()),
+    ]
+
+
+def test_compact_keeps_cite_exchanges_of_a_history_adopted_before_the_ledger(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    adopted = EvidenceLedger().begin_question(len(talk.messages))
+    talk.messages.append(Message(role="user", parts=(_text("later"),)))
+    view = compact(talk.messages, adopted, owned_tools=OWNED, cite_tools={"cite"})
+    assert _cite_traces(view) == (["call-2"], ["call-2"])
+
+
+def test_compact_leaves_the_stored_history_untouched_when_cites_leave(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    talk.ask("next")
+    history = list(talk.messages)
+    snapshot = [m.model_dump() for m in history]
+    compact(history, talk.ledger, owned_tools=OWNED, cite_tools={"cite"})
+    assert [m.model_dump() for m in history] == snapshot
+    assert history == talk.messages
+
+
+def _text(text: str) -> TextPart:
+    return TextPart(text=text)
+
+
+def test_compact_attaches_cited_pictures_where_the_cite_exchange_was(conversation, make_chunk, png):
+    talk = conversation()
+    talk.ask()
+    talk.parallel_search([make_chunk("a1", picture_refs=["#/pictures/0"])], [make_chunk("a2")])
+    talk.cite("a1")
+    talk.answer()
+    talk.ask()
+    report = compact_with_report(
+        talk.messages,
+        talk.ledger,
+        owned_tools=OWNED,
+        fetch_picture=lambda p: png,
+        cite_tools={"cite"},
+    )
+    roles = [m.role for m in report.messages]
+    assert roles == ["user", "assistant", "tool", "tool", "user", "assistant", "user"]
+    assert isinstance(report.messages[4].parts[1], ImagePart)
+    assert report.messages[5].text == "answer"
+
+
+def test_compact_bound_holds_with_cite_exchanges_off_the_wire(conversation, make_chunk):
+    talk = conversation()
+    for n in range(4):
+        talk.turn(make_chunk(f"q{n}"), make_chunk(f"r{n}"), cite=[f"q{n}"])
+    talk.ask()
+    report = compact_with_report(
+        talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=120, cite_tools={"cite"}
+    )
+    assert report.tokens_added is not None and report.tokens_added <= 120
+    assert _cite_traces(report.messages) == ([], [])

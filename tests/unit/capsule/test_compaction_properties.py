@@ -148,3 +148,72 @@ def test_compact_is_idempotent_and_deterministic(data, conversation, make_chunk)
     restored = EvidenceLedger.from_json(talk.ledger.to_json())
     assert compact(list(talk.messages), restored, owned_tools=OWNED) == view
     assert compact(view, talk.ledger, owned_tools=OWNED) == view
+
+
+# -- ended questions' cite exchanges off the wire ----------------------------------------------
+
+CITES = {"cite"}
+
+
+def _is_cite_exchange(message) -> bool:
+    if message.role == "tool":
+        return message.tool_name == "cite"
+    return bool(message.tool_calls) and all(c.name == "cite" for c in message.tool_calls)
+
+
+@_settings
+@given(data=st.data())
+def test_compact_takes_off_exactly_the_ended_questions_cite_exchanges(
+    data, conversation, make_chunk
+):
+    talk = _grow(data, conversation, make_chunk)
+    boundary = talk.ledger.question
+    kept = compact(talk.messages, talk.ledger, owned_tools=OWNED)
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, cite_tools=CITES)
+    assert view == [m for i, m in enumerate(kept) if i >= boundary or not _is_cite_exchange(m)]
+
+
+@_settings
+@given(data=st.data())
+def test_compact_without_cite_exchanges_leaves_no_call_or_return_unpaired(
+    data, conversation, make_chunk
+):
+    talk = _grow(data, conversation, make_chunk)
+    for length, ledger in talk.requests:
+        view = compact(talk.messages[:length], ledger, owned_tools=OWNED, cite_tools=CITES)
+        calls = [c.id for m in view for c in m.tool_calls]
+        assert calls == [m.tool_call_id for m in view if m.role == "tool"]
+        assert all(m.parts or m.tool_calls for m in view)
+
+
+@_settings
+@given(data=st.data())
+def test_compact_without_cite_exchanges_never_changes_the_stored_history(
+    data, conversation, make_chunk
+):
+    talk = _grow(data, conversation, make_chunk)
+    history = list(talk.messages)
+    snapshot = [m.model_dump() for m in history]
+    compact(history, talk.ledger, owned_tools=OWNED, cite_tools=CITES)
+    assert [m.model_dump() for m in history] == snapshot
+
+
+@_settings
+@given(data=st.data())
+def test_compact_without_cite_exchanges_every_request_extends_the_previous_ones_wire_form(
+    data, conversation, make_chunk
+):
+    talk = _grow(data, conversation, make_chunk)
+    views = [
+        compact(talk.messages[:length], ledger, owned_tools=OWNED, cite_tools=CITES)
+        for length, ledger in talk.requests
+    ]
+    for (_, ledger), (_, later), before, after in zip(
+        talk.requests, talk.requests[1:], views, views[1:], strict=False
+    ):
+        if later.question == ledger.question:  # the whole request leads the next one
+            assert after[: len(before)] == before
+        else:  # the question ended: everything up to its own message stays byte for byte
+            asked = talk.messages[ledger.question]
+            upto = next(i for i, m in enumerate(before) if m is asked) + 1
+            assert after[:upto] == before[:upto]
