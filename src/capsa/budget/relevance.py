@@ -25,9 +25,13 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer"]
+from capsa.budget.tokens import estimate_tokens
+
+__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "batches"]
 
 _WORD = re.compile(r"\w+")
+_PIECE = re.compile(r"\w+|[^\w\s]")
+"""A word or a punctuation mark: about one model token each."""
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _STOPWORDS = frozenset({
     "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",
@@ -121,16 +125,20 @@ class EmbeddingScorer(BaseModel):
 
     `embed` is any function from a list of strings to a list of vectors, such
     as LangChain's ``Embeddings.embed_documents`` or a sentence-transformers
-    model's ``encode``. It is called at most once per `score` call, with the
-    texts it has not seen yet (the query first), so a batching embedder pays
-    one round trip. Vectors are cached by text (up to `cache_size` texts, least
-    recently used first out), so packing the same passages for several budgets
-    or receivers embeds each sentence once.
+    model's ``encode``. It is called only with the texts not seen yet (the
+    query among them), in a few calls of similar length (see `batches`), so a
+    local model wastes little on padding; set `batch_overhead` to None for one
+    call. Vectors are cached by text (up to `cache_size` texts, least recently
+    used first out), so packing the same passages for several budgets or
+    receivers embeds each sentence once.
 
     Embeddings catch paraphrase that term matching misses; term matching
     catches names, numbers and rare words that small embedding models blur.
     So by default half of each score is `LexicalScorer`'s (each part divided by
     its best value in the call); set `lexical_weight` to 0 for cosine alone.
+    The cosine part counts only how far a text stands above the call's
+    `baseline`, so the packer's relevance floor and second-hop evidence work
+    on it as they do on term matches.
 
     Examples:
         >>> def embed(texts):
@@ -146,10 +154,39 @@ class EmbeddingScorer(BaseModel):
     """Embedding function: texts in, one vector per text out."""
     lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     """Share of the score that comes from `LexicalScorer`; 0 for cosine similarity alone."""
+    baseline: float = Field(default=0.33, ge=0.0, le=1.0)
+    """Share of each call's texts whose cosine counts as no relevance at all.
+
+    A small model finds every text of a topic somewhat similar to the query:
+    cosines crowd into a narrow band, and divided by the best one they would
+    make every sentence look relevant, defeating the packer's relevance floor
+    and its second-hop evidence, which act on the sentences that score above
+    zero. So the cosine at this quantile of the call is subtracted first (the
+    rest divided by what the best text has left): with the default, the least
+    similar third of the texts scores zero from the embedding. 0 keeps all but
+    the least similar. Set on HotpotQA's two halves and pydocs-qa (anything
+    from a quarter to a half does about as well)."""
     lexical: LexicalScorer = Field(default_factory=LexicalScorer)
     """The lexical half's settings."""
     cache_size: int = Field(default=20_000, ge=0)
     """Most texts whose vectors are kept; 0 embeds every text on every call."""
+    batch_overhead: int | None = Field(default=30, ge=0)
+    """What one more `embed` call costs, in tokens of padding (see `batches`).
+
+    The default suits a local model, which pads each call's texts to the
+    longest one and spends a few milliseconds a call (all-MiniLM-L6-v2 on one
+    CPU thread: about as long as 30 tokens of text). None sends all texts in
+    one call, for a remote API that charges per token and per round trip."""
+    max_words: int | None = Field(default=24, ge=1)
+    """Texts are embedded by their first `max_words` words and punctuation marks.
+
+    A sentence's opening says what it is about; the long ones are mostly code,
+    lists and tables, where the rest adds cost (a model's time grows with the
+    tokens it reads) more than meaning. Words and punctuation marks, not
+    characters, because code spends a model token on every bracket. On
+    HotpotQA and pydocs-qa, 24 kept as many answers as embedding every
+    sentence whole, for less CPU time. The query is always embedded whole;
+    None embeds texts whole."""
 
     _cache: OrderedDict[str, tuple[float, ...]] = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -158,7 +195,7 @@ class EmbeddingScorer(BaseModel):
         """Return each text's cosine similarity to the query, blended with BM25."""
         if not texts:
             return []
-        head, *vectors = self.vectors([query, *texts])
+        head, *vectors = self.vectors([query, *map(self._opening, texts)])
         return self._blend(query, texts, head, vectors)
 
     def score_passages(self, query: str, passages: Sequence[str],
@@ -172,7 +209,8 @@ class EmbeddingScorer(BaseModel):
         """
         if not passages:
             return []
-        head, *flat = self.vectors([query, *(s for group in sentences for s in group)])
+        head, *flat = self.vectors([query, *(self._opening(s) for group in sentences
+                                             for s in group)])
         pooled: list[tuple[float, ...]] = []
         position = 0
         for group in sentences:
@@ -182,16 +220,23 @@ class EmbeddingScorer(BaseModel):
                           if members else ())
         return self._blend(query, passages, head, pooled)
 
+    def _opening(self, text: str) -> str:
+        """What is embedded of a text: its first `max_words` words and marks."""
+        limit = self.max_words
+        if limit is None or len(text) <= limit:  # no more pieces than characters
+            return text
+        pieces = list(itertools.islice(_PIECE.finditer(text), limit + 1))
+        return text if len(pieces) <= limit else text[:pieces[limit - 1].end()]
+
     def _blend(self, query: str, texts: Sequence[str], head: Sequence[float],
                vectors: Sequence[Sequence[float]]) -> list[float]:
-        cosine = [sum(map(operator.mul, head, vector)) if vector else 0.0 for vector in vectors]
+        cosine = _contrast([sum(map(operator.mul, head, vector)) if vector else 0.0
+                            for vector in vectors], self.baseline)
         if self.lexical_weight == 0.0:
             return cosine
         lexical = _scaled(self.lexical.score(query, texts))
         weight = self.lexical_weight
-        return [(1.0 - weight) * c + weight * w for c, w in zip(_scaled(cosine), lexical,
-                                                                 strict=True)]
-
+        return [(1.0 - weight) * c + weight * w for c, w in zip(cosine, lexical, strict=True)]
 
     def vectors(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         """Unit-length vectors of `texts`, embedding only those not cached yet.
@@ -207,16 +252,60 @@ class EmbeddingScorer(BaseModel):
                     found[text] = vector
                     self._cache.move_to_end(text)
         missing = list(dict.fromkeys(text for text in texts if text not in found))
-        if missing:
-            fresh = self.embed(missing)
-            if len(fresh) != len(missing):
-                raise ValueError(f"embed returned {len(fresh)} vectors for {len(missing)} texts")
+        for batch in batches(missing, self.batch_overhead):
+            fresh = self.embed(batch)
+            if len(fresh) != len(batch):
+                raise ValueError(f"embed returned {len(fresh)} vectors for {len(batch)} texts")
             with self._lock:
-                for text, raw in zip(missing, fresh, strict=True):
+                for text, raw in zip(batch, fresh, strict=True):
                     found[text] = self._cache[text] = _unit(raw)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return [found[text] for text in texts]
+
+
+def batches(texts: Sequence[str], overhead: int | None,
+            largest: int = 32) -> list[list[str]]:
+    """`texts` in calls of similar length, so a model that pads each call wastes little.
+
+    A local transformer pads every text of a call to the call's longest, and
+    computes over the padding as over text: one call mixing a ten-word
+    sentence with a hundred-word one pays for eleven long ones. Sorted by
+    length (`estimate_tokens`, which counts punctuation and code as a model's
+    tokenizer does, unlike characters) and cut where the padding saved
+    outweighs `overhead` (what one more call costs, in tokens), the calls cost
+    least in total; cuts are chosen exactly, by dynamic programming over at
+    most `largest` texts a call. With `overhead` None, everything goes in one
+    call, in the given order.
+
+    Examples:
+        >>> batches(["a much longer text than the others", "short", "tiny"], overhead=2)
+        [['short', 'tiny'], ['a much longer text than the others']]
+        >>> batches(["a much longer text than the others", "short", "tiny"], overhead=None)
+        [['a much longer text than the others', 'short', 'tiny']]
+    """
+    if not texts:
+        return []
+    if overhead is None:
+        return [list(texts)]
+    sizes = {text: estimate_tokens(text) for text in texts}
+    ordered = sorted(texts, key=sizes.__getitem__)
+    # best[j]: least cost of sending ordered[:j]; a call's cost is overhead plus
+    # its size times its longest text, the last one since they are sorted
+    best = [0.0] + [math.inf] * len(ordered)
+    cut = [0] * (len(ordered) + 1)
+    for j in range(1, len(ordered) + 1):
+        longest = sizes[ordered[j - 1]]
+        for i in range(max(0, j - largest), j):
+            cost = best[i] + overhead + (j - i) * longest
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    bounds = []
+    j = len(ordered)
+    while j:
+        bounds.append((cut[j], j))
+        j = cut[j]
+    return [ordered[i:j] for i, j in reversed(bounds)]
 
 
 def analyze(text: str) -> tuple[str, ...]:
@@ -307,6 +396,21 @@ def _scaled(scores: Sequence[float]) -> list[float]:
     """Negative scores to zero, then divided by the best one (all zero stays zero)."""
     top = max(scores, default=0.0)
     return [max(s, 0.0) / top if top > 0 else 0.0 for s in scores]
+
+
+def _contrast(cosines: Sequence[float], baseline: float) -> list[float]:
+    """Cosines above the `baseline` quantile of the call, divided by the best's lead.
+
+    When no text stands out (all equal, or a single text), the cosines are only
+    divided by the best one: there is nothing to contrast them with.
+    """
+    ordered = sorted(cosines)
+    if not ordered:
+        return []
+    floor, top = ordered[min(len(ordered) - 1, int(len(ordered) * baseline))], ordered[-1]
+    if top <= floor:
+        return _scaled(cosines)
+    return [max(c - floor, 0.0) / (top - floor) for c in cosines]
 
 
 def _unit(vector: Sequence[float]) -> tuple[float, ...]:

@@ -5,7 +5,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from capsa.budget import Budget, EmbeddingScorer, LexicalScorer, Passage, Scorer, pack
-from capsa.budget.relevance import analyze
+from capsa.budget.relevance import analyze, batches
 
 
 def test_analyze_drops_stop_words_and_strips_inflections() -> None:
@@ -99,7 +99,8 @@ def test_embedding_scorer_embeds_each_text_once_across_calls() -> None:
     scorer = EmbeddingScorer(embed=_counting_embed(calls), lexical_weight=0.0)
     first = scorer.score("hotel cap", ["the hotel cap", "trains", "the hotel cap"])
     second = scorer.score("hotel cap", ["trains", "taxis need a receipt"])
-    assert calls == [["hotel cap", "the hotel cap", "trains"], ["taxis need a receipt"]]
+    assert [sorted(call) for call in calls] == [["hotel cap", "the hotel cap", "trains"],
+                                                ["taxis need a receipt"]]
     assert first[1] == second[0] and first[0] == first[2]
 
 
@@ -124,3 +125,72 @@ def test_embedding_scorer_cache_keeps_at_most_cache_size_texts() -> None:
     scorer.score("q", ["a", "b"])  # embeds q again, which pushes a out
     scorer.score("q", ["b", "c"])
     assert calls == [["q", "a", "b"], ["q"], ["c"]]
+
+
+def test_embedding_scorer_scores_the_least_similar_texts_zero() -> None:
+    def embed(texts: Sequence[str]) -> list[list[float]]:  # cosine to "q" grows with length
+        return [[1.0, 0.0] if t == "q" else [1.0, 1.0 / len(t)] for t in texts]
+
+    texts = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]
+    scores = EmbeddingScorer(embed=embed, lexical_weight=0.0).score("q", texts)
+    assert scores[:2] == [0.0, 0.0] and scores[-1] == 1.0
+    assert scores[2] < scores[3] < scores[4] < scores[5]
+
+
+def test_embedding_scorer_with_no_baseline_zeroes_only_the_least_similar() -> None:
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] if t == "q" else [1.0, 1.0 / len(t)] for t in texts]
+
+    scores = EmbeddingScorer(embed=embed, lexical_weight=0.0, baseline=0.0).score(
+        "q", ["a", "bb", "ccc"])
+    assert scores[0] == 0.0 and 0.0 < scores[1] < scores[2] == 1.0
+
+
+def test_embedding_scorer_keeps_cosines_when_no_text_stands_out() -> None:
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0] if t == "q" else [1.0, 1.0] for t in texts]
+
+    assert EmbeddingScorer(embed=embed, lexical_weight=0.0).score("q", ["a", "b"]) == [1.0, 1.0]
+
+
+def test_embedding_scorer_embeds_texts_of_similar_length_together() -> None:
+    calls: list[list[str]] = []
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), batch_overhead=10)
+    long_texts = [f"{n} " + "the hotel cap applies to every night of the stay" for n in range(3)]
+    texts = ["hotel", "taxi", *long_texts, "rail"]
+    scores = scorer.score("q", texts)
+    assert [sorted(call) for call in calls] == [sorted(["q", "hotel", "taxi", "rail"]),
+                                                sorted(long_texts)]
+    assert len(scores) == len(texts)
+    assert scores == EmbeddingScorer(embed=_counting_embed([]), batch_overhead=None).score(
+        "q", texts)
+
+
+def test_embedding_scorer_without_batch_overhead_embeds_in_one_call_in_order() -> None:
+    calls: list[list[str]] = []
+    EmbeddingScorer(embed=_counting_embed(calls), batch_overhead=None).score(
+        "q", ["a long text indeed", "b"])
+    assert calls == [["q", "a long text indeed", "b"]]
+
+
+def test_batches_hold_every_text_once_and_at_most_largest_a_call() -> None:
+    texts = [f"text {'x' * (n % 7)} {n}" for n in range(100)]
+    calls = batches(texts, overhead=0, largest=8)
+    assert sorted(t for call in calls for t in call) == sorted(texts)
+    assert all(len(call) <= 8 for call in calls)
+    assert batches([], overhead=10) == []
+
+
+def test_embedding_scorer_embeds_a_long_text_by_its_opening_and_the_query_whole() -> None:
+    calls: list[list[str]] = []
+    query = "which hotel caps apply to a stay of more than one night in the capital city? " * 2
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), max_words=5, batch_overhead=None)
+    scorer.score(query, ["the hotel cap (per night) applies to every night", "short text"])
+    assert calls == [[query, "the hotel cap (per", "short text"]]
+
+
+def test_embedding_scorer_without_max_words_embeds_texts_whole() -> None:
+    calls: list[list[str]] = []
+    text = "the hotel cap applies to every night of the stay " * 4
+    EmbeddingScorer(embed=_counting_embed(calls), max_words=None).score("q", [text])
+    assert [t for call in calls for t in call] == ["q", text]
