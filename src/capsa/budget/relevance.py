@@ -414,7 +414,18 @@ def _contrast(cosines: Sequence[float], baseline: float) -> list[float]:
 
 
 def _unit(vector: Sequence[float]) -> tuple[float, ...]:
-    """The vector scaled to length 1 (all zeros stays all zeros), so a dot product is a cosine."""
-    values = tuple(float(v) for v in vector)
-    norm = math.sqrt(sum(v * v for v in values))
-    return tuple(v / norm for v in values) if norm else values
+    """The vector scaled to length 1 (all zeros stays all zeros), so a dot product is a cosine.
+
+    An array's own ``tolist`` and `math.hypot` do the per-element work in C: a
+    question's sentences are a few hundred vectors of a few hundred floats.
+
+    Examples:
+        >>> _unit([3, 4])
+        (0.6000000000000001, 0.8)
+        >>> _unit((0.0, 0.0))
+        (0.0, 0.0)
+    """
+    tolist = getattr(vector, "tolist", None)
+    values = [float(v) for v in (tolist() if callable(tolist) else vector)]
+    norm = math.hypot(*values)
+    return tuple(map((1.0 / norm).__mul__, values)) if norm else tuple(values)
