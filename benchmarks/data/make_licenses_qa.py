@@ -40,21 +40,15 @@ which is all the benchmark reads).
 
 from __future__ import annotations
 
-import json
-import math
-import random
 import re
-import string
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+from qa_sets import CHUNK_CHARS, TfIdf, contexts, merge, normalise, row, write
+
 SOURCE = Path("/usr/share/common-licenses")
 OUT = Path(__file__).with_name("licenses-qa.jsonl")
-DISTRACTORS = 8
-CHUNK_CHARS = 500
-_WORD = re.compile(r"[a-z0-9_]+")
 
 QUESTIONS: tuple[tuple[str, str, str], ...] = (
     # (licence file, question, answer as it appears in that licence)
@@ -177,14 +171,6 @@ QUESTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def normalise(text: str) -> str:
-    """The benchmark's answer normalisation (see ``benchmarks/compression.py``)."""
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
-    text = re.sub(r"[^\w\s]", " ", text)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
 def _pieces(text: str) -> Iterator[str]:
     """Paragraphs; one longer than a chunk is cut at line ends, as a splitter falls back."""
     for paragraph in re.split(r"\n\s*\n", text):
@@ -209,14 +195,7 @@ def chunks() -> list[tuple[str, str]]:
     for path in sorted(SOURCE.iterdir()):
         if path.is_symlink() or not path.is_file():
             continue  # GPL, LGPL, GFDL: another name for a versioned file
-        current = ""
-        for piece in _pieces(path.read_text(encoding="utf-8")):
-            if current and len(current) + len(piece) > CHUNK_CHARS:
-                out.append((path.name, current))
-                current = ""
-            current = f"{current}\n\n{piece}" if current else piece
-        if current:
-            out.append((path.name, current))
+        out += merge(path.name, _pieces(path.read_text(encoding="utf-8")))
     return out
 
 
@@ -227,10 +206,7 @@ def main() -> int:
     assert 40 <= len(QUESTIONS) <= 50, len(QUESTIONS)
     corpus = chunks()
     normalised = [normalise(text) for _, text in corpus]
-    docs = [Counter(_WORD.findall(text.lower())) for _, text in corpus]
-    frequency = Counter(word for doc in docs for word in doc)
-    idf = {w: math.log(len(docs) / f) for w, f in frequency.items()}
-    norms = [math.sqrt(sum((c * idf[w]) ** 2 for w, c in doc.items())) or 1.0 for doc in docs]
+    tfidf = TfIdf([text for _, text in corpus])
     rows = []
     for n, (licence, question, answer) in enumerate(QUESTIONS):
         gold = normalise(answer)
@@ -239,29 +215,16 @@ def main() -> int:
         if not golds:
             print(f"answer {answer!r} not in licence {licence!r}", file=sys.stderr)
             return 1
-        query = Counter(_WORD.findall(question.lower()))
-
-        def cosine(k: int, query: Counter[str] = query) -> float:
-            return sum(c * idf.get(w, 0.0) ** 2 * docs[k][w] for w, c in query.items()) / norms[k]
-
+        cosine = tfidf.similarity(question)
         best_gold = max(golds, key=cosine)
         if normalised[best_gold].startswith(gold):
             print(f"answer {answer!r} opens its gold chunk: ask another question", file=sys.stderr)
             return 1
-        distractors = sorted((k for k in range(len(corpus)) if gold not in normalised[k]),
-                             key=lambda k: (-cosine(k), k))[:DISTRACTORS]
-        chosen = [best_gold, *distractors]
-        assert [k for k in chosen if gold in normalised[k]] == [best_gold], question
-        random.Random(n).shuffle(chosen)
-        rows.append({
-            "question_id": f"licenses-{n:03d}",
-            "question_text": question,
-            "answers_objects": [{"spans": [answer]}],
-            "contexts": [{"id": str(i), "title": corpus[k][0], "paragraph_text": corpus[k][1],
-                          "is_supporting": k == best_gold} for i, k in enumerate(chosen)],
-        })
-    OUT.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-                   encoding="utf-8")
+        found = contexts(corpus, normalised, gold, best_gold, cosine, seed=n)
+        assert [c for c in found if gold in normalise(c["paragraph_text"])] == [
+            c for c in found if c["is_supporting"]], question
+        rows.append(row(f"licenses-{n:03d}", question, answer, found))
+    write(rows, OUT)
     print(f"wrote {len(rows)} questions over {len(corpus)} chunks to {OUT}")
     return 0
 

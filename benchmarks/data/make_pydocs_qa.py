@@ -19,19 +19,14 @@ beside this file; the committed copy was built with CPython 3.11).
 
 from __future__ import annotations
 
-import json
-import math
-import random
 import re
 import sys
-from collections import Counter
 from pathlib import Path
 from pydoc_data.topics import topics
 
+from qa_sets import TfIdf, contexts, merge, normalise, row, write
+
 OUT = Path(__file__).with_name("pydocs-qa.jsonl")
-DISTRACTORS = 8
-CHUNK_CHARS = 500
-_WORD = re.compile(r"[a-z0-9_]+")
 
 QUESTIONS: tuple[tuple[str, str, str], ...] = (
     # (topic, question, answer as it appears in the topic)
@@ -114,66 +109,30 @@ QUESTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def normalise(text: str) -> str:
-    """The benchmark's answer normalisation (see ``benchmarks/compression.py``)."""
-    import string
-
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
-    text = re.sub(r"[^\w\s]", " ", text)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
 def chunks() -> list[tuple[str, str]]:
-    """(topic, chunk text) for the whole manual: paragraphs merged up to CHUNK_CHARS."""
+    """(topic, chunk text) for the whole manual: paragraphs merged up to 500 characters."""
     out: list[tuple[str, str]] = []
     for topic, text in sorted(topics.items()):
-        current = ""
-        for paragraph in re.split(r"\n\s*\n", text):
-            paragraph = paragraph.strip()
-            if not paragraph:
-                continue
-            if current and len(current) + len(paragraph) > CHUNK_CHARS:
-                out.append((topic, current))
-                current = ""
-            current = f"{current}\n\n{paragraph}" if current else paragraph
-        if current:
-            out.append((topic, current))
+        pieces = (p.strip() for p in re.split(r"\n\s*\n", text))
+        out += merge(topic, (p for p in pieces if p))
     return out
 
 
 def main() -> int:
     corpus = chunks()
-    docs = [Counter(_WORD.findall(text.lower())) for _, text in corpus]
-    frequency = Counter(word for doc in docs for word in doc)
-    idf = {w: math.log(len(docs) / f) for w, f in frequency.items()}
-    norms = [math.sqrt(sum((c * idf[w]) ** 2 for w, c in doc.items())) or 1.0 for doc in docs]
+    normalised = [normalise(text) for _, text in corpus]
+    tfidf = TfIdf([text for _, text in corpus])
     rows = []
     for n, (topic, question, answer) in enumerate(QUESTIONS):
-        gold = normalise(answer)
         golds = [k for k, (t, text) in enumerate(corpus) if t == topic and answer in text]
         if not golds:
             print(f"answer {answer!r} not in topic {topic!r}", file=sys.stderr)
             return 1
-        query = Counter(_WORD.findall(question.lower()))
-
-        def cosine(k: int, query: Counter[str] = query) -> float:
-            return sum(c * idf.get(w, 0.0) ** 2 * docs[k][w] for w, c in query.items()) / norms[k]
-
+        cosine = tfidf.similarity(question)
         best_gold = max(golds, key=cosine)
-        distractors = sorted((k for k, (_, text) in enumerate(corpus)
-                              if gold not in normalise(text)), key=lambda k: -cosine(k))
-        chosen = [best_gold, *distractors[:DISTRACTORS]]
-        random.Random(n).shuffle(chosen)
-        rows.append({
-            "question_id": f"pydocs-{n:03d}",
-            "question_text": question,
-            "answers_objects": [{"spans": [answer]}],
-            "contexts": [{"id": str(i), "title": corpus[k][0], "paragraph_text": corpus[k][1],
-                          "is_supporting": k == best_gold} for i, k in enumerate(chosen)],
-        })
-    OUT.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-                   encoding="utf-8")
+        found = contexts(corpus, normalised, normalise(answer), best_gold, cosine, seed=n)
+        rows.append(row(f"pydocs-{n:03d}", question, answer, found))
+    write(rows, OUT)
     print(f"wrote {len(rows)} questions to {OUT}")
     return 0
 

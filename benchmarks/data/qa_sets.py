@@ -1,0 +1,89 @@
+"""What the answer-retention sets' builders share: chunking, TF-IDF, rows.
+
+Each ``make_*_qa.py`` names its source, its questions and how it finds a
+question's gold chunk; the chunks, the distractors (the chunks most similar to
+the question by plain TF-IDF cosine that do not hold the answer) and the row
+format (the HotpotQA file's fields) are built here, the same way for every set.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import string
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+DISTRACTORS = 8
+CHUNK_CHARS = 500
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def normalise(text: str) -> str:
+    """The benchmark's answer normalisation (see ``benchmarks/compression.py``)."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    text = re.sub(r"[^\w\s]", " ", text)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def merge(title: str, pieces: Iterable[str], size: int = CHUNK_CHARS) -> list[tuple[str, str]]:
+    """(title, chunk) pairs: consecutive pieces joined by a blank line up to `size`."""
+    out: list[tuple[str, str]] = []
+    current = ""
+    for piece in pieces:
+        if current and len(current) + len(piece) > size:
+            out.append((title, current))
+            current = ""
+        current = f"{current}\n\n{piece}" if current else piece
+    if current:
+        out.append((title, current))
+    return out
+
+
+class TfIdf:
+    """Plain TF-IDF cosine over the chunks (not capsa's scorer)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.docs = [Counter(_WORD.findall(text.lower())) for text in texts]
+        frequency = Counter(word for doc in self.docs for word in doc)
+        self.idf = {w: math.log(len(self.docs) / f) for w, f in frequency.items()}
+        self.norms = [math.sqrt(sum((c * self.idf[w]) ** 2 for w, c in doc.items())) or 1.0
+                      for doc in self.docs]
+
+    def similarity(self, question: str) -> Callable[[int], float]:
+        """Chunk number -> its cosine with `question`."""
+        query = Counter(_WORD.findall(question.lower()))
+
+        def cosine(k: int) -> float:
+            return sum(c * self.idf.get(w, 0.0) ** 2 * self.docs[k][w]
+                       for w, c in query.items()) / self.norms[k]
+
+        return cosine
+
+
+def contexts(corpus: Sequence[tuple[str, str]], normalised: Sequence[str], gold: str,
+             best_gold: int, cosine: Callable[[int], float], seed: int) -> list[dict[str, Any]]:
+    """The gold chunk and its distractors, shuffled by `seed`, as the row's contexts."""
+    distractors = sorted((k for k in range(len(corpus)) if gold not in normalised[k]),
+                         key=lambda k: (-cosine(k), k))[:DISTRACTORS]
+    chosen = [best_gold, *distractors]
+    random.Random(seed).shuffle(chosen)
+    return [{"id": str(i), "title": corpus[k][0], "paragraph_text": corpus[k][1],
+             "is_supporting": k == best_gold} for i, k in enumerate(chosen)]
+
+
+def row(question_id: str, question: str, answer: str,
+        found: list[dict[str, Any]]) -> dict[str, Any]:
+    """One question in the HotpotQA file's fields."""
+    return {"question_id": question_id, "question_text": question,
+            "answers_objects": [{"spans": [answer]}], "contexts": found}
+
+
+def write(rows: Sequence[dict[str, Any]], out: Path) -> None:
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                   encoding="utf-8")
