@@ -628,13 +628,18 @@ class _State:
             if ((m, j) != (n, k) and not self.seen.covers(other.units[j])
                     and other.overhead + self.added_cost(other, set(), j) <= self.remaining):
                 return
+        self.take_cut(n, k, choice)
+        self.heap = []  # the cut ends its passage and the room is spent
+
+    def take_cut(self, n: int, k: int, choice: Choice) -> None:
+        """Keep `choice`, a passage's one sentence `k` cut to fit, as that passage's packing."""
+        doc = self.docs[n]
         self.kept[n] = set(choice.kept)
         self.cut[n] = choice.cut
         self.order.append(n)
         self.remaining -= doc.overhead + _body_cost(self.prepared, doc, choice.kept,
                                                     self.shape, choice.cut)
-        self.seen.add(unit)
-        self.heap = []  # the cut ends its passage and the room is spent
+        self.seen.add(doc.units[k])
 
     def fallback_cut(self) -> None:
         """Nothing fit whole: cut the most useful sentence that can show a few words.
@@ -655,12 +660,7 @@ class _State:
                 if not tries:
                     return
                 continue
-            self.kept[n] = set(choice.kept)
-            self.cut[n] = choice.cut
-            self.order.append(n)
-            self.remaining -= doc.overhead + _body_cost(self.prepared, doc, choice.kept,
-                                                        self.shape, choice.cut)
-            self.seen.add(doc.units[k])
+            self.take_cut(n, k, choice)
             return
 
     def complete(self) -> None:
