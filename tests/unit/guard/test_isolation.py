@@ -442,6 +442,13 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def comm(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/comm").read_bytes().strip()
+    except OSError:
+        return b""
+
+
 def kill_worker_mid_file(pool: IsolatedExtractor) -> ExtractionFailed:
     """Send a hanging file, SIGKILL its worker once the parser child runs; return the failure."""
     worker = pool.health["pid"]
@@ -449,13 +456,18 @@ def kill_worker_mid_file(pool: IsolatedExtractor) -> ExtractionFailed:
 
     def hang() -> None:
         try:
-            run(pool)
+            # a wall clock far past the kill: a slow machine must not let the
+            # file time out on its own first, which is a different outcome
+            run(pool, limits=LIMITS.model_copy(update={"timeout_s": 60}))
         except ExtractionFailed as error:
             outcome.append(error)
 
     hanging = threading.Thread(target=hang)
     hanging.start()
-    wait_until(lambda: bool(children(worker)), "the worker has forked the parser child")
+    # The idle spare is a child before any file arrives; only once it has taken
+    # this file does it rename itself, so the kill is truly mid-file.
+    wait_until(lambda: any(comm(c) == b"capsa-parse" for c in children(worker)),
+               "the parse child has taken the file")
     os.kill(worker, signal.SIGKILL)
     hanging.join()
     (error,) = outcome
