@@ -103,15 +103,20 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="capsa-bulk") as threads:
             pending: set[Future[Extracted | Omission | Skipped]] = set()
+            # files that finish together come out in the order they went in, so
+            # one worker streams its outcomes in input order
+            order: dict[Future[Extracted | Omission | Skipped], int] = {}
             # at most 2 * workers files are read and waiting at any moment
             for index, source in enumerate(_expand(sources, skip)):
                 if len(pending) >= 2 * workers:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    yield from _finish(done, bar)
-                pending.add(threads.submit(_one, index, source, pool, limits, book))
+                    yield from _finish(sorted(done, key=order.pop), bar)
+                future = threads.submit(_one, index, source, pool, limits, book)
+                order[future] = index
+                pending.add(future)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                yield from _finish(done, bar)
+                yield from _finish(sorted(done, key=order.pop), bar)
     finally:
         if bar is not None:
             bar.close()
@@ -186,7 +191,7 @@ def _read_one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
     return outcome
 
 
-def _finish(done: set[Future[Extracted | Omission | Skipped]], bar: _Progress | None
+def _finish(done: list[Future[Extracted | Omission | Skipped]], bar: _Progress | None
             ) -> Iterator[Extracted | Omission | Skipped]:
     for future in done:
         outcome = future.result()

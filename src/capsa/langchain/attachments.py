@@ -190,6 +190,7 @@ def _turn(messages: Sequence[AnyMessage]) -> _Turn | None:
         return None
     return _Turn(index=index, newest=newest, earlier=earlier)
 
+
 def _flat(outcome: Extracted | Omission) -> tuple[Extracted | Omission, ...]:
     return outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
 

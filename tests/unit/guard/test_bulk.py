@@ -71,6 +71,16 @@ def test_extract_many_gives_every_input_exactly_one_outcome() -> None:
                        "bin.dat": "unsupported_type"}
 
 
+def test_one_worker_streams_its_outcomes_in_input_order() -> None:
+    # With one worker the next file is read while this one parses, so two can
+    # finish before the stream looks: they must still come out as they went in
+    # (the CLI's set-wide ceiling then omits the same, last, files every run).
+    sources = [(f"f{i:02d}.txt", f"file {i}".encode()) for i in range(60)]
+    for _ in range(3):
+        outcomes = list(extract_many(sources, workers=1, extractor=PlainTextExtractor()))
+        assert [o.label for o in outcomes] == [name for name, _ in sources]
+
+
 def test_extract_many_attributes_each_text_to_its_own_file() -> None:
     sources = [(f"f{i}.txt", f"token-{i}".encode()) for i in range(40)]
     for outcome in extract_many(sources, workers=4, extractor=PlainTextExtractor()):
