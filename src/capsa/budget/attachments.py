@@ -9,10 +9,10 @@ packer, is named in a notice the model sees too.
 
 Files arrive as content blocks (``{"type": "file", "base64": ..., "mime_type":
 ..., "filename": ...}``, the shape LangChain's standard blocks and most chat
-APIs share); `read_file_block` takes one through the guard, and an
-`ExtractionCache` keeps each outcome by content hash, so a file sent again on
-a later turn is not parsed again. Adapters only find the blocks in their
-framework's messages.
+APIs share); `read_file_block` takes one through the guard
+(`read_file_blocks` a message's worth), and an `ExtractionCache` keeps each
+outcome by content hash, so a file sent again on a later turn is not parsed
+again. Adapters only find the blocks in their framework's messages.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import html
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,14 +45,61 @@ from capsa.guard.extract import Extracted, Omission
 __all__ = [
     "AttachmentContext",
     "ExtractionCache",
+    "RecentCache",
     "attachment_context",
     "attachment_passages",
     "block_filename",
     "read_file_block",
+    "read_file_blocks",
 ]
 
 
-class ExtractionCache:
+V = TypeVar("V")
+
+
+class RecentCache(Generic[V]):
+    """Values by key, at most `size` of them; the least recently used go first.
+
+    Thread-safe: a middleware serves concurrent calls.
+
+    Examples:
+        >>> recent: RecentCache[str] = RecentCache(size=1)
+        >>> recent.put("a", "1"); recent.put("b", "2")
+        >>> recent.get("a"), recent.get("b"), len(recent)
+        (None, '2', 1)
+    """
+
+    _noun = "value"
+
+    def __init__(self, size: int = 256) -> None:
+        if size < 1:
+            raise ValueError(f"a {type(self).__name__} holds at least 1 {self._noun}, "
+                             f"got size={size}")
+        self.size = size
+        self._values: OrderedDict[str, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: str) -> V | None:
+        """The value kept under `key`, marked as recently used; None when absent."""
+        with self._lock:
+            value = self._values.get(key)
+            if value is not None:
+                self._values.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: V) -> None:
+        """Keep `value` under `key`, dropping the least recently used beyond `size`."""
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+
+
+class ExtractionCache(RecentCache[Extracted | Omission]):
     """Extraction outcomes by content hash and label; the least recently used go first.
 
     Thread-safe: a middleware serves concurrent calls. An outcome is the
@@ -65,31 +112,7 @@ class ExtractionCache:
         0
     """
 
-    def __init__(self, size: int = 256) -> None:
-        if size < 1:
-            raise ValueError(f"an extraction cache holds at least 1 outcome, got size={size}")
-        self.size = size
-        self._outcomes: OrderedDict[str, Extracted | Omission] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._outcomes)
-
-    def get(self, key: str) -> Extracted | Omission | None:
-        """The cached outcome for `key`, marked as recently used; None when absent."""
-        with self._lock:
-            outcome = self._outcomes.get(key)
-            if outcome is not None:
-                self._outcomes.move_to_end(key)
-            return outcome
-
-    def put(self, key: str, outcome: Extracted | Omission) -> None:
-        """Keep `outcome` under `key`, dropping the least recently used beyond `size`."""
-        with self._lock:
-            self._outcomes[key] = outcome
-            self._outcomes.move_to_end(key)
-            while len(self._outcomes) > self.size:
-                self._outcomes.popitem(last=False)
+    _noun = "outcome"
 
 
 def block_filename(block: Mapping[str, Any]) -> str:
@@ -106,6 +129,32 @@ def block_filename(block: Mapping[str, Any]) -> str:
         if isinstance(candidate, str) and candidate:
             return candidate
     return ""
+
+
+def read_file_blocks(
+    blocks: Sequence[Mapping[str, Any]],
+    *,
+    cache: ExtractionCache | None = None,
+    extractor: TextExtractor | None = None,
+    limits: ExtractionLimits | None = None,
+) -> tuple[list[Extracted], list[Omission]]:
+    """One message's file blocks through the guard: what was read, and what was not.
+
+    Each block is `read_file_block` at its position; a file found inside
+    another (an e-mail's attachment) is an outcome of its own.
+
+    Examples:
+        >>> read, refused = read_file_blocks([{"type": "file", "url": "https://x/y.pdf"}])
+        >>> read, [o.reason for o in refused]
+        ([], ['unsupported_type'])
+    """
+    outcomes: list[Extracted | Omission] = []
+    for position, block in enumerate(blocks):
+        outcome = read_file_block(block, position, cache=cache, extractor=extractor,
+                                  limits=limits)
+        outcomes += outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
+    return ([o for o in outcomes if isinstance(o, Extracted)],
+            [o for o in outcomes if isinstance(o, Omission)])
 
 
 def read_file_block(

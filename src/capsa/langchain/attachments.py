@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,8 +19,9 @@ from capsa.budget import Budget, Passage
 from capsa.budget.attachments import (
     AttachmentContext,
     ExtractionCache,
+    RecentCache,
     attachment_context,
-    read_file_block,
+    read_file_blocks,
 )
 from capsa.budget.render import source_name
 from capsa.guard import Extracted, ExtractionLimits, Omission, TextExtractor
@@ -91,8 +90,7 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         self.limits = limits
         self.tokenizer = tokenizer
         self._cache = ExtractionCache(_CACHE_SIZE)
-        self._forms: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._forms: RecentCache[list[str | dict[Any, Any]]] = RecentCache(_CACHE_SIZE)
 
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
@@ -145,28 +143,18 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         """
         key = hashlib.sha256(json.dumps(message.content, sort_keys=True, default=str)
                              .encode()).hexdigest()
-        with self._lock:
-            known = self._forms.get(key)
-            if known is not None:
-                self._forms.move_to_end(key)
-                return message.model_copy(update={"content": known})
+        known = self._forms.get(key)
+        if known is not None:
+            return message.model_copy(update={"content": known})
         extracted, omitted = self._read(message)
         form = _replaced(message, attachment_context(
             _text(message), extracted, omitted, self.budget, tokenizer=self.tokenizer))
-        with self._lock:
-            self._forms[key] = form.content
-            while len(self._forms) > _CACHE_SIZE:
-                self._forms.popitem(last=False)
+        self._forms.put(key, cast("list[str | dict[Any, Any]]", form.content))
         return form
 
     def _read(self, message: HumanMessage) -> tuple[list[Extracted], list[Omission]]:
-        # a file found inside another (an e-mail's attachment) is its own outcome
-        outcomes = [found for position, block in enumerate(_files(message))
-                    for found in _flat(read_file_block(block, position, cache=self._cache,
-                                                       extractor=self.extractor,
-                                                       limits=self.limits))]
-        return ([o for o in outcomes if isinstance(o, Extracted)],
-                [o for o in outcomes if isinstance(o, Omission)])
+        return read_file_blocks(_files(message), cache=self._cache, extractor=self.extractor,
+                                limits=self.limits)
 
 
 @dataclass(frozen=True)
@@ -189,10 +177,6 @@ def _turn(messages: Sequence[AnyMessage]) -> _Turn | None:
     if not earlier and not _files(newest):
         return None
     return _Turn(index=index, newest=newest, earlier=earlier)
-
-
-def _flat(outcome: Extracted | Omission) -> tuple[Extracted | Omission, ...]:
-    return outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
 
 
 def _newest_human(messages: Sequence[AnyMessage]) -> tuple[int, HumanMessage] | None:
