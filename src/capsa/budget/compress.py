@@ -195,6 +195,9 @@ class Prepared:
     terse_cuts: bool = False
     """End a cut passage with the bare ``<truncated/>`` (`truncation_marker`); `pack`
     sets it for compact documents unless `Budget.mark_excerpts` asks for the numbers."""
+    excerpt: int = 0
+    """What an excerpt's ``shown="312/1870"`` costs, at most, where `Budget.mark_excerpts`
+    asks for it: planned, so a marked packet seldom needs measuring twice."""
     counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     """Memo of `count`: packing one input for several budgets counts the same bodies."""
     bodies: dict[tuple[object, ...], Body] = field(default_factory=dict, repr=False,
@@ -759,6 +762,8 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
         bullets = prepared.bullet * len(kept) + 1 if shape == "features" else 0
         return head + tail + marker + joins + lead + bullets
     tokens = sum(units[k].tokens for k in kept)
+    if len(kept) < len(units):
+        tokens += prepared.excerpt
     if shape == "features":
         return tokens + prepared.bullet * len(kept) + 1
     joins = _joins(prepared, doc, kept)

@@ -200,6 +200,10 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
     if layout.frames is not None:
         return prepared
     tagged = _relayout(prepared, TAGGED)
+    if budget.mark_excerpts:
+        longest = max((len(d.passage.text) for d in (*tagged.attached, *tagged.retrieved)),
+                      default=0)
+        tagged = replace(tagged, excerpt=tagged.count(f' shown="{longest}/{longest}"'))
     if budget.markup == "auto":
         ceiling, shape = budget.max_tokens, budget.shape
         attached = _demand(tagged, tagged.attached, "attached", shape)

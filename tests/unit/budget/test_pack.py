@@ -439,3 +439,35 @@ def test_pack_plans_a_compact_packet_to_what_measuring_it_finds() -> None:
         assert packet.compact and packet.used_tokens <= budget
         measured = [text for text in seen if text.startswith("<context") and "<document" in text]
         assert measured == [packet.rendered]
+
+
+def test_marked_excerpts_are_planned_so_a_packet_is_seldom_built_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `shown="312/1870"` used to be paid only when the packet was measured, so
+    # most marked packets were planned, built, found over and built again.
+    import importlib
+
+    pack_module = importlib.import_module("capsa.budget.pack")
+
+    from .pinned import _questions
+
+    attempts = 0
+    real_attempt = pack_module._attempt
+
+    def attempt(*args: object, **kwargs: object) -> object:
+        nonlocal attempts
+        attempts += 1
+        return real_attempt(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pack_module, "_attempt", attempt)
+    packs = marked = 0
+    for query, passages in list(_questions())[:20]:
+        total = estimate_tokens("\n\n".join(p.text for p in passages))
+        for fraction in (0.1, 0.25, 0.5):
+            budget = Budget(max_tokens=int(fraction * total), mark_excerpts=True)
+            packet = pack(query, passages, budget)
+            packs += 1
+            marked += 'shown="' in packet.render()
+            assert estimate_tokens(packet.render()) <= budget.max_tokens
+    assert marked > packs // 2
+    assert attempts <= packs * 1.25
