@@ -21,11 +21,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from capsa.budget.tokens import estimate_tokens
+from capsa.budget.tokens import as_tokenizer, estimate_tokens
 
 __all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "batches"]
 
@@ -177,6 +177,15 @@ class EmbeddingScorer(BaseModel):
     longest one and spends a few milliseconds a call (all-MiniLM-L6-v2 on one
     CPU thread: about as long as 30 tokens of text). None sends all texts in
     one call, for a remote API that charges per token and per round trip."""
+    tokenizer: Any = None
+    """The embedding model's own token counter, to group texts into calls of similar length.
+
+    Any form `as_tokenizer` takes; a sentence-transformers model's is
+    ``model.tokenizer``. Texts are sorted by it before `batches` cuts them into
+    calls, so a call pads to its own longest text in the model's tokens; word
+    pieces part from `estimate_tokens` on rare words and code, and sorted by the
+    estimate, all-MiniLM-L6-v2's calls carried 10 to 15 % more padding on
+    HotpotQA and pydocs-qa. None sorts by `estimate_tokens`."""
     max_words: int | None = Field(default=24, ge=1)
     """Texts are embedded by their first `max_words` words and punctuation marks.
 
@@ -190,6 +199,13 @@ class EmbeddingScorer(BaseModel):
 
     _cache: OrderedDict[str, tuple[float, ...]] = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _counts_tokens(cls, value: Any) -> Any:
+        """Refuse what cannot count now, not at the first packing (`as_tokenizer` raises)."""
+        as_tokenizer(value)
+        return value
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         """Return each text's cosine similarity to the query, blended with BM25."""
@@ -252,7 +268,8 @@ class EmbeddingScorer(BaseModel):
                     found[text] = vector
                     self._cache.move_to_end(text)
         missing = list(dict.fromkeys(text for text in texts if text not in found))
-        for batch in batches(missing, self.batch_overhead):
+        length = as_tokenizer(self.tokenizer)
+        for batch in batches(missing, self.batch_overhead, length=length):
             fresh = self.embed(batch)
             if len(fresh) != len(batch):
                 raise ValueError(f"embed returned {len(fresh)} vectors for {len(batch)} texts")
@@ -264,15 +281,16 @@ class EmbeddingScorer(BaseModel):
         return [found[text] for text in texts]
 
 
-def batches(texts: Sequence[str], overhead: int | None,
-            largest: int = 32) -> list[list[str]]:
+def batches(texts: Sequence[str], overhead: int | None, largest: int = 32, *,
+            length: Callable[[str], int] = estimate_tokens) -> list[list[str]]:
     """`texts` in calls of similar length, so a model that pads each call wastes little.
 
     A local transformer pads every text of a call to the call's longest, and
     computes over the padding as over text: one call mixing a ten-word
     sentence with a hundred-word one pays for eleven long ones. Sorted by
-    length (`estimate_tokens`, which counts punctuation and code as a model's
-    tokenizer does, unlike characters) and cut where the padding saved
+    `length` (best the model's own tokenizer; `estimate_tokens`, which at least
+    counts punctuation and code as tokenizers do, unlike characters) and cut
+    where the padding saved
     outweighs `overhead` (what one more call costs, in tokens), the calls cost
     least in total; cuts are chosen exactly, by dynamic programming over at
     most `largest` texts a call. With `overhead` None, everything goes in one
@@ -288,7 +306,7 @@ def batches(texts: Sequence[str], overhead: int | None,
         return []
     if overhead is None:
         return [list(texts)]
-    sizes = {text: estimate_tokens(text) for text in texts}
+    sizes = {text: length(text) for text in texts}
     ordered = sorted(texts, key=sizes.__getitem__)
     # best[j]: least cost of sending ordered[:j]; a call's cost is overhead plus
     # its size times its longest text, the last one since they are sorted

@@ -181,6 +181,37 @@ def test_batches_hold_every_text_once_and_at_most_largest_a_call() -> None:
     assert batches([], overhead=10) == []
 
 
+def test_batches_sort_by_the_length_they_are_given() -> None:
+    # By the estimate "ab" and "xy" are the same size; by this counter "xy" is long.
+    def length(text: str) -> int:
+        return 40 if "x" in text else len(text)
+
+    texts = ["xy", "ab", "cd", "xz"]
+    assert batches(texts, overhead=5) == [texts]  # by the estimate: one call
+    assert batches(texts, overhead=5, length=length) == [["ab", "cd"], ["xy", "xz"]]
+
+
+def test_embedding_scorer_groups_calls_by_the_models_own_tokenizer() -> None:
+    # Word pieces part from the estimate on rare words and code: a model's
+    # tokenizer may split "Zygomorphic" into many tokens and "the" into one.
+    def word_pieces(text: str) -> list[str]:  # list-returning, as tiktoken's encode
+        return [piece for word in text.split() for piece in
+                ([word] if word.islower() else [word[i:i + 2] for i in range(0, len(word), 2)])]
+
+    calls: list[list[str]] = []
+    rare = ["Zygomorphic Pseudopodia", "Xanthophyll Chlorenchyma"]
+    plain = ["the small hotel", "the rail pass"]
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), batch_overhead=5,
+                             tokenizer=word_pieces)
+    scorer.score("q", [*rare, *plain])
+    assert sorted(map(sorted, calls)) == sorted([sorted(["q", *plain]), sorted(rare)])
+
+
+def test_embedding_scorer_refuses_a_tokenizer_that_cannot_count() -> None:
+    with pytest.raises(TypeError, match="cannot count tokens"):
+        EmbeddingScorer(embed=_counting_embed([]), tokenizer=42)
+
+
 def test_embedding_scorer_embeds_a_long_text_by_its_opening_and_the_query_whole() -> None:
     calls: list[list[str]] = []
     query = "which hotel caps apply to a stay of more than one night in the capital city? " * 2
