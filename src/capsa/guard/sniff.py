@@ -80,6 +80,17 @@ _MAIL_HEADERS = (b"from", b"to", b"subject", b"date", b"mime-version", b"receive
                  b"message-id", b"content-type", b"return-path", b"cc")
 
 
+_UNSUPPORTED: dict[Kind, str] = {
+    "zip": " (an archive that is no DOCX, PPTX, XLSX or EPUB; OpenDocument .odt, .ods and "
+           ".odp are such archives: save them as DOCX, XLSX, PPTX or PDF)",
+    "ole": " (a legacy Microsoft file: .doc, .xls, .ppt or .msg; save it as DOCX, XLSX, "
+           "PPTX or PDF)",
+    "postscript": " (convert it to PDF)",
+    "gif": " (convert it to PNG for OCR)",
+}
+"""What a refusal adds to a kind capsa recognises but does not extract: what it is, what to do."""
+
+
 def sniff(payload: bytes) -> Kind:
     """Name the kind of `payload` from its leading bytes and structure.
 
@@ -180,7 +191,7 @@ def resolve_kind(
             )
     if kind not in EXTRACTABLE_KINDS:
         raise IngestionRejected(
-            f"content is {kind}, which capsa does not extract "
+            f"content is {kind}{_UNSUPPORTED.get(kind, '')}, which capsa does not extract "
             f"(supported: {', '.join(sorted(EXTRACTABLE_KINDS))})",
             label=label, stage="sniff", reason="unsupported_type",
         )

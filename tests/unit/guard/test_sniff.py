@@ -248,3 +248,21 @@ def test_extractable_kinds_excludes_containers_and_unknowns() -> None:
 def test_media_type_for_name_reads_only_the_last_extension(name: str,
                                                            media_type: str | None) -> None:
     assert media_type_for_name(name) == media_type
+
+
+@pytest.mark.parametrize(("payload", "says"), [
+    (zip_of({"mimetype": b"application/vnd.oasis.opendocument.text",
+             "content.xml": b"<office:document-content/>"}, stored=True), "OpenDocument"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504, ".doc"),
+    (b"%!PS-Adobe-3.0\n", "convert it to PDF"),
+    (b"GIF89a" + b"\x00" * 10, "PNG"),
+])
+def test_a_refused_kind_is_named_as_a_user_knows_it_with_what_to_do(payload: bytes,
+                                                                     says: str) -> None:
+    # "content is ole" tells a user with a .doc nothing; the refusal names the
+    # file type they know and a format capsa reads.
+    with pytest.raises(IngestionRejected) as caught:
+        resolve_kind(sniff(payload), None, label="upload")
+    assert caught.value.reason == "unsupported_type"
+    assert says in caught.value.detail
+    assert "supported: csv" in caught.value.detail
