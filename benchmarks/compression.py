@@ -275,7 +275,9 @@ def embedding_methods() -> dict[str, Method]:
     def embed(texts: Sequence[str]) -> list[list[float]]:
         return model.encode(list(texts), normalize_embeddings=True).tolist()  # type: ignore[no-any-return]
 
-    methods: dict[str, Method] = {"capsa-embed": capsa_method(True, EmbeddingScorer(embed=embed))}
+    # The model's own tokenizer groups capsa's calls by length (`EmbeddingScorer.tokenizer`).
+    scorer = EmbeddingScorer(embed=embed, tokenizer=model.tokenizer)
+    methods: dict[str, Method] = {"capsa-embed": capsa_method(True, scorer)}
     methods.update(_framework_embedding_methods(embed))
     return methods
 
@@ -296,13 +298,13 @@ def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[floa
 
         return cached
 
-    cached = cache()
+    sentence_vectors = cache()
 
     def similarity_sentences(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
         # What EmbeddingsFilter and SentenceEmbeddingOptimizer do, at a budget: rank
         # sentences by cosine to the query and keep the best that fit.
         sentences = _sentences(q)
-        query, *rest = cached([q.text, *(s for _, s in sentences)])
+        query, *rest = sentence_vectors([q.text, *(s for _, s in sentences)])
         scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in rest]
         order = sorted(range(len(sentences)), key=lambda k: (-scores[k], k))
         return _pick(sentences, order, budget, count)
@@ -313,14 +315,16 @@ def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[floa
         from langchain_core.documents import Document
         from langchain_core.embeddings import Embeddings
 
-        cached = cache()
+        # Its own cache, bound to its own name: a closure over a shared name
+        # once let it read the query's vector from embedding-sentences' cache.
+        filter_vectors = cache()
 
         class _LCEmbeddings(Embeddings):
             def embed_documents(self, texts: list[str]) -> list[list[float]]:
-                return cached(texts)
+                return filter_vectors(texts)
 
             def embed_query(self, text: str) -> list[float]:
-                return cached([text])[0]
+                return filter_vectors([text])[0]
 
         compressor = EmbeddingsFilter(embeddings=_LCEmbeddings(), k=None,
                                       similarity_threshold=-1.0)
