@@ -47,7 +47,15 @@ from dataclasses import dataclass, field
 
 from capsa.budget.evidence import link
 from capsa.budget.packet import Group, Passage, Shape
-from capsa.budget.relevance import LexicalScorer, Scorer, analyze, idf, terms_of
+from capsa.budget.relevance import (
+    LexicalScorer,
+    Scorer,
+    analyze,
+    analyze_query,
+    idf,
+    mend,
+    terms_of,
+)
 from capsa.budget.render import (
     ELLIPSIS,
     TAGGED,
@@ -257,9 +265,9 @@ def prepare(
     spans = [split_sentences(p.text) for _, p in inputs]
     texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
              for s, e in doc_spans]
-    lowered = [text.lower() for text in texts]
+    lowered = [mend(text.lower()) for text in texts]
     words = [tuple((_ASCII_WORD if text.isascii() else _WORD).findall(text)) for text in lowered]
-    query_terms = set(analyze(query))
+    query_terms = set(analyze_query(query))
     analysed = [terms_of(unit_words) for unit_words in words]  # analyze(text), from its words
     weights = idf(query_terms, analysed) if texts else {}
     separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from capsa.budget.relevance import analyze
+from capsa.budget.relevance import analyze, analyze_query
 
 __all__ = ["Evidence", "answer_cue", "entity_terms", "link"]
 
@@ -133,7 +133,7 @@ def link(
         The sentences' relevance with second-hop and answer-type evidence, and
         each passage's link.
     """
-    query_terms = set(analyze(query))
+    query_terms = set(analyze_query(query))
     count = len(texts)
     relevance = list(scores)
     linked = [0.0] * len(leads)

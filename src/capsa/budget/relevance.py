@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from capsa.budget.tokens import as_tokenizer, estimate_tokens
 
-__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "batches"]
+__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "mend"]
 
 _WORD = re.compile(r"\w+")
 _PIECE = re.compile(r"\w+|[^\w\s]")
@@ -84,7 +84,7 @@ class LexicalScorer(BaseModel):
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         """Return the BM25 score of each text for the query's distinct terms."""
-        query_terms = set(analyze(query))
+        query_terms = set(analyze_query(query))
         if not query_terms or not texts:
             return [0.0] * len(texts)
         docs = [analyze(text) for text in texts]
@@ -345,9 +345,51 @@ def analyze(text: str) -> tuple[str, ...]:
 _CACHED_TEXT_CHARS = 2000
 
 
+def analyze_query(query: str) -> tuple[str, ...]:
+    """The terms of a query, as `analyze` gives them, without a how-to's causative verb.
+
+    "How do I make tar delete files?" asks about tar and deleting; the "make"
+    (or get, have, let, tell) only says the user wants something done, and as
+    a term it matches every text about make(1), or about making anything.
+
+    Examples:
+        >>> analyze_query("How do I make tar delete the files?")
+        ('tar', 'delet', 'fil')
+        >>> analyze_query("Which company did make the film?")
+        ('company', 'mak', 'film')
+    """
+    return analyze(_HOW_TO.sub(r"\1", query))
+
+
+_HOW_TO = re.compile(r"\b(how (?:do|can|could|should|would|might|does) (?:i|we|you|one|it|they)"
+                     r"|how to) (?:make|get|have|let|tell)\b", re.IGNORECASE)
+
+
 @lru_cache(maxsize=8192)
 def _analyze_cached(text: str) -> tuple[str, ...]:
-    return terms_of(_WORD.findall(text.lower()))
+    return terms_of(_WORD.findall(mend(text.lower())))
+
+
+_MENDED = re.compile(r"(?<=[^\W\d_])[-\u2010]\n[ \t]*(?=[^\W\d_])|\u00ad|(?<=\w)['\u2019]s\b")
+
+
+def mend(text: str) -> str:
+    """`text` with words made whole before they are split into terms.
+
+    Justified text breaks words at line ends: man pages with groff's U+2010
+    (``com‐\\n   mands``), PDFs with a hyphen-minus, and soft hyphens (U+00AD)
+    mark where a word may break. Left in, each gives two non-words, and the
+    sentence loses the term it holds. A possessive ``'s`` goes too, so
+    "gzip's" is the term ``gzip`` and not also an ``s`` that every ``-s`` flag
+    and possessive shares. Only for matching: kept text is never changed.
+
+    Examples:
+        >>> mend("the com\u2010\\n   mands of gzip's")
+        'the commands of gzip'
+    """
+    if "\n" in text or "'" in text or "\u2019" in text or "\u00ad" in text:
+        return _MENDED.sub("", text)
+    return text  # most sentences: four scans, not a regular expression's walk
 
 
 def terms_of(words: Sequence[str]) -> tuple[str, ...]:

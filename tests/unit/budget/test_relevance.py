@@ -225,3 +225,36 @@ def test_embedding_scorer_without_max_words_embeds_texts_whole() -> None:
     text = "the hotel cap applies to every night of the stay " * 4
     EmbeddingScorer(embed=_counting_embed(calls), max_words=None).score("q", [text])
     assert [t for call in calls for t in call] == ["q", text]
+
+
+@pytest.mark.parametrize("broken", [
+    "com\u2010\n   mands",  # groff's hyphen at a man page's line end
+    "com-\nmands",  # a PDF's justified line
+    "com\u00admands",  # a soft hyphen
+])
+def test_a_word_broken_across_a_line_matches_as_the_whole_word(broken: str) -> None:
+    assert analyze(f"the last {broken} are saved") == analyze("the last commands are saved")
+
+
+def test_a_hyphenated_compound_on_one_line_keeps_its_parts() -> None:
+    assert analyze("a well-known option") == ("well", "known", "option")
+
+
+def test_a_possessive_adds_no_s_term() -> None:
+    assert analyze("gzip's level") == analyze("gzip level")
+    assert "s" in analyze("the -s option")  # a flag's letter is still a term
+
+
+def test_a_how_to_questions_causative_verb_is_no_term() -> None:
+    query = "How do I make tar delete the files?"
+    passages = ["MAKE(1) documents how make runs rules.",
+                "--remove-files: tar will delete files after adding them."]
+    scores = LexicalScorer().score(query, passages)
+    assert scores[0] == 0.0
+    assert scores[1] > 0.0
+
+
+def test_make_stays_a_term_where_it_is_no_how_to() -> None:
+    scores = LexicalScorer().score("Which company did make the film?",
+                                   ["The studio did make it.", "Nothing here."])
+    assert scores[0] > 0.0
