@@ -8,9 +8,12 @@ and how a child applies the call's limits and reports an error, in process.
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import struct
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -116,21 +119,47 @@ def test_describe_gives_type_and_message() -> None:
     assert _describe(KeyError("part")) == "KeyError: 'part'"
 
 
-def _child_writing(*pieces: bytes, then_sleep: float = 0.0) -> tuple[int, int]:
-    """Fork a child that writes `pieces` to a pipe, optionally lingers, then exits."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
+def _collected(*pieces: bytes, then_sleep: float = 0.0) -> dict[str, Any]:
+    """`_collect` where the zygote runs it: in a process whose only child is the parse child.
+
+    `_collect` kills and reaps every child of the process it runs in (the
+    zygote is their subreaper), so run in the test process it would kill the
+    runner's own children too: multiprocessing's resource tracker, a shared
+    pool's workers. A forked stand-in zygote forks the writing child, collects
+    it, and reports the result, whether it came before its deadline, and
+    whether the child is gone.
+    """
+    report_r, report_w = os.pipe()
+    zygote = os.fork()
+    if zygote == 0:  # pragma: no cover - the stand-in zygote
         try:
-            os.close(read_fd)
-            os.setpgid(0, 0)
-            for piece in pieces:
-                os.write(write_fd, piece)
-            time.sleep(then_sleep)
+            os.close(report_r)
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the parse child: writes, lingers, exits
+                os.close(read_fd)
+                os.setpgid(0, 0)
+                for piece in pieces:
+                    os.write(write_fd, piece)
+                time.sleep(then_sleep)
+                os._exit(0)
+            os.close(write_fd)
+            deadline = time.monotonic() + 30
+            result = _collect(pid, read_fd, deadline, max_bytes=1000)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+                reaped = False
+            except ChildProcessError:
+                reaped = True
+            os.write(report_w, json.dumps({"result": result, "reaped": reaped,
+                                           "in_time": time.monotonic() < deadline}).encode())
         finally:
             os._exit(0)
-    os.close(write_fd)
-    return pid, read_fd
+    os.close(report_w)
+    with os.fdopen(report_r, "rb") as handle:
+        report: dict[str, Any] = json.loads(handle.read())
+    os.waitpid(zygote, 0)
+    return report
 
 
 def _result(body: bytes) -> bytes:
@@ -138,39 +167,41 @@ def _result(body: bytes) -> bytes:
 
 
 def test_collect_takes_a_complete_result_without_waiting_for_the_child_to_exit() -> None:
-    pid, read_fd = _child_writing(_result(b'{"ok": "text"}'), then_sleep=60)
-    began = time.monotonic()
-    deadline = began + 30
+    report = _collected(_result(b'{"ok": "text"}'), then_sleep=60)
 
-    result = _collect(pid, read_fd, deadline, max_bytes=1000)
-
-    assert result == {"ok": "text"}
-    assert time.monotonic() < deadline  # it did not sit out the child's sleep
-    with pytest.raises(ChildProcessError):  # and the lingering child was killed and reaped
-        os.waitpid(pid, os.WNOHANG)
+    assert report["result"] == {"ok": "text"}
+    assert report["in_time"]  # it did not sit out the child's sleep
+    assert report["reaped"]  # and the lingering child was killed and reaped
 
 
 def test_collect_refuses_a_declared_length_over_the_limit_before_reading_it() -> None:
-    pid, read_fd = _child_writing(struct.pack(">Q", 10**12))
+    report = _collected(struct.pack(">Q", 10**12))
 
-    result = _collect(pid, read_fd, time.monotonic() + 30, max_bytes=1000)
-
-    assert result == {"failed": {"cause": "protocol", "detail": "result exceeded 1000 bytes"}}
+    assert report["result"] == {"failed": {"cause": "protocol",
+                                           "detail": "result exceeded 1000 bytes"}}
 
 
 def test_collect_names_a_result_cut_short_by_the_childs_exit() -> None:
-    pid, read_fd = _child_writing(_result(b'{"ok": "a long text"}')[:12])
+    report = _collected(_result(b'{"ok": "a long text"}')[:12])
 
-    result = _collect(pid, read_fd, time.monotonic() + 30, max_bytes=1000)
-
-    assert result["failed"]["cause"] == "protocol"
-    assert "before its declared length" in result["failed"]["detail"]
+    assert report["result"]["failed"]["cause"] == "protocol"
+    assert "before its declared length" in report["result"]["failed"]["detail"]
 
 
 def test_collect_reports_a_child_that_exits_without_a_word_as_crashed() -> None:
-    pid, read_fd = _child_writing()
+    report = _collected()
 
-    result = _collect(pid, read_fd, time.monotonic() + 30, max_bytes=1000)
+    assert report["result"]["failed"]["cause"] == "crashed"
+    assert "no result" in report["result"]["failed"]["detail"]
 
-    assert result["failed"]["cause"] == "crashed"
-    assert "no result" in result["failed"]["detail"]
+
+def test_the_stand_in_zygote_leaves_the_test_processs_own_children_alone() -> None:
+    # Run in the test process, `_collect` killed multiprocessing's resource
+    # tracker, and a later test that started a pool failed on its warning.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _collected(_result(b'{"ok": "text"}'))
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
