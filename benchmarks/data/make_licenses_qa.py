@@ -45,7 +45,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from qa_sets import CHUNK_CHARS, TfIdf, contexts, merge, normalise, row, write
+from qa_sets import CHUNK_CHARS, merge, rows_for, write
 
 SOURCE = Path("/usr/share/common-licenses")
 OUT = Path(__file__).with_name("licenses-qa.jsonl")
@@ -205,25 +205,11 @@ def main() -> int:
         return 1
     assert 40 <= len(QUESTIONS) <= 50, len(QUESTIONS)
     corpus = chunks()
-    normalised = [normalise(text) for _, text in corpus]
-    tfidf = TfIdf([text for _, text in corpus])
-    rows = []
-    for n, (licence, question, answer) in enumerate(QUESTIONS):
-        gold = normalise(answer)
-        golds = [k for k, (name, _) in enumerate(corpus)
-                 if name == licence and gold in normalised[k]]
-        if not golds:
-            print(f"answer {answer!r} not in licence {licence!r}", file=sys.stderr)
-            return 1
-        cosine = tfidf.similarity(question)
-        best_gold = max(golds, key=cosine)
-        if normalised[best_gold].startswith(gold):
-            print(f"answer {answer!r} opens its gold chunk: ask another question", file=sys.stderr)
-            return 1
-        found = contexts(corpus, normalised, gold, best_gold, cosine, seed=n)
-        assert [c for c in found if gold in normalise(c["paragraph_text"])] == [
-            c for c in found if c["is_supporting"]], question
-        rows.append(row(f"licenses-{n:03d}", question, answer, found))
+    try:
+        rows = rows_for("licenses", corpus, QUESTIONS)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 1
     write(rows, OUT)
     print(f"wrote {len(rows)} questions over {len(corpus)} chunks to {OUT}")
     return 0

@@ -63,7 +63,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from qa_sets import CHUNK_CHARS, TfIdf, contexts, merge, normalise, row, write
+from qa_sets import CHUNK_CHARS, merge, normalise, rows_for, write
 
 OUT = Path(__file__).with_name("manpages-qa.jsonl")
 PAGES: tuple[tuple[str, str], ...] = (
@@ -211,28 +211,16 @@ def main() -> int:
         print("man and col are needed (man-db, bsdextrautils)", file=sys.stderr)
         return 1
     assert len(QUESTIONS) == 48, len(QUESTIONS)
-    corpus = chunks()
-    normalised = [normalise(text) for _, text in corpus]
-    tfidf = TfIdf([text for _, text in corpus])
-    rows = []
-    for n, (page, question, answer) in enumerate(QUESTIONS):
+    for _, question, answer in QUESTIONS:
         gold = normalise(answer)
         assert gold, answer
         assert gold not in normalise(question), (question, answer)
-        golds = [k for k, (name, _) in enumerate(corpus)
-                 if name == page and gold in normalised[k]]
-        if not golds:
-            print(f"answer {answer!r} not in page {page!r}", file=sys.stderr)
-            return 1
-        cosine = tfidf.similarity(question)
-        best_gold = max(golds, key=cosine)
-        if normalised[best_gold].startswith(gold):
-            print(f"answer {answer!r} opens its gold chunk: ask another question", file=sys.stderr)
-            return 1
-        found = contexts(corpus, normalised, gold, best_gold, cosine, seed=n)
-        assert [c for c in found if gold in normalise(c["paragraph_text"])] == [
-            c for c in found if c["is_supporting"]], question
-        rows.append(row(f"manpages-{n:03d}", question, answer, found))
+    corpus = chunks()
+    try:
+        rows = rows_for("manpages", corpus, QUESTIONS)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 1
     write(rows, OUT)
     print(f"wrote {len(rows)} questions over {len(corpus)} chunks to {OUT}")
     return 0

@@ -77,6 +77,37 @@ def contexts(corpus: Sequence[tuple[str, str]], normalised: Sequence[str], gold:
              "is_supporting": k == best_gold} for i, k in enumerate(chosen)]
 
 
+def rows_for(prefix: str, corpus: Sequence[tuple[str, str]],
+             questions: Sequence[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """One row per ``(source, question, answer)``: its gold chunk and its distractors.
+
+    The gold chunk is the chunk of the named source that holds the answer, the
+    most similar to the question if several do.
+
+    Raises:
+        ValueError: an answer is not in its source, or opens its gold chunk (so
+            keeping a chunk's opening would be enough): write another question.
+    """
+    normalised = [normalise(text) for _, text in corpus]
+    tfidf = TfIdf([text for _, text in corpus])
+    rows = []
+    for n, (source, question, answer) in enumerate(questions):
+        gold = normalise(answer)
+        golds = [k for k, (name, _) in enumerate(corpus)
+                 if name == source and gold in normalised[k]]
+        if not golds:
+            raise ValueError(f"answer {answer!r} not in {source!r}")
+        cosine = tfidf.similarity(question)
+        best_gold = max(golds, key=cosine)
+        if normalised[best_gold].startswith(gold):
+            raise ValueError(f"answer {answer!r} opens its gold chunk: ask another question")
+        found = contexts(corpus, normalised, gold, best_gold, cosine, seed=n)
+        assert [c for c in found if gold in normalise(c["paragraph_text"])] == [
+            c for c in found if c["is_supporting"]], question
+        rows.append(row(f"{prefix}-{n:03d}", question, answer, found))
+    return rows
+
+
 def row(question_id: str, question: str, answer: str,
         found: list[dict[str, Any]]) -> dict[str, Any]:
     """One question in the HotpotQA file's fields."""
