@@ -40,12 +40,10 @@ which is all the benchmark reads).
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-from qa_sets import CHUNK_CHARS, merge, rows_for, write
+from qa_sets import merge, pieces, rows_for, write
 
 SOURCE = Path("/usr/share/common-licenses")
 OUT = Path(__file__).with_name("licenses-qa.jsonl")
@@ -171,31 +169,13 @@ QUESTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _pieces(text: str) -> Iterator[str]:
-    """Paragraphs; one longer than a chunk is cut at line ends, as a splitter falls back."""
-    for paragraph in re.split(r"\n\s*\n", text):
-        paragraph = paragraph.strip()
-        if len(paragraph) <= CHUNK_CHARS:
-            if paragraph:
-                yield paragraph
-            continue
-        current = ""
-        for line in paragraph.split("\n"):
-            if current and len(current) + len(line) > CHUNK_CHARS:
-                yield current.strip()
-                current = ""
-            current = f"{current}\n{line}" if current else line
-        if current.strip():
-            yield current.strip()
-
-
 def chunks() -> list[tuple[str, str]]:
     """(licence, chunk text) for every licence file: paragraphs merged up to CHUNK_CHARS."""
     out: list[tuple[str, str]] = []
     for path in sorted(SOURCE.iterdir()):
         if path.is_symlink() or not path.is_file():
             continue  # GPL, LGPL, GFDL: another name for a versioned file
-        out += merge(path.name, _pieces(path.read_text(encoding="utf-8")))
+        out += merge(path.name, pieces(path.read_text(encoding="utf-8")))
     return out
 
 

@@ -56,14 +56,12 @@ all the benchmark reads).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-from qa_sets import CHUNK_CHARS, merge, normalise, rows_for, write
+from qa_sets import merge, normalise, pieces, rows_for, write
 
 OUT = Path(__file__).with_name("manpages-qa.jsonl")
 PAGES: tuple[tuple[str, str], ...] = (
@@ -180,29 +178,11 @@ def render(section: str, page: str) -> str:
     return plain.decode("utf-8")
 
 
-def _pieces(text: str) -> Iterator[str]:
-    """Paragraphs, indentation kept; one longer than a chunk is cut at line ends."""
-    for paragraph in re.split(r"\n[ \t]*\n", text):
-        paragraph = paragraph.strip("\n").rstrip()
-        if len(paragraph) <= CHUNK_CHARS:
-            if paragraph.strip():
-                yield paragraph
-            continue
-        current = ""
-        for line in paragraph.split("\n"):
-            if current and len(current) + len(line) > CHUNK_CHARS:
-                yield current.rstrip()
-                current = ""
-            current = f"{current}\n{line}" if current else line
-        if current.strip():
-            yield current.rstrip()
-
-
 def chunks() -> list[tuple[str, str]]:
     """(page, chunk text) for every page: paragraphs merged up to CHUNK_CHARS."""
     out: list[tuple[str, str]] = []
     for section, page in PAGES:
-        out += merge(f"{page}({section})", _pieces(render(section, page)))
+        out += merge(f"{page}({section})", pieces(render(section, page), indented=True))
     return out
 
 

@@ -14,7 +14,7 @@ import random
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,33 @@ def normalise(text: str) -> str:
     text = re.sub(r"[^\w\s]", " ", text)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
+
+
+def pieces(text: str, *, indented: bool = False) -> Iterator[str]:
+    """Paragraphs; one longer than a chunk is cut at line ends, as a splitter falls back.
+
+    With `indented`, a paragraph keeps its leading indentation (a man page's
+    option list) and only a line of spaces or tabs separates paragraphs.
+    """
+    separator = r"\n[ \t]*\n" if indented else r"\n\s*\n"
+
+    def trim(piece: str) -> str:
+        return piece.rstrip() if indented else piece.strip()
+
+    for paragraph in re.split(separator, text):
+        paragraph = paragraph.strip("\n").rstrip() if indented else paragraph.strip()
+        if len(paragraph) <= CHUNK_CHARS:
+            if paragraph.strip():
+                yield paragraph
+            continue
+        current = ""
+        for line in paragraph.split("\n"):
+            if current and len(current) + len(line) > CHUNK_CHARS:
+                yield trim(current)
+                current = ""
+            current = f"{current}\n{line}" if current else line
+        if current.strip():
+            yield trim(current)
 
 
 def merge(title: str, pieces: Iterable[str], size: int = CHUNK_CHARS) -> list[tuple[str, str]]:
