@@ -43,7 +43,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from qa_sets import merge, pieces, rows_for, write
+from qa_sets import build, merge, pieces
 
 SOURCE = Path("/usr/share/common-licenses")
 OUT = Path(__file__).with_name("licenses-qa.jsonl")
@@ -184,15 +184,7 @@ def main() -> int:
         print(f"{SOURCE} not found (Debian's base-files ships it)", file=sys.stderr)
         return 1
     assert 40 <= len(QUESTIONS) <= 50, len(QUESTIONS)
-    corpus = chunks()
-    try:
-        rows = rows_for("licenses", corpus, QUESTIONS)
-    except ValueError as error:
-        print(error, file=sys.stderr)
-        return 1
-    write(rows, OUT)
-    print(f"wrote {len(rows)} questions over {len(corpus)} chunks to {OUT}")
-    return 0
+    return build("licenses", chunks(), QUESTIONS, OUT)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qa_sets import merge, normalise, pieces, rows_for, write
+from qa_sets import build, merge, normalise, pieces
 
 OUT = Path(__file__).with_name("manpages-qa.jsonl")
 PAGES: tuple[tuple[str, str], ...] = (
@@ -195,15 +195,7 @@ def main() -> int:
         gold = normalise(answer)
         assert gold, answer
         assert gold not in normalise(question), (question, answer)
-    corpus = chunks()
-    try:
-        rows = rows_for("manpages", corpus, QUESTIONS)
-    except ValueError as error:
-        print(error, file=sys.stderr)
-        return 1
-    write(rows, OUT)
-    print(f"wrote {len(rows)} questions over {len(corpus)} chunks to {OUT}")
-    return 0
+    return build("manpages", chunks(), QUESTIONS, OUT)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import math
 import random
 import re
 import string
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -133,6 +134,19 @@ def rows_for(prefix: str, corpus: Sequence[tuple[str, str]],
             c for c in found if c["is_supporting"]], question
         rows.append(row(f"{prefix}-{n:03d}", question, answer, found))
     return rows
+
+
+def build(prefix: str, corpus: Sequence[tuple[str, str]],
+          questions: Sequence[tuple[str, str, str]], out: Path) -> int:
+    """Write the set's rows (`rows_for`) to `out`; the exit status of a builder's ``main``."""
+    try:
+        rows = rows_for(prefix, corpus, questions)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 1
+    write(rows, out)
+    print(f"wrote {len(rows)} questions over {len(corpus)} chunks to {out}")
+    return 0
 
 
 def row(question_id: str, question: str, answer: str,
