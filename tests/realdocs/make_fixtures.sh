@@ -168,4 +168,20 @@ mail.add_attachment(forwarded)
 with open(f"{out}/quarterly-with-attachments.eml", "wb") as f:
     f.write(bytes(mail))
 PY
+# LibreOffice's own writers, for the pre-parse floors (tests/unit/guard/test_floors.py):
+# a deck re-saved by Impress, books exported by Writer, a DOCX converted from RTF by
+# Writer, and a workbook of 3,000 rows from CSV by Calc (too long for the attachment
+# preset, refused before it is parsed).
+mkdir -p "$out/libreoffice"
+python3 - <<'PY'
+rows = "\n".join(f"vessel {n},berth north quay,{n},arrived on the morning tide"
+                 for n in range(3000))
+open("manifest.csv", "w").write("vessel,berth,number,note\n" + rows + "\n")
+PY
+lo() { soffice --headless "-env:UserInstallation=file://$work/profile" --convert-to "$1" \
+         --outdir "$out/libreoffice" "${@:2}" >/dev/null; }
+lo "pptx:Impress MS PowerPoint 2007 XML" "$out/slides.pptx"
+lo epub "$out/report.docx" "$out/annual-review.docx"
+lo "docx:MS Word 2007 XML" "$out/report.rtf"
+lo "xlsx:Calc MS Excel 2007 XML" manifest.csv
 ls -la "$out"
