@@ -290,11 +290,10 @@ def batches(texts: Sequence[str], overhead: int | None, largest: int = 32, *,
     sentence with a hundred-word one pays for eleven long ones. Sorted by
     `length` (best the model's own tokenizer; `estimate_tokens`, which at least
     counts punctuation and code as tokenizers do, unlike characters) and cut
-    where the padding saved
-    outweighs `overhead` (what one more call costs, in tokens), the calls cost
-    least in total; cuts are chosen exactly, by dynamic programming over at
-    most `largest` texts a call. With `overhead` None, everything goes in one
-    call, in the given order.
+    where the padding saved outweighs `overhead` (what one more call costs, in
+    tokens), the calls cost least in total; cuts are chosen exactly, by dynamic
+    programming over at most `largest` texts a call. With `overhead` None,
+    everything goes in one call, in the given order.
 
     Examples:
         >>> batches(["a much longer text than the others", "short", "tiny"], overhead=2)
