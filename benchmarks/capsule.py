@@ -1011,14 +1011,15 @@ def wide_chat() -> dict[str, Any]:
     out: dict[str, Any] = {"chunks_per_question": WIDE_CHUNKS, "searches_per_question": WIDE_CHUNKS}
     for name, requests in built.items():
         tools = AGENT_TOOLS[name]
-        bills = provider_bills(requests, tools)
         out[name] = {
             "requests": len(requests),
             "idealised_0.1/1.25": bill(requests, 0.1, 1.25, tools_of(name)),
-            "anthropic": bills["anthropic"],
-            "anthropic_stable_breakpoint": bills["anthropic_stable_breakpoint"],
             "anthropic_gap": lookback_misses(chats[name], requests, tools),
         }
+        for label, stable in (("anthropic", False), ("anthropic_stable_breakpoint", True)):
+            billed = bill_anthropic(requests, tools, stable_breakpoint=stable)
+            del billed["reads"]
+            out[name][label] = billed
     for name in built:
         out[name]["billed_ratio"] = {
             label: round(out[name][label]["billed"] / out["full"][label]["billed"], 4)
