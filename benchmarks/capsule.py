@@ -39,6 +39,43 @@ is written to it; input is billed at ``read`` and ``write`` times the base price
 for two price pairs: 0.1/1.25 (cache reads a tenth, writes a premium) and
 0.5/1.0 (half-price reads, no write premium). Output tokens are left out.
 
+That cache is idealised: any earlier prefix of any length is found. The same requests
+are also billed under two providers' published rules (``provider_billed`` per strategy,
+``provider_rules`` in the JSON). A request is a run of blocks: one per tool schema, then
+one per message (every message of this chat is a single content block on the wire: a
+string, one ``tool_use`` with no text, or one ``tool_result``). The TTL is assumed never
+to lapse between two calls of the chat.
+
+- OpenAI, automatic caching (developers.openai.com/api/docs/guides/prompt-caching and the
+  cookbook's "Prompt Caching 201"): nothing is cached below 1,024 shared tokens; above
+  that, the cached part grows in 128-token steps, so it is the shared prefix rounded down
+  to 1,024 plus a multiple of 128. Cached input costs 0.5x on the older models and 0.1x
+  on the newer ones (both billed: ``openai_0.5``, ``openai_0.1``), everything else 1.0x,
+  and writing costs nothing extra. The shared prefix is the longest run of whole blocks
+  equal to an earlier request's; the provider matches tokens, across message boundaries,
+  so this undercounts by the first differing message's shared leading tokens.
+  ``*_token_prefix`` adds those as its shared leading characters over four (the counter's
+  own rate), when that message has the same role and call; here it moves nothing by
+  more than 0.001x. Routing is assumed to find the cache every time (OpenAI routes on a
+  hash of the prompt's first tokens and does not promise a hit).
+- Anthropic, explicit caching (platform.claude.com/docs/en/build-with-claude/prompt-caching):
+  LangChain's ``AnthropicPromptCachingMiddleware`` puts one ``cache_control`` breakpoint
+  on the last message of every request. A breakpoint writes one cache entry, the whole
+  prefix up to and including its block, and only when that prefix holds at least 1,024
+  tokens (Sonnet 4.x, Opus 4 and 4.1; Opus 4.5+ and Haiku 4.5 need 4,096). To read, it
+  looks for an earlier entry at its own block, then walking back at each of the 20 block
+  boundaries before it; it reads the first (longest) it finds. Read tokens cost 0.1x; the
+  rest up to the breakpoint is written at 1.25x (5-minute TTL); nothing lies after the
+  last breakpoint, so no input is billed at 1.0x unless the request is below the minimum.
+  A prefix shared with an earlier request is therefore only read if an earlier breakpoint
+  ended exactly there and it is within 20 blocks. ``anthropic_stable_breakpoint`` is a
+  hypothetical: a second breakpoint (Anthropic allows four) at the end of the prefix kept
+  from the previous request, the message before the first one capsa rewrote.
+  ``provider_rules.capsa_anthropic_gap`` lists the requests on which capsa reads less than
+  the idealised cache, split into the 20-block lookback and the rest (no entry where the
+  shared prefix ends, or the 1,024-token minimum). The *wide chat* (``wide_chat``) searches
+  chunk by chunk, 12 a question, so that a question outgrows the lookback.
+
 Cited evidence visible: at the request on which the model cites, is each chunk it
 cites visible whole in the request? Late citations are counted separately. The
 stored history is checked to be exactly what the agent produced after every
@@ -123,6 +160,18 @@ REPEAT_SHARE = 0.5
 """Share of searches in the repeat chat that return an earlier cited chunk again."""
 GOAL_RAW_SHARE = 0.25
 GOAL_BILLED = {"0.1/1.25": 0.70, "0.5/1.0": 0.40}
+OPENAI_READS = {"openai_0.5": 0.5, "openai_0.1": 0.1}
+"""OpenAI's cached-input price as a multiple of the input price: half on the older
+models, a tenth on the newer ones. Uncached input is 1.0x; there is no write price."""
+OPENAI_MIN_TOKENS = 1024
+OPENAI_INCREMENT = 128
+ANTHROPIC_READ, ANTHROPIC_WRITE = 0.1, 1.25
+"""Anthropic's cache read and 5-minute cache write prices, multiples of the input price."""
+ANTHROPIC_MIN_TOKENS = 1024
+"""Minimum cacheable prompt on Sonnet 4.x, Sonnet 3.7, Opus 4, 4.1 (Opus 4.5+ and Haiku 4.5
+need 4,096): a breakpoint whose prefix is shorter writes nothing."""
+ANTHROPIC_LOOKBACK = 20
+"""Block boundaries before a breakpoint at which Anthropic looks for an earlier entry."""
 STRATEGIES = (
     "full",
     "trim_messages",
@@ -185,7 +234,10 @@ class Plan:
 
 
 def plan_chat(
-    rng: random.Random, questions: int = QUESTIONS, repeat_share: float = 0.0
+    rng: random.Random,
+    questions: int = QUESTIONS,
+    repeat_share: float = 0.0,
+    chunks: int = CHUNKS_PER_QUESTION,
 ) -> tuple[list[Plan], dict[str, str]]:
     """Draw the chat once; both histories are rendered from the same plan.
 
@@ -200,7 +252,7 @@ def plan_chat(
     by_id: dict[str, Document] = {}
     for k in range(1, questions + 1):
         docs = []
-        for position in range(CHUNKS_PER_QUESTION):
+        for position in range(chunks):
             words: list[str] = []
             while sum(len(w) + 1 for w in words) < CHUNK_CHARS:
                 words.append(rng.choice(_WORDS))
@@ -267,8 +319,11 @@ class Chat:
     requests: list[Request] = field(default_factory=list)
 
 
-def render_chat(plans: Sequence[Plan], *, recall: bool) -> Chat:
-    """The history an agent produces for `plans`; with recall calls for late citations."""
+def render_chat(plans: Sequence[Plan], *, recall: bool, per_search: int | None = None) -> Chat:
+    """The history an agent produces for `plans`; with recall calls for late citations.
+
+    Each question searches once for all its chunks, or with `per_search` once for every
+    `per_search` chunks (the wide chat's agent searching chunk by chunk)."""
     chat = Chat()
     ledger = EvidenceLedger()
     by_id = {d.id: d for plan in plans for d in plan.docs}
@@ -278,18 +333,22 @@ def render_chat(plans: Sequence[Plan], *, recall: bool) -> Chat:
         ledger = ledger.begin_question(len(chat.messages))
         chat.messages.append(HumanMessage(f"Question {k}: what does the policy say on {k}?"))
         chat.requests.append(Request(k, "first", len(chat.messages), ledger))
-        evidence = _evidence(plan.docs)
-        chat.messages += [
-            AIMessage(
-                "",
-                tool_calls=[{"name": "search", "args": {"query": f"topic {k}"}, "id": f"q{k}-s"}],
-            ),
-            ToolMessage(
-                render_evidence(evidence), tool_call_id=f"q{k}-s", name="search", artifact=plan.docs
-            ),
-        ]
-        ledger = ledger.record_retrieval(evidence, tool="search")
-        chat.requests.append(Request(k, "search", len(chat.messages), ledger))
+        step = per_search or len(plan.docs)
+        for start in range(0, len(plan.docs), step):
+            docs = plan.docs[start : start + step]
+            call = f"q{k}-s" if per_search is None else f"q{k}-s{start}"
+            evidence = _evidence(docs)
+            chat.messages += [
+                AIMessage(
+                    "",
+                    tool_calls=[{"name": "search", "args": {"query": f"topic {k}"}, "id": call}],
+                ),
+                ToolMessage(
+                    render_evidence(evidence), tool_call_id=call, name="search", artifact=docs
+                ),
+            ]
+            ledger = ledger.record_retrieval(evidence, tool="search")
+            chat.requests.append(Request(k, "search", len(chat.messages), ledger))
         if recall and plan.late:
             docs = [by_id[c] for c in plan.late]
             recalled = _evidence(docs)
@@ -471,6 +530,206 @@ def bill(
         "cached_tokens": int(cached),
         "cache_share": round(cached / total, 4) if total else 0.0,
         "billed": round(billed, 1),
+    }
+
+
+def _blocks(request: Sequence[BaseMessage], tools: Sequence[str]) -> tuple[list[str], list[int]]:
+    """A request as the provider sees it: one block per tool schema, then per message.
+
+    Every message of this chat is one content block on the Anthropic wire (a string
+    content, or one ``tool_use`` with no text, or one ``tool_result``), so a message and a
+    block are the same unit here; a message carrying a list of blocks would count more.
+    """
+    signatures = [f"tool:{t}" for t in tools] + [_signature(m) for m in request]
+    tokens = [TOOL_TOKENS[t] for t in tools] + [count_tokens_approximately([m]) for m in request]
+    return signatures, tokens
+
+
+def _common_chars(a: BaseMessage, b: BaseMessage) -> int:
+    """Leading characters two messages of the same kind and call share in their text."""
+    if (a.type, getattr(a, "tool_call_id", None), getattr(a, "tool_calls", None)) != (
+        b.type,
+        getattr(b, "tool_call_id", None),
+        getattr(b, "tool_calls", None),
+    ):
+        return 0
+    n = 0
+    for x, y in zip(a.text, b.text, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def bill_openai(
+    requests: Sequence[Sequence[BaseMessage]],
+    read: float,
+    tools: Sequence[str],
+    *,
+    token_prefix: bool = False,
+) -> dict[str, Any]:
+    """Billed input under OpenAI's automatic caching, at `read` times the input price.
+
+    The shared prefix is the longest run of leading blocks equal to an earlier request's;
+    with `token_prefix`, the first differing message adds the characters it shares with
+    the earlier one at four to a token (the counter's own rate). Nothing below 1,024
+    shared tokens is cached; above, the cached part is 1,024 plus whole 128-token steps.
+    """
+    seen: list[tuple[list[str], Sequence[BaseMessage]]] = []
+    total = cached = billed = 0.0
+    for request in requests:
+        signatures, tokens = _blocks(request, tools)
+        head = len(tools)
+        shared = 0.0
+        for earlier, messages in seen:
+            n = 0
+            while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
+                n += 1
+            extra = 0.0
+            if token_prefix and head <= n < min(len(earlier), len(signatures)):
+                extra = _common_chars(messages[n - head], request[n - head]) / 4
+            shared = max(shared, sum(tokens[:n]) + extra)
+        hit = 0
+        if shared >= OPENAI_MIN_TOKENS:
+            steps = int(shared - OPENAI_MIN_TOKENS) // OPENAI_INCREMENT
+            hit = OPENAI_MIN_TOKENS + steps * OPENAI_INCREMENT
+        total += sum(tokens)
+        cached += hit
+        billed += hit * read + (sum(tokens) - hit)
+        seen.append((signatures, request))
+    return {
+        "input_tokens": int(total),
+        "cached_tokens": int(cached),
+        "cache_share": round(cached / total, 4) if total else 0.0,
+        "billed": round(billed, 1),
+    }
+
+
+def _prefix_keys(signatures: Sequence[str]) -> list[int]:
+    """A key per block boundary standing for the whole prefix before it (a hash chain)."""
+    keys = [0]
+    for signature in signatures:
+        keys.append(hash((keys[-1], signature)))
+    return keys
+
+
+def bill_anthropic(
+    requests: Sequence[Sequence[BaseMessage]],
+    tools: Sequence[str],
+    *,
+    lookback: int | None = ANTHROPIC_LOOKBACK,
+    stable_breakpoint: bool = False,
+) -> dict[str, Any]:
+    """Billed input under Anthropic's explicit caching, one breakpoint on the last block.
+
+    Each breakpoint writes one cache entry, the prefix ending at its block, when that
+    prefix holds at least `ANTHROPIC_MIN_TOKENS`. A breakpoint reads the longest earlier
+    entry it finds at its own block or at one of the `lookback` block boundaries before
+    it (``None``: any boundary). Tokens up to the longest read are billed at 0.1x, the
+    rest up to the last breakpoint at 1.25x; below the minimum everything is 1.0x.
+    `stable_breakpoint` adds a second breakpoint at the end of the stable prefix: the
+    last message before the first one that differs from the previous request (the
+    message before the first return capsa rewrote when a question ended), when the
+    request does not keep the whole previous one.
+    """
+    entries: set[int] = set()
+    total = cached = written = billed = 0.0
+    reads: list[int] = []
+    previous: Sequence[BaseMessage] | None = None
+    for request in requests:
+        signatures, tokens = _blocks(request, tools)
+        keys = _prefix_keys(signatures)
+        end = len(signatures)
+        breakpoints = {end}
+        if stable_breakpoint and previous is not None:
+            breakpoints.add(len(tools) + _shared(previous, request))
+        previous = request
+        read_to = 0
+        for point in breakpoints:
+            low = 1 if lookback is None else max(1, point - lookback)
+            for boundary in range(point, low - 1, -1):
+                if keys[boundary] in entries:
+                    read_to = max(read_to, boundary)
+                    break
+        for point in breakpoints:
+            if sum(tokens[:point]) >= ANTHROPIC_MIN_TOKENS:
+                entries.add(keys[point])
+        hit = sum(tokens[:read_to])
+        fresh = sum(tokens[read_to:]) if sum(tokens) >= ANTHROPIC_MIN_TOKENS else 0
+        total += sum(tokens)
+        cached += hit
+        written += fresh
+        billed += hit * ANTHROPIC_READ + fresh * ANTHROPIC_WRITE + (sum(tokens) - hit - fresh)
+        reads.append(hit)
+    return {
+        "input_tokens": int(total),
+        "cached_tokens": int(cached),
+        "written_tokens": int(written),
+        "cache_share": round(cached / total, 4) if total else 0.0,
+        "billed": round(billed, 1),
+        "reads": reads,
+    }
+
+
+def provider_bills(
+    requests: Sequence[Sequence[BaseMessage]], tools: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The chat billed under each provider rule (see the module docstring)."""
+    out: dict[str, dict[str, Any]] = {}
+    for label, read in OPENAI_READS.items():
+        out[label] = bill_openai(requests, read, tools)
+        out[f"{label}_token_prefix"] = bill_openai(requests, read, tools, token_prefix=True)
+    for label, stable in (("anthropic", False), ("anthropic_stable_breakpoint", True)):
+        billed = bill_anthropic(requests, tools, stable_breakpoint=stable)
+        del billed["reads"]
+        out[label] = billed
+    return out
+
+
+def _ideal_reads(requests: Sequence[Sequence[BaseMessage]], tools: Sequence[str]) -> list[int]:
+    """Tokens the idealised cache reads on each request (any earlier prefix, any length)."""
+    seen: list[list[str]] = []
+    out = []
+    for request in requests:
+        signatures, tokens = _blocks(request, tools)
+        prefix = 0
+        for earlier in seen:
+            n = 0
+            while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
+                n += 1
+            prefix = max(prefix, n)
+        out.append(sum(tokens[:prefix]))
+        seen.append(signatures)
+    return out
+
+
+def lookback_misses(
+    chat: Chat, requests: Sequence[Sequence[BaseMessage]], tools: Sequence[str]
+) -> dict[str, Any]:
+    """Where Anthropic's rules read less than the idealised cache, and why.
+
+    ``lookback``: requests on which an earlier entry existed but lay more than
+    `ANTHROPIC_LOOKBACK` blocks before the breakpoint (an unlimited lookback would have
+    read it). ``other``: the rest of the gap to the idealised cache: a shared prefix that
+    ends where no earlier breakpoint wrote an entry, or one below the 1,024-token minimum.
+    """
+    limited = bill_anthropic(requests, tools)["reads"]
+    unlimited = bill_anthropic(requests, tools, lookback=None)["reads"]
+    ideal = _ideal_reads(requests, tools)
+    lookback, other = [], []
+    for meta, a, u, i in zip(chat.requests, limited, unlimited, ideal, strict=True):
+        where = {"question": meta.question, "phase": meta.phase}
+        if u > a:
+            lookback.append({**where, "tokens": u - a})
+        if i > u:
+            other.append({**where, "tokens": i - u})
+    return {
+        "lookback": {
+            "requests": len(lookback),
+            "tokens": sum(r["tokens"] for r in lookback),
+            "at": lookback,
+        },
+        "other": {"requests": len(other), "tokens": sum(r["tokens"] for r in other), "at": other},
     }
 
 
@@ -706,6 +965,69 @@ def repeat_chat() -> dict[str, Any]:
     return out
 
 
+WIDE_CHUNKS = 12
+"""Chunks per question in the wide chat, each fetched by a search call of its own."""
+PROVIDER_RULES = {
+    "openai": "automatic; cached = shared prefix rounded down to 1,024 + a multiple of 128 "
+    "tokens, nothing below 1,024; cached input at 0.5x (openai_0.5) or 0.1x (openai_0.1), "
+    "the rest 1.0x, no write price; shared prefix in whole blocks (tool schemas, messages), "
+    "or with *_token_prefix plus the first differing message's shared leading characters / 4",
+    "anthropic": "explicit; one cache_control breakpoint on the last message "
+    "(AnthropicPromptCachingMiddleware); a breakpoint writes one entry, the prefix up to it, "
+    "when that is >= 1,024 tokens; it reads the longest earlier entry at its own block or "
+    "one of the 20 block boundaries before it; read 0.1x, the rest up to the breakpoint "
+    "written at 1.25x (5-minute TTL, never expiring between calls here); one block per "
+    "tool schema and per message (each message here is one content block)",
+    "anthropic_stable_breakpoint": "hypothetical: a second breakpoint at the end of the "
+    "prefix kept from the previous request (before the first message capsa rewrote)",
+}
+
+
+def wide_chat() -> dict[str, Any]:
+    """The chat again with a search call per chunk, 12 chunks a question.
+
+    A question then spans about 28 blocks (its message, 12 search calls and returns,
+    recall, cite and answer), more than Anthropic's 20-block lookback. When the question
+    ends, capsa rewrites its returns; the newest entry the next request can read is the
+    one its first request wrote at the ended question's own message, now more than 20
+    blocks before the new breakpoint. Full history only appends, so it never misses.
+    """
+    plans, _ = plan_chat(random.Random(SEED), chunks=WIDE_CHUNKS)
+    baseline = render_chat(plans, recall=False, per_search=1)
+    capsa = render_chat(plans, recall=True, per_search=1)
+    built = {
+        "full": [baseline.messages[: r.length] for r in baseline.requests],
+        "capsa": [
+            capsule_messages(
+                capsa.messages[: r.length],
+                ledger=r.ledger,
+                evidence_tools=["search", "recall"],
+                cite_tools=["cite"],
+            )
+            for r in capsa.requests
+        ],
+    }
+    chats = {"full": baseline, "capsa": capsa}
+    out: dict[str, Any] = {"chunks_per_question": WIDE_CHUNKS, "searches_per_question": WIDE_CHUNKS}
+    for name, requests in built.items():
+        tools = AGENT_TOOLS[name]
+        out[name] = {
+            "requests": len(requests),
+            "idealised_0.1/1.25": bill(requests, 0.1, 1.25, tools_of(name)),
+            "anthropic_gap": lookback_misses(chats[name], requests, tools),
+        }
+        for label, stable in (("anthropic", False), ("anthropic_stable_breakpoint", True)):
+            billed = bill_anthropic(requests, tools, stable_breakpoint=stable)
+            del billed["reads"]
+            out[name][label] = billed
+    for name in built:
+        out[name]["billed_ratio"] = {
+            label: round(out[name][label]["billed"] / out["full"][label]["billed"], 4)
+            for label in ("idealised_0.1/1.25", "anthropic", "anthropic_stable_breakpoint")
+        }
+    return out
+
+
 # -- timing --------------------------------------------------------------------------------------
 
 
@@ -838,6 +1160,45 @@ def plot(report: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def print_provider_rules(report: dict[str, Any]) -> None:
+    """Print billed input under the providers' rules beside the idealised cache."""
+    print("\nBilled input against full history under providers' caching rules")
+    print(
+        f"  {'strategy':<18}{'ideal .5/1':>11}{'openai .5':>10}{'ideal .1/1.25':>14}"
+        f"{'openai .1':>10}{'anthropic':>10}{'+ stable bp':>12}{'anth. cached':>13}"
+    )
+    for name in STRATEGIES:
+        row = report["strategies"][name]
+        ratio = row["provider_billed_ratio"]
+        print(
+            f"  {name:<18}{row['billed_ratio']['0.5/1.0']:>11.3f}{ratio['openai_0.5']:>10.3f}"
+            f"{row['billed_ratio']['0.1/1.25']:>14.3f}{ratio['openai_0.1']:>10.3f}"
+            f"{ratio['anthropic']:>10.3f}{ratio['anthropic_stable_breakpoint']:>12.3f}"
+            f"{row['provider_billed']['anthropic']['cache_share']:>13.0%}"
+        )
+    rules = report["provider_rules"]
+    gap = rules["capsa_anthropic_gap"]
+    print(
+        f"  capsa under Anthropic's rules reads less than the idealised cache on "
+        f"{gap['other']['requests']} requests ({gap['other']['tokens']:,} tokens: no entry "
+        f"where the shared prefix ends, or below 1,024 tokens); the 20-block lookback misses "
+        f"{gap['lookback']['requests']} ({gap['lookback']['tokens']:,} tokens)."
+    )
+    wide = rules["wide_chat"]
+    print(
+        f"\nWide chat ({wide['searches_per_question']} single-chunk searches a question), "
+        "billed against full history:"
+    )
+    for name in ("full", "capsa"):
+        ratio, missed = wide[name]["billed_ratio"], wide[name]["anthropic_gap"]["lookback"]
+        print(
+            f"  {name:<8} idealised .1/1.25 {ratio['idealised_0.1/1.25']:.3f}  anthropic "
+            f"{ratio['anthropic']:.3f}  + stable breakpoint "
+            f"{ratio['anthropic_stable_breakpoint']:.3f}  lookback misses "
+            f"{missed['requests']} ({missed['tokens']:,} tokens)"
+        )
+
+
 def print_report(report: dict[str, Any]) -> None:
     """Print the table."""
     full = report["strategies"]["full"]
@@ -891,6 +1252,7 @@ def print_report(report: dict[str, Any]) -> None:
             f"{row['billed_ratio']['0.1/1.25']:.4f}  .5/1 {row['billed_ratio']['0.5/1.0']:.4f}  "
             f"visible {row['visibility']['visible']}/{row['visibility']['cited']}"
         )
+    print_provider_rules(report)
     print("\nGoals (capsa, stable layout, against full history):")
     for goal, value in report["goals"].items():
         print(f"  {goal:<44} {'met' if value['met'] else 'NOT met':<8} {value['value']}")
@@ -920,6 +1282,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "visibility": visibility(plans, chat, built, contents),
             "requests": len(built),
             "prefix_checks": prefix_checks(chat, built),
+        }
+    for name in ROWS:
+        strategies[name]["provider_billed"] = provider_bills(requests[name], AGENT_TOOLS[name])
+    for name in ROWS:
+        strategies[name]["provider_billed_ratio"] = {
+            label: round(
+                value["billed"] / strategies["full"]["provider_billed"][label]["billed"], 4
+            )
+            for label, value in strategies[name]["provider_billed"].items()
         }
     for name in ROWS:
         strategies[name]["billed_ratio"] = {
@@ -1048,6 +1419,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "breakdown": where,
         "arithmetic": arithmetic,
         "repeat_chat": repeat_chat(),
+        "provider_rules": {
+            "rules": PROVIDER_RULES,
+            "capsa_anthropic_gap": lookback_misses(capsa, requests["capsa"], AGENT_TOOLS["capsa"]),
+            "wide_chat": wide_chat(),
+        },
         "timing": measure_time(20 if args.quick else 300),
         "goals": goals,
     }

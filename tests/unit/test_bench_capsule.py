@@ -91,3 +91,72 @@ def test_capsule_bench_capsa_keeps_every_prefix_and_sends_no_ended_cite_exchange
         assert rows["capsa"]["billed"][price]["billed"] < rows["capsa_keep_cites"]["billed"][
             price
         ]["billed"]
+
+
+PROVIDER_LABELS = (
+    "openai_0.5",
+    "openai_0.1",
+    "openai_0.5_token_prefix",
+    "openai_0.1_token_prefix",
+    "anthropic",
+    "anthropic_stable_breakpoint",
+)
+
+
+def test_capsule_bench_prices_every_strategy_under_each_provider_rule(report: dict) -> None:
+    rows = report["strategies"]
+    for name, row in rows.items():
+        assert set(row["provider_billed"]) == set(PROVIDER_LABELS), name
+        assert row["provider_billed_ratio"].keys() == row["provider_billed"].keys()
+        for label, billed in row["provider_billed"].items():
+            assert billed["input_tokens"] == row["billed"]["0.5/1.0"]["input_tokens"], (name, label)
+            assert 0 <= billed["cached_tokens"] <= billed["input_tokens"]
+    assert all(value == 1.0 for value in rows["full"]["provider_billed_ratio"].values())
+    assert set(report["provider_rules"]["rules"]) >= {"openai", "anthropic"}
+
+
+def test_capsule_bench_provider_rules_never_beat_the_idealised_cache(report: dict) -> None:
+    for name, row in report["strategies"].items():
+        ideal = row["billed"]["0.5/1.0"]
+        provider = row["provider_billed"]
+        # OpenAI at 0.5x reads is the idealised 0.5/1.0 pair with a coarser cache
+        assert provider["openai_0.5"]["billed"] >= ideal["billed"], name
+        for label in PROVIDER_LABELS:
+            assert provider[label]["cached_tokens"] <= ideal["cached_tokens"], (name, label)
+        # counting part of the first differing message can only add cached tokens
+        for read in ("0.5", "0.1"):
+            whole, token = provider[f"openai_{read}"], provider[f"openai_{read}_token_prefix"]
+            assert token["cached_tokens"] >= whole["cached_tokens"]
+            assert token["billed"] <= whole["billed"]
+        # Anthropic: every token up to the breakpoint is read, written, or below the minimum
+        anthropic = provider["anthropic"]
+        assert anthropic["cached_tokens"] + anthropic["written_tokens"] <= anthropic["input_tokens"]
+
+
+def test_capsule_bench_accounts_for_capsa_s_anthropic_gap(report: dict) -> None:
+    rows = report["strategies"]
+    capsa = rows["capsa"]["provider_billed"]["anthropic"]
+    gap = report["provider_rules"]["capsa_anthropic_gap"]
+    ideal_cached = rows["capsa"]["billed"]["0.1/1.25"]["cached_tokens"]
+    missed = gap["lookback"]["tokens"] + gap["other"]["tokens"]
+    assert capsa["cached_tokens"] + missed == ideal_cached
+    for part in ("lookback", "other"):
+        assert gap[part]["requests"] == len(gap[part]["at"])
+        assert gap[part]["tokens"] == sum(at["tokens"] for at in gap[part]["at"])
+    # a second breakpoint only adds entries: it never makes capsa's bill worse
+    stable = rows["capsa"]["provider_billed"]["anthropic_stable_breakpoint"]
+    assert stable["billed"] <= capsa["billed"]
+    assert stable["cached_tokens"] >= capsa["cached_tokens"]
+
+
+def test_capsule_bench_wide_chat_shows_what_the_stable_breakpoint_recovers(report: dict) -> None:
+    wide = report["provider_rules"]["wide_chat"]
+    full, capsa = wide["full"], wide["capsa"]
+    assert full["anthropic_gap"]["lookback"]["requests"] == 0
+    missed = capsa["anthropic_gap"]["lookback"]
+    assert missed["requests"] > 0 and missed["tokens"] > 0
+    assert capsa["anthropic_stable_breakpoint"]["billed"] < capsa["anthropic"]["billed"]
+    assert (
+        capsa["anthropic_stable_breakpoint"]["cached_tokens"]
+        >= capsa["anthropic"]["cached_tokens"] + missed["tokens"]
+    )
