@@ -619,6 +619,7 @@ def bill_anthropic(
     *,
     lookback: int | None = ANTHROPIC_LOOKBACK,
     stable_breakpoint: bool = False,
+    question_breakpoint: bool = False,
 ) -> dict[str, Any]:
     """Billed input under Anthropic's explicit caching, one breakpoint on the last block.
 
@@ -630,7 +631,9 @@ def bill_anthropic(
     `stable_breakpoint` adds a second breakpoint at the end of the stable prefix: the
     last message before the first one that differs from the previous request (the
     message before the first return capsa rewrote when a question ended), when the
-    request does not keep the whole previous one.
+    request does not keep the whole previous one. `question_breakpoint` adds the second
+    breakpoint where ``CitationCapsuleMiddleware(cache_breakpoint=True)`` puts it: on
+    the previous question's user message (`with_cache_breakpoint`).
     """
     entries: set[int] = set()
     total = cached = written = billed = 0.0
@@ -643,6 +646,10 @@ def bill_anthropic(
         breakpoints = {end}
         if stable_breakpoint and previous is not None:
             breakpoints.add(len(tools) + _shared(previous, request))
+        if question_breakpoint:
+            asked = [n for n, m in enumerate(request) if m.type == "human"]
+            if len(asked) > 1:
+                breakpoints.add(len(tools) + asked[-2] + 1)
         previous = request
         read_to = 0
         for point in breakpoints:
@@ -679,11 +686,21 @@ def provider_bills(
     for label, read in OPENAI_READS.items():
         out[label] = bill_openai(requests, read, tools)
         out[f"{label}_token_prefix"] = bill_openai(requests, read, tools, token_prefix=True)
-    for label, stable in (("anthropic", False), ("anthropic_stable_breakpoint", True)):
-        billed = bill_anthropic(requests, tools, stable_breakpoint=stable)
+    for label, options in _ANTHROPIC_VARIANTS.items():
+        billed = bill_anthropic(requests, tools, **options)
         del billed["reads"]
         out[label] = billed
     return out
+
+
+_ANTHROPIC_VARIANTS: dict[str, dict[str, bool]] = {
+    "anthropic": {},
+    "anthropic_stable_breakpoint": {"stable_breakpoint": True},
+    "anthropic_question_breakpoint": {"question_breakpoint": True},
+}
+"""Anthropic's rules with the tail breakpoint alone, and with a second one: at the exact
+end of the stable prefix (hypothetical), or on the previous question's user message
+(what ``CitationCapsuleMiddleware(cache_breakpoint=True)`` sends)."""
 
 
 def _ideal_reads(requests: Sequence[Sequence[BaseMessage]], tools: Sequence[str]) -> list[int]:
@@ -1016,14 +1033,14 @@ def wide_chat() -> dict[str, Any]:
             "idealised_0.1/1.25": bill(requests, 0.1, 1.25, tools_of(name)),
             "anthropic_gap": lookback_misses(chats[name], requests, tools),
         }
-        for label, stable in (("anthropic", False), ("anthropic_stable_breakpoint", True)):
-            billed = bill_anthropic(requests, tools, stable_breakpoint=stable)
+        for label, options in _ANTHROPIC_VARIANTS.items():
+            billed = bill_anthropic(requests, tools, **options)
             del billed["reads"]
             out[name][label] = billed
     for name in built:
         out[name]["billed_ratio"] = {
             label: round(out[name][label]["billed"] / out["full"][label]["billed"], 4)
-            for label in ("idealised_0.1/1.25", "anthropic", "anthropic_stable_breakpoint")
+            for label in ("idealised_0.1/1.25", *_ANTHROPIC_VARIANTS)
         }
     return out
 
@@ -1165,7 +1182,8 @@ def print_provider_rules(report: dict[str, Any]) -> None:
     print("\nBilled input against full history under providers' caching rules")
     print(
         f"  {'strategy':<18}{'ideal .5/1':>11}{'openai .5':>10}{'ideal .1/1.25':>14}"
-        f"{'openai .1':>10}{'anthropic':>10}{'+ stable bp':>12}{'anth. cached':>13}"
+        f"{'openai .1':>10}{'anthropic':>10}{'+ stable bp':>12}{'+ question bp':>14}"
+        f"{'anth. cached':>13}"
     )
     for name in STRATEGIES:
         row = report["strategies"][name]
@@ -1174,6 +1192,7 @@ def print_provider_rules(report: dict[str, Any]) -> None:
             f"  {name:<18}{row['billed_ratio']['0.5/1.0']:>11.3f}{ratio['openai_0.5']:>10.3f}"
             f"{row['billed_ratio']['0.1/1.25']:>14.3f}{ratio['openai_0.1']:>10.3f}"
             f"{ratio['anthropic']:>10.3f}{ratio['anthropic_stable_breakpoint']:>12.3f}"
+            f"{ratio['anthropic_question_breakpoint']:>14.3f}"
             f"{row['provider_billed']['anthropic']['cache_share']:>13.0%}"
         )
     rules = report["provider_rules"]
@@ -1194,7 +1213,8 @@ def print_provider_rules(report: dict[str, Any]) -> None:
         print(
             f"  {name:<8} idealised .1/1.25 {ratio['idealised_0.1/1.25']:.3f}  anthropic "
             f"{ratio['anthropic']:.3f}  + stable breakpoint "
-            f"{ratio['anthropic_stable_breakpoint']:.3f}  lookback misses "
+            f"{ratio['anthropic_stable_breakpoint']:.3f}  + previous question's message "
+            f"{ratio['anthropic_question_breakpoint']:.3f}  lookback misses "
             f"{missed['requests']} ({missed['tokens']:,} tokens)"
         )
 

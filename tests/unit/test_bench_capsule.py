@@ -100,6 +100,7 @@ PROVIDER_LABELS = (
     "openai_0.1_token_prefix",
     "anthropic",
     "anthropic_stable_breakpoint",
+    "anthropic_question_breakpoint",
 )
 
 
@@ -160,3 +161,9 @@ def test_capsule_bench_wide_chat_shows_what_the_stable_breakpoint_recovers(repor
         capsa["anthropic_stable_breakpoint"]["cached_tokens"]
         >= capsa["anthropic"]["cached_tokens"] + missed["tokens"]
     )
+    # what CitationCapsuleMiddleware(cache_breakpoint=True) sends recovers the misses too,
+    # within one message of the exact stable end per question (the ended search call)
+    question = capsa["anthropic_question_breakpoint"]
+    assert question["billed"] < capsa["anthropic"]["billed"]
+    recovered = question["cached_tokens"] - capsa["anthropic"]["cached_tokens"]
+    assert recovered >= 0.95 * missed["tokens"]

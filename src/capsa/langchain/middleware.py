@@ -146,6 +146,18 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             into a request (rewritten returns, receipts, notices, picture labels).
         tokenizer: Counts tokens for `max_capsule_tokens`: a counter returning an
             int, or an encoder returning tokens (tiktoken's ``encode``).
+        cache_breakpoint: Mark the previous question's user message with an
+            Anthropic ``cache_control`` breakpoint on every request. When a
+            question ends, its returns are rewritten, so the prefix the next
+            request shares with the cache ends at that question's user message;
+            Anthropic looks for a cached prefix only about 20 content blocks
+            before a breakpoint, and after a question of ten or more tool rounds
+            the breakpoint at the request's end (``AnthropicPromptCachingMiddleware``)
+            no longer reaches it, so the whole history is written again at the
+            write price. This breakpoint is read instead. Off by default: it is
+            for Anthropic models only (other providers may refuse the key), and
+            it is one of the four breakpoints Anthropic allows
+            (``AnthropicPromptCachingMiddleware`` uses three).
 
     Raises:
         ValueError: at construction, with no evidence tool or a bad bound; at the
@@ -168,6 +180,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         fetch_picture: AnyPictureFetcher | None = None,
         max_capsule_tokens: int | None = None,
         tokenizer: TokenCounter = estimate_tokens,
+        cache_breakpoint: bool = False,
     ) -> None:
         super().__init__()
         self.evidence_tools = _tool_names(evidence_tools)
@@ -185,6 +198,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         self.fetch_picture = fetch_picture
         self.max_capsule_tokens = max_capsule_tokens
         self.tokenizer = tokenizer
+        self.cache_breakpoint = cache_breakpoint
         self._build()
 
     def _build(self) -> None:
@@ -275,6 +289,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             tokenizer=self.tokenizer,
             cite_tools=() if self.keep_cite_calls else self.cite_tools,
         )
+        if self.cache_breakpoint:
+            messages = with_cache_breakpoint(messages)
         return request.override(messages=cast("list[AnyMessage]", messages)), report
 
     def _wanted(self, request: ModelRequest[Any], ledger: EvidenceLedger | None) -> Any:
@@ -339,3 +355,36 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         compacted, report = self._rewrite(request, ledger)
         await aannounce(report)
         return await handler(compacted)
+
+
+def with_cache_breakpoint(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """`messages` with the previous question's user message marked as an Anthropic breakpoint.
+
+    The mark goes on the message's last content block (a string becomes one
+    text block), on a copy: the caller's messages are not changed. Nothing is
+    marked before the second question, when nothing has been rewritten yet.
+
+    Examples:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> marked = with_cache_breakpoint([HumanMessage("q1"), AIMessage("a1"),
+        ...                                 HumanMessage("q2")])
+        >>> marked[0].content
+        [{'type': 'text', 'text': 'q1', 'cache_control': {'type': 'ephemeral'}}]
+    """
+    humans = [n for n, message in enumerate(messages) if message.type == "human"]
+    if len(humans) < 2:
+        return messages
+    target = humans[-2]
+    message = messages[target]
+    content = message.content
+    blocks: list[Any] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    )
+    if not blocks:
+        return messages
+    last = blocks[-1]
+    last = {"type": "text", "text": last} if isinstance(last, str) else dict(last)
+    blocks[-1] = {**last, "cache_control": {"type": "ephemeral"}}
+    marked = list(messages)
+    marked[target] = message.model_copy(update={"content": blocks})
+    return marked

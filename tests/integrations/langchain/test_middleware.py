@@ -792,3 +792,40 @@ def test_capsule_messages_removes_every_trace_of_a_cite_call():
     kinds = [HumanMessage, AIMessage, ToolMessage, AIMessage, HumanMessage]
     assert [type(m) for m in view] == kinds
     assert hotel.page_content in view[2].content
+
+
+def _breakpoints(messages) -> list[int]:
+    """Positions of messages whose content carries an Anthropic cache breakpoint."""
+    return [n for n, m in enumerate(messages) if isinstance(m.content, list)
+            and any(isinstance(b, dict) and "cache_control" in b for b in m.content)]
+
+
+def test_cache_breakpoint_marks_the_previous_questions_message_on_every_request(tmp_path):
+    requests, state = _three_questions(tmp_path / "threads.sqlite", cache_breakpoint=True)
+    asked = [[n for n, m in enumerate(r) if isinstance(m, HumanMessage)] for r in requests]
+    # Q1 has no earlier question; from Q2 on, the one before the current question
+    assert [_breakpoints(r) for r in requests[:3]] == [[], [], []]
+    assert all(_breakpoints(r) == [a[-2]] for r, a in zip(requests[3:], asked[3:], strict=True))
+    marked = requests[3][asked[3][-2]]
+    assert marked.content == [{"type": "text", "text": HOTEL.question,
+                               "cache_control": {"type": "ephemeral"}}]
+    assert _breakpoints(state["messages"]) == []  # the stored history is never marked
+
+
+def test_without_cache_breakpoint_no_request_is_marked(tmp_path):
+    requests, _ = _three_questions(tmp_path / "threads.sqlite")
+    assert all(_breakpoints(r) == [] for r in requests)
+
+
+def test_cache_breakpoint_goes_on_the_last_block_of_a_copy():
+    from capsa.langchain.middleware import with_cache_breakpoint
+
+    picture = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    first = HumanMessage(content=["What is on this page?", picture])
+    history = [first, AIMessage("A map."), HumanMessage("And the legend?")]
+    marked = with_cache_breakpoint(history)
+    assert marked[0].content == ["What is on this page?",
+                                 {**picture, "cache_control": {"type": "ephemeral"}}]
+    assert first.content == ["What is on this page?", picture]  # the caller's message as it was
+    assert marked[1:] == history[1:]
+    assert with_cache_breakpoint(history[:1]) == history[:1]  # one question: nothing to mark
