@@ -503,6 +503,17 @@ def _signature(message: BaseMessage) -> str:
     )
 
 
+def _longest_shared(seen: Sequence[Sequence[str]], signatures: Sequence[str]) -> int:
+    """How many leading blocks `signatures` shares with the most alike earlier request."""
+    prefix = 0
+    for earlier in seen:
+        n = 0
+        while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
+            n += 1
+        prefix = max(prefix, n)
+    return prefix
+
+
 def bill(
     requests: Sequence[Sequence[BaseMessage]], read: float, write: float, tools: int = 0
 ) -> dict[str, Any]:
@@ -514,12 +525,7 @@ def bill(
     for request in requests:
         signatures = ["tools", *(_signature(m) for m in request)]
         tokens = [tools, *(count_tokens_approximately([m]) for m in request)]
-        prefix = 0
-        for earlier in seen:
-            n = 0
-            while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
-                n += 1
-            prefix = max(prefix, n)
+        prefix = _longest_shared(seen, signatures)
         hit = sum(tokens[:prefix])
         total += sum(tokens)
         cached += hit
@@ -709,12 +715,7 @@ def _ideal_reads(requests: Sequence[Sequence[BaseMessage]], tools: Sequence[str]
     out = []
     for request in requests:
         signatures, tokens = _blocks(request, tools)
-        prefix = 0
-        for earlier in seen:
-            n = 0
-            while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
-                n += 1
-            prefix = max(prefix, n)
+        prefix = _longest_shared(seen, signatures)
         out.append(sum(tokens[:prefix]))
         seen.append(signatures)
     return out
