@@ -54,10 +54,14 @@ _SKIPPED_SUFFIXES = frozenset({".json", ".md", ""})
 _WORD = re.compile(r"\w+")
 
 
+VENDORED = REPO / "tests" / "realdocs" / "sample-files"
+"""A copy of ``shared/realdocs`` (CC-BY-SA-4.0, its LICENSE and files.json beside it)."""
+
+
 def shared_dir() -> Path | None:
-    """``shared/realdocs`` beside the repository (or ``$CAPSA_REALDOCS``), if present."""
+    """``shared/realdocs`` beside the repository (or ``$CAPSA_REALDOCS``), else the copy here."""
     candidates = [os.environ.get("CAPSA_REALDOCS"), REPO.parent / "shared" / "realdocs",
-                  REPO.parents[1] / "shared" / "realdocs"]
+                  REPO.parents[1] / "shared" / "realdocs", VENDORED]
     for candidate in candidates:
         if candidate and Path(candidate).is_dir():
             return Path(candidate)
