@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import CacheControl, CachePoint, ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemory, Memory
 from llama_index.core.tools import FunctionTool
 from pydantic import Field, PrivateAttr
@@ -116,6 +116,16 @@ class CapsuleMemory(BaseMemory):
     tokenizer: TokenCounter = Field(default=estimate_tokens, exclude=True)
     """Counts tokens for `max_capsule_tokens`: a counter or an encoder (tiktoken's
     ``encode``)."""
+    cache_breakpoint: bool = False
+    """End the previous question's user message with a `CachePoint` in every view.
+
+    When a question ends its returns are rewritten, so what a later request shares
+    with the provider's cache ends at that question's user message. Anthropic
+    looks for a cached prefix only about 20 content blocks before a breakpoint:
+    after a question of ten or more tool rounds, a breakpoint at the end of the
+    request no longer reaches it and the history is written again at the write
+    price. This breakpoint is read instead (see the capsule docs for the bill).
+    Off by default: for Anthropic models only, which allow four breakpoints."""
     _pictures: PictureCache | None = PrivateAttr(default=None)
 
     @classmethod
@@ -154,7 +164,7 @@ class CapsuleMemory(BaseMemory):
     def _view(self, history: list[ChatMessage]) -> list[ChatMessage]:
         ledger = self._located(history)
         cache = self._cache()
-        return compact(
+        view = compact(
             history,
             ledger,
             evidence_tools=self.owned_tools,
@@ -163,6 +173,7 @@ class CapsuleMemory(BaseMemory):
             tokenizer=self.tokenizer,
             cite_tools=() if self.keep_cite_calls else (self.cite_tool_name,),
         )
+        return with_cache_point(view) if self.cache_breakpoint else view
 
     def _wanted(self, history: list[ChatMessage]) -> Any:
         converted = convert(history, self.owned_tools)
@@ -307,3 +318,26 @@ class CapsuleMemory(BaseMemory):
     def recall_tool(self, *, description: str = RECALL_DESCRIPTION) -> FunctionTool:
         """`capsule_recall_tool` (named `recall_tool_name`) falling back to this memory."""
         return capsule_recall_tool(name=self.recall_tool_name, description=description, memory=self)
+
+
+def with_cache_point(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """`messages` with the previous question's user message ended by a `CachePoint`.
+
+    On a copy: the caller's messages are not changed. Nothing is marked before
+    the second question, when nothing has been rewritten yet.
+
+    Examples:
+        >>> marked = with_cache_point([ChatMessage(role="user", content="q1"),
+        ...                            ChatMessage(role="assistant", content="a1"),
+        ...                            ChatMessage(role="user", content="q2")])
+        >>> [type(block).__name__ for block in marked[0].blocks]
+        ['TextBlock', 'CachePoint']
+    """
+    asked = [n for n, message in enumerate(messages) if message.role == MessageRole.USER]
+    if len(asked) < 2 or not messages[asked[-2]].blocks:
+        return messages
+    target = messages[asked[-2]]
+    point = CachePoint(cache_control=CacheControl(type="ephemeral"))
+    marked = list(messages)
+    marked[asked[-2]] = target.model_copy(update={"blocks": [*target.blocks, point]})
+    return marked

@@ -631,3 +631,28 @@ def test_capsule_memory_removes_a_raw_cite_call_beside_a_search_call():
     assert _unpaired(view) == set()
     assert stored[1].additional_kwargs["tool_calls"] == raw
     assert len(stored) == 6
+
+
+def _cache_points(messages: list[ChatMessage]) -> list[int]:
+    return [n for n, m in enumerate(messages)
+            if any(type(b).__name__ == "CachePoint" for b in m.blocks)]
+
+
+@_workflow_warning
+async def test_capsule_memory_cache_breakpoint_ends_the_previous_question(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="cached"))
+    memory.cache_breakpoint = True
+    requests = await _three_questions(memory)
+    asked = [[n for n, m in enumerate(r) if m.role == MessageRole.USER] for r in requests]
+    assert [_cache_points(r) for r in requests[:3]] == [[], [], []]  # no earlier question
+    assert all(_cache_points(r) == [a[-2]] for r, a in zip(requests[3:], asked[3:], strict=True))
+    marked = requests[3][asked[3][-2]]
+    assert marked.content == HOTEL.question  # the text as it was, the point after it
+    assert _cache_points(await memory.aget_all()) == []  # the store is never marked
+
+
+@_workflow_warning
+async def test_capsule_memory_without_cache_breakpoint_marks_nothing(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="plain"))
+    requests = await _three_questions(memory)
+    assert all(_cache_points(r) == [] for r in requests)
