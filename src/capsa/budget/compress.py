@@ -643,13 +643,21 @@ class _State:
         self.heap = []  # the cut ends its passage and the room is spent
 
     def take_cut(self, n: int, k: int, choice: Choice) -> None:
-        """Keep `choice`, a passage's one sentence `k` cut to fit, as that passage's packing."""
+        """Keep `choice`, what is kept of passage `n` ending in sentence `k` cut to fit.
+
+        The room paid is what `choice` costs beyond what the passage already held
+        (its tags, when it held nothing).
+        """
         doc = self.docs[n]
+        held = sorted(self.kept.get(n, ()))
+        before = (_body_cost(self.prepared, doc, held, self.shape) if held
+                  else -doc.overhead)
+        if n not in self.kept:
+            self.order.append(n)
         self.kept[n] = set(choice.kept)
         self.cut[n] = choice.cut
-        self.order.append(n)
-        self.remaining -= doc.overhead + _body_cost(self.prepared, doc, choice.kept,
-                                                    self.shape, choice.cut)
+        self.remaining -= _body_cost(self.prepared, doc, choice.kept, self.shape,
+                                     choice.cut) - before
         self.seen.add(doc.units[k])
 
     def fallback_cut(self) -> None:
@@ -732,21 +740,13 @@ class _State:
             del best[_FILL_TRIES:]
         for _, n, k in best:
             doc = self.docs[n]
-            kept_now = sorted(self.kept.get(n, ()))
-            before = _body_cost(self.prepared, doc, kept_now, self.shape) if kept_now else 0
-            opening = 0 if kept_now else doc.overhead
-            choice = _cut_after(self.prepared, doc, kept_now, k,
-                                self.remaining - opening + before, self.shape)
-            if choice is None:
-                continue
-            if n not in self.kept:
-                self.kept[n] = set()
-                self.order.append(n)
-            self.kept[n].add(k)
-            self.cut[n] = choice.cut
-            self.remaining -= opening + _body_cost(self.prepared, doc, choice.kept, self.shape,
-                                                   choice.cut) - before
-            return
+            held = sorted(self.kept.get(n, ()))
+            room = self.remaining + (_body_cost(self.prepared, doc, held, self.shape) if held
+                                     else -doc.overhead)
+            choice = _cut_after(self.prepared, doc, held, k, room, self.shape)
+            if choice is not None:
+                self.take_cut(n, k, choice)
+                return
 
     def duplicate_only(self) -> set[int]:
         return {n for n, count in self.duplicates.items()

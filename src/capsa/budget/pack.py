@@ -224,9 +224,8 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
     # Planned so, a packet seldom needs measuring twice. (A feature list's body
     # ends in its own newline.)
     count = prepared.count
-    trail = max((count(f"{ELLIPSIS}\n") - count(ELLIPSIS)) - (count(">\n") - count(">")), 0)
-    if budget.shape == "features":
-        trail = 0
+    trail = 0 if budget.shape == "features" else max(
+        (count(f"{ELLIPSIS}\n") - count(ELLIPSIS)) - (count(">\n") - count(">")), 0)
     compacted = _relayout(tagged, COMPACT)
     return replace(compacted, terse_cuts=not budget.mark_excerpts, trail=trail,
                    context={g: max(v - trail, 0) for g, v in compacted.context.items()})
