@@ -138,6 +138,7 @@ from capsa.capsule import (
     compact,
     parse_evidence,
     render_evidence,
+    stable_end,
 )
 from capsa.capsule.render import escape_body, render_unshown
 from capsa.langchain.capsule_conversion import Observe, to_core
@@ -652,10 +653,9 @@ def bill_anthropic(
         breakpoints = {end}
         if stable_breakpoint and previous is not None:
             breakpoints.add(len(tools) + _shared(previous, request))
-        if question_breakpoint:
-            asked = [n for n, m in enumerate(request) if m.type == "human"]
-            if len(asked) > 1:
-                breakpoints.add(len(tools) + asked[-2] + 1)
+        end = stable_end([m.type for m in request]) if question_breakpoint else None
+        if end is not None:
+            breakpoints.add(len(tools) + end + 1)
         previous = request
         read_to = 0
         for point in breakpoints:

@@ -44,6 +44,7 @@ from capsa.capsule.compaction import (
     compact,
     compact_with_report,
     pictures_needed,
+    stable_end,
 )
 from capsa.capsule.ledger import EvidenceLedger, LedgerEntry, record_messages
 from capsa.capsule.messages import (
@@ -99,4 +100,5 @@ __all__ = [
     "record_messages",
     "render_evidence",
     "resolve_citations",
+    "stable_end",
 ]

@@ -61,6 +61,7 @@ __all__ = [
     "compact",
     "compact_with_report",
     "pictures_needed",
+    "stable_end",
 ]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -607,3 +608,23 @@ def compact(
             cite_tools=cite_tools,
         ).messages
     )
+
+
+def stable_end(roles: Sequence[str]) -> int | None:
+    """Where a compacted request's cache-stable prefix ends: the previous question's message.
+
+    When a question ends, its returns (and its cite exchanges) are rewritten on
+    every later request, so what a request shares with the provider's cache
+    ends at that question's own user message; that is where a cache
+    breakpoint is read rather than written. `roles` are the request's message
+    roles (``"user"``, or LangChain's ``"human"``, for a question); None before
+    the second question, when nothing has been rewritten yet.
+
+    Examples:
+        >>> stable_end(["user", "assistant", "tool", "assistant", "user"])
+        0
+        >>> stable_end(["user", "assistant"]) is None
+        True
+    """
+    asked = [n for n, role in enumerate(roles) if role in ("user", "human")]
+    return asked[-2] if len(asked) > 1 else None

@@ -39,6 +39,7 @@ from capsa.capsule import (
     estimate_tokens,
     pictures_needed,
     record_messages,
+    stable_end,
 )
 from capsa.capsule.session import AnyPictureFetcher, PictureCache, check_tools, start_question
 from capsa.langchain.capsule_conversion import (
@@ -360,6 +361,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
 def with_cache_breakpoint(messages: list[BaseMessage]) -> list[BaseMessage]:
     """`messages` with the previous question's user message marked as an Anthropic breakpoint.
 
+    That message ends the prefix a later request keeps (`capsa.capsule.stable_end`).
     The mark goes on the message's last content block (a string becomes one
     text block), on a copy: the caller's messages are not changed. Nothing is
     marked before the second question, when nothing has been rewritten yet.
@@ -371,10 +373,9 @@ def with_cache_breakpoint(messages: list[BaseMessage]) -> list[BaseMessage]:
         >>> marked[0].content
         [{'type': 'text', 'text': 'q1', 'cache_control': {'type': 'ephemeral'}}]
     """
-    humans = [n for n, message in enumerate(messages) if message.type == "human"]
-    if len(humans) < 2:
+    target = stable_end([message.type for message in messages])
+    if target is None:
         return messages
-    target = humans[-2]
     message = messages[target]
     content = message.content
     blocks: list[Any] = (

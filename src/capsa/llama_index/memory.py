@@ -37,6 +37,7 @@ from capsa.capsule import (
     pictures_needed,
     recall,
     record_messages,
+    stable_end,
 )
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.capsule.session import AnyPictureFetcher, PictureCache
@@ -323,6 +324,7 @@ class CapsuleMemory(BaseMemory):
 def with_cache_point(messages: list[ChatMessage]) -> list[ChatMessage]:
     """`messages` with the previous question's user message ended by a `CachePoint`.
 
+    That message ends the prefix a later request keeps (`capsa.capsule.stable_end`).
     On a copy: the caller's messages are not changed. Nothing is marked before
     the second question, when nothing has been rewritten yet.
 
@@ -333,11 +335,11 @@ def with_cache_point(messages: list[ChatMessage]) -> list[ChatMessage]:
         >>> [type(block).__name__ for block in marked[0].blocks]
         ['TextBlock', 'CachePoint']
     """
-    asked = [n for n, message in enumerate(messages) if message.role == MessageRole.USER]
-    if len(asked) < 2 or not messages[asked[-2]].blocks:
+    end = stable_end([message.role.value for message in messages])
+    if end is None or not messages[end].blocks:
         return messages
-    target = messages[asked[-2]]
+    target = messages[end]
     point = CachePoint(cache_control=CacheControl(type="ephemeral"))
     marked = list(messages)
-    marked[asked[-2]] = target.model_copy(update={"blocks": [*target.blocks, point]})
+    marked[end] = target.model_copy(update={"blocks": [*target.blocks, point]})
     return marked
