@@ -11,6 +11,11 @@ namespace and covers such directories with a tmpfs that holds only the
 needed paths, the same way the sandbox does for its parse children. Nothing
 changes outside this process tree.
 
+Before dropping, it does what a host that delegates cgroups does for a
+service's user (systemd's ``Delegate=yes``): it makes a cgroup of its own in
+each controller capsa counts with, hands it to ``nobody`` and moves itself
+in, so the pool's per-file cgroups are proven on the unprivileged path too.
+
 Usage: python scripts/as_unprivileged.py -- COMMAND [ARGS...]
 """
 
@@ -21,7 +26,9 @@ import sys
 import sysconfig
 import tempfile
 
-from capsa.guard.sandbox import NOBODY, libc, make_reachable
+from capsa.guard.sandbox.cgroups import WorkerCgroups
+from capsa.guard.sandbox.layers import NOBODY
+from capsa.guard.sandbox.namespaces import libc, make_reachable
 
 _CLONE_NEWNS = 0x00020000
 _MS_REC, _MS_PRIVATE = 16384, 1 << 18
@@ -42,6 +49,7 @@ def main(argv: list[str]) -> int:
     needed = [sys.base_prefix, sys.prefix, os.path.realpath(sys.executable), os.getcwd(),
               *sysconfig.get_paths().values()]
     make_reachable(lib, needed)
+    delegate(f"capsa-nobody-{os.getpid()}")
     home = tempfile.mkdtemp(prefix="capsa-nobody-")
     os.chown(home, NOBODY, NOBODY)
     os.setgroups([])
@@ -50,6 +58,21 @@ def main(argv: list[str]) -> int:
     env = {**os.environ, "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1"}
     os.execvpe(command[0], command, env)
     return 1  # not reached
+
+
+def delegate(name: str) -> None:
+    """Give ``nobody`` a cgroup of its own, with this process in it (best effort)."""
+    cgroups, state = WorkerCgroups.create(name)
+    if cgroups is None:
+        print(f"as_unprivileged: no cgroup to delegate ({state})", file=sys.stderr)
+        return
+    for root in cgroups.roots:
+        os.chown(root, NOBODY, NOBODY)
+        for entry in os.listdir(root):
+            if entry.startswith("cgroup.") or entry == "tasks":
+                os.chown(os.path.join(root, entry), NOBODY, NOBODY)
+        with open(os.path.join(root, "cgroup.procs"), "w") as procs:
+            procs.write(str(os.getpid()))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "doctor":
-        from capsa.guard.doctor import main as doctor_main
+        from capsa.guard.sandbox.doctor import main as doctor_main
 
         return doctor_main(args[1:])
     if args and args[0] == "shadow":

@@ -29,7 +29,7 @@ from capsa.guard.extract import (
     extract_attachment,
     read_bounded,
 )
-from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import INGESTION_LIMITS, ExtractionLimits
 from capsa.guard.port import TextExtractor

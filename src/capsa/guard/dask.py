@@ -22,7 +22,7 @@ from typing import Any
 from capsa.errors import IngestionRejected
 from capsa.guard.bulk import Skipped, extract_many
 from capsa.guard.extract import Extracted, Omission, read_bounded
-from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import ExtractionLimits
 from capsa.guard.pools import shared_pool

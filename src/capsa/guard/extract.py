@@ -24,7 +24,7 @@ from capsa.errors import (
     Stage,
 )
 from capsa.guard.archive import inspect_archive
-from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import clean_detail, normalize

@@ -53,13 +53,20 @@ class ExtractionLimits(BaseModel):
     max_total_chars: PositiveInt = 120_000
     """Characters of text for the whole set; files that do not fit are dropped whole."""
     timeout_s: PositiveFloat = 30.0
-    """Wall clock per file, enforced by killing the parser's process group."""
+    """Wall clock per file, shared with the files found inside it; enforced by ending
+    the file's PID namespace, which takes every process it started."""
     cpu_s: PositiveInt = 30
-    """CPU seconds per file (`RLIMIT_CPU`), a backstop behind the wall clock."""
+    """CPU seconds per file, counted over all its processes where a cgroup counts them
+    (each process's `RLIMIT_CPU` besides)."""
     memory_bytes: PositiveInt = 1024 * _MiB
-    """Address space a parser may add to its warm worker's (`RLIMIT_AS`)."""
+    """Memory a parser may add to its warm worker's: counted for the whole file
+    (memfd, shared memory and scratch included) where a cgroup counts it, and
+    each process's address space (`RLIMIT_AS`) besides."""
     max_file_write_bytes: PositiveInt = 64 * _MiB
-    """Largest file a parser may write (`RLIMIT_FSIZE`), e.g. Tesseract's scratch files."""
+    """Bytes a parser may write: the size of the file's scratch tmpfs (all its files
+    together), and of any one file (`RLIMIT_FSIZE`), e.g. Tesseract's scratch files."""
+    max_scratch_files: PositiveInt = 4096
+    """Files and directories a parser may create in its scratch (the tmpfs's inodes)."""
     on_type_mismatch: Literal["refuse", "trust_bytes"] = "refuse"
     """A declared media type that contradicts the sniffed bytes is refused, or the bytes win."""
 

@@ -17,7 +17,7 @@ import pickle
 import threading
 
 from capsa.guard.extract import default_extractor
-from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.port import TextExtractor
 
 __all__ = ["shared_pool"]

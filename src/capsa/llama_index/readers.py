@@ -28,7 +28,7 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
-from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.pools import shared_pool
 
 __all__ = ["CapsaOmissionEvent", "CapsaReader"]

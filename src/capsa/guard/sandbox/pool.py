@@ -1,39 +1,47 @@
-"""Running a parser where it cannot hurt the application: `IsolatedExtractor`.
+"""The application's side of the boundary: `IsolatedExtractor`, a pool of warm workers.
 
 Parsers are C underneath (lxml, zlib, Pillow's codecs, Tesseract) and read
 hostile bytes, so they never run in the application process, and the
 application process never `fork`s one (a forked child would inherit its API
 keys, in the environment and on the heap). Instead a small pool of warm
-"zygote" workers is started with `subprocess` and a scrubbed environment;
-each forks a fresh, rlimited child per file (see `capsa.guard._worker`). A
-fresh address space per file costs a few milliseconds and means one file's
-parser state can never leak into the next.
+zygotes (`capsa.guard.sandbox.zygote`) is started with `subprocess` and a
+scrubbed environment; each forks one sealed child per file
+(`capsa.guard.sandbox.child`).
+
+For each file this side makes two pipes, hands the child's ends to the
+zygote (which passes them on unread), writes the request straight to the
+child and reads the reply straight from it, with `ReplyReader`'s bounds.
+Reading, writing and waiting happen in one ``select`` loop, so a child that
+never reads its request or never stops writing cannot wedge the
+application, and every way a file can end is a typed error. A worker that
+stops answering is killed, leaves the pool, and is replaced.
 """
 
 from __future__ import annotations
 
-import binascii
 import contextlib
-import json
 import os
 import pickle
 import queue
+import re
 import select
-import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from types import TracebackType
-from typing import IO, Any, Self
+from typing import Any, Self
 
 from capsa.errors import ExtractionFailed, FailureCause, IngestionRejected, SandboxUnavailable
-from capsa.guard._worker import write_frame
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
-from capsa.guard.sandbox import SandboxMode, SandboxReport, summarise
+from capsa.guard.sandbox import protocol
+from capsa.guard.sandbox.layers import SandboxMode, SandboxReport, summarise
+from capsa.guard.sandbox.protocol import ProtocolError, ReplyReader
+from capsa.guard.sandbox.zygote import remove_tree, write_frame
 
 __all__ = ["IsolatedExtractor", "WorkerHealth"]
 
@@ -42,6 +50,8 @@ _START_TIMEOUT_S = 180.0
 _PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX")
 _CAUSES: tuple[FailureCause, ...] = (
     "raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol")
+_WRITE_CHUNK = 1 << 16
+_SIGNALS = {int(s): s.name for s in signal.Signals}
 
 
 class WorkerHealth(dict[str, Any]):
@@ -54,15 +64,16 @@ class WorkerHealth(dict[str, Any]):
         return summarise(layers if isinstance(layers, dict) else {})
 
 
-class _Zygote:
-    """One warm worker process and its protocol pipes."""
+class _Worker:
+    """One warm zygote process, seen from the application: its control socket."""
 
     def __init__(self, extractor: TextExtractor, pool_scratch: str, sandbox: SandboxMode) -> None:
-        # Each worker has its own directory, removed when it dies, so files a
-        # killed worker's parser left behind are never seen by the next one.
+        # Each worker has its own directory, removed when it dies. Its children
+        # mount their own tmpfs over it, so nothing a parser writes lands here.
         scratch = tempfile.mkdtemp(prefix="worker-", dir=pool_scratch)
-        os.chmod(scratch, 0o711)  # a parser running as nobody reaches its own file's directory
+        os.chmod(scratch, 0o711)  # a parser running as its own uid reaches its mount point
         self.scratch = scratch
+        self.cgroups: list[str] = []
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -79,30 +90,40 @@ class _Zygote:
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "capsa.guard._worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, cwd="/", start_new_session=True, close_fds=True,
-        )
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-m", "capsa.guard.sandbox.zygote", str(theirs.fileno())],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, cwd="/", start_new_session=True, close_fds=True,
+                pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
+        self.control = ours
         self.closed = False
-        self.stdin: IO[bytes] = self.process.stdin
-        self.stdout: IO[bytes] = self.process.stdout
+        assert self.process.stdin is not None
         extras = [p for p in sys.path if p and os.path.isdir(p)]
-        write_frame(self.stdin, pickle.dumps({"extractor": pickle.dumps(extractor),
-                                              "sys_path": extras, "sandbox": sandbox}))
-        hello = self._read(_START_TIMEOUT_S)
+        try:
+            write_frame(self.process.stdin, pickle.dumps({
+                "extractor": pickle.dumps(extractor), "sys_path": extras, "sandbox": sandbox}))
+            self.process.stdin.close()
+        except OSError:
+            pass
+        hello = self._receive(_START_TIMEOUT_S)
         if hello is None or not hello.get("ready"):
             self.kill()
             raise RuntimeError("the extraction worker did not start; is capsa installed "
                                "in this interpreter's environment?")
         self.health = WorkerHealth(hello)
+        roots = hello.get("cgroups")
+        if isinstance(roots, list):
+            self.cgroups = [r for r in roots if isinstance(r, str) and
+                            r.startswith("/sys/fs/cgroup/")]
 
     def alive(self) -> bool:
         """Whether the worker can serve: the started process and, where it re-forked
         into its own PID namespace, that namespace's init, which does the work."""
-        if self.process.poll() is not None:
+        if self.closed or self.process.poll() is not None:
             return False
         inner = getattr(self, "health", {}).get("pid", self.process.pid)
         if inner == self.process.pid:
@@ -113,69 +134,127 @@ class _Zygote:
         except (OSError, IndexError):
             return False
 
-    def _read(self, timeout_s: float) -> dict[str, Any] | None:
-        self.closed = False
-        fd = self.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        buffer = b""
-        need = 4
-        header_done = False
-        while len(buffer) < need:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(fd, max(need - len(buffer), 1))
-            if not chunk:
-                self.closed = True  # end of file: the worker died, it did not stall
-                return None
-            buffer += chunk
-            if not header_done and len(buffer) >= 4:
-                need = 4 + int.from_bytes(buffer[:4], "big")
-                header_done = True
-        try:
-            parsed = json.loads(buffer[4:need])
-        except (ValueError, RecursionError):
+    def _receive(self, timeout_s: float) -> dict[str, Any] | None:
+        ready, _, _ = select.select([self.control], [], [], timeout_s)
+        if not ready:
             return None
-        return parsed if isinstance(parsed, dict) else None
-
-    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
         try:
-            write_frame(self.stdin, pickle.dumps(message))
-        except (BrokenPipeError, OSError):
+            message, fds = protocol.receive_control(self.control)
+        except (OSError, ProtocolError):
             self.closed = True
             return None
-        return self._read(timeout_s)
+        for fd in fds:
+            os.close(fd)
+        if message is None:
+            self.closed = True
+        return message
+
+    def parse(self, frame: bytes, limits: ExtractionLimits, reader: ReplyReader
+              ) -> tuple[dict[str, Any] | None, str | None]:
+        """Run one file: returns how its child ended (None if the worker failed) and any
+        protocol problem with its reply. The reply itself is left in `reader`."""
+        request_read, request_write = os.pipe2(os.O_CLOEXEC)
+        reply_read, reply_write = os.pipe2(os.O_CLOEXEC)
+        try:
+            protocol.send_control(self.control, {"file": {
+                "timeout_s": limits.timeout_s, "cpu_s": limits.cpu_s,
+                "memory_bytes": limits.memory_bytes,
+                "max_file_write_bytes": limits.max_file_write_bytes,
+                "max_scratch_files": limits.max_scratch_files}}, [request_read, reply_write])
+        except OSError:
+            self.closed = True
+            for fd in (request_write, reply_read):
+                os.close(fd)
+            return None, None
+        finally:
+            os.close(request_read)
+            os.close(reply_write)
+        try:
+            return self._exchange(frame, request_write, reply_read, reader,
+                                  time.monotonic() + limits.timeout_s + _GRACE_S)
+        finally:
+            for fd in (request_write, reply_read):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _exchange(self, frame: bytes, request_fd: int, reply_fd: int, reader: ReplyReader,
+                  deadline: float) -> tuple[dict[str, Any] | None, str | None]:
+        os.set_blocking(request_fd, False)
+        pending = memoryview(frame)
+        ended: dict[str, Any] | None = None
+        problem: str | None = None
+        reply_open = True
+        while ended is None or reply_open:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None, problem
+            readable: list[Any] = [reply_fd] if reply_open else []
+            if ended is None:
+                readable.append(self.control)
+            writable = [request_fd] if pending else []
+            ready_r, ready_w, _ = select.select(readable, writable, [], remaining)
+            if ready_w:
+                try:
+                    pending = pending[os.write(request_fd, pending[:_WRITE_CHUNK]):]
+                except BlockingIOError:
+                    pass
+                except OSError:  # the child closed its end: it will answer or end
+                    pending = pending[len(pending):]
+            if reply_fd in ready_r:
+                try:
+                    if reader.read_from(reply_fd) == 0 or reader.complete:
+                        reply_open = False
+                except (ProtocolError, OSError) as exc:
+                    problem, reply_open = str(exc), False
+                    with contextlib.suppress(OSError, ProtocolError):
+                        protocol.send_control(self.control, {"abandon": True})
+            if self.control in ready_r:
+                try:
+                    message, fds = protocol.receive_control(self.control)
+                except (OSError, ProtocolError):
+                    message, fds = None, []
+                for fd in fds:
+                    os.close(fd)
+                if message is None:
+                    self.closed = True
+                    return None, problem
+                done = message.get("done")
+                ended = done if isinstance(done, dict) else {"cause": "malformed"}
+        return ended, problem
 
     def kill(self) -> None:
+        """Stop the worker and everything under it; never raises."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.process.kill()
-        self.process.wait()
-        for pipe in (self.stdin, self.stdout):
-            with contextlib.suppress(Exception):
-                pipe.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=30)
+        with contextlib.suppress(Exception):
+            self.control.close()
+        remove_tree(self.scratch)
+        for root in self.cgroups:  # a killed zygote could not remove its own
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(root):
+                    if entry.is_dir(follow_symlinks=False):
+                        with contextlib.suppress(OSError):
+                            os.rmdir(entry.path)
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
 
 
 class IsolatedExtractor:
     """A pool of isolated workers that run `inner` on one file at a time each.
 
-    Every file gets a fresh child process with ``RLIMIT_AS``, ``RLIMIT_CPU``,
-    ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE`` and no core dumps, fed bytes over a
-    pipe, with stdout kept away from the protocol, no network (a network
-    namespace where the OS allows it; Python-level sockets refused in any
-    case), and a wall-clock deadline enforced by killing its process group. A
+    Every file gets a fresh child process, sealed on the assumption that a
+    crafted file may take over the parser (see `capsa.guard.sandbox`): the init
+    of its own PID namespace, with its own IPC and mount namespaces, a tmpfs
+    scratch, a read-only view of everything else, a cgroup that counts its
+    CPU, memory and processes as a whole, an unprivileged uid, Landlock and a
+    seccomp allow-list, each where the OS offers it, and rlimits besides. A
     child that hangs, crashes, segfaults or runs out of memory fails that call
-    as `ExtractionFailed`; the pool carries on, and a worker that stops
-    answering is killed and replaced.
-
-    The child is also sandboxed on the assumption that a crafted file may
-    take over the parser (see `capsa.guard.sandbox`): namespaces, an
-    unprivileged uid, Landlock and seccomp, each where the OS offers it.
+    as `ExtractionFailed`; everything it started dies with it, the pool
+    carries on, and a worker that stops answering is killed and replaced.
     `health.sandbox` says which layers a worker got; ``capsa doctor`` prints
     the same for this machine.
 
@@ -217,8 +296,8 @@ class IsolatedExtractor:
         self.inner = inner
         self.workers = workers
         self.limits = limits
-        self._idle: queue.LifoQueue[_Zygote] = queue.LifoQueue()
-        self._all: list[_Zygote] = []
+        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
+        self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._scratch: str | None = None
         self._closed = False
@@ -255,14 +334,14 @@ class IsolatedExtractor:
             self._idle.put(worker)
 
     def close(self) -> None:
-        """Stop every worker and remove the scratch directory."""
+        """Stop every worker and remove the scratch directory; never raises."""
         with self._lock:
             self._closed = True
             workers, self._all = self._all, []
         for worker in workers:
             worker.kill()
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            remove_tree(self._scratch)
             self._scratch = None
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *,
@@ -287,39 +366,45 @@ class IsolatedExtractor:
         return self.run_parsed(kind, media_type, payload, limits, label=label).text
 
     def run_parsed(self, kind: str, media_type: str | None, payload: bytes,
-                   limits: ExtractionLimits, *, label: str) -> Parsed:
+                   limits: ExtractionLimits, *, label: str,
+                   max_embedded_bytes: int | None = None) -> Parsed:
         """Like `run`, with everything the parser reported, re-validated.
+
+        Args:
+            max_embedded_bytes: the most bytes the files found inside this one
+                may take together (`max_uncompressed_bytes` when None).
 
         Raises:
             IngestionRejected: the extractor refused the file (stage ``preflight``
                 or ``text``), with `label` filled in.
             ExtractionFailed: the parser lost; `cause` says how.
         """
-        message = {
-            "kind": kind, "media_type": media_type, "payload": payload,
-            "limits": limits.model_dump_json(),
-            "timeout_s": limits.timeout_s, "cpu_s": limits.cpu_s,
-            "memory_bytes": limits.memory_bytes,
-            "max_file_write_bytes": limits.max_file_write_bytes,
-            # text as UTF-8, plus embedded files as base64 (never more than the
-            # payload they were decoded from, with room for re-encoding)
-            "max_result_bytes": 4 * limits.max_text_chars + 3 * len(payload) + 65536,
-        }
         if self._closed:  # the light path needs no worker, but a closed pool takes no work
             raise RuntimeError("this IsolatedExtractor is closed")
         light = self._in_process_route(kind)
         if light is not None:
-            if self._closed:
-                raise RuntimeError("this IsolatedExtractor is closed")
             from capsa.guard.extract import run_in_process
 
             return run_in_process(light, kind, media_type, payload, limits, label)
         self._check_self_test(kind, label)
+        frame = protocol.encode_request({"kind": kind, "media_type": media_type,
+                                         "payload": payload,
+                                         "limits": limits.model_dump_json()})
+        embedded = limits.max_uncompressed_bytes if max_embedded_bytes is None \
+            else max_embedded_bytes
+        reader = ReplyReader(max_text_bytes=4 * limits.max_text_chars,
+                             max_blob_bytes=max(embedded, 0))
         worker = self._acquire()
-        answer = worker.request(message, limits.timeout_s + _GRACE_S)
-        if answer is None:
+        try:
+            ended, problem = worker.parse(frame, limits, reader)
+        except BaseException:
+            self._replace(worker)
+            raise
+        if ended is None:
             died = worker.closed or not worker.alive()
             self._replace(worker)
+            if reader.complete and problem is None:
+                return _interpret(reader, label, limits)
             if died:
                 raise ExtractionFailed("the worker process died during this file and was "
                                        "replaced", label=label, cause="crashed")
@@ -328,7 +413,12 @@ class IsolatedExtractor:
                 f"{limits.timeout_s:g} s (timeout_s) and was replaced", label=label,
                 cause="timeout")
         self._idle.put(worker)
-        return _interpret(answer, label, limits)
+        if problem is not None:
+            raise ExtractionFailed(f"the parser's reply broke the protocol: {problem}",
+                                   label=label, cause="protocol")
+        if reader.complete:
+            return _interpret(reader, label, limits)
+        raise _ended(ended, reader, label, limits)
 
     def warm_up(self) -> WorkerHealth:
         """Start every worker now and return the first one's health.
@@ -357,7 +447,7 @@ class IsolatedExtractor:
             raise ExtractionFailed(f"the {kind} parser failed its start-up self-test: {status}",
                                    label=label, cause="raised")
 
-    def _acquire(self) -> _Zygote:
+    def _acquire(self) -> _Worker:
         """An idle live worker, a newly started one if the pool is short, or wait for one.
 
         Waiting polls, so a thread that waits while another worker dies and
@@ -389,9 +479,9 @@ class IsolatedExtractor:
                     return worker
                 self._replace(worker)
 
-    def _start(self, scratch: str) -> _Zygote:
+    def _start(self, scratch: str) -> _Worker:
         try:
-            worker = _Zygote(self.inner, scratch, self.sandbox)
+            worker = _Worker(self.inner, scratch, self.sandbox)
         finally:
             with self._lock:
                 self._starting -= 1
@@ -410,7 +500,7 @@ class IsolatedExtractor:
         worker.kill()
         raise RuntimeError("this IsolatedExtractor is closed")
 
-    def _replace(self, worker: _Zygote) -> None:
+    def _replace(self, worker: _Worker) -> None:
         worker.kill()
         with self._lock:
             if worker in self._all:
@@ -420,19 +510,58 @@ class IsolatedExtractor:
 
 _MAX_NOTES = 16
 _MAX_NAME_CHARS = 1024
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
 
 
-def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> Parsed:
+def _ended(ended: dict[str, Any], reader: ReplyReader, label: str,
+           limits: ExtractionLimits) -> ExtractionFailed:
+    """The typed failure for a child that ended without a whole reply."""
+    cause, signum = ended.get("cause"), ended.get("signal")
+    if cause == "timeout":
+        return ExtractionFailed(f"ran past the wall-clock limit of {limits.timeout_s:g} s "
+                                "(timeout_s)", label=label, cause="timeout")
+    if cause == "cpu" or signum == signal.SIGXCPU:
+        return ExtractionFailed(f"ran past the CPU-time limit of {limits.cpu_s} s (cpu_s), "
+                                "counted over every process the file started",
+                                label=label, cause="timeout")
+    if ended.get("out_of_memory") is True:
+        return ExtractionFailed(f"ran out of its memory allowance of {limits.memory_bytes} "
+                                "bytes (memory_bytes), counted over every process the file "
+                                "started", label=label, cause="memory_limit")
+    if signum == signal.SIGXFSZ:
+        return ExtractionFailed("file-size limit reached (SIGXFSZ)", label=label,
+                                cause="crashed")
+    if isinstance(signum, int):
+        name = _SIGNALS.get(signum, str(signum))
+        return ExtractionFailed(f"parser process died (signal {name})", label=label,
+                                cause="crashed")
+    if reader.received:
+        return ExtractionFailed(f"result ended after {reader.received} bytes, before its "
+                                "declared length", label=label, cause="protocol")
+    if cause == "malformed":
+        return ExtractionFailed("the worker refused the request as malformed", label=label,
+                                cause="protocol")
+    code = ended.get("exit")
+    return ExtractionFailed(f"parser process exited with status {code} and no result",
+                            label=label, cause="crashed")
+
+
+def _interpret(reader: ReplyReader, label: str, limits: ExtractionLimits) -> Parsed:
     """Re-validate what a (possibly compromised) child sent back."""
     from capsa.guard.normalize import clean_detail, normalize
 
-    if isinstance(answer.get("ok"), str):
-        text = normalize(answer["ok"])
+    try:
+        answer = protocol.decode_meta(reader.meta())
+    except ProtocolError as exc:
+        raise ExtractionFailed(f"the parser's reply broke the protocol: {exc}", label=label,
+                               cause="protocol") from None
+    if answer.get("ok") is True:
+        text = normalize(reader.text())
         if len(text) > limits.max_text_chars:
             raise IngestionRejected(
                 f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
                 "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
-        return _parsed_extras(text, answer, label, limits)
+        return _parsed_extras(text, answer, reader, label, limits)
     rejected = answer.get("rejected")
     if isinstance(rejected, dict):
         from capsa.guard.extract import rejection_from_worker
@@ -453,45 +582,75 @@ def _interpret(answer: dict[str, Any], label: str, limits: ExtractionLimits) -> 
                            cause="protocol")
 
 
-def _parsed_extras(text: str, answer: dict[str, Any], label: str,
+def _parsed_extras(text: str, answer: dict[str, Any], reader: ReplyReader, label: str,
                    limits: ExtractionLimits) -> Parsed:
     """The optional fields of a successful answer, each type-checked and bounded."""
     from capsa.guard.normalize import clean_detail
 
     encoding = answer.get("encoding")
     confidence = answer.get("confidence")
-    if not isinstance(encoding, str) or not encoding.isascii() or not 0 < len(encoding) <= 40:
+    if not isinstance(encoding, str) or not encoding.isascii() or not 0 < len(encoding) <= 40 \
+            or not encoding.replace("-", "").replace("_", "").isalnum():
         encoding = None
     if encoding is None or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
         confidence = None
     notes = answer.get("notes")
     clean_notes = tuple(clean_detail(note, limit=300) for note in notes[:_MAX_NOTES]
                         if isinstance(note, str)) if isinstance(notes, list) else ()
-    embedded = answer.get("embedded")
-    files: list[EmbeddedFile] = []
-    if isinstance(embedded, list):
-        if len(embedded) > limits.max_members:
-            raise IngestionRejected(
-                f"{len(embedded)} embedded files, over the limit of {limits.max_members} "
-                "(max_members)", label=label, stage="preflight", reason="too_many_members")
-        for item in embedded:
-            files.append(_embedded_file(item, label))
     return Parsed(text, encoding=encoding,
                   encoding_confidence=float(confidence) if confidence is not None else None,
-                  embedded=tuple(files), notes=clean_notes)
+                  embedded=_embedded_files(answer.get("embedded"), reader, label, limits),
+                  notes=clean_notes)
 
 
-def _embedded_file(item: object, label: str) -> EmbeddedFile:
-    if not isinstance(item, dict) or not isinstance(item.get("payload"), str):
-        raise ExtractionFailed("the worker sent a malformed embedded file", label=label,
+def _embedded_files(listing: object, reader: ReplyReader, label: str,
+                    limits: ExtractionLimits) -> tuple[EmbeddedFile, ...]:
+    """The files found inside this one: sizes must account for every byte sent."""
+    blobs = reader.blobs()
+    if listing is None:
+        if len(blobs):
+            raise ExtractionFailed("the worker sent embedded bytes with no listing",
+                                   label=label, cause="protocol")
+        return ()
+    if not isinstance(listing, list):
+        raise ExtractionFailed("the worker sent a malformed embedded listing", label=label,
                                cause="protocol")
-    try:
-        payload = binascii.a2b_base64(item["payload"], strict_mode=True)
-    except (binascii.Error, ValueError):
-        raise ExtractionFailed("the worker sent an embedded file that is not base64",
-                               label=label, cause="protocol") from None
-    name = item.get("name")
-    media_type = item.get("media_type")
-    return EmbeddedFile(name=name[:_MAX_NAME_CHARS] if isinstance(name, str) else "",
-                        media_type=media_type[:255] if isinstance(media_type, str) else None,
-                        payload=payload)
+    if len(listing) > limits.max_members:
+        raise IngestionRejected(
+            f"{len(listing)} embedded files, over the limit of {limits.max_members} "
+            "(max_members)", label=label, stage="preflight", reason="too_many_members")
+    files: list[EmbeddedFile] = []
+    offset = 0
+    for item in listing:
+        size = item.get("size") if isinstance(item, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0 \
+                or offset + size > len(blobs):
+            raise ExtractionFailed("the worker sent an embedded file whose size does not add "
+                                   "up", label=label, cause="protocol")
+        assert isinstance(item, dict)
+        files.append(EmbeddedFile(name=_clean_name(item.get("name")),
+                                  media_type=_clean_media_type(item.get("media_type")),
+                                  payload=bytes(blobs[offset:offset + size])))
+        offset += size
+    if offset != len(blobs):
+        raise ExtractionFailed("the worker sent embedded bytes its listing does not account "
+                               "for", label=label, cause="protocol")
+    return tuple(files)
+
+
+def _clean_name(name: object) -> str:
+    """An embedded file's name as a child sent it: a string, capped (the guard then
+    runs it through `safe_label` like any file's label)."""
+    return name[:_MAX_NAME_CHARS] if isinstance(name, str) else ""
+
+
+def _clean_media_type(media_type: object) -> str | None:
+    """A ``type/subtype`` token pair, lower-cased, or None for anything else.
+
+    Examples:
+        >>> _clean_media_type("Application/PDF"), _clean_media_type("text/plain; x=<b>")
+        ('application/pdf', None)
+    """
+    if isinstance(media_type, str) and _MEDIA_TYPE.fullmatch(media_type):
+        return media_type.lower()
+    return None

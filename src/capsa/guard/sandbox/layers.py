@@ -1,22 +1,16 @@
-"""The parse child's sandbox: assume the parser is hostile code, and fence it in layers.
+"""The parse child's layers: assume the parser is hostile code, and fence it in.
 
 A crafted file that corrupts memory in libxml2, Pillow, leptonica or any
 other C extension runs the attacker's code inside the parse child. Every
-layer below is one the kernel enforces, so it holds against raw syscalls,
+layer here is one the kernel enforces, so it holds against raw syscalls,
 not only against Python; each is optional where the OS lacks it, and
-`SandboxReport` says which ones a worker got.
+`SandboxReport` says which ones a worker got (``capsa doctor`` prints it).
 
-Zygote (once per worker, before any file):
-
-- **namespaces**: user (when not root), mount, PID, IPC and network. The
-  zygote re-forks into the new PID namespace as its init, so a parse child
-  can name no process outside it, and mounts a fresh ``/proc`` that lists
-  only the namespace's own processes. When the pool runs as root, directories
-  an unprivileged user cannot traverse (``/root`` holding a pyenv Python, say)
-  are covered, in the private mount namespace only, by an empty tmpfs into
-  which just the needed paths are bind-mounted back.
-
-Parse child (once per file, after `fork`, before it reads a byte):
+The worker prepares once (`prepare`): its own namespaces
+(`capsa.guard.sandbox.namespaces`), the directories parsers may read, its
+cgroup (`capsa.guard.sandbox.cgroups`) and the compiled seccomp allow-list.
+Each file's child then enters namespaces of its own, mounts its scratch, and
+confines itself (`confine`) before it reads a byte of the file:
 
 - **unprivileged uid**: under a root pool the child takes a uid of its
   worker's own (`worker_uid`: a high number no account uses, so the child
@@ -27,13 +21,11 @@ Parse child (once per file, after `fork`, before it reads a byte):
 - **process limit**: ``RLIMIT_NPROC`` where it counts only the sandbox's own
   processes (a dedicated uid or a private user namespace), so a fork bomb stops;
 - **Landlock**: read and execute only the interpreter, its packages and the
-  system libraries and data parsers use; write only the file's scratch
-  directory; no TCP; signals and abstract sockets only inside the child's own
-  domain; no ptrace of, or ``/proc`` reads into, any process outside it;
-- **seccomp**: the syscalls in `capsa.guard._seccomp.DENIED`, sockets other
-  than Unix socketpairs, and namespace flags on ``clone``.
-
-``capsa doctor`` prints this report for the machine it runs on.
+  system libraries and data parsers use; write only the file's scratch; no
+  TCP; signals and abstract sockets only inside the child's own domain; no
+  ptrace of, or ``/proc`` reads into, any process outside it;
+- **seccomp**: an allow-list of the calls real parsers make
+  (`capsa.guard.sandbox.seccomp`); everything else fails.
 """
 
 from __future__ import annotations
@@ -50,9 +42,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from capsa.guard import _landlock, _seccomp
+from capsa.guard.sandbox import landlock as _landlock
+from capsa.guard.sandbox import namespaces
+from capsa.guard.sandbox import seccomp as _seccomp
+from capsa.guard.sandbox.cgroups import WorkerCgroups
 
-__all__ = ["LAYERS", "LayerStatus", "SandboxMode", "SandboxPolicy", "SandboxReport"]
+__all__ = ["LAYERS", "LayerStatus", "SandboxMode", "SandboxPolicy", "SandboxReport",
+           "confine", "prepare", "summarise"]
 
 SandboxMode = Literal["best-effort", "strict", "off"]
 
@@ -78,21 +74,37 @@ LAYERS: dict[str, tuple[str, str]] = {
     "user_namespace": (
         "lets an unprivileged pool build the other namespaces",
         "a pool that is not root gets no mount, PID or IPC namespace"),
-    "mount_namespace": (
-        "a private /proc and private mounts; directories the child needs are bound, "
-        "the rest of an unreadable parent (such as /root) is hidden",
-        "the child sees the host's /proc and mount table"),
     "pid_namespace": (
-        "the child can name no process outside the worker: not the application, "
-        "not other workers",
-        "other processes are visible by pid (Landlock and seccomp still stop "
-        "signals, ptrace and /proc reads)"),
+        "each file's child is the init of its own PID namespace: everything the file "
+        "starts dies with it, whatever its process group or session, and it can name "
+        "no process outside it",
+        "processes a file starts can outlive it and see other processes by pid"),
     "ipc_namespace": (
-        "no System V shared memory or message queues of other processes",
-        "System V IPC objects of the same user are reachable"),
+        "each file has its own System V and POSIX IPC: segments and queues die with it "
+        "and no other file can reach them",
+        "System V objects a file creates outlive it and reach the next file"),
+    "mount_namespace": (
+        "each file has its own mounts and a /proc that lists only its own processes; "
+        "directories the child needs are bound, the rest of an unreadable parent "
+        "(such as /root) is hidden",
+        "the child sees the host's /proc and mount table"),
+    "scratch_tmpfs": (
+        "the file's scratch is a tmpfs bounded in bytes (max_file_write_bytes) and "
+        "entries (max_scratch_files), freed by the kernel when the file ends",
+        "scratch is a host directory: only RLIMIT_FSIZE bounds one file's size, and "
+        "a crafted tree must be deleted afterwards"),
+    "read_only_root": (
+        "every mount but scratch is read-only: no write, chmod, chown, utimes or "
+        "setxattr outside it, whatever file permissions say",
+        "file permissions (and Landlock, which does not cover metadata) decide"),
     "network_namespace": (
         "no network interface but a down loopback",
         "network reachable if a socket is ever allowed (seccomp still refuses them)"),
+    "cgroup": (
+        "CPU time, memory (memfd, shared memory and tmpfs included) and processes "
+        "are counted for the whole file, not per process",
+        "limits hold per process: several processes, memfd and shared memory can "
+        "together exceed a file's allowance"),
     "unprivileged_uid": (
         "root pools run parsers under a uid of their own that owns nothing; file "
         "permissions protect the host's secrets",
@@ -105,15 +117,16 @@ LAYERS: dict[str, tuple[str, str]] = {
         "a set-uid binary the child can execute could raise privileges"),
     "process_limit": (
         "RLIMIT_NPROC stops a fork bomb",
-        "a fork bomb runs until the wall clock kills its process group"),
+        "a fork bomb runs until the wall clock ends the file"),
     "landlock": (
         "reads limited to the interpreter, packages and system data; writes to the "
-        "file's scratch directory; no TCP; signals, ptrace and /proc only inside the child",
+        "file's scratch; no TCP; signals, ptrace and /proc only inside the child",
         "file permissions alone decide what the child reads and writes"),
     "seccomp": (
-        "ptrace, process_vm_*, mount, namespaces, keyrings, bpf, perf, sockets and "
-        "connect/bind/listen are refused by the kernel",
-        "those syscalls are available to the parser"),
+        "only the system calls real parsers make are allowed: no sockets, no "
+        "sendto/sendmsg, no inotify, no prlimit or setpriority on another process, no "
+        "namespaces, mounts, ptrace, keyrings, bpf or io_uring",
+        "every system call is available to the parser"),
 }
 """Every layer: what it stops, and what its absence leaves open."""
 
@@ -163,19 +176,20 @@ class SandboxPolicy:
     as_root: bool = False
     landlock_abi: int = 0
     seccomp_program: bytes | None = None
-    seccomp_error: str = ""
-    seccomp_installed: bool = False
+    seccomp_state: str = "unavailable: not built"
     child_uid: int = NOBODY
     mode: SandboxMode = "best-effort"
+    own_pid_namespace: int = -1
+    """A descriptor of the zygote's PID namespace, to start each file's from (-1: none)."""
+    cgroups: WorkerCgroups | None = None
+    cgroup_state: str = "unavailable: not attempted"
+
+    @property
+    def per_file_namespaces(self) -> bool:
+        """Whether each file's child can be given PID, IPC and mount namespaces of its own."""
+        return self.own_pid_namespace >= 0
 
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWIPC = 0x08000000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWPID = 0x20000000
-_CLONE_NEWNET = 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
-_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 _CAP_HEADER_V3 = 0x20080522
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -185,14 +199,6 @@ _SYSTEM_READ = (
     "/etc/mime.types", "/etc/magic", "/etc/ImageMagick-6", "/dev/null", "/dev/zero",
     "/dev/urandom", "/dev/random", "/sys/devices/system/cpu",
 )
-
-
-def libc() -> ctypes.CDLL | None:
-    """The C library, with errno, or None where it cannot be loaded."""
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
 
 
 def interpreter_roots() -> list[str]:
@@ -230,151 +236,39 @@ def data_roots() -> list[str]:
     return _outermost(p for p in roots if os.path.exists(p))
 
 
-def enter_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> dict[str, str]:
-    """Move the zygote into new namespaces; return each one's state.
-
-    Called once, before the extractor is loaded. With a new PID namespace the
-    calling process forks: the parent waits and exits with the child's
-    status, and the child (the namespace's init) returns and goes on serving.
-    """
-    state: dict[str, str] = {}
-    as_root = os.geteuid() == 0
-    flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNET
-    uid, gid = os.geteuid(), os.getegid()
-    if not as_root:
-        if lib.unshare(_CLONE_NEWUSER | flags) != 0:
-            error = os.strerror(ctypes.get_errno())
-            return {name: f"unavailable: {error}" for name in
-                    ("user_namespace", "mount_namespace", "pid_namespace", "ipc_namespace")}
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
-        state["user_namespace"] = "active"
-    elif lib.unshare(flags) != 0:
-        error = os.strerror(ctypes.get_errno())
-        return {name: f"unavailable: {error}" for name in
-                ("mount_namespace", "pid_namespace", "ipc_namespace")}
-    else:
-        state["user_namespace"] = "not needed: the pool runs as root"
-    state["ipc_namespace"] = "active"
-    state["network_namespace"] = "active"
-    _become_pid_init(lib)
-    state["host_pid"] = str(host_pid())
-    if lib.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
-        state["mount_namespace"] = f"unavailable: {os.strerror(ctypes.get_errno())}"
-        state["pid_namespace"] = "partial: /proc still shows the host's processes"
-        return state
-    state["mount_namespace"] = "active"
-    if lib.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) == 0:
-        state["pid_namespace"] = "active"
-    else:
-        state["pid_namespace"] = f"partial: /proc not remounted ({os.strerror(ctypes.get_errno())})"
-    if as_root:
-        hidden = make_reachable(lib, keep_reachable)
-        if hidden:
-            state["mount_namespace"] += "; hidden: " + ", ".join(hidden)
-    return state
-
-
-def host_pid() -> int:
-    """This process's pid as the application sees it (read before ``/proc`` is remounted)."""
-    with contextlib.suppress(OSError, ValueError, IndexError), \
-            open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("NSpid:"):
-                return int(line.split()[1])
-    return os.getpid()
-
-
-def _become_pid_init(lib: ctypes.CDLL) -> None:
-    """Fork into the new PID namespace; the parent only waits and relays the exit.
-
-    The child dies with its parent (``PR_SET_PDEATHSIG``), so the pair acts
-    as one worker: killing either ends both.
-    """
-    pid = os.fork()
-    if pid == 0:
-        lib.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-        return
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-        except InterruptedError:
-            continue
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
-def make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
-    """Let an unprivileged uid reach `paths` by covering untraversable parents with a tmpfs.
-
-    Only in the zygote's private mount namespace: a directory such as
-    ``/root`` (mode 0700) becomes an empty tmpfs into which exactly the
-    entries on the way to `paths` are bind-mounted back; everything else in
-    it disappears from the sandbox's view.
-    """
-    blocked: dict[str, set[str]] = {}
-    for path in paths:
-        parts = os.path.realpath(path).strip("/").split("/")
-        current = "/"
-        for depth, name in enumerate(parts[:-1]):
-            current = os.path.join(current, name)
-            try:
-                traversable = bool(os.stat(current).st_mode & stat.S_IXOTH)
-            except OSError:
-                break
-            if not traversable:
-                blocked.setdefault(current, set()).add(parts[depth + 1])
-                break
-    hidden: list[str] = []
-    for directory, entries in sorted(blocked.items()):
-        fds = {e: os.open(os.path.join(directory, e), os.O_PATH) for e in entries}
-        try:
-            if lib.mount(b"tmpfs", directory.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                         b"mode=0755,size=64k") != 0:
-                continue
-            hidden.append(directory)
-            for entry, fd in fds.items():
-                target = os.path.join(directory, entry)
-                if stat.S_ISDIR(os.fstat(fd).st_mode):
-                    os.mkdir(target)
-                else:
-                    open(target, "w").close()
-                lib.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None,
-                          _MS_BIND | _MS_REC, None)
-        finally:
-            for fd in fds.values():
-                os.close(fd)
-    return hidden
-
-
 def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     """Set up the zygote's side of the sandbox and compile the child's."""
     policy = SandboxPolicy(mode=mode, as_root=os.geteuid() == 0)
     if mode == "off" or lib is None:
         return policy
     policy.read_roots = _outermost(interpreter_roots() + data_roots())
-    policy.namespaces = enter_namespaces(lib, policy.read_roots)
-    policy.child_uid = worker_uid(int(policy.namespaces.get("host_pid", os.getpid())))
+    policy.namespaces = namespaces.enter_worker_namespaces(lib, policy.read_roots)
+    host = int(policy.namespaces.get("host_pid", os.getpid()))
+    policy.child_uid = worker_uid(host)
+    if policy.namespaces.get("pid_namespace") == "worker":
+        with contextlib.suppress(OSError):
+            policy.own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    policy.cgroups, policy.cgroup_state = WorkerCgroups.create(f"capsa-worker-{host}")
     policy.landlock_abi = _landlock.abi_version(lib)
     try:
         policy.seccomp_program = _seccomp.build_filter()
     except OSError as exc:
-        policy.seccomp_error = str(exc)
+        policy.seccomp_state = f"unavailable: {exc}"
+    else:
+        policy.seccomp_state = (f"active: an allow-list of {len(_seccomp.allowed())} "
+                                "system calls")
     return policy
 
 
 def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dict[str, str]:
-    """Apply the child's layers to the calling (freshly forked) process.
+    """Apply the child's own layers to the calling (freshly forked) process, last of all.
 
-    Returns each layer's state. In ``strict`` mode a layer that fails
-    raises, so the file is never parsed under less than was promised.
+    Runs after the child has entered its namespaces and mounted its scratch,
+    and before it reads the file. Returns each layer's state. An error is
+    raised only for a layer that was available and failed to apply; the
+    caller then refuses to parse.
     """
-    state = {name: detail for name, detail in policy.namespaces.items()}
+    state: dict[str, str] = {}
     if policy.mode == "off" or lib is None:
         return state
     if policy.as_root:
@@ -398,37 +292,17 @@ def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dic
     _no_new_privs(lib)
     state["no_new_privs"] = "active"
     if policy.landlock_abi >= 1:
-        parts = _landlock.restrict(lib, read=[*policy.read_roots, "/proc/self"],
+        parts = _landlock.restrict(lib, read=[*policy.read_roots, "/proc/self", scratch],
                                    write=[scratch, "/dev/null"], abi=policy.landlock_abi)
         extras = [name for name, on in parts.items() if on]
         state["landlock"] = f"active: ABI {policy.landlock_abi}" + (
             f" (+{', '.join(extras)})" if extras else "")
     else:
         state["landlock"] = "unavailable: the kernel has no Landlock"
-    if policy.seccomp_installed:
-        state["seccomp"] = (f"active: {len(_seccomp.DENIED)} syscalls refused "
-                            "(installed in the worker, inherited by every child)")
-    else:
-        state["seccomp"] = f"unavailable: {policy.seccomp_error}"
-    return state
-
-
-def lock_zygote(policy: SandboxPolicy, lib: ctypes.CDLL | None) -> None:
-    """Install the seccomp filter on the zygote itself, once, after it is set up.
-
-    Every parse child inherits it through `fork` at no cost per file, and the
-    zygote, which reads what children send back, runs under it too. The
-    zygote needs none of the denied calls once its namespaces exist: it
-    forks, changes a child's uid, and waits.
-    """
-    if policy.mode == "off" or lib is None or policy.seccomp_program is None:
-        return
-    try:
+    if policy.seccomp_program is not None:
         _seccomp.install(policy.seccomp_program, lib)
-    except OSError as exc:
-        policy.seccomp_error = str(exc)
-    else:
-        policy.seccomp_installed = True
+    state["seccomp"] = policy.seccomp_state
+    return state
 
 
 def _set_nproc(count: int) -> None:

@@ -8,7 +8,7 @@ active; the command exits 3 when one is not, so a deployment can refuse to
 start on a machine weaker than it was promised.
 
 Examples:
-    >>> from capsa.guard.sandbox import LayerStatus, SandboxReport
+    >>> from capsa.guard.sandbox.layers import LayerStatus, SandboxReport
     >>> report = SandboxReport(layers={"seccomp": LayerStatus(active=True, detail="active")})
     >>> unmet(report, ["seccomp"]), unmet(report, ["landlock"])
     ([], ['landlock'])
@@ -23,7 +23,7 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from capsa.guard.sandbox import LAYERS, SandboxReport
+from capsa.guard.sandbox.layers import LAYERS, SandboxReport
 
 __all__ = ["main", "unmet"]
 
@@ -39,7 +39,7 @@ def unmet(report: SandboxReport, required: Sequence[str]) -> list[str]:
 def probe() -> SandboxReport:
     """Start a worker and return the layers its probe child got."""
     from capsa.guard.extractors import PlainTextExtractor
-    from capsa.guard.isolation import IsolatedExtractor
+    from capsa.guard.sandbox.pool import IsolatedExtractor
 
     with IsolatedExtractor(PlainTextExtractor()) as pool:
         return pool.health.sandbox

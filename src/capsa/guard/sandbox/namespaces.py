@@ -1,0 +1,274 @@
+"""Namespaces: the worker's once, and each file's own.
+
+The **worker** (the zygote) enters, once, a user namespace (when not root),
+a mount namespace, a network namespace with only a down loopback, and a PID
+namespace of which it is the init. When it runs as root it also covers
+directories an unprivileged uid cannot traverse (``/root`` holding a pyenv
+Python, say) with a tmpfs into which just the paths the parsers need are
+bound back.
+
+Each **file** then gets namespaces of its own, so nothing it does outlives
+it or reaches the next file:
+
+- a PID namespace whose init is the file's child (`new_pid_namespace` in the
+  zygote before each fork): when the child ends the kernel kills every
+  process the file started, whatever its process group or session;
+- an IPC namespace: System V segments and queues, and POSIX message queues,
+  die with the file;
+- a mount namespace with a fresh ``/proc`` (only the file's own processes),
+  every inherited mount made read-only (`read_only_root`: no write, ``chmod``,
+  ``chown``, ``utimes`` or ``setxattr`` outside scratch, whatever file
+  permissions say), and a tmpfs scratch bounded in bytes and inodes
+  (`mount_scratch`) that disappears with the namespace: teardown is the
+  kernel freeing a mount, never a recursive delete that one crafted tree
+  could break;
+- a cgroup namespace, so the file sees its own cgroup as the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import stat
+from collections.abc import Iterable
+
+__all__ = ["enter_file_namespaces", "enter_worker_namespaces", "host_pid", "libc",
+           "limit_ipc", "make_reachable", "mount_scratch", "new_pid_namespace",
+           "read_only_root"]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID = 0x1, 0x2
+_SYS_MOUNT_SETATTR = 442  # the same number on x86-64 and AArch64
+
+
+def libc() -> ctypes.CDLL | None:
+    """The C library, with errno, or None where it cannot be loaded."""
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _error() -> str:
+    return os.strerror(ctypes.get_errno())
+
+
+# ---------------------------------------------------------------------- the worker
+
+
+def enter_worker_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> dict[str, str]:
+    """Move the zygote into its namespaces; return each one's state.
+
+    Called once, before the extractor is loaded. With a new PID namespace the
+    calling process forks: the parent waits and exits with the child's
+    status, and the child (the namespace's init) returns and goes on serving.
+    """
+    state: dict[str, str] = {}
+    as_root = os.geteuid() == 0
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET
+    uid, gid = os.geteuid(), os.getegid()
+    if not as_root:
+        if lib.unshare(CLONE_NEWUSER | flags) != 0:
+            error = _error()
+            return {name: f"unavailable: {error}" for name in
+                    ("user_namespace", "mount_namespace", "pid_namespace", "ipc_namespace")}
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        state["user_namespace"] = "active"
+    elif lib.unshare(flags) != 0:
+        error = _error()
+        return {name: f"unavailable: {error}" for name in
+                ("mount_namespace", "pid_namespace", "ipc_namespace")}
+    else:
+        state["user_namespace"] = "not needed: the pool runs as root"
+    state["network_namespace"] = "active"
+    _become_pid_init(lib)
+    state["host_pid"] = str(host_pid())
+    if lib.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        state["mount_namespace"] = f"unavailable: {_error()}"
+        return state
+    state["mount_namespace"] = "worker"
+    if lib.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0:
+        state["pid_namespace"] = f"unavailable: /proc not remounted ({_error()})"
+        return state
+    state["pid_namespace"] = "worker"
+    state["ipc_namespace"] = "worker"
+    if as_root:
+        hidden = make_reachable(lib, keep_reachable)
+        if hidden:
+            state["hidden"] = ", ".join(hidden)
+    return state
+
+
+def host_pid() -> int:
+    """This process's pid as the application sees it (read before ``/proc`` is remounted)."""
+    with contextlib.suppress(OSError, ValueError, IndexError), \
+            open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("NSpid:"):
+                return int(line.split()[1])
+    return os.getpid()
+
+
+def _become_pid_init(lib: ctypes.CDLL) -> None:
+    """Fork into the new PID namespace; the parent only waits and relays the exit.
+
+    The child dies with its parent (``PR_SET_PDEATHSIG``), so the pair acts
+    as one worker: killing either ends both.
+    """
+    pid = os.fork()
+    if pid == 0:
+        lib.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        return
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except InterruptedError:
+            continue
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
+    """Let an unprivileged uid reach `paths` by covering untraversable parents with a tmpfs.
+
+    Only in the calling process's private mount namespace: a directory such
+    as ``/root`` (mode 0700) becomes an empty tmpfs into which exactly the
+    entries on the way to `paths` are bind-mounted back; everything else in
+    it disappears from the sandbox's view.
+    """
+    blocked: dict[str, set[str]] = {}
+    for path in paths:
+        parts = os.path.realpath(path).strip("/").split("/")
+        current = "/"
+        for depth, name in enumerate(parts[:-1]):
+            current = os.path.join(current, name)
+            try:
+                traversable = bool(os.stat(current).st_mode & stat.S_IXOTH)
+            except OSError:
+                break
+            if not traversable:
+                blocked.setdefault(current, set()).add(parts[depth + 1])
+                break
+    hidden: list[str] = []
+    for directory, entries in sorted(blocked.items()):
+        fds = {e: os.open(os.path.join(directory, e), os.O_PATH) for e in entries}
+        try:
+            if lib.mount(b"tmpfs", directory.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                         b"mode=0755,size=64k") != 0:
+                continue
+            hidden.append(directory)
+            for entry, fd in fds.items():
+                target = os.path.join(directory, entry)
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    os.mkdir(target)
+                else:
+                    open(target, "w").close()
+                lib.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None,
+                          _MS_BIND | _MS_REC, None)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+    return hidden
+
+
+# ------------------------------------------------------------------------ each file
+
+
+def new_pid_namespace(lib: ctypes.CDLL, own: int) -> str | None:
+    """Make the zygote's next `fork` the init of a fresh PID namespace.
+
+    `own` is a descriptor of the zygote's own PID namespace: ``setns`` back
+    to it first, because the kernel lets a process ``unshare`` a PID
+    namespace only while its children would still be born into its own.
+    Returns None on success, else the kernel's reason.
+    """
+    if lib.setns(own, CLONE_NEWPID) != 0:
+        return f"setns: {_error()}"
+    if lib.unshare(CLONE_NEWPID) != 0:
+        return f"unshare: {_error()}"
+    return None
+
+
+def enter_file_namespaces(lib: ctypes.CDLL) -> dict[str, str]:
+    """In the file's child (its PID namespace's init): own mount, IPC and cgroup namespaces.
+
+    Mounts a ``/proc`` that lists only the file's own processes. Returns
+    each layer's state; a layer the kernel refuses is ``unavailable: why``.
+    """
+    state: dict[str, str] = {}
+    if lib.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWCGROUP) != 0:
+        if lib.unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0:
+            error = f"unavailable: {_error()}"
+            return {"mount_namespace": error, "ipc_namespace": error}
+    state["ipc_namespace"] = "active: one per file"
+    if lib.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        state["mount_namespace"] = f"unavailable: {_error()}"
+        return state
+    state["mount_namespace"] = "active: one per file"
+    if os.getpid() != 1:
+        state["pid_namespace"] = "unavailable: the child is not its namespace's init"
+    elif lib.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0:
+        state["pid_namespace"] = f"partial: /proc not remounted ({_error()})"
+    else:
+        state["pid_namespace"] = "active: one per file, the child its init"
+    return state
+
+
+def limit_ipc(*, memory_bytes: int) -> None:
+    """Cap System V IPC in the file's own IPC namespace (best effort, before `read_only_root`).
+
+    A segment created but never touched holds no memory, so these caps matter
+    only where no cgroup counts the pages; where one does, they are a second bound.
+    """
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name, value in (("shmmax", memory_bytes), ("shmall", max(memory_bytes // page, 1)),
+                        ("shmmni", 16), ("msgmni", 16), ("msgmnb", 65536)):
+        with contextlib.suppress(OSError):
+            _write(f"/proc/sys/kernel/{name}", str(value))
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def read_only_root(lib: ctypes.CDLL, *, keep_writable: str) -> str:
+    """Make every mount in the file's namespace read-only and set-uid-free, but scratch.
+
+    One ``mount_setattr`` over the whole tree (Linux 5.12+), then the
+    scratch mount (`keep_writable`) is made writable again.
+    """
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, 0, 0)
+    if lib.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, b"/", _AT_RECURSIVE, ctypes.byref(attr),
+                   ctypes.sizeof(attr)) != 0:
+        return f"unavailable: mount_setattr: {_error()}"
+    writable = _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0)
+    if lib.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, keep_writable.encode(), 0,
+                   ctypes.byref(writable), ctypes.sizeof(writable)) != 0:
+        raise OSError(ctypes.get_errno(), f"scratch could not be made writable: {_error()}")
+    return "active: every mount but scratch read-only"
+
+
+def mount_scratch(lib: ctypes.CDLL, path: str, *, size: int, inodes: int, uid: int) -> str:
+    """Mount the file's scratch: a tmpfs of `size` bytes and `inodes` entries, owned by `uid`."""
+    options = f"size={size},nr_inodes={inodes},mode=0700,uid={uid},gid={uid}"
+    if lib.mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                 options.encode()) != 0:
+        return f"unavailable: {_error()}"
+    return f"active: tmpfs of {size} bytes and {inodes} inodes"

@@ -1,0 +1,434 @@
+"""The zygote: a warm broker that forks one sealed child per file and never holds a file.
+
+Started by `IsolatedExtractor` as ``python -I -m capsa.guard.sandbox.zygote FD``
+with a minimal environment (no API keys, no proxies, no cloud credentials)
+and one end of a ``SOCK_SEQPACKET`` control socket at ``FD``. It reads its
+start frame (the extractor, pickled by the trusted application) on stdin,
+enters the worker's namespaces, imports and self-tests its extractor, and
+reports ``ready``. It then keeps one *spare* forked ahead of time (see
+`capsa.guard.sandbox.child`): the init of a fresh PID namespace, in a fresh
+cgroup, already in mount, IPC and cgroup namespaces of its own.
+
+Per file the application sends the file's limits with two descriptors of
+pipes it made; the zygote passes both to the spare **unread**, closes its
+copies, and watches: the wall clock, the file's CPU total in its cgroup, and
+the child's exit. When the child ends (or is killed, which ends its PID
+namespace and everything in it) the zygote reports how, on the control socket,
+and forks the next spare. The payload goes from the application to the
+child, and the reply from the child to the application: nothing of any
+file is ever in the zygote's memory, so nothing of it is in the next
+child's either. The zygote stays single-threaded, so ``fork`` is safe.
+
+The only files the zygote parses itself are the trusted self-test samples it
+is started with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import gc
+import os
+import pickle
+import select
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from typing import IO, Any
+
+from capsa.guard.sandbox import child, layers, namespaces, protocol
+from capsa.guard.sandbox.cgroups import FileCgroup
+from capsa.guard.sandbox.layers import CHILD_PROCESSES, SandboxPolicy
+
+__all__ = ["main", "read_frame", "remove_tree", "serve", "write_frame"]
+
+_LENGTH = struct.Struct(">I")
+_PR_SET_NAME = 15
+_PR_SET_CHILD_SUBREAPER = 36
+_CPU_POLL_S = 0.05
+_PROBE_LIMITS = {"timeout_s": 60.0, "cpu_s": 60, "memory_bytes": 1 << 30,
+                 "max_file_write_bytes": 1 << 20, "max_scratch_files": 64}
+
+
+def read_frame(stream: IO[bytes]) -> bytes | None:
+    """One length-prefixed frame, or None at end of stream."""
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    body = stream.read(size)
+    return body if len(body) == size else None
+
+
+def write_frame(stream: IO[bytes], body: bytes) -> None:
+    """Write one length-prefixed frame and flush."""
+    stream.write(_LENGTH.pack(len(body)) + body)
+    stream.flush()
+
+
+class _RefusingSocket(socket.socket):
+    def __init__(self, family: int = -1, *args: Any, **kwargs: Any) -> None:
+        if family in (-1, socket.AF_INET, socket.AF_INET6):
+            raise PermissionError(errno.EACCES, "network access is disabled in capsa's parser")
+        super().__init__(family, *args, **kwargs)
+
+
+def _refuse_sockets() -> None:
+    """Python-level refusal too, so a parser that tries the network fails with a clear error."""
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(errno.EACCES, "network access is disabled in capsa's parser")
+
+    socket.socket = _RefusingSocket  # type: ignore[misc]
+    socket.create_connection = refuse
+    socket.getaddrinfo = refuse
+
+
+def _name_process(name: bytes) -> None:
+    lib = namespaces.libc()
+    if lib is not None:
+        lib.prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+
+
+def _own_name() -> bytes:
+    try:
+        with open("/proc/thread-self/comm", "rb") as comm:
+            return comm.read().strip()
+    except OSError:
+        return b"python"
+
+
+class _Spare:
+    """A child forked and sealed ahead of its file, waiting on its private socket."""
+
+    def __init__(self, pid: int, sock: socket.socket, cgroup: FileCgroup | None,
+                 scratch: str) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.cgroup = cgroup
+        self.scratch = scratch
+
+    def alive(self) -> bool:
+        return self.pid > 0 and os.waitpid(self.pid, os.WNOHANG)[0] == 0
+
+    def run(self, limits: dict[str, Any], fds: list[int], control: socket.socket | None,
+            *, probe: bool = False) -> dict[str, Any]:
+        """Hand the file's descriptors over, watch the child, and say how it ended."""
+        timeout_s = float(limits["timeout_s"])
+        cpu_ns = int(limits["cpu_s"]) * 1_000_000_000
+        cpu_start = 0
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.cgroup.limit(memory_bytes=int(limits["memory_bytes"]),
+                                  processes=CHILD_PROCESSES)
+            with contextlib.suppress(OSError, ValueError):
+                cpu_start = self.cgroup.cpu_ns()
+        try:
+            message = {"file": limits, "probe": probe}
+            protocol.send_control(self.sock, message, fds)
+        except OSError:
+            pass  # the spare died while idle; its exit status says so below
+        finally:
+            for fd in fds:
+                os.close(fd)
+            self.sock.close()
+        deadline = time.monotonic() + timeout_s
+        cause = self._watch(deadline, cpu_start, cpu_ns, control)
+        return self._end(cause, cpu_start)
+
+    def _watch(self, deadline: float, cpu_start: int, cpu_ns: int,
+               control: socket.socket | None) -> str | None:
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            pidfd = -1
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return "timeout"
+                watched = [fd for fd in (pidfd, control.fileno() if control else -1) if fd >= 0]
+                wait = min(remaining, _CPU_POLL_S) if self.cgroup or pidfd < 0 else remaining
+                ready, _, _ = select.select(watched, [], [], wait)
+                if pidfd in ready or (pidfd < 0 and not self.alive()):
+                    return None
+                if control is not None and control.fileno() in ready:
+                    message, stray = protocol.receive_control(control)
+                    for fd in stray:
+                        os.close(fd)
+                    if message is None:
+                        return "application_gone"
+                    if message.get("abandon"):
+                        return "abandoned"
+                if self.cgroup is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        if self.cgroup.cpu_ns() - cpu_start > cpu_ns:
+                            return "cpu"
+        finally:
+            if pidfd >= 0:
+                os.close(pidfd)
+
+    def _end(self, cause: str | None, cpu_start: int) -> dict[str, Any]:
+        """Kill the child (its PID namespace goes with it), reap it, report, clean up."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)  # without a PID namespace, its group
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        _reap_orphans()
+        ended: dict[str, Any] = {"cause": cause}
+        if os.WIFSIGNALED(status):
+            ended["signal"] = os.WTERMSIG(status)
+        else:
+            ended["exit"] = os.WEXITSTATUS(status)
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError, ValueError):
+                ended["cpu_ms"] = (self.cgroup.cpu_ns() - cpu_start) // 1_000_000
+            ended["out_of_memory"] = self.cgroup.out_of_memory()
+            for _ in range(50):
+                if self.cgroup.remove():
+                    break
+                time.sleep(0.002)
+        if not os.path.ismount(self.scratch) and self.scratch != _shared_scratch():
+            remove_tree(self.scratch)
+        return ended
+
+    def retire(self) -> None:
+        """End an unused spare: close its socket, kill it, reap it, remove its cgroup."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if self.pid:
+            self._end(None, 0)
+
+
+def _shared_scratch() -> str:
+    return os.environ.get("TMPDIR", "/tmp")
+
+
+def _reap_orphans() -> None:
+    """Reap whatever was reparented to this zygote (it is a subreaper) and has exited."""
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                return
+
+
+class _Zygote:
+    """The broker's state: its policy, its extractor, and how many files it has served."""
+
+    def __init__(self, extractor: Any, policy: SandboxPolicy) -> None:
+        self.extractor = extractor
+        self.policy = policy
+        self.files = 0
+        self.pid = os.getpid()
+        self.name = _own_name()
+
+    def fork_spare(self) -> _Spare:
+        """A new spare: its cgroup, its PID namespace, its socket, then the fork."""
+        self.files += 1
+        cgroup: FileCgroup | None = None
+        if self.policy.cgroups is not None:
+            with contextlib.suppress(OSError):
+                cgroup = self.policy.cgroups.file(self.files)
+        lib = namespaces.libc()
+        per_file = self.policy.per_file_namespaces and lib is not None
+        if per_file and lib is not None and \
+                namespaces.new_pid_namespace(lib, self.policy.own_pid_namespace) is not None:
+            per_file = False
+        scratch = _shared_scratch() if per_file else _private_scratch(self.policy)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        _name_process(child.SPARE_NAME)  # so the spare is born with its name
+        try:
+            pid = os.fork()
+            if pid == 0:
+                _close_all_but(theirs.fileno())
+                if not per_file:
+                    os.setpgid(0, 0)
+                child.run(self.extractor, theirs, scratch, self.pid, self.policy, cgroup)
+        finally:
+            if os.getpid() == self.pid:
+                _name_process(self.name)
+        theirs.close()
+        return _Spare(pid, ours, cgroup, scratch)
+
+    def probe(self) -> dict[str, str]:
+        """Seal one child exactly as a file's, and report the layers the kernel granted.
+
+        The report comes from the kernel's answers in a real child, not from
+        what the zygote intended, so ``capsa doctor`` and
+        `IsolatedExtractor.health` show what a parser actually runs under.
+        """
+        if self.policy.mode == "off":
+            return {"network_namespace": "off: sandbox='off'"}
+        spare = self.fork_spare()
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        os.close(request_write)
+        spare.run(dict(_PROBE_LIMITS), [request_read, reply_write], None, probe=True)
+        reader = protocol.ReplyReader(max_text_bytes=0, max_blob_bytes=0)
+        states: dict[str, Any] = {}
+        try:
+            while reader.read_from(reply_read):
+                pass
+            if reader.complete:
+                states = protocol.decode_meta(reader.meta()).get("states", {})
+        except protocol.ProtocolError as exc:
+            states = {"error": f"the sandbox probe sent a broken report: {exc}"}
+        finally:
+            os.close(reply_read)
+        if not states:
+            states = {"error": "the sandbox probe died before it reported"}
+        for name, detail in self.policy.namespaces.items():
+            states.setdefault(name, detail)
+        return {str(k): str(v) for k, v in states.items()}
+
+
+def _private_scratch(policy: SandboxPolicy) -> str:
+    """A host directory for one file, where the child cannot have a tmpfs of its own."""
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="file-")
+    if policy.as_root and policy.mode != "off":
+        os.chown(scratch, policy.child_uid, policy.child_uid)
+    return scratch
+
+
+def _close_all_but(keep: int) -> None:
+    """In a new spare: close every descriptor the zygote holds except 0-2 and `keep`."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+
+
+def remove_tree(path: str) -> None:
+    """Delete `path` and everything under it without recursion; never raises.
+
+    A crafted tree thousands of directories deep breaks `shutil.rmtree`
+    (Python's recursion limit); this walks with an explicit stack of
+    directory descriptors, so depth costs memory, not stack.
+    """
+    try:
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    stack: list[tuple[int, str | None]] = [(top, None)]
+    try:
+        while stack:
+            fd, _ = stack[-1]
+            descended = False
+            with contextlib.suppress(OSError), os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        mode = os.lstat(entry.name, dir_fd=fd).st_mode
+                        if stat.S_ISDIR(mode):
+                            sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY |
+                                          os.O_NOFOLLOW, dir_fd=fd)
+                            stack.append((sub, entry.name))
+                            descended = True
+                            break
+                        os.unlink(entry.name, dir_fd=fd)
+                    except OSError:
+                        continue
+            if descended:
+                continue
+            fd, name = stack.pop()
+            os.close(fd)
+            if stack and name is not None:
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=stack[-1][0])
+    finally:
+        for fd, _ in stack:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def serve(start: IO[bytes], control: socket.socket) -> None:
+    """Read the start frame, warm up, then broker one file per control message until EOF."""
+    frame = read_frame(start)
+    if frame is None:
+        return
+    config = pickle.loads(frame)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the start pipe is done with; EOF on `control` means the app is gone
+    os.close(devnull)
+    lib = namespaces.libc()
+    policy = layers.prepare(config.get("sandbox", "best-effort"), lib)  # may fork into a PID ns
+    _refuse_sockets()
+    network = "namespace+sockets-refused"
+    if policy.namespaces.get("network_namespace") != "active":
+        network = "sockets-refused"
+        if lib is not None and lib.unshare(namespaces.CLONE_NEWNET) == 0:
+            network = "namespace+sockets-refused"
+    if lib is not None:  # orphans of a parser without a PID namespace become ours to reap
+        lib.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    sys.path.extend(p for p in config["sys_path"] if p not in sys.path)
+    extractor = pickle.loads(config["extractor"])
+    self_test: dict[str, str] = {}
+    test = getattr(extractor, "self_test", None)
+    if test is not None:
+        try:
+            self_test = {str(k): str(v) for k, v in test().items()}
+        except BaseException as exc:  # noqa: BLE001
+            self_test = {"*": f"{type(exc).__name__}: {exc}"}
+    del config, frame
+    # Everything imported and warmed so far is shared copy-on-write with every
+    # child. Frozen, it is never walked by a child's garbage collector: a full
+    # collection in a fresh child would otherwise touch (and copy) every page
+    # holding a tracked object, hundreds of milliseconds and tens of MB.
+    gc.collect()
+    gc.freeze()
+    zygote = _Zygote(extractor, policy)
+    layers_state = zygote.probe()
+    roots = list(policy.cgroups.roots) if policy.cgroups is not None else []
+    protocol.send_control(control, {
+        "ready": True, "pid": int(policy.namespaces.get("host_pid", os.getpid())),
+        "network": network, "self_test": self_test, "sandbox": layers_state,
+        "cgroups": roots})
+    spare = zygote.fork_spare()
+    try:
+        while True:
+            message, fds = protocol.receive_control(control)
+            if message is None:
+                return
+            limits = message.get("file")
+            if message.get("abandon"):  # late: that file's child has already ended
+                for fd in fds:
+                    os.close(fd)
+                continue
+            if not isinstance(limits, dict) or len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                protocol.send_control(control, {"done": {"cause": "malformed"}})
+                continue
+            if not spare.alive():  # died while idle: not this file's fault
+                spare.retire()
+                spare = zygote.fork_spare()
+            ended = spare.run(limits, fds, control)
+            if ended.get("cause") == "application_gone":
+                return
+            protocol.send_control(control, {"done": ended})
+            spare = zygote.fork_spare()
+    finally:
+        spare.retire()
+        if policy.cgroups is not None:
+            policy.cgroups.remove()
+
+
+def main() -> None:
+    """Entry point: take the control socket, silence stdout, serve."""
+    control = socket.socket(fileno=int(sys.argv[1]))
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - fd 1 is /dev/null now
+    serve(sys.stdin.buffer, control)
+
+
+if __name__ == "__main__":
+    main()
