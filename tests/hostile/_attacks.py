@@ -124,9 +124,13 @@ def _exhaust_fds(limit: int) -> str:
 def attack(targets: dict[str, Any]) -> dict[str, str]:
     """Run every attack against `targets`; the report says what the kernel allowed."""
     app = int(targets["app_pid"])
-    zygote = os.getppid()
+    # Inside its own PID namespace the child is pid 1 and its parent is pid 0 (outside):
+    # the zygote is aimed at by the pid the application knows it by.
+    zygote = int(targets.get("zygote_pid") or os.getppid())
     report: dict[str, str] = {"uid": str(os.getuid()), "pid": str(os.getpid())}
     for who, pid in (("app", app), ("zygote", zygote), ("init", 1)):
+        if pid == os.getpid():
+            continue  # itself: the init of its own namespace
         report[f"{who}_environ"] = _read(f"/proc/{pid}/environ")
         report[f"{who}_cmdline"] = _read(f"/proc/{pid}/cmdline")
         report[f"{who}_maps"] = _read(f"/proc/{pid}/maps")
@@ -163,7 +167,8 @@ def attack(targets: dict[str, Any]) -> dict[str, str]:
     report["fork_bomb"] = _fork_bomb(int(targets.get("fork_attempts", 2000)))
     # Last, the loud ones: if these worked, the pool would lose its worker.
     report["kill_zygote"] = _syscall_result(_libc.kill(zygote, signal.SIGKILL))
-    report["kill_init"] = _syscall_result(_libc.kill(1, signal.SIGKILL))
+    report["kill_init"] = "self" if os.getpid() == 1 else \
+        _syscall_result(_libc.kill(1, signal.SIGKILL))
     report["kill_app"] = _syscall_result(_libc.kill(app, signal.SIGCONT))
     return report
 

@@ -376,9 +376,9 @@ def leftover_processes(extractor: IsolatedExtractor, *, marker: bytes | None = N
     # A zygote is this process's child, or, where it re-forked into its own
     # PID namespace, that child's child (the namespace's init).
     outer = {pid for pid in found
-             if _parent(pid) == me and b"capsa.guard._worker" in _cmdline(pid)}
+             if _parent(pid) == me and b"capsa.guard.sandbox.zygote" in _cmdline(pid)}
     inner = {pid for pid in found
-             if _parent(pid) in outer and b"capsa.guard._worker" in _cmdline(pid)
+             if _parent(pid) in outer and b"capsa.guard.sandbox.zygote" in _cmdline(pid)
              and _in_own_pid_namespace(pid)}
     zygotes = outer | inner
     # Each zygote keeps one spare forked ahead of the next file: it has run

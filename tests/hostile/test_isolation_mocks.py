@@ -45,7 +45,7 @@ HOSTILE = Attachment(label="hostile.txt", media_type="text/plain", payload=b"mis
         ("sys_exit", "parser", "raised", "SystemExit"),
         ("raise", "parser", "raised", "KeyError"),
         ("garbage", "parser", "protocol", "not str"),
-        ("nested_reply", "parser", "protocol", "nested too deeply"),
+        ("nested_reply", "parser", "protocol", "nested deeper than"),
         ("huge_result", "text", "text_too_long", "2000000 characters, over the limit"),
     ],
 )

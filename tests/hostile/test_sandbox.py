@@ -27,8 +27,8 @@ import pytest
 
 from capsa.errors import SandboxUnavailable
 from capsa.guard import Attachment, ExtractionLimits, extract_attachment
-from capsa.guard.isolation import IsolatedExtractor
-from capsa.guard.sandbox import CHILD_PROCESSES, LAYERS, WORKER_UID_BASE, SandboxReport
+from capsa.guard.sandbox.pool import IsolatedExtractor
+from capsa.guard.sandbox.layers import CHILD_PROCESSES, LAYERS, WORKER_UID_BASE, SandboxReport
 
 from ._attacks import AttackExtractor
 from .conftest import probes_importable
@@ -93,7 +93,7 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
 
 @pytest.fixture(scope="module")
 def report(pool: IsolatedExtractor, targets: dict[str, object]) -> dict[str, str]:
-    payload = json.dumps(targets).encode()
+    payload = json.dumps({**targets, "zygote_pid": pool.health["pid"]}).encode()
     text = extract_attachment(Attachment(label="attack.json", payload=payload), pool,
                               LIMITS).text
     parsed: dict[str, str] = json.loads(text)
@@ -122,6 +122,8 @@ def test_the_attack_ran_in_the_parse_child(report: dict[str, str]) -> None:
 def test_child_cannot_read_another_process_through_proc(
         layers: SandboxReport, report: dict[str, str], who: str, what: str) -> None:
     require(layers, "landlock")
+    if who == "init" and report["pid"] == "1":
+        pytest.skip("the child is the init of its own PID namespace: pid 1 is itself")
     assert report[f"{who}_{what}"] in REFUSED, report[f"{who}_{what}"]
 
 
@@ -136,6 +138,8 @@ def test_child_cannot_see_the_application_at_all(layers: SandboxReport,
 def test_child_cannot_ptrace_or_signal_outside_itself(
         layers: SandboxReport, report: dict[str, str], who: str) -> None:
     require(layers, "seccomp", "landlock")
+    if who == "init" and report["pid"] == "1":
+        pytest.skip("the child is the init of its own PID namespace: pid 1 is itself")
     assert report[f"{who}_ptrace"] in REFUSED
     assert report[f"{who}_signal0"] in REFUSED
 
@@ -144,7 +148,7 @@ def test_child_cannot_kill_the_zygote_or_the_application(
         layers: SandboxReport, pool: IsolatedExtractor, report: dict[str, str]) -> None:
     require(layers, "landlock")
     assert report["kill_zygote"] in REFUSED
-    assert report["kill_init"] in REFUSED
+    assert report["kill_init"] in (*REFUSED, "self")
     assert report["kill_app"] in REFUSED
     assert pool.restarts == 0
 
@@ -186,8 +190,9 @@ def test_child_cannot_open_a_socket_of_any_network_family(
 def test_child_cannot_reach_a_unix_socket_on_disk_or_abstract(
         layers: SandboxReport, report: dict[str, str]) -> None:
     require(layers, "seccomp")
-    assert report["unix_path_connect"] == "errno=EPERM"
-    assert report["unix_abstract_connect"] == "errno=EPERM"
+    # no socket of any family can even be made, Unix included
+    assert report["unix_path_connect"].endswith("errno=EPERM")
+    assert report["unix_abstract_connect"].endswith("errno=EPERM")
 
 
 @pytest.mark.parametrize("attempt", ["unshare_user", "unshare_mount", "mount_tmpfs",

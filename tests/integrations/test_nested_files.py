@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from capsa.guard.extractors import default_router
-from capsa.guard.isolation import IsolatedExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 
 MAIL = Path(__file__).resolve().parents[1] / "realdocs" / "files" / "quarterly-with-attachments.eml"
 PARENT = "quarterly-with-attachments.eml"

@@ -133,8 +133,9 @@ def _nested_reply(payload: bytes) -> str:
     # What a parser a crafted file has taken over can do: skip the protocol
     # writer and answer on the result pipe itself (the only pipe it holds),
     # with a well-formed frame whose JSON nests past any decoder's recursion.
-    body = b'{"ok": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
-    frame = len(body).to_bytes(8, "big") + body
+    from capsa.guard.sandbox.protocol import reply_frame
+
+    frame = reply_frame(b'{"ok": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", b"", b"")
     for name in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError):
             if os.readlink(f"/proc/self/fd/{name}").startswith("pipe:"):

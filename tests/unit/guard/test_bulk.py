@@ -293,7 +293,7 @@ def _worker_processes() -> set[int]:
         except OSError:
             continue
         parent = next(line for line in status.splitlines() if line.startswith("PPid:"))
-        if int(parent.split()[1]) == os.getpid() and b"capsa.guard._worker" in cmdline:
+        if int(parent.split()[1]) == os.getpid() and b"capsa.guard.sandbox.zygote" in cmdline:
             found.add(int(entry))
     return found
 

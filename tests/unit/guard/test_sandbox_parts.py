@@ -101,7 +101,7 @@ def test_sandbox_unavailable_pickles_with_what_is_missing() -> None:
 
 def test_isolated_extractor_refuses_an_unknown_sandbox_mode() -> None:
     from capsa.guard.extractors import PlainTextExtractor
-    from capsa.guard.isolation import IsolatedExtractor
+    from capsa.guard.sandbox.pool import IsolatedExtractor
 
     with pytest.raises(ValueError, match="sandbox must be"):
         IsolatedExtractor(PlainTextExtractor(), sandbox="lenient")  # type: ignore[arg-type]

@@ -100,12 +100,13 @@ def _serve(extractor: Any, control: socket.socket, scratch: str, zygote: int,
     else:
         try:
             request = protocol.read_request(request_fd)
+            os.close(request_fd)  # the parser holds nothing but its reply pipe
             reply = _parse(extractor, request) if request is not None else \
                 _failed("protocol", "the request ended early")
         except BaseException as exc:  # noqa: BLE001 - the child reports every way it can lose
             reply = _failed("raised", _describe(exc))
     with contextlib.suppress(OSError):
-        os.close(request_fd)
+        os.close(request_fd)  # not read (strict refusal, or the request broke off)
     _write_all(reply_fd, reply)
     return 0
 
@@ -198,8 +199,8 @@ def _parse(extractor: Any, request: dict[str, Any]) -> bytes:
     from capsa.guard.normalize import normalize
     from capsa.guard.port import Parsed
 
+    limits = ExtractionLimits.model_validate_json(request["limits"])
     try:
-        limits = ExtractionLimits.model_validate_json(request["limits"])
         configure = getattr(extractor, "with_limits", None)
         if configure is not None:
             extractor = configure(limits)
@@ -215,7 +216,8 @@ def _parse(extractor: Any, request: dict[str, Any]) -> bytes:
                              f"{limits.max_text_chars}; dropped whole, never truncated")
         return _answer(text, parsed)
     except MemoryError:
-        return _failed("memory_limit", "ran out of its memory allowance (memory_bytes)")
+        return _failed("memory_limit", f"ran out of its {limits.memory_bytes}-byte allowance "
+                                       "(memory_bytes)")
     except RecursionError as exc:
         return _rejected("nested_too_deep", "parser",
                          f"the parser's recursion limit was reached: {exc}")

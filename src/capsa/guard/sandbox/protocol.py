@@ -48,6 +48,7 @@ __all__ = [
     "encode_reply",
     "encode_request",
     "read_request",
+    "reply_frame",
     "receive_control",
     "send_control",
 ]
@@ -151,11 +152,13 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
 
 def encode_reply(meta: dict[str, Any], text: str, blobs: Sequence[bytes]) -> bytes:
     """The child's reply: header, JSON meta, UTF-8 text, then the embedded files' bytes."""
-    meta_bytes = json.dumps(meta, ensure_ascii=False).encode("utf-8", "replace")
-    text_bytes = text.encode("utf-8", "replace")
-    blob = b"".join(blobs)
-    header = _HEADER.pack(_MAGIC, len(meta_bytes), len(text_bytes), len(blob))
-    return b"".join((header, meta_bytes, text_bytes, blob))
+    return reply_frame(json.dumps(meta, ensure_ascii=False).encode("utf-8", "replace"),
+                       text.encode("utf-8", "replace"), b"".join(blobs))
+
+
+def reply_frame(meta: bytes, text: bytes, blob: bytes) -> bytes:
+    """A reply frame around raw sections, as any child (or a test playing one) may write."""
+    return b"".join((_HEADER.pack(_MAGIC, len(meta), len(text), len(blob)), meta, text, blob))
 
 
 class ReplyReader:

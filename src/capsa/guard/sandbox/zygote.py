@@ -110,9 +110,18 @@ class _Spare:
         self.sock = sock
         self.cgroup = cgroup
         self.scratch = scratch
+        self.status: int | None = None
+        """The wait status, once the child has been reaped."""
 
     def alive(self) -> bool:
-        return self.pid > 0 and os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        """Whether the child still runs (reaping it, and keeping its status, if not)."""
+        if self.status is not None:
+            return False
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid:
+            self.status = status
+            return False
+        return True
 
     def run(self, limits: dict[str, Any], fds: list[int], control: socket.socket | None,
             *, probe: bool = False) -> dict[str, Any]:
@@ -173,12 +182,14 @@ class _Spare:
 
     def _end(self, cause: str | None, cpu_start: int) -> dict[str, Any]:
         """Kill the child (its PID namespace goes with it), reap it, report, clean up."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        if self.status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # without a PID namespace, its group
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
+        if self.status is None:
+            _, self.status = os.waitpid(self.pid, 0)
+        status = self.status
         _reap_orphans()
         ended: dict[str, Any] = {"cause": cause}
         if os.WIFSIGNALED(status):
@@ -203,6 +214,7 @@ class _Spare:
             self.sock.close()
         if self.pid:
             self._end(None, 0)
+            self.pid = 0
 
 
 def _shared_scratch() -> str:
