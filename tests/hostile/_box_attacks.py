@@ -990,7 +990,8 @@ def _flock_hold(args: dict[str, Any]) -> dict[str, Any]:
     result = _ok(_sys("flock", fd, 2 | 4))  # LOCK_EX | LOCK_NB
     if result == "ok":
         seconds = float(args.get("seconds", 30))
-        _fork_into(lambda: _reforker(seconds, False, set()))
+        for _ in range(3):
+            _fork_into(lambda: _reforker(seconds, False, set()))
 
         def hold() -> None:
             _sys("setsid")
