@@ -5,12 +5,14 @@ from __future__ import annotations
 import atexit
 import hashlib
 import html
+import math
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -247,12 +249,55 @@ def extract_attachment(attachment: Attachment, extractor: TextExtractor | None =
     """
     limits = limits or DEFAULT_LIMITS
     label = safe_label(attachment.label, index=index)
-    return _extract(attachment.payload, attachment.media_type, label, extractor, limits, depth=0)
+    allowance = _Allowance(deadline=time.monotonic() + limits.timeout_s,
+                           files=limits.max_members, bytes=limits.max_uncompressed_bytes)
+    return _extract(attachment.payload, attachment.media_type, label, extractor, limits,
+                    depth=0, allowance=allowance)
+
+
+@dataclass
+class _Allowance:
+    """What a top-level file and every file found inside it may use *together*.
+
+    A 48-byte file whose parser invents a dozen embedded files must not become
+    a dozen parses of a full `timeout_s` each: the files inside share the
+    top-level file's wall clock, its member count and its uncompressed bytes.
+    """
+
+    deadline: float
+    files: int
+    bytes: int
+
+    def take(self, payload: bytes, label: str, limits: ExtractionLimits) -> ExtractionLimits:
+        """Charge one embedded file; the limits its own parse runs under.
+
+        Raises:
+            IngestionRejected: the files inside number or weigh more than allowed.
+            ExtractionFailed: the shared wall clock has run out.
+        """
+        self.files -= 1
+        if self.files < 0:
+            raise IngestionRejected(
+                f"more than {limits.max_members} files found inside one file together "
+                "(max_members)", label=label, stage="archive", reason="too_many_members")
+        self.bytes -= len(payload)
+        if self.bytes < 0:
+            raise IngestionRejected(
+                f"the files found inside one file total more than "
+                f"{limits.max_uncompressed_bytes} bytes (max_uncompressed_bytes)",
+                label=label, stage="archive", reason="archive_too_large")
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0.05:
+            raise ExtractionFailed(
+                f"the wall-clock limit of {limits.timeout_s:g} s (timeout_s), shared with the "
+                "file it was found in, ran out before it", label=label, cause="timeout")
+        return limits.model_copy(update={"timeout_s": min(limits.timeout_s, remaining),
+                                         "cpu_s": min(limits.cpu_s, math.ceil(remaining))})
 
 
 def _extract(payload: bytes, media_type: str | None, label: str,
              extractor: TextExtractor | None, limits: ExtractionLimits, *,
-             depth: int, parent: str | None = None) -> Extracted:
+             depth: int, allowance: _Allowance, parent: str | None = None) -> Extracted:
     if not payload:
         raise IngestionRejected("the file is empty", label=label, stage="size", reason="empty")
     if len(payload) > limits.max_bytes:
@@ -268,11 +313,13 @@ def _extract(payload: bytes, media_type: str | None, label: str,
                         trust_bytes=limits.on_type_mismatch == "trust_bytes")
     extractor = extractor if extractor is not None else default_extractor()
     if isinstance(extractor, IsolatedExtractor):
-        parsed = extractor.run_parsed(kind, media_type, payload, limits, label=label)
+        parsed = extractor.run_parsed(kind, media_type, payload, limits, label=label,
+                                      max_embedded_bytes=max(allowance.bytes, 0))
     else:
         parsed = run_in_process(extractor, kind, media_type, payload, limits, label)
     children = tuple(
-        _extract_embedded(item, number, label, extractor, limits, depth=depth + 1)
+        _extract_embedded(item, number, label, extractor, limits, depth=depth + 1,
+                          allowance=allowance)
         for number, item in enumerate(parsed.embedded))
     text = parsed.text
     if children:
@@ -288,7 +335,7 @@ def _extract(payload: bytes, media_type: str | None, label: str,
 
 def _extract_embedded(item: EmbeddedFile, number: int, parent: str,
                       extractor: TextExtractor | None, limits: ExtractionLimits, *,
-                      depth: int) -> Extracted | Omission:
+                      depth: int, allowance: _Allowance) -> Extracted | Omission:
     """One file found inside another, through the whole guard again, labelled by its parent."""
     label = f"{parent}/{safe_label(item.name, index=number + 1)}"
     try:
@@ -296,8 +343,9 @@ def _extract_embedded(item: EmbeddedFile, number: int, parent: str,
             raise IngestionRejected(
                 f"found {depth} levels deep, over the limit of {limits.max_nesting_depth} "
                 "(max_nesting_depth)", label=label, stage="archive", reason="nested_too_deep")
-        return _extract(item.payload, item.media_type, label, extractor, limits, depth=depth,
-                        parent=parent)
+        own = allowance.take(item.payload, label, limits)
+        return _extract(item.payload, item.media_type, label, extractor, own, depth=depth,
+                        allowance=allowance, parent=parent)
     except (IngestionRejected, ExtractionFailed) as error:
         return Omission.from_error(error, parent=parent)
 

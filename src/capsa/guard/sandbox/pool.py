@@ -150,7 +150,7 @@ class _Worker:
         return message
 
     def parse(self, frame: bytes, limits: ExtractionLimits, reader: ReplyReader
-              ) -> tuple[dict[str, Any] | None, str | None]:
+              ) -> tuple[dict[str, Any] | None, ProtocolError | None]:
         """Run one file: returns how its child ended (None if the worker failed) and any
         protocol problem with its reply. The reply itself is left in `reader`."""
         request_read, request_write = os.pipe2(os.O_CLOEXEC)
@@ -178,11 +178,11 @@ class _Worker:
                     os.close(fd)
 
     def _exchange(self, frame: bytes, request_fd: int, reply_fd: int, reader: ReplyReader,
-                  deadline: float) -> tuple[dict[str, Any] | None, str | None]:
+                  deadline: float) -> tuple[dict[str, Any] | None, ProtocolError | None]:
         os.set_blocking(request_fd, False)
         pending = memoryview(frame)
         ended: dict[str, Any] | None = None
-        problem: str | None = None
+        problem: ProtocolError | None = None
         reply_open = True
         while ended is None or reply_open:
             remaining = deadline - time.monotonic()
@@ -204,8 +204,11 @@ class _Worker:
                 try:
                     if reader.read_from(reply_fd) == 0 or reader.complete:
                         reply_open = False
-                except (ProtocolError, OSError) as exc:
-                    problem, reply_open = str(exc), False
+                except ProtocolError as exc:
+                    problem, reply_open = exc, False
+                except OSError as exc:
+                    problem, reply_open = ProtocolError(f"reading the reply: {exc}"), False
+                if problem is not None:
                     with contextlib.suppress(OSError, ProtocolError):
                         protocol.send_control(self.control, {"abandon": True})
             if self.control in ready_r:
@@ -413,6 +416,10 @@ class IsolatedExtractor:
                 f"{limits.timeout_s:g} s (timeout_s) and was replaced", label=label,
                 cause="timeout")
         self._idle.put(worker)
+        if isinstance(problem, protocol.EmbeddedTooLarge):
+            raise IngestionRejected(f"{problem} (max_uncompressed_bytes, shared by every file "
+                                    "inside)", label=label, stage="archive",
+                                    reason="archive_too_large")
         if problem is not None:
             raise ExtractionFailed(f"the parser's reply broke the protocol: {problem}",
                                    label=label, cause="protocol")

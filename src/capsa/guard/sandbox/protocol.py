@@ -40,6 +40,7 @@ from typing import Any
 
 __all__ = [
     "CONTROL_MESSAGE_BYTES",
+    "EmbeddedTooLarge",
     "MAX_META_BYTES",
     "MAX_META_DEPTH",
     "ProtocolError",
@@ -70,6 +71,14 @@ _PAIR = re.compile(rb"\[\]|\{\}")
 
 class ProtocolError(Exception):
     """A reply or control message that breaks the protocol; the detail says how."""
+
+
+class EmbeddedTooLarge(ProtocolError):
+    """Files found inside the file weigh more than its allowance: a refusal, not a fault.
+
+    An honest child cannot know how much of the allowance is left, so this
+    one size is the file's limit speaking, not the child breaking the protocol.
+    """
 
 
 # ------------------------------------------------------------------------- control
@@ -244,7 +253,7 @@ class ReplyReader:
             raise ProtocolError(f"reply text of {text} bytes, over the {self.max_text_bytes} "
                                 "its text limit allows")
         if blob > self.max_blob_bytes:
-            raise ProtocolError(f"embedded files of {blob} bytes, over the "
+            raise EmbeddedTooLarge(f"embedded files of {blob} bytes, over the "
                                 f"{self.max_blob_bytes} its size limit allows")
         self._sizes = (meta, text, blob)
         self._body = bytearray(meta + text + blob)

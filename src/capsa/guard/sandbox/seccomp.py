@@ -94,7 +94,8 @@ _HARMLESS: frozenset[str] = frozenset({
     # its own identity and the clock, read only
     "getppid", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
     "getgroups", "getpgrp", "getpgid", "getsid", "uname", "times", "getcpu", "getitimer",
-    "setitimer", "alarm", "gettimeofday", "time", "clock_getres", "getpriority",
+    "setitimer", "alarm", "gettimeofday", "time", "clock_getres", "getpriority", "pause",
+    "rt_sigsuspend", "rt_sigtimedwait", "rt_sigpending",
     "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
     "sched_get_priority_min", "umask", "capget",
     # paths, answered by Landlock, the read-only root and the scratch tmpfs
