@@ -27,8 +27,8 @@ import pytest
 
 from capsa.errors import SandboxUnavailable
 from capsa.guard import Attachment, ExtractionLimits, extract_attachment
-from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.sandbox.layers import CHILD_PROCESSES, LAYERS, WORKER_UID_BASE, SandboxReport
+from capsa.guard.sandbox.pool import IsolatedExtractor
 
 from ._attacks import AttackExtractor
 from .conftest import probes_importable

@@ -29,12 +29,12 @@ from capsa.guard.extract import (
     render_blocks,
     warm_up,
 )
-from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import normalize
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox.layers import SandboxReport
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.sniff import EXTRACTABLE_KINDS, media_type_for_name, sniff
 
 __all__ = [

@@ -29,10 +29,10 @@ from capsa.guard.extract import (
     extract_attachment,
     read_bounded,
 )
-from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import INGESTION_LIMITS, ExtractionLimits
 from capsa.guard.port import TextExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.sniff import media_type_for_name
 
 __all__ = ["BulkSource", "Skipped", "extract_many"]

@@ -22,11 +22,11 @@ from typing import Any
 from capsa.errors import IngestionRejected
 from capsa.guard.bulk import Skipped, extract_many
 from capsa.guard.extract import Extracted, Omission, read_bounded
-from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import ExtractionLimits
 from capsa.guard.pools import shared_pool
 from capsa.guard.port import TextExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 
 __all__ = ["extract_bag", "outcome_record"]
 

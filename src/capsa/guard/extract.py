@@ -26,11 +26,11 @@ from capsa.errors import (
     Stage,
 )
 from capsa.guard.archive import inspect_archive
-from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import clean_detail, normalize
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.sniff import resolve_kind, sniff
 
 __all__ = [
@@ -250,7 +250,7 @@ def extract_attachment(attachment: Attachment, extractor: TextExtractor | None =
     limits = limits or DEFAULT_LIMITS
     label = safe_label(attachment.label, index=index)
     allowance = _Allowance(deadline=time.monotonic() + limits.timeout_s,
-                           files=limits.max_members, bytes=limits.max_uncompressed_bytes)
+                           files=limits.max_members, size=limits.max_uncompressed_bytes)
     return _extract(attachment.payload, attachment.media_type, label, extractor, limits,
                     depth=0, allowance=allowance)
 
@@ -266,7 +266,7 @@ class _Allowance:
 
     deadline: float
     files: int
-    bytes: int
+    size: int
 
     def take(self, payload: bytes, label: str, limits: ExtractionLimits) -> ExtractionLimits:
         """Charge one embedded file; the limits its own parse runs under.
@@ -280,8 +280,8 @@ class _Allowance:
             raise IngestionRejected(
                 f"more than {limits.max_members} files found inside one file together "
                 "(max_members)", label=label, stage="archive", reason="too_many_members")
-        self.bytes -= len(payload)
-        if self.bytes < 0:
+        self.size -= len(payload)
+        if self.size < 0:
             raise IngestionRejected(
                 f"the files found inside one file total more than "
                 f"{limits.max_uncompressed_bytes} bytes (max_uncompressed_bytes)",
@@ -314,7 +314,7 @@ def _extract(payload: bytes, media_type: str | None, label: str,
     extractor = extractor if extractor is not None else default_extractor()
     if isinstance(extractor, IsolatedExtractor):
         parsed = extractor.run_parsed(kind, media_type, payload, limits, label=label,
-                                      max_embedded_bytes=max(allowance.bytes, 0))
+                                      max_embedded_bytes=max(allowance.size, 0))
     else:
         parsed = run_in_process(extractor, kind, media_type, payload, limits, label)
     children = tuple(

@@ -17,8 +17,8 @@ import pickle
 import threading
 
 from capsa.guard.extract import default_extractor
-from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.port import TextExtractor
+from capsa.guard.sandbox.pool import IsolatedExtractor
 
 __all__ = ["shared_pool"]
 

@@ -28,8 +28,8 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
-from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.pools import shared_pool
+from capsa.guard.sandbox.pool import IsolatedExtractor
 
 __all__ = ["CapsaOmissionEvent", "CapsaReader"]
 

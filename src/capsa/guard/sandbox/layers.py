@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import stat
 import sys
 import sysconfig
 from collections.abc import Iterable

@@ -212,10 +212,10 @@ def enter_file_namespaces(lib: ctypes.CDLL) -> dict[str, str]:
     each layer's state; a layer the kernel refuses is ``unavailable: why``.
     """
     state: dict[str, str] = {}
-    if lib.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWCGROUP) != 0:
-        if lib.unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0:
-            error = f"unavailable: {_error()}"
-            return {"mount_namespace": error, "ipc_namespace": error}
+    if lib.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWCGROUP) != 0 and \
+            lib.unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0:
+        error = f"unavailable: {_error()}"
+        return {"mount_namespace": error, "ipc_namespace": error}
     state["ipc_namespace"] = "active: one per file"
     if lib.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         state["mount_namespace"] = f"unavailable: {_error()}"

@@ -517,7 +517,8 @@ class IsolatedExtractor:
 
 _MAX_NOTES = 16
 _MAX_NAME_CHARS = 1024
-_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
+_TOKEN = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_MEDIA_TYPE = re.compile(f"{_TOKEN}/{_TOKEN}")
 
 
 def _ended(ended: dict[str, Any], reader: ReplyReader, label: str,

@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -40,17 +41,17 @@ from typing import Any
 
 __all__ = [
     "CONTROL_MESSAGE_BYTES",
-    "EmbeddedTooLarge",
     "MAX_META_BYTES",
     "MAX_META_DEPTH",
+    "EmbeddedTooLarge",
     "ProtocolError",
     "ReplyReader",
     "decode_meta",
     "encode_reply",
     "encode_request",
     "read_request",
-    "reply_frame",
     "receive_control",
+    "reply_frame",
     "send_control",
 ]
 
@@ -102,7 +103,7 @@ def receive_control(sock: socket.socket) -> tuple[dict[str, Any] | None, list[in
     Descriptors beyond `_MAX_FDS`, or sent with a message that is not an
     object, are closed here, never leaked to the caller.
     """
-    data, fds, flags, _ = socket.recv_fds(sock, CONTROL_MESSAGE_BYTES, _MAX_FDS)
+    data, fds, _, _ = socket.recv_fds(sock, CONTROL_MESSAGE_BYTES, _MAX_FDS)
     if not data:
         _close_all(fds)
         return None, []
@@ -116,10 +117,8 @@ def receive_control(sock: socket.socket) -> tuple[dict[str, Any] | None, list[in
 
 def _close_all(fds: Sequence[int]) -> None:
     for fd in fds:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 # ------------------------------------------------------------------------- request

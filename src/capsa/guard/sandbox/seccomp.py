@@ -186,7 +186,7 @@ def build_filter() -> bytes:
         for k, index in enumerate(zero):
             block += [_op(_LD_W_ABS, arg[index]), _op(_JEQ_K, 0, 0, 2 * (len(zero) - k) - 1)]
         block += [_op(_RET_K, _RET_ALLOW), _errno(errno.EPERM)]
-        program += [_op(_JEQ_K, numbers[name], 0, len(block))] + block
+        program += [_op(_JEQ_K, numbers[name], 0, len(block)), *block]
     # clone(flags, ...): threads and processes, never a new namespace.
     program += [
         _op(_JEQ_K, numbers["clone"], 0, 4),
