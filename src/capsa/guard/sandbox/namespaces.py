@@ -271,4 +271,4 @@ def mount_scratch(lib: ctypes.CDLL, path: str, *, size: int, inodes: int, uid: i
     if lib.mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                  options.encode()) != 0:
         return f"unavailable: {_error()}"
-    return f"active: tmpfs of {size} bytes and {inodes} inodes"
+    return "active: a tmpfs per file, of its max_file_write_bytes and max_scratch_files"
