@@ -16,7 +16,7 @@ service's user (systemd's ``Delegate=yes``): it makes a cgroup of its own in
 each controller capsa counts with, hands it to ``nobody`` and moves itself
 in, so the pool's per-file cgroups are proven on the unprivileged path too.
 
-Usage: python scripts/as_unprivileged.py -- COMMAND [ARGS...]
+Usage: python scripts/as_unprivileged.py -- COMMAND [ARGS...]  (exits with its status)
 """
 
 from __future__ import annotations
@@ -49,30 +49,38 @@ def main(argv: list[str]) -> int:
     needed = [sys.base_prefix, sys.prefix, os.path.realpath(sys.executable), os.getcwd(),
               *sysconfig.get_paths().values()]
     make_reachable(lib, needed)
-    delegate(f"capsa-nobody-{os.getpid()}")
+    cgroups = delegate(f"capsa-nobody-{os.getpid()}")
     home = tempfile.mkdtemp(prefix="capsa-nobody-")
     os.chown(home, NOBODY, NOBODY)
-    os.setgroups([])
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    os.setresuid(NOBODY, NOBODY, NOBODY)
-    env = {**os.environ, "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1"}
-    os.execvpe(command[0], command, env)
-    return 1  # not reached
+    pid = os.fork()
+    if pid == 0:  # the command, in the delegated cgroup, as nobody
+        if cgroups is not None:
+            for root in cgroups.roots:
+                with open(os.path.join(root, "cgroup.procs"), "w") as procs:
+                    procs.write("0")
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+        env = {**os.environ, "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1"}
+        os.execvpe(command[0], command, env)
+    _, status = os.waitpid(pid, 0)
+    if cgroups is not None:  # as a host would when the service stops
+        cgroups.remove()
+    return os.waitstatus_to_exitcode(status)
 
 
-def delegate(name: str) -> None:
-    """Give ``nobody`` a cgroup of its own, with this process in it (best effort)."""
+def delegate(name: str) -> WorkerCgroups | None:
+    """Make a cgroup ``nobody`` may manage, as a host delegating one would (best effort)."""
     cgroups, state = WorkerCgroups.create(name)
     if cgroups is None:
         print(f"as_unprivileged: no cgroup to delegate ({state})", file=sys.stderr)
-        return
+        return None
     for root in cgroups.roots:
         os.chown(root, NOBODY, NOBODY)
         for entry in os.listdir(root):
             if entry.startswith("cgroup.") or entry == "tasks":
                 os.chown(os.path.join(root, entry), NOBODY, NOBODY)
-        with open(os.path.join(root, "cgroup.procs"), "w") as procs:
-            procs.write(str(os.getpid()))
+    return cgroups
 
 
 if __name__ == "__main__":

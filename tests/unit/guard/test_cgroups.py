@@ -88,3 +88,17 @@ def test_the_worker_cgroups_this_host_gives_are_named_in_their_state() -> None:
         if cgroups is not None:
             cgroups.remove()
             assert not any(Path(root).exists() for root in cgroups.roots)
+
+
+def test_a_closed_pool_leaves_no_cgroup_behind() -> None:
+    from capsa.guard import IsolatedExtractor
+    from capsa.guard.extractors import PlainTextExtractor
+
+    with IsolatedExtractor(PlainTextExtractor(), workers=2, light_path=False) as pool:
+        pool.start()
+        assert pool.extract("text", "text/plain", b"hello", max_pages=1) == "hello"
+        roots = [root for worker in pool._all for root in worker.cgroups]
+        if not pool.health.sandbox.is_active("cgroup"):
+            pytest.skip("this host delegates no cgroup to the pool (see `capsa doctor`)")
+        assert roots and all(Path(root).is_dir() for root in roots)
+    assert [root for root in roots if Path(root).exists()] == []

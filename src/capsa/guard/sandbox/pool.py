@@ -236,14 +236,36 @@ class _Worker:
         with contextlib.suppress(Exception):
             self.control.close()
         remove_tree(self.scratch)
-        for root in self.cgroups:  # a killed zygote could not remove its own
+        _remove_cgroups(self.cgroups)
+
+
+def _remove_cgroups(roots: list[str], wait_s: float = 2.0) -> None:
+    """Remove a killed zygote's cgroups, once the kernel has reaped what was in them.
+
+    Its children die of their death signal a moment after it does, and a
+    cgroup cannot be removed while a process is in it, so this retries
+    briefly; what is still busy then is left (empty cgroups cost nothing).
+    """
+    deadline = time.monotonic() + wait_s
+    pending = list(roots)
+    while pending:
+        busy = []
+        for root in pending:
             with contextlib.suppress(OSError):
                 for entry in os.scandir(root):
                     if entry.is_dir(follow_symlinks=False):
                         with contextlib.suppress(OSError):
                             os.rmdir(entry.path)
-            with contextlib.suppress(OSError):
+            try:
                 os.rmdir(root)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                busy.append(root)
+        pending = busy
+        if not pending or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
 
 
 class IsolatedExtractor:
