@@ -513,18 +513,47 @@ def test_hung_worker_is_killed_after_the_grace_period_and_replaced() -> None:
 
 # the parent re-validates whatever a (possibly compromised) child sent
 
+from capsa.guard.port import Parsed  # noqa: E402 - kept with the only section that uses them
+from capsa.guard.sandbox import protocol  # noqa: E402
+from capsa.guard.sandbox.pool import _ended  # noqa: E402
+from capsa.guard.sandbox.protocol import ReplyReader, encode_reply  # noqa: E402
 
-def interpreted(answer: dict[str, Any], limits: ExtractionLimits = LIMITS) -> str:
-    return _interpret(answer, "f.txt", limits)
+
+def reader_of(frame: bytes, limits: ExtractionLimits = LIMITS) -> ReplyReader:
+    """A reader that took `frame` under the bounds `run_parsed` gives a file with `limits`."""
+    reader = ReplyReader(max_text_bytes=4 * limits.max_text_chars,
+                         max_blob_bytes=limits.max_uncompressed_bytes)
+    reader.feed(frame)
+    return reader
 
 
-def test_interpret_normalises_text_from_the_child() -> None:
-    assert interpreted({"ok": "a\r\nb\u202e \ud800  "}).text == "a\nb \ufffd"
+def raw_frame(meta: bytes, text: bytes = b"", blobs: bytes = b"") -> bytes:
+    """A reply frame carrying bytes no honest child writes (invalid UTF-8, broken JSON)."""
+    head = protocol._HEADER.pack(protocol._MAGIC, len(meta), len(text), len(blobs))
+    return head + meta + text + blobs
+
+
+def interpreted(meta: dict[str, Any], text: str = "", blobs: tuple[bytes, ...] = (),
+                limits: ExtractionLimits = LIMITS) -> Parsed:
+    """What the parent makes of a whole reply the child built with `encode_reply`."""
+    return _interpret(reader_of(encode_reply(meta, text, blobs), limits), "f.txt", limits)
+
+
+def test_interpret_normalises_text_and_replaces_invalid_utf8_from_the_child() -> None:
+    frame = raw_frame(b'{"ok": true}', "a\r\nb\u202e ".encode() + b"\xff  ")
+
+    assert _interpret(reader_of(frame), "f.txt", LIMITS).text == "a\nb \ufffd"
 
 
 def test_interpret_applies_the_text_ceiling_itself() -> None:
     with pytest.raises(IngestionRejected, match="extracted 11 characters, over the limit of 10"):
-        interpreted({"ok": "a" * 11}, ExtractionLimits(max_text_chars=10))
+        interpreted({"ok": True}, "a" * 11, limits=ExtractionLimits(max_text_chars=10))
+
+
+def test_interpret_counts_the_text_ceiling_in_characters_not_bytes() -> None:
+    parsed = interpreted({"ok": True}, "𝄞" * 10, limits=ExtractionLimits(max_text_chars=10))
+
+    assert parsed.text == "𝄞" * 10
 
 
 def test_interpret_turns_an_unknown_failure_cause_into_protocol() -> None:
@@ -550,7 +579,17 @@ def test_interpret_rebuilds_a_refusal_with_the_callers_label() -> None:
     assert (caught.value.label, caught.value.reason) == ("f.txt", "forbidden_xml")
 
 
-@pytest.mark.parametrize("answer", [{}, {"ok": 42}, {"rejected": "x"}, {"failed": ["raised"]}])
+def test_interpret_turns_a_refusal_with_an_unknown_reason_into_corrupt() -> None:
+    with pytest.raises(IngestionRejected) as caught:
+        interpreted({"rejected": {"reason": "trust_me", "stage": "preflight", "detail": ""}})
+
+    assert (caught.value.reason, caught.value.stage) == ("corrupt", "parser")
+
+
+@pytest.mark.parametrize("answer", [
+    {}, {"ok": 42}, {"ok": 1}, {"ok": "text in the meta"}, {"rejected": "x"},
+    {"failed": ["raised"]},
+])
 def test_interpret_refuses_an_unrecognised_answer_as_protocol(answer: dict[str, Any]) -> None:
     with pytest.raises(ExtractionFailed) as caught:
         interpreted(answer)
@@ -558,40 +597,184 @@ def test_interpret_refuses_an_unrecognised_answer_as_protocol(answer: dict[str, 
     assert caught.value.cause == "protocol"
 
 
+@pytest.mark.parametrize("meta", [
+    b"not json", b"[1]", b'{"ok": true, "notes": ' + b"[" * 900 + b"]" * 900 + b"}",
+])
+def test_interpret_refuses_a_meta_that_breaks_the_protocol(meta: bytes) -> None:
+    with pytest.raises(ExtractionFailed) as caught:
+        _interpret(reader_of(raw_frame(meta)), "f.txt", LIMITS)
+
+    assert caught.value.cause == "protocol"
+    assert "broke the protocol" in caught.value.detail
+
+
 # what a child may report besides text, re-validated by the parent
 
 
-def test_interpret_returns_embedded_files_decoded_from_base64() -> None:
-    parsed = interpreted({"ok": "body", "embedded": [
-        {"name": "a.txt", "media_type": "text/plain", "payload": "aGk="}]})
+def test_interpret_returns_embedded_files_cut_from_the_raw_bytes_in_listing_order() -> None:
+    parsed = interpreted({"ok": True, "embedded": [
+        {"name": "a.txt", "media_type": "text/plain", "size": 2},
+        {"name": "empty", "media_type": None, "size": 0},
+        {"name": "b.bin", "media_type": "application/octet-stream", "size": 3},
+    ]}, "body", (b"hi", b"", b"\x00\xff\x01"))
 
+    assert parsed.text == "body"
     assert [(f.name, f.media_type, f.payload) for f in parsed.embedded] == [
-        ("a.txt", "text/plain", b"hi")]
+        ("a.txt", "text/plain", b"hi"), ("empty", None, b""),
+        ("b.bin", "application/octet-stream", b"\x00\xff\x01")]
 
 
-@pytest.mark.parametrize("item", [
-    "not an object", {"name": "a"}, {"name": "a", "payload": "not base64!"},
-])
-def test_interpret_refuses_a_malformed_embedded_file_as_protocol(item: object) -> None:
+@pytest.mark.parametrize(
+    ("listing", "blobs"),
+    [
+        ([{"name": "a", "size": 3}], (b"hi",)),
+        ([{"name": "a", "size": 1}], (b"hi",)),
+        ([{"name": "a", "size": 1}, {"name": "b", "size": 2}], (b"hi",)),
+        ([{"name": "a", "size": -1}], ()),
+        ([{"name": "a", "size": "2"}], (b"hi",)),
+        ([{"name": "a", "size": True}], (b"h",)),
+        ([{"name": "a", "size": 1.0}], (b"h",)),
+        ([{"name": "a"}], ()),
+        (["not an object"], ()),
+        ([["a", 1]], (b"a",)),
+        ("a.txt", ()),
+        ({"name": "a", "size": 2}, (b"hi",)),
+        (None, (b"bytes with no listing",)),
+    ],
+    ids=["over", "left-over", "sum-over", "negative", "string", "bool", "float", "no-size",
+         "string-item", "list-item", "string-listing", "object-listing", "no-listing"],
+)
+def test_interpret_refuses_embedded_files_whose_listing_does_not_add_up_as_protocol(
+    listing: object, blobs: tuple[bytes, ...],
+) -> None:
+    meta: dict[str, Any] = {"ok": True}
+    if listing is not None:
+        meta["embedded"] = listing
+
     with pytest.raises(ExtractionFailed) as caught:
-        interpreted({"ok": "body", "embedded": [item]})
+        interpreted(meta, "body", blobs)
 
     assert caught.value.cause == "protocol"
 
 
 def test_interpret_caps_the_number_of_embedded_files_at_max_members() -> None:
-    many = [{"name": "a", "payload": ""}] * 3
+    many = [{"name": "a", "media_type": None, "size": 0}] * 3
 
     with pytest.raises(IngestionRejected, match="3 embedded files, over the limit of 2"):
-        interpreted({"ok": "body", "embedded": many}, ExtractionLimits(max_members=2))
+        interpreted({"ok": True, "embedded": many}, limits=ExtractionLimits(max_members=2))
+
+
+@pytest.mark.parametrize(
+    ("declared", "kept"),
+    [
+        ("text/plain", "text/plain"),
+        ("Application/PDF", "application/pdf"),
+        ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+         "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        ("text/plain; charset=utf-8", None),
+        ("text/html\n<script>", None),
+        ("text/\x1b[31mred", None),
+        ("noslash", None),
+        ("a/b/c", None),
+        ("", None),
+        (42, None),
+        (None, None),
+    ],
+)
+def test_interpret_keeps_only_a_clean_media_type_for_an_embedded_file(
+    declared: object, kept: str | None,
+) -> None:
+    parsed = interpreted({"ok": True, "embedded": [
+        {"name": "a", "media_type": declared, "size": 1}]}, blobs=(b"x",))
+
+    assert parsed.embedded[0].media_type == kept
+
+
+def test_interpret_caps_an_embedded_files_name_and_blanks_one_that_is_not_text() -> None:
+    parsed = interpreted({"ok": True, "embedded": [
+        {"name": "n" * 5000, "media_type": None, "size": 1},
+        {"name": ["a"], "media_type": None, "size": 1}]}, blobs=(b"x", b"y"))
+
+    assert [f.name for f in parsed.embedded] == ["n" * 1024, ""]
 
 
 def test_interpret_drops_an_encoding_or_confidence_of_the_wrong_shape() -> None:
-    parsed = interpreted({"ok": "t", "encoding": "x" * 500, "confidence": 7})
+    parsed = interpreted({"ok": True, "encoding": "x" * 500, "confidence": 7})
 
     assert (parsed.encoding, parsed.encoding_confidence) == (None, None)
-    kept = interpreted({"ok": "t", "encoding": "cp1252", "confidence": 0.5, "notes": ["n", 3]})
-    assert (kept.encoding, kept.encoding_confidence, kept.notes) == ("cp1252", 0.5, ("n",))
+
+
+def test_interpret_keeps_a_well_formed_encoding_and_the_text_notes() -> None:
+    parsed = interpreted({"ok": True, "encoding": "cp1252", "confidence": 0.5,
+                          "notes": ["n", 3]})
+
+    assert (parsed.encoding, parsed.encoding_confidence, parsed.notes) == ("cp1252", 0.5, ("n",))
+
+
+def test_interpret_caps_the_number_and_length_of_notes() -> None:
+    parsed = interpreted({"ok": True, "notes": ["x" * 1000] * 40})
+
+    assert (len(parsed.notes), {len(note) for note in parsed.notes}) == (16, {300})
+
+
+# how a child that ended without a whole reply is classified
+
+
+def ended_as(ended: dict[str, Any], received: bytes = b"") -> ExtractionFailed:
+    """The failure for a child that ended as `ended` after sending `received` of its reply."""
+    return _ended(ended, reader_of(received), "f.txt", LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("ended", "cause", "detail"),
+    [
+        ({"cause": "timeout", "signal": 9}, "timeout",
+         "ran past the wall-clock limit of 2 s (timeout_s)"),
+        ({"cause": "cpu", "signal": 9}, "timeout", "ran past the CPU-time limit of 10 s"),
+        ({"cause": None, "signal": int(signal.SIGXCPU)}, "timeout",
+         "ran past the CPU-time limit of 10 s"),
+        ({"cause": None, "signal": 9, "out_of_memory": True}, "memory_limit",
+         f"ran out of its memory allowance of {256 * MiB} bytes"),
+        ({"cause": None, "signal": int(signal.SIGXFSZ)}, "crashed",
+         "file-size limit reached (SIGXFSZ)"),
+        ({"cause": None, "signal": 9, "out_of_memory": False}, "crashed",
+         "parser process died (signal SIGKILL)"),
+        ({"cause": None, "signal": int(signal.SIGSEGV)}, "crashed",
+         "parser process died (signal SIGSEGV)"),
+        ({"cause": None, "signal": 200}, "crashed", "parser process died (signal 200)"),
+        ({"cause": None, "exit": 3}, "crashed",
+         "parser process exited with status 3 and no result"),
+        ({"cause": "malformed"}, "protocol", "the worker refused the request as malformed"),
+    ],
+    ids=["timeout", "cpu", "sigxcpu", "out-of-memory", "sigxfsz", "sigkill", "sigsegv",
+         "unknown-signal", "exit", "malformed"],
+)
+def test_ended_names_how_a_child_without_a_reply_ended(
+    ended: dict[str, Any], cause: str, detail: str,
+) -> None:
+    error = ended_as(ended)
+
+    assert (error.cause, error.label) == (cause, "f.txt")
+    assert error.detail.startswith(detail)
+
+
+def test_ended_reports_a_reply_cut_short_by_the_childs_exit_as_protocol() -> None:
+    frame = encode_reply({"ok": True}, "a long text", ())
+
+    error = ended_as({"cause": None, "exit": 0}, frame[:30])
+
+    assert error.cause == "protocol"
+    assert error.detail == "result ended after 30 bytes, before its declared length"
+
+
+@pytest.mark.parametrize(("ended", "cause"), [
+    ({"cause": "timeout", "signal": 9}, "timeout"),
+    ({"cause": None, "signal": int(signal.SIGSEGV)}, "crashed"),
+])
+def test_ended_names_a_limit_or_a_signal_before_a_partial_reply(
+    ended: dict[str, Any], cause: str,
+) -> None:
+    assert ended_as(ended, encode_reply({"ok": True}, "text", ())[:30]).cause == cause
 
 
 # ------------------------------------------------------------------ the light path
