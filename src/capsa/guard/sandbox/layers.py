@@ -145,7 +145,7 @@ class SandboxReport(BaseModel):
     Examples:
         >>> report = SandboxReport(layers={"seccomp": LayerStatus(active=True)})
         >>> report.active(), len(report.missing())
-        (['seccomp'], 10)
+        (['seccomp'], 13)
     """
 
     model_config = ConfigDict(frozen=True)

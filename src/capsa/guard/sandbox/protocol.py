@@ -65,7 +65,7 @@ MAX_META_DEPTH = 4
 CONTROL_MESSAGE_BYTES = 1 << 16
 """The largest control message either side accepts (a start report, a file's end)."""
 _MAX_FDS = 2
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)  # an unclosed string runs to the end
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _PAIR = re.compile(rb"\[\]|\{\}")
 

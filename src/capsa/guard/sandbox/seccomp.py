@@ -137,8 +137,8 @@ def allowed() -> frozenset[str]:
     Examples:
         >>> {"read", "mmap", "execve"} <= allowed()
         True
-        >>> {"socket", "sendto", "inotify_init1", "setsid"} & allowed()
-        frozenset()
+        >>> sorted({"socket", "sendto", "inotify_init1", "setsid"} & allowed())
+        []
     """
     wanted = _recorded_syscalls.RECORDED | frozenset(_recorded_syscalls.ALWAYS_NEEDED) \
         | _HARMLESS

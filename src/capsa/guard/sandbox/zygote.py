@@ -320,44 +320,67 @@ def remove_tree(path: str) -> None:
     """Delete `path` and everything under it without recursion; never raises.
 
     A crafted tree thousands of directories deep breaks `shutil.rmtree`
-    (Python's recursion limit); this walks with an explicit stack of
-    directory descriptors, so depth costs memory, not stack.
+    (Python's recursion limit), and a walk that keeps a descriptor per level
+    runs out of descriptors. This one holds two at most: it descends by
+    name, climbs back through ``..``, and remembers the directories it could
+    not empty, so it never enters one twice. Depth costs a list of names.
     """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
-        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        current = os.open(path, flags)
     except OSError:
         return
-    stack: list[tuple[int, str | None]] = [(top, None)]
+    names: list[str] = []
+    stuck: set[tuple[int, int]] = set()
     try:
-        while stack:
-            fd, _ = stack[-1]
-            descended = False
-            with contextlib.suppress(OSError), os.scandir(fd) as entries:
-                for entry in entries:
-                    try:
-                        mode = os.lstat(entry.name, dir_fd=fd).st_mode
-                        if stat.S_ISDIR(mode):
-                            sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY |
-                                          os.O_NOFOLLOW, dir_fd=fd)
-                            stack.append((sub, entry.name))
-                            descended = True
-                            break
-                        os.unlink(entry.name, dir_fd=fd)
-                    except OSError:
-                        continue
-            if descended:
+        while True:
+            child = _next_directory(current, stuck)
+            if child is not None:
+                try:
+                    below = os.open(child, flags, dir_fd=current)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        info = os.lstat(child, dir_fd=current)
+                        stuck.add((info.st_dev, info.st_ino))
+                    continue
+                os.close(current)
+                current = below
+                names.append(child)
                 continue
-            fd, name = stack.pop()
-            os.close(fd)
-            if stack and name is not None:
-                with contextlib.suppress(OSError):
-                    os.rmdir(name, dir_fd=stack[-1][0])
+            if not names:
+                break
+            here = os.fstat(current)
+            parent = os.open("..", flags, dir_fd=current)
+            os.close(current)
+            current = parent
+            name = names.pop()
+            try:
+                os.rmdir(name, dir_fd=current)
+            except OSError:
+                stuck.add((here.st_dev, here.st_ino))
+    except OSError:
+        pass
     finally:
-        for fd, _ in stack:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        with contextlib.suppress(OSError):
+            os.close(current)
     with contextlib.suppress(OSError):
         os.rmdir(path)
+
+
+def _next_directory(directory: int, stuck: set[tuple[int, int]]) -> str | None:
+    """Unlink every non-directory in `directory`; the name of a subdirectory left to empty."""
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    if (info.st_dev, info.st_ino) not in stuck:
+                        return entry.name
+                    continue
+                os.unlink(entry.name, dir_fd=directory)
+            except OSError:
+                continue
+    return None
 
 
 def serve(start: IO[bytes], control: socket.socket) -> None:
