@@ -91,7 +91,8 @@ FLAT_JITTER_MS = 0.1
 """... or within this many milliseconds of it (timer jitter on 10-microsecond rejections)."""
 NORMALIZE_PASSES = 2
 """The isolated path normalises twice: in the child, and again in the parent, which never
-trusts what a child sent back (`capsa.guard._worker._run`, `capsa.guard.isolation._interpret`)."""
+trusts what a child sent back (`capsa.guard.sandbox.child._parse`,
+`capsa.guard.sandbox.pool._interpret`)."""
 FEEDER_THREADS = 4
 SLOW_FILE_S = 2.0
 """A file whose first call takes longer than this gets two timed runs (the OCR sample)."""
