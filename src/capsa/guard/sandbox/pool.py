@@ -101,6 +101,8 @@ class _Worker:
             theirs.close()
         self.control = ours
         self.closed = False
+        self.settle_by: float | None = None
+        """While the last file's end is still to be reported: when it must be, at the latest."""
         assert self.process.stdin is not None
         extras = [p for p in sys.path if p and os.path.isdir(p)]
         try:
@@ -149,10 +151,29 @@ class _Worker:
             self.closed = True
         return message
 
+    def settle(self) -> bool:
+        """Take the report of the last file's end, if it is still due; False if it never came.
+
+        A file's result is returned as soon as its reply is whole: the child's
+        exit (freeing a copy of a large worker takes milliseconds) and the
+        zygote's report of it are waited for here, before the worker's next
+        file, where they cost no caller anything if they are done already.
+        """
+        if self.settle_by is None:
+            return True
+        while True:
+            message = self._receive(max(self.settle_by - time.monotonic(), 0.0))
+            if message is None:
+                return False
+            if "done" in message:
+                self.settle_by = None
+                return True
+
     def parse(self, frame: bytes, limits: ExtractionLimits, reader: ReplyReader
               ) -> tuple[dict[str, Any] | None, ProtocolError | None]:
-        """Run one file: returns how its child ended (None if the worker failed) and any
-        protocol problem with its reply. The reply itself is left in `reader`."""
+        """Run one file: returns how its child ended (None if the worker failed, and an
+        empty report while the end is still to be settled) and any protocol problem
+        with its reply. The reply itself is left in `reader`."""
         request_read, request_write = os.pipe2(os.O_CLOEXEC)
         reply_read, reply_write = os.pipe2(os.O_CLOEXEC)
         try:
@@ -170,8 +191,11 @@ class _Worker:
             os.close(request_read)
             os.close(reply_write)
         try:
-            return self._exchange(frame, request_write, reply_read, reader,
-                                  time.monotonic() + limits.timeout_s + _GRACE_S)
+            deadline = time.monotonic() + limits.timeout_s + _GRACE_S
+            ended, problem = self._exchange(frame, request_write, reply_read, reader, deadline)
+            if ended == {}:  # a whole reply: the child's end is settled before the next file
+                self.settle_by = deadline
+            return ended, problem
         finally:
             for fd in (request_write, reply_read):
                 with contextlib.suppress(OSError):
@@ -185,6 +209,13 @@ class _Worker:
         problem: ProtocolError | None = None
         reply_open = True
         while ended is None or reply_open:
+            if ended is None and reader.complete and problem is None:
+                # The answer is whole: the child has nothing more to say. Tell the
+                # zygote to end it now (an honest one is exiting anyway, a lingering
+                # one must not delay the next file) and let `settle` take the report.
+                with contextlib.suppress(OSError, ProtocolError):
+                    protocol.send_control(self.control, {"abandon": True})
+                return {}, None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None, problem
@@ -487,9 +518,9 @@ class IsolatedExtractor:
             with contextlib.suppress(queue.Empty):
                 while True:
                     worker = self._idle.get_nowait()
-                    if worker.alive():
+                    if worker.alive() and worker.settle():
                         return worker
-                    self._replace(worker)  # died while idle: not this file's fault
+                    self._replace(worker)  # died, or never reported its last file's end
             with self._lock:
                 if self._closed:
                     raise RuntimeError("this IsolatedExtractor is closed")
@@ -504,7 +535,7 @@ class IsolatedExtractor:
                 return self._start(scratch)
             with contextlib.suppress(queue.Empty):
                 worker = self._idle.get(timeout=0.2)
-                if worker.alive():
+                if worker.alive() and worker.settle():
                     return worker
                 self._replace(worker)
 
