@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import html
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,7 @@ from capsa.guard import (
     safe_label,
 )
 from capsa.guard.extract import Extracted, Omission
+from capsa.markup import escape_attribute
 
 __all__ = [
     "AttachmentContext",
@@ -258,12 +258,12 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
     """
     count = as_tokenizer(tokenizer)
     attached = attachment_passages(extracted)
-    problems = [f"{html.escape(o.label)}: {_reason(o)}" for o in omitted]
+    problems = [f"{escape_attribute(o.label)}: {_reason(o)}" for o in omitted]
     notice = _notice(problems)
     room = budget.max_tokens - (count(notice) + 2 if notice else 0)
     packet = _pack(query, passages, attached, budget, room, count, scorer)
     dropped = {r.passage_id for r in packet.receipts if r.dropped is not None}
-    late = [f"{html.escape(p.source or p.id)}: did not fit the context budget"
+    late = [f"{escape_attribute(p.source or p.id)}: did not fit the context budget"
             for p in attached if p.id in dropped]
     if late:
         notice = _notice(problems + late)

@@ -18,8 +18,6 @@ import time
 from typing import Any
 
 import pytest
-
-from capsa.guard import ExtractionLimits
 from capsa.guard._worker import (
     _collect,
     _describe,
@@ -28,6 +26,8 @@ from capsa.guard._worker import (
     read_frame,
     write_frame,
 )
+
+from capsa.guard import ExtractionLimits
 
 
 def test_write_frame_prefixes_the_body_with_its_big_endian_length() -> None:
