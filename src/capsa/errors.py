@@ -68,8 +68,18 @@ RejectionReason = Literal[
     "set_ceiling",
     "no_text",
     "undecodable",
+    "not_fetched",
+    "fetch_failed",
+    "provider_file",
+    "symlink",
 ]
-"""Why a guard refused an attachment: a closed set a program can switch on."""
+"""Why a guard refused an attachment: a closed set a program can switch on.
+
+`not_fetched` a content block names its file by URL or path and no fetcher was
+given; `fetch_failed` the caller's fetcher raised; `provider_file` a block names
+a provider's file id, whose bytes capsa cannot see; `symlink` a symbolic link
+met where the link rule refuses it (a walk, by default).
+"""
 
 FailureCause = Literal["raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol"]
 """How a parser lost.

@@ -119,7 +119,7 @@ def test_url_files_are_never_fetched_and_are_reported() -> None:
     block = {"type": "file", "url": "https://example.com/x.pdf", "mime_type": "application/pdf",
              "extras": {"filename": "x.pdf"}}
     agent.invoke({"messages": [_human(block)]})
-    assert "x.pdf: refused (unsupported type)" in model.seen[0][-1].content[0]["text"]
+    assert "x.pdf: refused (not fetched)" in model.seen[0][-1].content[0]["text"]
 
 
 def test_messages_without_files_pass_through_untouched() -> None:

@@ -41,7 +41,7 @@ def test_read_file_block_extracts_inline_data_through_the_guard() -> None:
 
 def test_read_file_block_never_fetches_a_url() -> None:
     outcome = read_file_block({"type": "file", "url": "https://example.com/x.pdf"})
-    assert isinstance(outcome, Omission) and outcome.reason == "unsupported_type"
+    assert isinstance(outcome, Omission) and outcome.reason == "not_fetched"
     assert "never fetches" in outcome.detail
 
 
