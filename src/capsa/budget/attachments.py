@@ -310,17 +310,27 @@ class AttachmentContext(BaseModel):
 
 
 def attachment_passages(extracted: Sequence[Extracted]) -> list[Passage]:
-    """Extracted files as attached passages, identified by content hash.
+    """Extracted files as attached passages, each identified by its file name.
+
+    The id is what the model reads in every markup form (the compact
+    ``<document q3.pdf>`` included), so it is the file's safe label, not a
+    hash; a second file with the same name gets ``~2`` appended, and so on.
+    The content hash stays in the passage's metadata.
 
     Examples:
         >>> one = Extracted(label="a.txt", kind="text", media_type=None, text="hi",
         ...                 byte_size=2, sha256="ab" * 32)
-        >>> attachment_passages([one])[0].id
-        'attached-abababababab'
+        >>> [p.id for p in attachment_passages([one, one])]
+        ['a.txt', 'a.txt~2']
     """
-    return [Passage(id=f"attached-{item.sha256[:12]}", text=item.text, source=item.label,
-                    metadata={"capsa_kind": item.kind, "capsa_sha256": item.sha256})
-            for item in extracted]
+    seen: dict[str, int] = {}
+    passages: list[Passage] = []
+    for item in extracted:
+        seen[item.label] = seen.get(item.label, 0) + 1
+        handle = item.label if seen[item.label] == 1 else f"{item.label}~{seen[item.label]}"
+        passages.append(Passage(id=handle, text=item.text, source=item.label,
+                                metadata={"capsa_kind": item.kind, "capsa_sha256": item.sha256}))
+    return passages
 
 
 def attachment_context(query: str, extracted: Sequence[Extracted],

@@ -138,7 +138,8 @@ def open_document(passage: Passage, excerpt: tuple[int, int] | None = None) -> s
     A passage shortened by sentence selection is marked ``shown="312/1870"``
     (characters of the original), so the model knows it reads an excerpt.
     """
-    source = "" if passage.source is None else f' source="{escape_attribute(passage.source)}"'
+    source = "" if passage.source in (None, passage.id) else (
+        f' source="{escape_attribute(passage.source)}"')
     shown = "" if excerpt is None else f' shown="{excerpt[0]}/{excerpt[1]}"'
     return f'<document id="{escape_attribute(passage.id)}"{source}{shown}>'
 

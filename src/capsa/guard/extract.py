@@ -205,7 +205,7 @@ def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAUL
     info = os.stat(path, follow_symlinks=follow_symlinks)
     if stat.S_ISLNK(info.st_mode):
         raise IngestionRejected("a symbolic link found in a directory walk is not followed",
-                                label=name, stage="size", reason="unsupported_type")
+                                label=name, stage="size", reason="symlink")
     if not stat.S_ISREG(info.st_mode):
         raise IngestionRejected("not a regular file (a pipe, device or socket)",
                                 label=name, stage="size", reason="unsupported_type")

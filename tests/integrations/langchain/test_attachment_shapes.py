@@ -168,7 +168,7 @@ def test_no_block_shape_reaches_the_model_raw(name: str, block: dict[str, Any],
 
 def test_openai_file_keeps_its_file_name() -> None:
     content, _ = _run({"type": "file", "file": {"file_data": DATA_URL, "filename": "q3.txt"}})
-    assert 'source="q3.txt"' in content[0]["text"] or "<document q3.txt" in content[0]["text"]
+    assert '<document id="q3.txt">' in content[0]["text"]
 
 
 def test_a_url_file_is_read_through_the_callers_fetcher() -> None:
