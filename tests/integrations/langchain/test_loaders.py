@@ -136,7 +136,7 @@ def test_loader_refuses_a_symbolic_link_met_in_a_walk(tmp_path: Path) -> None:
     loader = CapsaLoader(folder, extractor=PlainTextExtractor())
     assert loader.load() == []
     (omission,) = loader.omitted
-    assert (omission.reason, omission.source) == ("unsupported_type", str(folder / "link.txt"))
+    assert (omission.reason, omission.source) == ("symlink", str(folder / "link.txt"))
 
 
 def test_loader_takes_a_bare_string_as_one_path(tmp_path: Path) -> None:
