@@ -21,6 +21,7 @@ from capsa.errors import (
     CompactionRefused,
     ExtractionFailed,
     IngestionRejected,
+    UnguardedInput,
 )
 
 __version__ = "0.1.0"
@@ -32,5 +33,6 @@ __all__ = [
     "CompactionRefused",
     "ExtractionFailed",
     "IngestionRejected",
+    "UnguardedInput",
     "__version__",
 ]

@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="exit with status 2 when any file was omitted")
     extract.add_argument("--workers", type=_positive, default=2,
                          help="files parsed at once, each in its own isolated worker")
+    extract.add_argument("--symlinks", choices=("refuse", "within_root", "follow"),
+                         default="refuse",
+                         help="symbolic links met in a directory: refuse them (default), "
+                              "follow those that stay inside it, or follow all")
     extract.add_argument("--dask", metavar="SCHEDULER",
                          help="run on a Dask cluster (scheduler address, e.g. tcp://host:8786)")
     ingestion = ExtractionLimits.for_ingestion()
@@ -137,13 +141,14 @@ def _extract_locally(options: argparse.Namespace, limits: ExtractionLimits, cons
 
     from capsa.guard.bulk import extract_many
 
-    report.total = sum(_count(path) for path in options.paths)
+    report.total = sum(_count(path, options.symlinks) for path in options.paths)
     pool = _pool(options.workers, limits)
     try:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(report.counts(), total=report.total)
             for outcome in extract_many(options.paths, workers=options.workers,
-                                        limits=limits, extractor=pool):
+                                        limits=limits, extractor=pool,
+                                        symlinks=options.symlinks):
                 if isinstance(outcome, (Extracted, Omission)):
                     report.write(outcome, out, limits)
                 progress.update(task, advance=1, description=report.counts())
@@ -161,10 +166,12 @@ def _pool(workers: int, limits: ExtractionLimits) -> TextExtractor:
     return IsolatedExtractor(default_router(), workers=workers, limits=limits)
 
 
-def _count(path: Path) -> int:
+def _count(path: Path, symlinks: Any = "refuse") -> int:
     """How many outcomes a path will give: one per walked entry, or one for itself."""
     if path.is_dir():
-        return sum(1 for p in path.rglob("*") if p.is_symlink() or p.is_file())
+        from capsa.guard.walk import walk_files
+
+        return sum(1 for _ in walk_files(path, symlinks=symlinks))
     return 1
 
 

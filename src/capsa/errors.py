@@ -8,6 +8,7 @@ Exception
     ├── BudgetError            a packing request that no packet can satisfy
     ├── CompactionRefused      earlier evidence exists but no ledger was carried
     ├── CaptureInvalid         a shadow capture saw something ambiguous and was discarded
+    ├── UnguardedInput         a capsa step was handed text another reader parsed from files
     └── SandboxUnavailable     a strict pool could not get every isolation layer it requires
 ```
 
@@ -20,6 +21,7 @@ Errors carry their facts as keyword-only attributes and pickle cleanly, because
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "RejectionReason",
     "SandboxUnavailable",
     "Stage",
+    "UnguardedInput",
 ]
 
 Stage = Literal["label", "size", "sniff", "archive", "preflight", "parser", "text", "set"]
@@ -68,8 +71,18 @@ RejectionReason = Literal[
     "set_ceiling",
     "no_text",
     "undecodable",
+    "not_fetched",
+    "fetch_failed",
+    "provider_file",
+    "symlink",
 ]
-"""Why a guard refused an attachment: a closed set a program can switch on."""
+"""Why a guard refused an attachment: a closed set a program can switch on.
+
+`not_fetched` a content block names its file by URL or path and no fetcher was
+given; `fetch_failed` the caller's fetcher raised; `provider_file` a block names
+a provider's file id, whose bytes capsa cannot see; `symlink` a symbolic link
+met where the link rule refuses it (a walk, by default).
+"""
 
 FailureCause = Literal["raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol"]
 """How a parser lost.
@@ -164,3 +177,22 @@ class SandboxUnavailable(CapsaError):
 
 def _rebuild(cls: type[CapsaError], detail: str, kwargs: dict[str, Any]) -> CapsaError:
     return cls(detail, **kwargs)
+
+
+class UnguardedInput(CapsaError):
+    """A capsa ingestion step was given text that another reader parsed from files.
+
+    Raised by `capsa.llama_index.CapsaTransform` for nodes that name a file
+    (``file_path``) but were neither read by capsa nor left unparsed for it
+    (`CapsaDirectoryReader(defer=True)`): the other reader's parser has already
+    run on the untrusted bytes, in this process, without capsa's limits. The
+    fix is in the loading code (`CapsaDirectoryReader`), which is why this is
+    an error and not a silent drop. `sources` names the files.
+    """
+
+    def __init__(self, detail: str, *, sources: tuple[str, ...]) -> None:
+        super().__init__(detail)
+        self.detail, self.sources = detail, sources
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return partial(type(self), sources=self.sources), (self.detail,)

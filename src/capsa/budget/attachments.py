@@ -17,10 +17,7 @@ again. Adapters only find the blocks in their framework's messages.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import html
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -40,15 +37,22 @@ from capsa.guard import (
     extract_attachment,
     safe_label,
 )
+from capsa.guard.blocks import DecodedBlock, Fetcher, block_filename, decode_block
 from capsa.guard.extract import Extracted, Omission
+from capsa.guard.limits import DEFAULT_LIMITS
+from capsa.guard.sniff import sniff
+from capsa.markup import escape_attribute
 
 __all__ = [
     "AttachmentContext",
+    "BlockOutcomes",
     "ExtractionCache",
     "RecentCache",
+    "SentImage",
     "attachment_context",
     "attachment_passages",
     "block_filename",
+    "read_blocks",
     "read_file_block",
     "read_file_blocks",
 ]
@@ -115,20 +119,76 @@ class ExtractionCache(RecentCache[Extracted | Omission]):
     _noun = "outcome"
 
 
-def block_filename(block: Mapping[str, Any]) -> str:
-    """The file name a content block gives, wherever its provider puts it; ``""`` if none.
+class SentImage(BaseModel):
+    """An image block kept in the message as it came, because the caller chose to send images.
+
+    It was still checked: its bytes decode, are no larger than the limits
+    allow, and sniff as an image (PNG, JPEG, TIFF or WebP) whatever it declared.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    label: str
+    """The safe label."""
+    kind: str
+    """The sniffed image kind (``"png"``, ...)."""
+    byte_size: int
+    """Size of the decoded image."""
+
+
+class BlockOutcomes(BaseModel):
+    """What became of one message's content blocks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    extracted: tuple[Extracted, ...] = ()
+    """Files read through the guard (with the files found inside them)."""
+    omitted: tuple[Omission, ...] = ()
+    """Blocks refused, each with its true reason."""
+    kept: tuple[int, ...] = ()
+    """Positions (among the blocks given) of image blocks sent as they are (`SentImage`)."""
+
+
+def read_blocks(
+    blocks: Sequence[str | Mapping[str, Any]],
+    *,
+    cache: ExtractionCache | None = None,
+    extractor: TextExtractor | None = None,
+    limits: ExtractionLimits | None = None,
+    fetch: Fetcher | None = None,
+    send_images: bool = False,
+) -> BlockOutcomes:
+    """Every file-carrying block of one message through the guard, whatever its shape.
+
+    Blocks that carry no file (`capsa.guard.blocks.decode_block` returns None:
+    text, reasoning) are not outcomes. Every other block is read through the
+    guard, kept (an image, with `send_images`), or refused with its reason: an
+    adapter drops every block that is not text or in `kept`, so no block
+    capsa does not understand reaches the model.
 
     Examples:
-        >>> block_filename({"type": "file", "extras": {"filename": "q3.pdf"}})
-        'q3.pdf'
+        >>> out = read_blocks(["hi", {"type": "image", "url": "https://x/y.png"}])
+        >>> [(o.label, o.reason) for o in out.omitted]
+        [('y.png', 'not_fetched')]
     """
-    extras = block.get("extras") or {}
-    metadata = block.get("metadata") or {}
-    for candidate in (block.get("filename"), extras.get("filename"), metadata.get("filename"),
-                      block.get("name")):
-        if isinstance(candidate, str) and candidate:
-            return candidate
-    return ""
+    extracted: list[Extracted] = []
+    omitted: list[Omission] = []
+    kept: list[int] = []
+    files = 0
+    for position, block in enumerate(blocks):
+        decoded = decode_block(block, files, fetch=fetch)
+        if decoded is None:
+            continue
+        outcome = _read_decoded(decoded, files, cache=cache, extractor=extractor, limits=limits,
+                                send_images=send_images)
+        files += 1
+        if isinstance(outcome, SentImage):
+            kept.append(position)
+        elif isinstance(outcome, Extracted):
+            found = outcome.flattened()
+            extracted += [f for f in found if isinstance(f, Extracted)]
+            omitted += [f for f in found if isinstance(f, Omission)]
+        else:
+            omitted.append(outcome)
+    return BlockOutcomes(extracted=tuple(extracted), omitted=tuple(omitted), kept=tuple(kept))
 
 
 def read_file_blocks(
@@ -137,24 +197,20 @@ def read_file_blocks(
     cache: ExtractionCache | None = None,
     extractor: TextExtractor | None = None,
     limits: ExtractionLimits | None = None,
+    fetch: Fetcher | None = None,
 ) -> tuple[list[Extracted], list[Omission]]:
     """One message's file blocks through the guard: what was read, and what was not.
 
-    Each block is `read_file_block` at its position; a file found inside
+    `read_blocks` without images sent, as a pair; a file found inside
     another (an e-mail's attachment) is an outcome of its own.
 
     Examples:
         >>> read, refused = read_file_blocks([{"type": "file", "url": "https://x/y.pdf"}])
         >>> read, [o.reason for o in refused]
-        ([], ['unsupported_type'])
+        ([], ['not_fetched'])
     """
-    outcomes: list[Extracted | Omission] = []
-    for position, block in enumerate(blocks):
-        outcome = read_file_block(block, position, cache=cache, extractor=extractor,
-                                  limits=limits)
-        outcomes += outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
-    return ([o for o in outcomes if isinstance(o, Extracted)],
-            [o for o in outcomes if isinstance(o, Omission)])
+    out = read_blocks(blocks, cache=cache, extractor=extractor, limits=limits, fetch=fetch)
+    return list(out.extracted), list(out.omitted)
 
 
 def read_file_block(
@@ -164,49 +220,79 @@ def read_file_block(
     cache: ExtractionCache | None = None,
     extractor: TextExtractor | None = None,
     limits: ExtractionLimits | None = None,
-) -> Extracted | Omission:
-    """Take one file content block through the guard: its text, or why not.
+    fetch: Fetcher | None = None,
+    send_images: bool = False,
+) -> Extracted | Omission | SentImage:
+    """Take one file-carrying content block through the guard: its text, or why not.
 
-    Only inline (``base64``) data is read: a block given by URL or provider
-    file id is refused as ``unsupported_type``, because capsa never fetches.
-    Undecodable base64 is ``corrupt``. Everything else is `extract_attachment`,
-    with its refusals recorded as an `Omission`.
+    Any shape `capsa.guard.blocks.decode_block` recognises (LangChain v1 and
+    v0, OpenAI, Anthropic, LlamaIndex via its adapter). A file given by URL
+    or path is read only through `fetch` (``not_fetched`` without one); a
+    provider's file id is ``provider_file``; undecodable base64 is
+    ``corrupt``. An image is read by OCR, unless `send_images` is set: then
+    it is kept as an image block once its bytes sniff as an image within the
+    size limit (`SentImage`). Everything else is `extract_attachment`, with
+    its refusals recorded as an `Omission`.
 
     Args:
-        block: a ``{"type": "file", ...}`` content block.
+        block: a content block carrying a file.
         position: the block's position among the message's files (labels unnamed files).
         cache: outcomes by content hash and label; None to extract every time.
         extractor: the guard's extractor (None: the shared isolated pool).
         limits: the guard's limits (None: the attachment preset).
+        fetch: reads a file given by URL or path; None to refuse those.
+        send_images: keep checked images as image blocks instead of reading them by OCR.
 
     Examples:
         >>> read_file_block({"type": "file", "url": "https://x/y.pdf"}).reason
-        'unsupported_type'
+        'not_fetched'
     """
-    label = safe_label(block_filename(block), index=position)
-    if "base64" not in block:
-        where = "a URL" if "url" in block else "a provider file id"
-        return Omission(label=label, stage="sniff", reason="unsupported_type",
-                        detail=f"the file is given by {where}; capsa never fetches it")
-    try:
-        payload = base64.b64decode(block["base64"], validate=True)
-    except (binascii.Error, ValueError, TypeError):
-        return Omission(label=label, stage="size", reason="corrupt",
-                        detail="the base64 data does not decode")
-    key = hashlib.sha256(payload).hexdigest() + "|" + label
+    decoded = decode_block(block, position, fetch=fetch)
+    if decoded is None:
+        return Omission(label=safe_label("", index=position), stage="sniff",
+                        reason="unsupported_type", detail="the block carries no file")
+    return _read_decoded(decoded, position, cache=cache, extractor=extractor, limits=limits,
+                         send_images=send_images)
+
+
+def _read_decoded(decoded: DecodedBlock, position: int, *, cache: ExtractionCache | None,
+                  extractor: TextExtractor | None, limits: ExtractionLimits | None,
+                  send_images: bool) -> Extracted | Omission | SentImage:
+    if isinstance(decoded.outcome, Omission):
+        return decoded.outcome
+    attachment = decoded.outcome
+    if send_images and decoded.media == "image":
+        return _sent_image(attachment, limits or DEFAULT_LIMITS)
+    key = hashlib.sha256(attachment.payload).hexdigest() + "|" + attachment.label
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         return cached
     outcome: Extracted | Omission
     try:
-        outcome = extract_attachment(
-            Attachment(label=label, media_type=block.get("mime_type"), payload=payload),
-            extractor, limits, index=position)
+        outcome = extract_attachment(attachment, extractor, limits, index=position)
     except (IngestionRejected, ExtractionFailed) as error:
         outcome = Omission.from_error(error)
     if cache is not None:
         cache.put(key, outcome)
     return outcome
+
+
+def _sent_image(attachment: Attachment, limits: ExtractionLimits) -> SentImage | Omission:
+    label = attachment.label
+    size = len(attachment.payload)
+    if not size:
+        return Omission(label=label, stage="size", reason="empty", detail="the image is empty")
+    if size > limits.max_bytes:
+        return Omission(label=label, stage="size", reason="too_large",
+                        detail=f"{size} bytes, over the limit of {limits.max_bytes}")
+    kind = sniff(attachment.payload)
+    if kind not in _IMAGE_KINDS:
+        return Omission(label=label, stage="sniff", reason="type_mismatch",
+                        detail=f"sent as an image, but the bytes are {kind}")
+    return SentImage(label=label, kind=kind, byte_size=size)
+
+
+_IMAGE_KINDS = frozenset({"png", "jpeg", "tiff", "webp"})
 
 
 class AttachmentContext(BaseModel):
@@ -224,17 +310,27 @@ class AttachmentContext(BaseModel):
 
 
 def attachment_passages(extracted: Sequence[Extracted]) -> list[Passage]:
-    """Extracted files as attached passages, identified by content hash.
+    """Extracted files as attached passages, each identified by its file name.
+
+    The id is what the model reads in every markup form (the compact
+    ``<document q3.pdf>`` included), so it is the file's safe label, not a
+    hash; a second file with the same name gets ``~2`` appended, and so on.
+    The content hash stays in the passage's metadata.
 
     Examples:
         >>> one = Extracted(label="a.txt", kind="text", media_type=None, text="hi",
         ...                 byte_size=2, sha256="ab" * 32)
-        >>> attachment_passages([one])[0].id
-        'attached-abababababab'
+        >>> [p.id for p in attachment_passages([one, one])]
+        ['a.txt', 'a.txt~2']
     """
-    return [Passage(id=f"attached-{item.sha256[:12]}", text=item.text, source=item.label,
-                    metadata={"capsa_kind": item.kind, "capsa_sha256": item.sha256})
-            for item in extracted]
+    seen: dict[str, int] = {}
+    passages: list[Passage] = []
+    for item in extracted:
+        seen[item.label] = seen.get(item.label, 0) + 1
+        handle = item.label if seen[item.label] == 1 else f"{item.label}~{seen[item.label]}"
+        passages.append(Passage(id=handle, text=item.text, source=item.label,
+                                metadata={"capsa_kind": item.kind, "capsa_sha256": item.sha256}))
+    return passages
 
 
 def attachment_context(query: str, extracted: Sequence[Extracted],
@@ -258,12 +354,12 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
     """
     count = as_tokenizer(tokenizer)
     attached = attachment_passages(extracted)
-    problems = [f"{html.escape(o.label)}: {_reason(o)}" for o in omitted]
+    problems = [f"{escape_attribute(o.label)}: {_reason(o)}" for o in omitted]
     notice = _notice(problems)
     room = budget.max_tokens - (count(notice) + 2 if notice else 0)
     packet = _pack(query, passages, attached, budget, room, count, scorer)
     dropped = {r.passage_id for r in packet.receipts if r.dropped is not None}
-    late = [f"{html.escape(p.source or p.id)}: did not fit the context budget"
+    late = [f"{escape_attribute(p.source or p.id)}: did not fit the context budget"
             for p in attached if p.id in dropped]
     if late:
         notice = _notice(problems + late)

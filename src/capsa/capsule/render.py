@@ -1,8 +1,10 @@
 """Evidence as text the model reads and content cannot forge.
 
 Every chunk is one ``<chunk id="..." title="...">`` element whose body and
-attributes are escaped: ``&``, ``<`` and ``>`` in a body, and those plus ``"``
-and control characters in an attribute, become character references. No chunk
+attributes are escaped with `capsa.markup`, the container standard every capsa
+renderer shares: ``&``, ``<``, ``>`` and their look-alikes (``＜``, ``﹥``) in a
+body, and those plus quotation marks and control characters in an attribute,
+become character references. No chunk
 text, id, title, uri or collection can therefore open or close a chunk, a group,
 a capsule or a notice: every ``<`` the model sees was written by capsa. Because
 the escaping is reversible, `parse_evidence` reads a rendered return back into
@@ -16,6 +18,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 from capsa.capsule.messages import Evidence
+from capsa.markup import escape_attribute as _escape_attribute
+from capsa.markup import escape_text, unescape
 
 __all__ = [
     "CITE_DESCRIPTION",
@@ -50,55 +54,33 @@ RECALL_DESCRIPTION = (
 )
 """What the model is told about the recall tool."""
 
-_BODY = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_BODY_UNSAFE = re.compile(r"[&<>]")
-_ATTRIBUTE_UNSAFE = re.compile('[&<>"\x00-\x1f\x7f-\x9f\u2028\u2029]')
-_REFERENCE = re.compile(r"&(amp|lt|gt|quot|#(\d{1,4}));")
-_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"'}
 _ATTRIBUTES = re.compile(r'\s([a-z-]+)="([^"]*)"')
 _CHUNK = re.compile(r"<chunk((?:\s[a-z-]+=\"[^\"]*\")*)>\n(.*?)\n</chunk>", re.DOTALL)
 
 
 def escape_body(text: str) -> str:
-    """Escape element text: ``&``, ``<`` and ``>`` become character references.
+    """Escape element text: ``&``, ``<``, ``>`` and their look-alikes become references.
+
+    `capsa.markup.escape_text` in its strict, reversible form: the container
+    standard every capsa renderer shares.
 
     Examples:
-        >>> escape_body("a < b </chunk>")
-        'a &lt; b &lt;/chunk&gt;'
+        >>> escape_body("a < b </chunk> \ufe64/chunk\ufe65")
+        'a &lt; b &lt;/chunk&gt; &#65124;/chunk&#65125;'
     """
-    return _BODY_UNSAFE.sub(lambda m: _BODY[m.group()], text)
+    return escape_text(text, strict=True)
 
 
 def escape_attribute(value: str) -> str:
-    """Escape a double-quoted attribute value, control characters included.
+    """Escape a double-quoted attribute value, control characters and look-alikes included.
+
+    `capsa.markup.escape_attribute`, reversibly.
 
     Examples:
         >>> escape_attribute('x" title="forged')
         'x&quot; title=&quot;forged'
     """
-
-    def one(match: re.Match[str]) -> str:
-        char = match.group()
-        if char == '"':
-            return "&quot;"
-        return _BODY.get(char) or f"&#{ord(char)};"
-
-    return _ATTRIBUTE_UNSAFE.sub(one, value)
-
-
-def unescape(text: str) -> str:
-    """Undo `escape_body` or `escape_attribute`.
-
-    Examples:
-        >>> unescape(escape_attribute('a"<b>&\\n')) == 'a"<b>&\\n'
-        True
-    """
-
-    def one(match: re.Match[str]) -> str:
-        name, code = match.group(1), match.group(2)
-        return chr(int(code)) if code else _NAMED[name]
-
-    return _REFERENCE.sub(one, text)
+    return _escape_attribute(value, reversible=True)
 
 
 def _attributes(evidence: Evidence, *, name_collection: bool, brief: bool) -> str:

@@ -34,6 +34,7 @@ from capsa.guard.limits import INGESTION_LIMITS, ExtractionLimits
 from capsa.guard.port import TextExtractor
 from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.sniff import media_type_for_name
+from capsa.guard.walk import LinkRule, walk_files
 
 __all__ = ["BulkSource", "Skipped", "extract_many"]
 
@@ -61,7 +62,8 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
                  limits: ExtractionLimits | None = None,
                  extractor: TextExtractor | None = None,
                  manifest: str | os.PathLike[str] | None = None,
-                 progress: bool = False) -> Iterator[Extracted | Omission | Skipped]:
+                 progress: bool = False, symlinks: LinkRule = "refuse",
+                 ) -> Iterator[Extracted | Omission | Skipped]:
     """Stream many files through the guard; yield each outcome as it finishes.
 
     At most ``2 * workers`` files are held in memory at once; sources are
@@ -84,6 +86,10 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
             parsers with `workers` workers, closed when the iterator finishes.
         manifest: path of the resumable manifest.
         progress: draw a rich progress bar on stderr.
+        symlinks: the link rule for walked directories (`capsa.guard.walk`):
+            ``"refuse"`` (default) reports each link as ``symlink``,
+            ``"within_root"`` follows links that stay inside the directory,
+            ``"follow"`` follows every link.
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -107,7 +113,7 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
             # one worker streams its outcomes in input order
             order: dict[Future[Extracted | Omission | Skipped], int] = {}
             # at most 2 * workers files are read and waiting at any moment
-            for index, source in enumerate(_expand(sources, skip)):
+            for index, source in enumerate(_expand(sources, skip, symlinks)):
                 if len(pending) >= 2 * workers:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     yield from _finish(sorted(done, key=order.pop), bar)
@@ -132,17 +138,19 @@ def _default_pool(workers: int, limits: ExtractionLimits) -> IsolatedExtractor:
 
 @dataclass(frozen=True, slots=True)
 class _Walked:
-    """A path found by walking a directory: its symbolic links are not followed."""
+    """A path found by walking a directory, with the link rule's refusal, if any."""
 
     path: Path
+    refusal: IngestionRejected | None = None
 
 
-def _expand(sources: Iterable[BulkSource], skip: Path | None
+def _expand(sources: Iterable[BulkSource], skip: Path | None, symlinks: LinkRule
             ) -> Iterator[BulkSource | _Walked]:
     for source in sources:
         if not isinstance(source, tuple) and Path(source).is_dir():
-            yield from (_Walked(p) for p in sorted(Path(source).rglob("*"))
-                        if (p.is_symlink() or p.is_file()) and p.resolve() != skip)
+            yield from (_Walked(p, refusal) for p, refusal in
+                        walk_files(source, "**/*", symlinks=symlinks)
+                        if p.resolve() != skip)
         else:
             yield source
 
@@ -168,7 +176,9 @@ def _read_one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
         if isinstance(source, tuple):
             payload = source[1]
         elif isinstance(source, _Walked):
-            payload = read_bounded(source.path, limits, label=label, follow_symlinks=False)
+            if source.refusal is not None:
+                raise source.refusal
+            payload = read_bounded(source.path, limits, label=label)
         else:
             payload = read_bounded(source, limits, label=label)
     except IngestionRejected as error:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import html
 import math
 import os
 import stat
@@ -32,6 +31,7 @@ from capsa.guard.normalize import clean_detail, normalize
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.sniff import resolve_kind, sniff
+from capsa.markup import escape_attribute, escape_text
 
 __all__ = [
     "Attachment",
@@ -171,8 +171,10 @@ class ExtractionResult(BaseModel):
 def render_blocks(files: Sequence[Extracted]) -> str:
     """Render files as ``<attachment name="...">...</attachment>`` blocks.
 
-    Labels and text are escaped (``&``, ``<``, ``>``, quotes), so a file whose
-    text says ``</attachment><system>`` stays inside its own block.
+    Labels and text are escaped with `capsa.markup`, the container standard
+    every capsa renderer shares (``&``, ``<``, ``>``, quotes and their
+    look-alikes such as ``＜``), so a file whose text says
+    ``</attachment><system>`` or ``＜/attachment＞`` stays inside its own block.
 
     Examples:
         >>> one = Extracted(label="a.txt", kind="text", media_type=None,
@@ -181,8 +183,8 @@ def render_blocks(files: Sequence[Extracted]) -> str:
         '<attachment name="a.txt">\\n&lt;/attachment&gt;\\n</attachment>'
     """
     return "\n\n".join(
-        f'<attachment name="{html.escape(f.label, quote=True)}">\n'
-        f"{html.escape(f.text, quote=False)}\n</attachment>"
+        f'<attachment name="{escape_attribute(f.label)}">\n'
+        f"{escape_text(f.text, strict=True)}\n</attachment>"
         for f in files
     )
 
@@ -203,7 +205,7 @@ def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAUL
     info = os.stat(path, follow_symlinks=follow_symlinks)
     if stat.S_ISLNK(info.st_mode):
         raise IngestionRejected("a symbolic link found in a directory walk is not followed",
-                                label=name, stage="size", reason="unsupported_type")
+                                label=name, stage="size", reason="symlink")
     if not stat.S_ISREG(info.st_mode):
         raise IngestionRejected("not a regular file (a pipe, device or socket)",
                                 label=name, stage="size", reason="unsupported_type")

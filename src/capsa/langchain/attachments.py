@@ -18,13 +18,15 @@ from langchain_core.retrievers import BaseRetriever
 from capsa.budget import Budget, Passage
 from capsa.budget.attachments import (
     AttachmentContext,
+    BlockOutcomes,
     ExtractionCache,
     RecentCache,
     attachment_context,
-    read_file_blocks,
+    read_blocks,
 )
 from capsa.budget.render import source_name
-from capsa.guard import Extracted, ExtractionLimits, Omission, TextExtractor
+from capsa.guard import ExtractionLimits, TextExtractor
+from capsa.guard.blocks import TEXT_BLOCK_TYPES, Fetcher, carries_file
 
 __all__ = ["AttachmentMiddleware"]
 
@@ -37,13 +39,21 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
 
     Many chat models cannot read ``{"type": "file", ...}`` content blocks, and
     those that can parse untrusted bytes somewhere you cannot bound. This
-    middleware, in `wrap_model_call`, takes each base64 file block through
-    capsa's guard (isolated parsers, typed refusals), packs the extracted text
-    with `capsa.budget` as ``<context source="attached">`` (beside retrieval,
-    when a `retriever` is given, under `Budget.attachment_share`), and tells
+    middleware, in `wrap_model_call`, takes every block of a human message
+    that is not text through capsa's guard, whatever its shape
+    (`capsa.guard.blocks`: LangChain's v1 and v0 file, image and audio blocks,
+    OpenAI's ``file``, ``input_file``, ``image_url``, ``input_image`` and
+    ``input_audio``, Anthropic's ``document`` and ``image``): images are read
+    by OCR (or kept as images, checked, with ``send_images=True``); a file
+    given by URL or path is read only through your `fetch`; a block capsa
+    does not know is refused. Each is read with isolated parsers and typed
+    refusals; the middleware packs the extracted text with `capsa.budget` as
+    ``<context source="attached">`` (beside retrieval, when a `retriever` is
+    given, under `Budget.attachment_share`), and tells
     the model which files it is not reading and why ("report.pdf: parser
     failed (timeout)"). The same report reaches the caller as a
-    ``capsa.attachments`` custom event.
+    ``capsa.attachments`` custom event, once per turn (an agent calls the
+    model several times in one turn; the event is not repeated).
 
     Every turn of a conversation is covered, not only the one that attached:
 
@@ -77,20 +87,29 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         extractor: the guard's extractor (`None`: the shared isolated pool).
         limits: the guard's limits.
         tokenizer: counts tokens; defaults to capsa's offline estimate.
+        fetch: reads a file a block gives by URL or path (``bytes`` back);
+            None (the default) refuses those files as ``not_fetched``.
+        send_images: keep image blocks as images for a model that reads them
+            (after checking they are images within the size limit); off by
+            default, when images are read by OCR like any file.
     """
 
     def __init__(self, *, budget: Budget, retriever: BaseRetriever | None = None,
                  extractor: TextExtractor | None = None,
                  limits: ExtractionLimits | None = None,
-                 tokenizer: Callable[[str], int] | None = None) -> None:
+                 tokenizer: Callable[[str], int] | None = None,
+                 fetch: Fetcher | None = None, send_images: bool = False) -> None:
         super().__init__()
         self.budget = budget
         self.retriever = retriever
         self.extractor = extractor
         self.limits = limits
         self.tokenizer = tokenizer
+        self.fetch = fetch
+        self.send_images = send_images
         self._cache = ExtractionCache(_CACHE_SIZE)
         self._forms: RecentCache[list[str | dict[Any, Any]]] = RecentCache(_CACHE_SIZE)
+        self._reported: RecentCache[bool] = RecentCache(_CACHE_SIZE)
 
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
@@ -100,7 +119,8 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
             return handler(request)
         docs = self.retriever.invoke(_text(turn.newest)) if self.retriever is not None else []
         messages, context = self._rewrite(request.messages, turn, docs)
-        _dispatch(context)
+        if self._first_report(request.messages, turn):
+            _dispatch(context)
         return handler(request.override(messages=messages))
 
     async def awrap_model_call(self, request: ModelRequest[Any],
@@ -112,8 +132,17 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
             return await handler(request)
         docs = await self.retriever.ainvoke(_text(turn.newest)) if self.retriever else []
         messages, context = await asyncio.to_thread(self._rewrite, request.messages, turn, docs)
-        await _adispatch(context)
+        if self._first_report(request.messages, turn):
+            await _adispatch(context)
         return await handler(request.override(messages=messages))
+
+    def _first_report(self, messages: Sequence[AnyMessage], turn: _Turn) -> bool:
+        """Whether this turn's report is still to be sent: the first model call of the turn."""
+        key = _digest([m.content for m in messages[:turn.index + 1]])
+        if self._reported.get(key):
+            return False
+        self._reported.put(key, True)
+        return True
 
     def _rewrite(self, messages: Sequence[AnyMessage], turn: _Turn, docs: Sequence[Any]
                  ) -> tuple[list[AnyMessage], AttachmentContext]:
@@ -125,14 +154,16 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
                             source=source_name(doc.metadata.get("source")))
                     for i, doc in enumerate(docs)]
         if _files(turn.newest):
-            extracted, omitted = self._read(turn.newest)
+            read = self._read(turn.newest)
+            extracted, omitted, kept = list(read.extracted), list(read.omitted), read.kept
         else:  # a follow-up: the earlier files, read again for this question
-            earlier = [self._read(cast("HumanMessage", messages[i]))[0] for i in turn.earlier]
+            earlier = [self._read(cast("HumanMessage", messages[i])).extracted
+                       for i in turn.earlier]
             extracted = list({e.sha256: e for group in earlier for e in group}.values())
-            omitted = []  # each was named where its file was attached
+            omitted, kept = [], ()  # each was named where its file was attached
         context = attachment_context(_text(turn.newest), extracted, omitted, self.budget,
                                      passages=passages, tokenizer=self.tokenizer)
-        rewritten[turn.index] = _replaced(turn.newest, context)
+        rewritten[turn.index] = _replaced(turn.newest, context, kept)
         return rewritten, context
 
     def _earlier_form(self, message: HumanMessage) -> HumanMessage:
@@ -141,20 +172,21 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         A pure function of the message (no retrieval), kept by content digest so
         a long conversation does not re-pack its files on every model call.
         """
-        key = hashlib.sha256(json.dumps(message.content, sort_keys=True, default=str)
-                             .encode()).hexdigest()
+        key = _digest(message.content)
         known = self._forms.get(key)
         if known is not None:
             return message.model_copy(update={"content": known})
-        extracted, omitted = self._read(message)
+        read = self._read(message)
         form = _replaced(message, attachment_context(
-            _text(message), extracted, omitted, self.budget, tokenizer=self.tokenizer))
+            _text(message), read.extracted, read.omitted, self.budget,
+            tokenizer=self.tokenizer), read.kept)
         self._forms.put(key, cast("list[str | dict[Any, Any]]", form.content))
         return form
 
-    def _read(self, message: HumanMessage) -> tuple[list[Extracted], list[Omission]]:
-        return read_file_blocks(_files(message), cache=self._cache, extractor=self.extractor,
-                                limits=self.limits)
+    def _read(self, message: HumanMessage) -> BlockOutcomes:
+        content = [message.content] if isinstance(message.content, str) else message.content
+        return read_blocks(content, cache=self._cache, extractor=self.extractor,
+                           limits=self.limits, fetch=self.fetch, send_images=self.send_images)
 
 
 @dataclass(frozen=True)
@@ -187,10 +219,15 @@ def _newest_human(messages: Sequence[AnyMessage]) -> tuple[int, HumanMessage] | 
     return None
 
 
-def _files(message: HumanMessage) -> list[dict[str, Any]]:
+def _digest(content: Any) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _files(message: HumanMessage) -> list[Any]:
+    """Every block of the message that is not the user's words (`carries_file`)."""
     if isinstance(message.content, str):
         return []
-    return [b for b in message.content if isinstance(b, dict) and b.get("type") == "file"]
+    return [b for b in message.content if carries_file(b)]
 
 
 def _text(message: HumanMessage) -> str:
@@ -198,13 +235,15 @@ def _text(message: HumanMessage) -> str:
         return message.content
     return " ".join(b if isinstance(b, str) else str(b.get("text", ""))
                     for b in message.content
-                    if isinstance(b, str) or b.get("type") in ("text", "text-plain"))
+                    if isinstance(b, str) or b.get("type") in TEXT_BLOCK_TYPES)
 
 
-def _replaced(message: HumanMessage, context: AttachmentContext) -> HumanMessage:
+def _replaced(message: HumanMessage, context: AttachmentContext,
+              images: Sequence[int] = ()) -> HumanMessage:
+    """The message with its text and checked images only, after the packed context."""
     content = [message.content] if isinstance(message.content, str) else message.content
     kept: list[str | dict[Any, Any]] = [
-        b for b in content if not (isinstance(b, dict) and b.get("type") == "file")]
+        b for i, b in enumerate(content) if not carries_file(b) or i in images]
     packed: list[str | dict[Any, Any]] = (
         [{"type": "text", "text": context.text}] if context.text else [])  # never an empty block
     return message.model_copy(update={"content": [*packed, *kept]})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from capsa.budget.render import source_name
 from capsa.capsule import (
     CitationRef,
     Compaction,
@@ -63,6 +65,8 @@ EVENT = "capsa.capsule"
 LEDGER_KEY = "capsa_ledger"
 """Agent-state key (and stateless input/output key) holding the ledger's JSON."""
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
 
@@ -89,11 +93,17 @@ def load_ledger(state: Mapping[str, Any]) -> EvidenceLedger | None:
 
 
 def chunk_id(doc: Document) -> str:
-    """The id a document is cited by: ``capsa_chunk_id``, its id, ``chunk_id``, or a hash."""
+    """The id a document is cited by: ``capsa_chunk_id``, its id, ``chunk_id``, or a hash.
+
+    A bare 64-hex digest (`CapsaLoader` ids documents by their sha256) is
+    shortened to its first 12 characters: the model copies ids into
+    citations, and 64 characters cost tokens and invite copying errors.
+    """
     meta = doc.metadata
     for candidate in (meta.get("capsa_chunk_id"), doc.id, meta.get("chunk_id")):
         if candidate:
-            return str(candidate)
+            text = str(candidate)
+            return text[:12] if _DIGEST.fullmatch(text) else text
     source = str(meta.get("source", ""))
     return hashlib.sha256(f"{source}\n{doc.page_content}".encode()).hexdigest()[:16]
 
@@ -121,7 +131,7 @@ def evidence_of(item: Any) -> Evidence | None:
         return None
     meta = item.metadata
     identity = chunk_id(item)
-    uri = meta.get("source") or meta.get("uri") or meta.get("url")
+    uri = source_name(meta.get("source") or meta.get("uri") or meta.get("url"))
     return Evidence(
         chunk_id=identity,
         content=item.page_content,

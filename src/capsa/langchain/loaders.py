@@ -25,6 +25,7 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
+from capsa.guard.walk import LinkRule, walk_files
 
 __all__ = ["CapsaBlobParser", "CapsaLoader", "Source"]
 
@@ -124,8 +125,9 @@ class CapsaLoader(BaseLoader):
     through ``**`` in the pattern), hidden files and folders are skipped unless
     ``load_hidden=True``, and a bare string or path is one source, never a
     sequence of characters. Unlike it, nothing is skipped silently and one bad
-    source never aborts the load: a missing path, a symbolic link met in a
-    walk (never followed) and every refused file are listed in `omitted`.
+    source never aborts the load: a missing path, a symbolic link the link
+    rule refuses (`symlinks`, `capsa.guard.walk`: by default every link met
+    in a walk, as ``symlink``) and every refused file are listed in `omitted`.
 
     Documents stream out one file at a time (`lazy_load`); nothing is read
     before its turn, and a path is stat-ed before it is opened. `alazy_load`
@@ -158,8 +160,10 @@ class CapsaLoader(BaseLoader):
                  limits: ExtractionLimits | None = None,
                  glob: str = "**/[!.]*", recursive: bool = False, load_hidden: bool = False,
                  on_rejection: Literal["omit", "raise"] = "omit",
-                 callbacks: Sequence[BaseCallbackHandler] | None = None) -> None:
+                 callbacks: Sequence[BaseCallbackHandler] | None = None,
+                 symlinks: LinkRule = "refuse") -> None:
         self.sources: tuple[Source, ...] = _sources(sources)
+        self.symlinks = symlinks
         self.glob = glob
         self.recursive = recursive
         self.load_hidden = load_hidden
@@ -180,9 +184,9 @@ class CapsaLoader(BaseLoader):
         self.parser.omitted = []
         for source in self.sources:
             if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
-                for path in self._walk(Path(source)):
-                    if path.is_symlink():
-                        self.parser.refuse(_walked_link(path), where=str(path))
+                for path, refusal in self._walk(Path(source)):
+                    if refusal is not None:
+                        self.parser.refuse(refusal, where=str(path))
                     else:
                         yield from self.parser.lazy_parse(_to_blob(path))
             else:
@@ -196,11 +200,10 @@ class CapsaLoader(BaseLoader):
             assert isinstance(document, Document)
             yield document
 
-    def _walk(self, folder: Path) -> list[Path]:
-        found = folder.rglob(self.glob) if self.recursive else folder.glob(self.glob)
-        return sorted(path for path in found
-                      if (path.is_symlink() or path.is_file())
-                      and (self.load_hidden or not _hidden(path.relative_to(folder))))
+    def _walk(self, folder: Path) -> list[tuple[Path, IngestionRejected | None]]:
+        pattern = f"**/{self.glob}" if self.recursive else self.glob
+        return list(walk_files(folder, pattern, symlinks=self.symlinks,
+                               hidden=self.load_hidden))
 
 
 def _sources(sources: Source | Iterable[Source]) -> tuple[Source, ...]:
@@ -210,16 +213,6 @@ def _sources(sources: Source | Iterable[Source]) -> tuple[Source, ...]:
             and isinstance(sources[1], bytes)):
         return (sources,)
     return tuple(sources)
-
-
-def _hidden(relative: PurePath) -> bool:
-    return any(part.startswith(".") for part in relative.parts)
-
-
-def _walked_link(path: Path) -> IngestionRejected:
-    return IngestionRejected("a symbolic link found in a directory walk is not followed",
-                             label=safe_label(path.name), stage="size",
-                             reason="unsupported_type")
 
 
 def _to_blob(source: Source) -> Blob:

@@ -13,6 +13,8 @@ from capsa._lazy import lazy_getattr, require
 require("llama_index.core", "llama-index", "capsa.llama_index")
 
 _NAMES = {
+    "CapsaAttachments": "attachments",
+    "CapsaDirectoryReader": "readers",
     "CapsaReader": "readers",
     "CapsaNodePostprocessor": "postprocessors",
     "budget_for_llm": "postprocessors",
@@ -30,6 +32,7 @@ __all__ = sorted(_NAMES)
 __getattr__ = lazy_getattr(__name__, _NAMES)
 
 if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
+    from capsa.llama_index.attachments import CapsaAttachments as CapsaAttachments
     from capsa.llama_index.memory import CapsuleMemory as CapsuleMemory
     from capsa.llama_index.memory import CitationCapsuleBlock as CitationCapsuleBlock
     from capsa.llama_index.memory import capsule_cite_tool as capsule_cite_tool
@@ -37,6 +40,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.llama_index.memory import capsule_retriever_tool as capsule_retriever_tool
     from capsa.llama_index.postprocessors import CapsaNodePostprocessor as CapsaNodePostprocessor
     from capsa.llama_index.postprocessors import budget_for_llm as budget_for_llm
+    from capsa.llama_index.readers import CapsaDirectoryReader as CapsaDirectoryReader
     from capsa.llama_index.readers import CapsaReader as CapsaReader
     from capsa.llama_index.shadow import ShadowEventHandler as ShadowEventHandler
     from capsa.llama_index.shadow import ShadowRetriever as ShadowRetriever

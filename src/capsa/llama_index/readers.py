@@ -15,7 +15,7 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.readers.base import BasePydanticReader
 from llama_index.core.schema import Document
 from llama_index_instrumentation import get_dispatcher
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, model_validator
 
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
@@ -30,8 +30,9 @@ from capsa.guard import (
 )
 from capsa.guard.pools import shared_pool
 from capsa.guard.sandbox.pool import IsolatedExtractor
+from capsa.guard.walk import LinkRule, check_link, walk_files
 
-__all__ = ["CapsaOmissionEvent", "CapsaReader"]
+__all__ = ["CapsaDirectoryReader", "CapsaOmissionEvent", "CapsaReader"]
 
 _dispatcher = get_dispatcher(__name__)
 
@@ -78,6 +79,17 @@ class CapsaReader(BasePydanticReader):
     (`ExtractionLimits.for_ingestion`). `aload_data` and `alazy_load_data`
     do all their reading and parsing in a worker thread.
 
+    Symbolic links follow capsa's one link rule (`capsa.guard.walk`):
+    ``symlinks="refuse"`` (the default) refuses a file that is a link as
+    ``symlink``, even when `SimpleDirectoryReader`'s walk handed it over;
+    ``"within_root"`` follows links that stay inside `root`; ``"follow"``
+    follows every link.
+
+    Give it to `SimpleDirectoryReader` for *every* extension, or the files it
+    does not map go through LlamaIndex's own, unguarded readers; simpler,
+    use `CapsaDirectoryReader`, which reads every file of a folder through
+    the guard whatever its extension.
+
     Documents get ``capsa_label``, ``capsa_kind``, ``capsa_sha256`` and
     ``capsa_bytes`` metadata, kept out of the LLM and embedding text.
 
@@ -88,8 +100,7 @@ class CapsaReader(BasePydanticReader):
         .. code-block:: python
 
             reader = CapsaReader()
-            docs = SimpleDirectoryReader("inbox/", file_extractor={".pdf": reader},
-                                         ).load_data(num_workers=2)
+            docs = CapsaDirectoryReader("inbox/", reader=reader).load_data()
             reader.omitted   # [Omission(label='q3.pdf', stage='archive', ...)]
 
     Examples:
@@ -106,6 +117,10 @@ class CapsaReader(BasePydanticReader):
     is_remote: bool = False
     limits: ExtractionLimits = Field(default_factory=ExtractionLimits.for_ingestion)
     on_rejection: Literal["omit", "raise"] = "omit"
+    symlinks: LinkRule = "refuse"
+    """The link rule (`capsa.guard.walk`): refuse links, follow those inside `root`, or all."""
+    root: str | None = None
+    """The folder links must stay inside with ``symlinks="within_root"``."""
     _extractor: TextExtractor | None = PrivateAttr(default=None)
     _omitted: list[Omission] = PrivateAttr(default_factory=list)
     _spool: str | None = PrivateAttr(default=None)
@@ -114,6 +129,12 @@ class CapsaReader(BasePydanticReader):
     def __init__(self, *, extractor: TextExtractor | None = None, **data: Any) -> None:
         super().__init__(**data)
         self._extractor = extractor
+
+    @model_validator(mode="after")
+    def _rule_has_a_root(self) -> CapsaReader:
+        if self.symlinks == "within_root" and self.root is None:
+            raise ValueError("symlinks='within_root' needs root=, the folder links must stay in")
+        return self
 
     @classmethod
     def class_name(cls) -> str:
@@ -165,6 +186,10 @@ class CapsaReader(BasePydanticReader):
         for index, path in enumerate(paths):
             label = safe_label(Path(path).name, index=index)
             try:
+                if fs is None:
+                    refusal = check_link(path, symlinks=self.symlinks, root=self.root)
+                    if refusal is not None:
+                        raise refusal
                 payload = self._read(Path(path), label, fs)
                 declared = media_type_for_name(label)
                 item = extract_attachment(Attachment(label=label, media_type=declared,
@@ -202,6 +227,12 @@ class CapsaReader(BasePydanticReader):
     async def aload_data(self, *args: Any, **load_kwargs: Any) -> list[Document]:
         """`load_data` in a worker thread; the event loop keeps running."""
         return await asyncio.to_thread(self.load_data, *args, **load_kwargs)
+
+    def refuse(self, error: IngestionRejected | ExtractionFailed, source: str) -> None:
+        """Record (or with ``on_rejection="raise"``, raise) a refusal of the file at `source`."""
+        if self.on_rejection == "raise":
+            raise error
+        self._record(Omission.from_error(error).model_copy(update={"source": source}))
 
     def _record(self, omission: Omission) -> None:
         if os.getpid() == self._owner or self._spool is None:
@@ -266,3 +297,104 @@ def _rebuild_reader(fields: dict[str, Any], parsers: tuple[TextExtractor | None,
     reader = CapsaReader(extractor=extractor, **fields)
     reader._spool, reader._owner = spool, owner
     return reader
+
+
+class CapsaDirectoryReader(BasePydanticReader):
+    """Read every file of a folder through capsa's guard, whatever its extension.
+
+    `SimpleDirectoryReader` runs LlamaIndex's own readers (pypdf, docx2txt,
+    pandas, ...) in this process for every extension its `file_extractor`
+    does not map, so a folder with one unmapped zip-bomb DOCX or XLSX is parsed
+    unguarded. This reader walks the folder itself and hands every file, of any
+    extension, to a `CapsaReader`: one guarded path, no default reader behind it.
+
+    Links follow capsa's one link rule (`capsa.guard.walk`): by default every
+    symbolic link met is refused as ``symlink``; ``symlinks="within_root"``
+    follows links that stay inside the folder, ``"follow"`` every link.
+
+    Documents carry ``file_path`` and ``file_name`` metadata, as
+    `SimpleDirectoryReader` writes them, beside capsa's provenance keys. With
+    ``defer=True`` nothing is parsed here: each file becomes an empty
+    placeholder (``capsa_pending``) that `CapsaTransform` reads in an
+    `IngestionPipeline`, in parallel (``num_workers``).
+
+    Refusals are in `omitted` (the inner reader's) and fire `CapsaOmissionEvent`.
+
+    Usage:
+        .. code-block:: python
+
+            reader = CapsaDirectoryReader("inbox/")
+            docs = reader.load_data()
+            reader.omitted   # every file not read, with its reason
+
+    Examples:
+        >>> from capsa.guard.extractors import PlainTextExtractor
+        >>> folder = getfixture("tmp_path")
+        >>> _ = (folder / "a.md").write_text("alpha"); _ = (folder / "b.xyz").write_text("beta")
+        >>> reader = CapsaDirectoryReader(str(folder), reader=CapsaReader(
+        ...     extractor=PlainTextExtractor()))
+        >>> [d.metadata["file_name"] for d in reader.load_data()]
+        ['a.md', 'b.xyz']
+    """
+
+    is_remote: bool = False
+    input_dir: str
+    """The folder to read."""
+    recursive: bool = True
+    """Read sub-folders too."""
+    load_hidden: bool = False
+    """Read files and folders whose names start with a dot."""
+    symlinks: LinkRule = "refuse"
+    """The link rule (`capsa.guard.walk`)."""
+    defer: bool = False
+    """Yield unparsed placeholders for `CapsaTransform` instead of parsing here."""
+    _reader: CapsaReader = PrivateAttr()
+
+    def __init__(self, input_dir: str | os.PathLike[str] | None = None, *,
+                 reader: CapsaReader | None = None, **data: Any) -> None:
+        if input_dir is not None:
+            data["input_dir"] = os.fspath(input_dir)
+        super().__init__(**data)
+        if not Path(self.input_dir).is_dir():
+            raise ValueError(f"CapsaDirectoryReader needs a folder, got {self.input_dir!r}")
+        base = reader if reader is not None else CapsaReader()
+        self._reader = base.model_copy(update={"symlinks": self.symlinks,
+                                               "root": self.input_dir})
+        self._reader._extractor = base._extractor
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Stable name for serialisation and caches."""
+        return "CapsaDirectoryReader"
+
+    @property
+    def omitted(self) -> list[Omission]:
+        """Every file refused since the reader was built, with its reason."""
+        return self._reader.omitted
+
+    def lazy_load_data(self, *args: Any, **load_kwargs: Any) -> Iterable[Document]:
+        """Yield the documents of every file of the folder that passes the guard."""
+        pattern = "**/*" if self.recursive else "*"
+        for path, refusal in walk_files(self.input_dir, pattern, symlinks=self.symlinks,
+                                        hidden=self.load_hidden):
+            info = {"file_path": str(path), "file_name": path.name}
+            if refusal is not None:
+                self._reader.refuse(refusal, str(path))
+            elif self.defer:
+                yield _pending(path, info)
+            else:
+                yield from self._reader.lazy_load_data(path, extra_info=info)
+
+    async def aload_data(self, *args: Any, **load_kwargs: Any) -> list[Document]:
+        """`load_data` in a worker thread; the event loop keeps running."""
+        return await asyncio.to_thread(self.load_data, *args, **load_kwargs)
+
+
+def _pending(path: Path, info: dict[str, Any]) -> Document:
+    """An unparsed placeholder for `CapsaTransform`; size and date make an edit miss its cache."""
+    stat = path.stat()
+    metadata = {**info, "file_size": stat.st_size, "last_modified_date": int(stat.st_mtime),
+                "capsa_pending": True}
+    hidden = list(metadata)
+    return Document(text="", metadata=metadata, excluded_llm_metadata_keys=hidden,
+                    excluded_embed_metadata_keys=hidden)

@@ -13,7 +13,7 @@ from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index_instrumentation import get_dispatcher
 from pydantic import Field
 
-from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.errors import ExtractionFailed, IngestionRejected, UnguardedInput
 from capsa.guard import (
     Attachment,
     Extracted,
@@ -36,17 +36,27 @@ _PROVENANCE = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes", "caps
 
 
 class CapsaTransform(TransformComponent):
-    """Replace file-backed documents with capsa's guarded extraction of the file.
+    """Read the files of placeholder documents through capsa's guard, in an ingestion pipeline.
 
-    A node whose ``metadata["file_path"]`` names a file (as
-    `SimpleDirectoryReader` writes it) is replaced by one `Document` holding the
+    Feed it ``CapsaDirectoryReader(folder, defer=True).load_data()``: each
+    placeholder (``capsa_pending`` metadata, no text) names a file by
+    ``metadata["file_path"]`` and is replaced by one `Document` holding the
     text capsa extracted from that file's bytes: sniffed, size- and
     archive-checked, parsed in an isolated, time- and memory-limited worker.
     The new document keeps the input's id and metadata and adds
     ``capsa_label``, ``capsa_kind``, ``capsa_sha256`` and ``capsa_bytes``
     (kept out of the LLM and embedding text). Several input nodes naming the
     same file (a reader that splits pages) become one document, under the
-    first node's id. Nodes without a ``file_path`` pass through unchanged.
+    first node's id. Nodes without a ``file_path``, and documents capsa
+    already read (``capsa_sha256``, from `CapsaReader`), pass through unchanged.
+
+    A node that names a file but was parsed by another reader (the output of
+    `SimpleDirectoryReader`'s default readers) is refused loudly: the call
+    raises `capsa.errors.UnguardedInput` naming the files. Re-reading the file
+    here would not help: the other reader's parser has already run on those
+    untrusted bytes, in-process and unbounded (a zip-bomb DOCX inflated before
+    capsa saw it), and dropping the nodes quietly would hide that. The fix is
+    in the loading code, which the error points at.
 
     A refused file is dropped from the output and reported twice: as a
     `CapsaOmissionEvent` on LlamaIndex's instrumentation dispatcher and as a
@@ -74,11 +84,10 @@ class CapsaTransform(TransformComponent):
     Usage:
         .. code-block:: python
 
-            from llama_index.core import SimpleDirectoryReader
             from llama_index.core.ingestion import IngestionPipeline
             from llama_index.core.node_parser import SentenceSplitter
 
-            docs = SimpleDirectoryReader("inbox/").load_data()
+            docs = CapsaDirectoryReader("inbox/", defer=True).load_data()
             pipeline = IngestionPipeline(transformations=[CapsaTransform(), SentenceSplitter()])
             nodes = pipeline.run(documents=docs, num_workers=2)
 
@@ -97,11 +106,16 @@ class CapsaTransform(TransformComponent):
         return "CapsaTransform"
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        """Return new documents for file-backed nodes; others unchanged, refused files dropped."""
+        """Return new documents for placeholders; others unchanged, refused files dropped.
+
+        Raises:
+            UnguardedInput: a node names a file another reader parsed.
+        """
+        _refuse_unguarded(nodes)
         firsts: dict[str, int] = {}
         for position, node in enumerate(nodes):
-            path = node.metadata.get("file_path")
-            if isinstance(path, str) and path not in firsts:
+            path = _pending_path(node)
+            if path is not None and path not in firsts:
                 firsts[path] = position
         outcomes: dict[str, Extracted | Omission] = {}
         if firsts:
@@ -113,8 +127,8 @@ class CapsaTransform(TransformComponent):
                 outcomes = dict(zip(firsts, results, strict=True))
         output: list[BaseNode] = []
         for position, node in enumerate(nodes):
-            path = node.metadata.get("file_path")
-            if not isinstance(path, str):
+            path = _pending_path(node)
+            if path is None:
                 output.append(node)
             elif firsts[path] == position:
                 outcome = outcomes[path]
@@ -146,8 +160,29 @@ class CapsaTransform(TransformComponent):
         return outcome.model_copy(update={"source": path})
 
 
+def _pending_path(node: BaseNode) -> str | None:
+    path = node.metadata.get("file_path")
+    return path if isinstance(path, str) and node.metadata.get("capsa_pending") else None
+
+
+def _refuse_unguarded(nodes: Sequence[BaseNode]) -> None:
+    unguarded = tuple(dict.fromkeys(
+        str(node.metadata["file_path"]) for node in nodes
+        if node.metadata.get("file_path") is not None
+        and not node.metadata.get("capsa_pending") and "capsa_sha256" not in node.metadata))
+    if unguarded:
+        shown = ", ".join(unguarded[:3]) + (f" and {len(unguarded) - 3} more"
+                                            if len(unguarded) > 3 else "")
+        raise UnguardedInput(
+            f"CapsaTransform was given nodes another reader already parsed from {shown}: "
+            "their parser ran without capsa's guard. Load the folder with "
+            "CapsaDirectoryReader(folder, defer=True) (or CapsaDirectoryReader(folder)) "
+            "instead of SimpleDirectoryReader.", sources=unguarded)
+
+
 def _document(item: Extracted, source: BaseNode, *, first: bool = True) -> Document:
-    metadata = {**source.metadata, "capsa_label": item.label, "capsa_kind": item.kind,
+    kept = {k: v for k, v in source.metadata.items() if k != "capsa_pending"}
+    metadata = {**kept, "capsa_label": item.label, "capsa_kind": item.kind,
                 "capsa_sha256": item.sha256, "capsa_bytes": item.byte_size}
     if item.parent is not None:
         metadata["capsa_parent"] = item.parent

@@ -119,7 +119,7 @@ def test_url_files_are_never_fetched_and_are_reported() -> None:
     block = {"type": "file", "url": "https://example.com/x.pdf", "mime_type": "application/pdf",
              "extras": {"filename": "x.pdf"}}
     agent.invoke({"messages": [_human(block)]})
-    assert "x.pdf: refused (unsupported type)" in model.seen[0][-1].content[0]["text"]
+    assert "x.pdf: refused (not fetched)" in model.seen[0][-1].content[0]["text"]
 
 
 def test_messages_without_files_pass_through_untouched() -> None:
@@ -153,7 +153,7 @@ def _raw_files(messages: list[BaseMessage]) -> list[dict[str, Any]]:
 def test_a_follow_up_reads_the_earlier_file_again_and_no_raw_block_is_sent() -> None:
     model = _model(3)
     agent = create_agent(model, middleware=[AttachmentMiddleware(
-        budget=Budget(max_tokens=60), extractor=PlainTextExtractor())],
+        budget=Budget(max_tokens=45), extractor=PlainTextExtractor())],
         checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "follow-up"}}
     agent.invoke({"messages": [_human(_file("policy.txt", _POLICY, "text/plain"))]}, config)

@@ -136,7 +136,7 @@ def test_loader_refuses_a_symbolic_link_met_in_a_walk(tmp_path: Path) -> None:
     loader = CapsaLoader(folder, extractor=PlainTextExtractor())
     assert loader.load() == []
     (omission,) = loader.omitted
-    assert (omission.reason, omission.source) == ("unsupported_type", str(folder / "link.txt"))
+    assert (omission.reason, omission.source) == ("symlink", str(folder / "link.txt"))
 
 
 def test_loader_takes_a_bare_string_as_one_path(tmp_path: Path) -> None:
@@ -185,3 +185,21 @@ async def test_loader_alazy_load_lets_other_coroutines_run(loop_probe: Any) -> N
     texts, _ = await asyncio.gather(load(), other_coroutine())
     assert texts == ["alpha"]
     assert loader.omitted == []
+
+
+def test_retriever_tool_over_loader_documents_shows_names_not_paths_or_digests(
+        tmp_path: Path) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    from capsa.langchain import capsa_retriever_tool
+
+    deep = tmp_path / "srv" / "tenant"
+    deep.mkdir(parents=True)
+    (deep / "fake-text.txt").write_text("The hotel cap is EUR 165.", encoding="utf-8")
+    docs = CapsaLoader(deep, extractor=PlainTextExtractor()).load()
+    search = capsa_retriever_tool(RunnableLambda(lambda query: docs))
+    text = search.invoke({"type": "tool_call", "name": search.name, "id": "1",
+                          "args": {"query": "cap"}}).content
+    assert 'uri="fake-text.txt"' in text
+    assert str(tmp_path) not in text
+    assert docs[0].id not in text and f'id="{docs[0].id[:12]}"' in text

@@ -20,8 +20,10 @@ from llama_index.core.readers.file.base import default_file_metadata_func
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
 
 from capsa.demo.corpus_source import CORPUS_DIR, DOCUMENTS, HOSTILE_FILES, QUESTIONS
+from capsa.errors import UnguardedInput
 from capsa.guard import ExtractionLimits
-from capsa.llama_index import CapsaTransform
+from capsa.guard.extractors import PlainTextExtractor
+from capsa.llama_index import CapsaDirectoryReader, CapsaReader, CapsaTransform
 from capsa.llama_index.readers import CapsaOmissionEvent
 
 _REFUSED = {("quarterly-report.docx", "archive_ratio"), ("invoice.pdf", "type_mismatch")}
@@ -46,7 +48,8 @@ def corpus(tmp_path: Path) -> list[Document]:
         path = tmp_path / name
         path.write_bytes((CORPUS_DIR / name).read_bytes())
         docs.append(Document(text=f"unparsed {name}", id_=f"doc-{name}",
-                             metadata=default_file_metadata_func(str(path))))
+                             metadata={**default_file_metadata_func(str(path)),
+                                       "capsa_pending": True}))
     return docs
 
 
@@ -95,7 +98,8 @@ def test_transform_has_a_stable_class_name() -> None:
 
 
 def test_transform_cache_key_changes_with_the_limits() -> None:
-    nodes = [Document(text="x", metadata={"file_path": "/nowhere/a.txt"})]
+    nodes = [Document(text="x", metadata={"file_path": "/nowhere/a.txt",
+                                                 "capsa_pending": True})]
     default = get_transformation_hash(nodes, CapsaTransform())
     assert default == get_transformation_hash(nodes, CapsaTransform())
     assert default != get_transformation_hash(
@@ -178,7 +182,8 @@ def test_transform_merges_nodes_of_one_file_into_one_document(tmp_path: Path) ->
     path = tmp_path / "notes.md"
     path.write_text("# Notes\n\nThe stipend is EUR 30.\n", encoding="utf-8")
     pages = [Document(text=f"page {i}", id_=f"page-{i}", metadata={"file_path": str(path),
-                                                                   "page_label": str(i)})
+                                                                   "page_label": str(i),
+                                                                   "capsa_pending": True})
              for i in (1, 2)]
     (doc,) = CapsaTransform()(pages)
     assert doc.id_ == "page-1"
@@ -191,7 +196,8 @@ def test_transform_reports_a_file_that_cannot_be_read(tmp_path: Path) -> None:
     handler.events = []
     get_dispatcher().add_event_handler(handler)
     try:
-        missing = Document(text="", metadata={"file_path": str(tmp_path / "gone.pdf")})
+        missing = Document(text="", metadata={"file_path": str(tmp_path / "gone.pdf"),
+                                                        "capsa_pending": True})
         out = CapsaTransform()([missing])
     finally:
         get_dispatcher().event_handlers.remove(handler)
@@ -201,14 +207,32 @@ def test_transform_reports_a_file_that_cannot_be_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_transform_after_simple_directory_reader_yields_one_document_per_file(
+def test_transform_after_a_deferred_directory_reader_yields_one_document_per_file(
         tmp_path: Path) -> None:
     for name in ("remote-work.md", "handbook.html"):
         (tmp_path / name).write_bytes((CORPUS_DIR / name).read_bytes())
-    docs = SimpleDirectoryReader(str(tmp_path)).load_data()
+    docs = CapsaDirectoryReader(str(tmp_path), defer=True).load_data()
+    assert [d.text for d in docs] == ["", ""]  # nothing parsed before the transform
     out = CapsaTransform()(docs)
     assert sorted(n.metadata["capsa_label"] for n in out) == ["handbook.html", "remote-work.md"]
     assert {n.metadata["capsa_kind"] for n in out} == {"html", "markdown"}
+    assert not any("capsa_pending" in n.metadata for n in out)
+
+
+def test_transform_refuses_loudly_what_simple_directory_reader_parsed(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("# Notes\n\nThe stipend is EUR 30.\n", encoding="utf-8")
+    docs = SimpleDirectoryReader(str(tmp_path)).load_data()
+    with pytest.raises(UnguardedInput) as raised:
+        CapsaTransform()(docs)
+    assert raised.value.sources == (str(tmp_path / "notes.md"),)
+    assert "CapsaDirectoryReader" in str(raised.value)
+
+
+def test_transform_passes_documents_capsa_already_read_through(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("alpha", encoding="utf-8")
+    docs = CapsaDirectoryReader(str(tmp_path), reader=CapsaReader(
+        extractor=PlainTextExtractor())).load_data()
+    assert list(CapsaTransform()(docs)) == docs
 
 
 def test_transform_defaults_to_the_ingestion_limits() -> None:
@@ -222,7 +246,7 @@ def test_transform_omission_names_the_file_it_came_from(tmp_path: Path) -> None:
     try:
         empty = tmp_path / "empty.txt"
         empty.write_bytes(b"")
-        node = Document(text="x", metadata={"file_path": str(empty)})
+        node = Document(text="", metadata={"file_path": str(empty), "capsa_pending": True})
         assert list(CapsaTransform()([node])) == []
     finally:
         get_dispatcher().event_handlers.remove(handler)

@@ -41,7 +41,7 @@ def test_read_file_block_extracts_inline_data_through_the_guard() -> None:
 
 def test_read_file_block_never_fetches_a_url() -> None:
     outcome = read_file_block({"type": "file", "url": "https://example.com/x.pdf"})
-    assert isinstance(outcome, Omission) and outcome.reason == "unsupported_type"
+    assert isinstance(outcome, Omission) and outcome.reason == "not_fetched"
     assert "never fetches" in outcome.detail
 
 
@@ -93,3 +93,17 @@ def test_attachment_context_accepts_a_list_returning_tokenizer() -> None:
     context = attachment_context("hotel cap", [note], [], Budget(max_tokens=60),
                                  tokenizer=str.split)
     assert len(context.text.split()) <= 60
+
+
+def test_an_attached_file_is_named_in_the_compact_markup_too() -> None:
+    from capsa.budget import Budget
+    from capsa.budget.attachments import attachment_context
+    from capsa.guard import Extracted
+
+    one = Extracted(label='q3 "final".txt', kind="text", media_type=None,
+                    text="The hotel cap is EUR 165 a night.", byte_size=33, sha256="ab" * 32)
+    for markup in ("compact", "tags"):
+        text = attachment_context("hotel cap", [one], [],
+                                  Budget(max_tokens=200, markup=markup)).text
+        assert "q3 &quot;final&quot;.txt" in text
+        assert "abab" not in text

@@ -334,7 +334,7 @@ def test_extract_many_does_not_follow_symlinks_found_in_a_walk(tmp_path: Path) -
     for name in ("link.txt", "dangling.txt"):
         omission = by_label[name]
         assert isinstance(omission, Omission)
-        assert omission.reason == "unsupported_type"
+        assert omission.reason == "symlink"
     assert all("hunter2" not in getattr(o, "text", "") for o in outcomes)
 
 
