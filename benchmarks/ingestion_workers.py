@@ -2,7 +2,7 @@
 
 The sample corpus's good files, copied ``--copies`` times into a scratch
 folder (each copy's bytes made distinct with a trailing comment line), are
-read with `SimpleDirectoryReader` and run through
+read as placeholders by `CapsaDirectoryReader(defer=True)` and run through
 ``IngestionPipeline(transformations=[CapsaTransform()])`` three ways, each in
 a fresh interpreter so no run inherits another's warm parser pool:
 
@@ -33,12 +33,12 @@ from typing import Any
 
 _RUN = r"""
 import json, sys, time
-from llama_index.core import SimpleDirectoryReader
 from llama_index.core.ingestion import IngestionPipeline
-from capsa.llama_index import CapsaTransform
+from capsa.llama_index import CapsaDirectoryReader, CapsaTransform
 
 def run(folder, mode, workers):
-    docs = SimpleDirectoryReader(folder).load_data()
+    # placeholders only: no reader but capsa's parses a byte, in this process or any
+    docs = CapsaDirectoryReader(folder, defer=True).load_data()
     pipeline = IngestionPipeline(transformations=[CapsaTransform()], disable_cache=True)
     for _ in range(2 if mode == "workers_twice" else 1):
         start = time.perf_counter()
