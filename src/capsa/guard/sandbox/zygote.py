@@ -38,6 +38,7 @@ import stat
 import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from capsa.guard.sandbox import child, layers, namespaces, protocol
@@ -117,15 +118,26 @@ class _Spare:
         """Whether the child still runs (reaping it, and keeping its status, if not)."""
         if self.status is not None:
             return False
-        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # already reaped as an orphan: gone, its status unknown
+            self.status = 0
+            return False
         if pid:
             self.status = status
             return False
         return True
 
     def run(self, limits: dict[str, Any], fds: list[int], control: socket.socket | None,
-            *, probe: bool = False) -> dict[str, Any]:
-        """Hand the file's descriptors over, watch the child, and say how it ended."""
+            *, probe: bool = False, meanwhile: Callable[[], None] | None = None
+            ) -> dict[str, Any]:
+        """Hand the file's descriptors over, watch the child, and say how it ended.
+
+        `meanwhile` runs right after the hand-over, while the child seals
+        itself and parses: the zygote forks the next spare there, so the fork
+        overlaps this file instead of following it. The application reads the
+        reply from the child directly, so the fork never delays an answer.
+        """
         timeout_s = float(limits["timeout_s"])
         cpu_ns = int(limits["cpu_s"]) * 1_000_000_000
         cpu_start = 0
@@ -145,6 +157,8 @@ class _Spare:
                 os.close(fd)
             self.sock.close()
         deadline = time.monotonic() + timeout_s
+        if meanwhile is not None:
+            meanwhile()
         cause = self._watch(deadline, cpu_start, cpu_ns, control)
         return self._end(cause, cpu_start)
 
@@ -188,7 +202,10 @@ class _Spare:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # without a PID namespace, its group
         if self.status is None:
-            _, self.status = os.waitpid(self.pid, 0)
+            try:
+                _, self.status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.status = 0
         status = self.status
         _reap_orphans()
         ended: dict[str, Any] = {"cause": cause}
@@ -237,8 +254,18 @@ class _Zygote:
         self.extractor = extractor
         self.policy = policy
         self.files = 0
+        self.ahead: _Spare | None = None
         self.pid = os.getpid()
         self.name = _own_name()
+
+    def fork_ahead(self) -> None:
+        """Fork the next file's spare now, while the current file's child works."""
+        self.ahead = self.fork_spare()
+
+    def take_ahead(self) -> _Spare:
+        """The spare forked ahead (or a new one, if none was)."""
+        spare, self.ahead = self.ahead, None
+        return spare if spare is not None else self.fork_spare()
 
     def fork_spare(self) -> _Spare:
         """A new spare: its cgroup, its PID namespace, its socket, then the fork."""
@@ -444,13 +471,15 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
             if not spare.alive():  # died while idle: not this file's fault
                 spare.retire()
                 spare = zygote.fork_spare()
-            ended = spare.run(limits, fds, control)
+            ended = spare.run(limits, fds, control, meanwhile=zygote.fork_ahead)
+            spare = zygote.take_ahead()
             if ended.get("cause") == "application_gone":
                 return
             protocol.send_control(control, {"done": ended})
-            spare = zygote.fork_spare()
     finally:
         spare.retire()
+        if zygote.ahead is not None:
+            zygote.ahead.retire()
         if policy.cgroups is not None:
             policy.cgroups.remove()
 
