@@ -119,7 +119,7 @@ def pair(
         candidate.invalidate()
         raise
     if b_query != c_query:
-        raise CaptureInvalid("the two captures observed different queries")
+        raise CaptureInvalid("the two captures observed different queries", cause="query_mismatch")
     sources = list(dict.fromkeys([*b_decisions, *c_decisions]))
     ids = [random_bytes(_ID_BYTES).hex() for _ in range(len(sources) + 1)]
     if len(set(ids)) != len(ids):
