@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from capsa import telemetry
 from capsa.errors import CaptureInvalid
 from capsa.shadow.capture import Candidate, GateObservation, RenderedBlock, RouteCapture, Side
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
@@ -121,6 +122,7 @@ def compare_routes(
             paired = pair(b, c, random_bytes=random_bytes)
         except CaptureInvalid as refused:
             causes[refused.cause] += 1
+            telemetry.shadow_invalidated(refused.cause)
             continue
         rows.extend(paired)
     return ShadowRun(rows=tuple(rows), invalidated=causes.total(),
