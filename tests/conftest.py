@@ -47,3 +47,68 @@ def loop_probe() -> tuple[_WaitsForTheLoop, Callable[[], Awaitable[None]]]:
         extractor.loop_ran.set()
 
     return extractor, other_coroutine
+
+
+class Otel:
+    """What capsa sent to OpenTelemetry during one test: finished spans and counter totals."""
+
+    def __init__(self, exporter: object, reader: object) -> None:
+        self.exporter, self.reader = exporter, reader
+
+    def spans(self, name: str | None = None) -> list[object]:
+        finished = self.exporter.get_finished_spans()  # type: ignore[attr-defined]
+        return [s for s in finished if name is None or s.name == name]
+
+    def counts(self, name: str) -> dict[tuple[tuple[str, object], ...], int]:
+        """The counter's cumulative value per attribute set, as of now."""
+        data = self.reader.get_metrics_data()  # type: ignore[attr-defined]
+        found: dict[tuple[tuple[str, object], ...], int] = {}
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        for point in metric.data.data_points:
+                            found[tuple(sorted(point.attributes.items()))] = point.value
+        return found
+
+
+@pytest.fixture(scope="session")
+def _otel_providers() -> tuple[object, object]:
+    """The SDK's in-memory exporter and metric reader, installed as the global providers once.
+
+    OpenTelemetry lets a process set its global providers once, so every test
+    that asks for `otel` shares them; the exporter records only while such a
+    test runs, so the rest of the suite does not pile up spans.
+    """
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    class SwitchedExporter(InMemorySpanExporter):
+        recording = False
+
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            return super().export(spans) if self.recording else SpanExportResult.SUCCESS
+
+    exporter = SwitchedExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    return exporter, reader
+
+
+@pytest.fixture
+def otel(_otel_providers: tuple[object, object]):  # type: ignore[no-untyped-def]
+    """Spans and counters capsa emits during this test (needs opentelemetry-sdk)."""
+    exporter, reader = _otel_providers
+    exporter.clear()  # type: ignore[attr-defined]
+    exporter.recording = True  # type: ignore[attr-defined]
+    yield Otel(exporter, reader)
+    exporter.recording = False  # type: ignore[attr-defined]
+    exporter.clear()  # type: ignore[attr-defined]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import re
 import sys
 import unicodedata
@@ -13,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from capsa import __version__
 from capsa.guard import Extracted, ExtractionLimits, Omission, TextExtractor
 
 if TYPE_CHECKING:
@@ -33,9 +36,48 @@ _TERMINAL_SEQUENCE = re.compile(
 _UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 
 
+_DEMO_NEEDS = {
+    "langchain": ("langchain_core", "langchain", "langgraph"),
+    "llama-index": ("llama_index.core",),
+}
+"""What `capsa demo` imports, by the extra that installs it."""
+
+_SIGPIPE_STATUS = 128 + 13
+"""What a shell reports for a command ended by SIGPIPE (`yes | head -1`)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Behaves like a Unix tool: ``--version`` prints the version; a reader that
+    closes the pipe early (``capsa doctor --json | head -1``) ends the run
+    quietly with status 141, as a command ended by SIGPIPE does.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        status = _dispatch(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return _SIGPIPE_STATUS
+    return status
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail again."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture): nothing is flushed at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
+def _dispatch(args: list[str]) -> int:
+    if args[:1] in (["--version"], ["-V"]):
+        print(f"capsa {__version__}")
+        return 0
     if args and args[0] == "doctor":
         from capsa.guard.sandbox.doctor import main as doctor_main
 
@@ -49,6 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command == "extract":
         return _extract(options)
     if options.command == "demo":
+        missing = _missing_extras(_DEMO_NEEDS)
+        if missing:
+            extras = ",".join(missing)
+            print(f"capsa demo: needs the {' and '.join(missing)} "
+                  f"extra{'s' if len(missing) > 1 else ''}: pip install 'capsa[{extras}]' "
+                  f"(cannot import {', '.join(m for ms in missing.values() for m in ms)})",
+                  file=sys.stderr)
+            return 1
         from capsa.demo.run import main as demo_main
 
         status: int = demo_main(json_output=options.json, model_name=options.model)
@@ -57,8 +107,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1
 
 
+def _missing_extras(needs: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """The extras whose modules cannot be imported here, with those modules; nothing imported."""
+    missing: dict[str, list[str]] = {}
+    for extra, modules in needs.items():
+        for module in modules:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False  # a parent package is missing or blocked
+            if not found:
+                missing.setdefault(extra, []).append(module)
+    return missing
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capsa", description=__doc__)
+    parser.add_argument("-V", "--version", action="version", version=f"capsa {__version__}")
     commands = parser.add_subparsers(dest="command")
     extract = commands.add_parser(
         "extract", help="extract text from files through the guard",

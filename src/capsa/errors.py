@@ -32,6 +32,7 @@ __all__ = [
     "ExtractionFailed",
     "FailureCause",
     "IngestionRejected",
+    "RefusalCause",
     "RejectionReason",
     "SandboxUnavailable",
     "Stage",
@@ -151,12 +152,52 @@ class CompactionRefused(CapsaError):
     """
 
 
+RefusalCause = Literal[
+    "misuse",
+    "duplicate_identity",
+    "gate_mismatch",
+    "bad_score",
+    "query_mismatch",
+    "empty_passage",
+    "repeated_passage",
+    "transformed_block",
+    "hydration_mismatch",
+    "partial_wire",
+    "packing_mismatch",
+    "other",
+]
+"""Why a shadow capture was refused: a closed set, safe to count and print.
+
+`misuse` a capture used out of order or twice; `duplicate_identity` one
+source id twice; `gate_mismatch` the gate report is missing or contradicts
+the admitted or selected ids; `bad_score` a score outside [0, 1];
+`query_mismatch` a block or a partner capture for another query;
+`empty_passage` a selected passage renders as nothing; `repeated_passage` a
+selected text occurs in the block more often than the passages that carry
+it; `transformed_block` the block holds text that is neither a selected
+passage nor scaffold; `hydration_mismatch` the declared sources are not the
+passages found; `partial_wire` the wire holds part of the block only;
+`packing_mismatch` a packer's report disagrees with what the route returned;
+`other` anything a custom route raises without a cause.
+"""
+
+
 class CaptureInvalid(CapsaError):
     """A shadow capture observed something ambiguous and must not be paired.
 
     The request being served is unaffected; only the comparison row is lost,
-    and the count of invalidated captures says so.
+    and the count of invalidated captures says so, by `cause`. The message
+    never names a source, a passage or a query; the cause is a closed-set
+    code that reports and command-line output can print.
     """
+
+    def __init__(self, detail: str, *, cause: RefusalCause = "other") -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.cause: RefusalCause = cause
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.detail, {"cause": self.cause}))
 
 
 class SandboxUnavailable(CapsaError):

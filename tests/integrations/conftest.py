@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 from collections.abc import Awaitable
+from pathlib import Path
 from pydoc_data.topics import topics
 from typing import TypeVar
 
@@ -14,6 +16,8 @@ import pytest
 from capsa.budget import estimate_tokens
 
 T = TypeVar("T")
+
+_BENCHMARK_DATA = Path(__file__).parents[2] / "benchmarks" / "data"
 
 _TENANT: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="none")
 
@@ -75,3 +79,36 @@ class LoopWatch:
 @pytest.fixture
 def loop_watch() -> LoopWatch:
     return LoopWatch()
+
+
+@pytest.fixture(scope="session")
+def manual_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """`real_text_files` in a folder of the session's own."""
+    return real_text_files(tmp_path_factory.mktemp("manual"))
+
+
+@pytest.fixture(scope="session")
+def manual_queries() -> list[str]:
+    """The hand-written questions about the Python manual from the benchmark's QA set."""
+    lines = (_BENCHMARK_DATA / "pydocs-qa.jsonl").read_text("utf-8").splitlines()
+    return [json.loads(line)["question_text"] for line in lines if line.strip()]
+
+
+def real_text_files(directory: Path) -> list[Path]:
+    """Real prose as files a user would load: Python manual topics, one file and its copy.
+
+    Six files of the manual's topics (what ``help()`` shows), each long enough
+    for a splitter's default chunk size to cut it with overlap, and a copy of
+    the first under another name, as real folders hold (a licence under two
+    names, a report saved twice).
+    """
+    names = sorted(topics)
+    paths = []
+    for n in range(6):
+        path = directory / f"manual-{n}.txt"
+        path.write_text("\n\n".join(topics[key] for key in names[n * 6:(n + 1) * 6]), "utf-8")
+        paths.append(path)
+    copy = directory / "manual-0-copy.txt"
+    copy.write_bytes(paths[0].read_bytes())
+    return [*paths, copy]
+

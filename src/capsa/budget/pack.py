@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from capsa import telemetry
 from capsa.budget.compress import (
     Choice,
     Doc,
@@ -160,6 +161,13 @@ def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequen
 
 def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
     """Pack already segmented and scored inputs for one budget (see `pack`)."""
+    with telemetry.packing(budget.max_tokens, budget.max_items) as observed:
+        packet = _pack_prepared(prepared, budget, compress=compress)
+        observed(packet)
+    return packet
+
+
+def _pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
     prepared = _with_markup(prepared, budget)
     ceiling = budget.max_tokens
     empty = prepared.tokenizer("")

@@ -41,6 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt
 
+from capsa import telemetry
 from capsa.capsule.capsule import (
     RetainedPicture,
     TokenCounter,
@@ -538,13 +539,22 @@ def compact_with_report(
             `max_tokens` too small for even a count of every earlier return. Each
             message names the fix.
     """
-    owned = frozenset(owned_tools)
     count = as_tokenizer(tokenizer)
+    with telemetry.compaction(messages, count) as observed:
+        report = _compact(messages, ledger, frozenset(owned_tools), fetch_picture, max_tokens,
+                          count, frozenset(cite_tools))
+        observed(report)
+    return report
+
+
+def _compact(messages: Sequence[Message], ledger: EvidenceLedger | None, owned: frozenset[str],
+             fetch_picture: PictureFetcher | None, max_tokens: PositiveInt | None,
+             count: Callable[[str], int], cite_tools: frozenset[str]) -> Compaction:
     history = list(messages)
     boundary = _check(history, ledger, owned)
     if ledger is None:
         return Compaction(messages=tuple(history), boundary=boundary)
-    cites = _ended_cites(history, ledger, boundary, frozenset(cite_tools))
+    cites = _ended_cites(history, ledger, boundary, cite_tools)
     if not cites[0] and not _owned_returns(history, len(history), owned):
         return Compaction(messages=tuple(history), boundary=boundary)
     return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count, cites)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from capsa import telemetry
 from capsa.capsule.citations import Repair, cite_ids
 from capsa.capsule.ledger import EvidenceLedger
 from capsa.capsule.messages import Evidence, Message
@@ -95,6 +96,15 @@ def recall(
         >>> recall(["[c2]", "c7"], history, owned_tools={"search"}).ignored
         ('c7',)
     """
+    chunk_ids = list(chunk_ids)
+    with telemetry.recall(len(chunk_ids)) as observed:
+        result = _recall(chunk_ids, messages, ledger, owned_tools=owned_tools)
+        observed(len(result.evidence), len(result.ignored))
+    return result
+
+
+def _recall(chunk_ids: Iterable[str], messages: Sequence[Message], ledger: EvidenceLedger | None,
+            *, owned_tools: Iterable[str]) -> RecallResult:
     pool = recallable(messages, ledger, owned_tools=owned_tools)
     wanted: list[str] = []
     for raw in chunk_ids:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from capsa import telemetry
 from capsa.errors import (
     ExtractionFailed,
     FailureCause,
@@ -253,8 +254,11 @@ def extract_attachment(attachment: Attachment, extractor: TextExtractor | None =
     label = safe_label(attachment.label, index=index)
     allowance = _Allowance(deadline=time.monotonic() + limits.timeout_s,
                            files=limits.max_members, size=limits.max_uncompressed_bytes)
-    return _extract(attachment.payload, attachment.media_type, label, extractor, limits,
-                    depth=0, allowance=allowance)
+    with telemetry.extraction(label, len(attachment.payload)) as observed:
+        result = _extract(attachment.payload, attachment.media_type, label, extractor, limits,
+                          depth=0, allowance=allowance)
+        observed(result)
+    return result
 
 
 @dataclass
@@ -394,6 +398,16 @@ def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | No
     if on_rejection not in ("omit", "raise"):
         raise ValueError("on_rejection must be 'omit' or 'raise'")
     limits = limits or DEFAULT_LIMITS
+    with telemetry.extraction_set(len(attachments)) as observed:
+        result = _extract_set(attachments, extractor, limits, on_rejection, on_outcome)
+        observed(len(result.extracted), len(result.omitted))
+    return result
+
+
+def _extract_set(attachments: Sequence[Attachment], extractor: TextExtractor | None,
+                 limits: ExtractionLimits, on_rejection: Literal["omit", "raise"],
+                 on_outcome: Callable[[int, Extracted | Omission], None] | None,
+                 ) -> ExtractionResult:
     extracted: list[Extracted] = []
     omitted: list[Omission] = []
     used = 0
@@ -409,6 +423,7 @@ def extract_all(attachments: Sequence[Attachment], extractor: TextExtractor | No
             if isinstance(outcome, Extracted):
                 if used + len(outcome.text) > limits.max_total_chars:
                     refused = _over_set_ceiling(outcome, used, limits)
+                    telemetry.set_ceiling_omission()
                     if on_rejection == "raise":
                         raise refused
                     outcome = Omission.from_error(refused, parent=outcome.parent)

@@ -17,6 +17,7 @@ import math
 import random
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -260,12 +261,14 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         by_pid = {p.id: doc for p, doc in zip(passages, inputs, strict=True)}
         receipts = {r["passage_id"]: r.get("dropped") for r in report.get("receipts", ())}
         if set(receipts) != set(by_pid):
-            raise CaptureInvalid("the packing report does not cover the packer's input")
+            raise CaptureInvalid("the packing report does not cover the packer's input",
+                                 cause="packing_mismatch")
         served_pids = [(d.metadata.get("capsa_receipt") or {}).get("passage_id")
                        for d in documents]
         if served_pids != list(report.get("kept", ())):
-            raise CaptureInvalid("the route changed its documents after packing")
-        identity = {pid: _identity(doc) for pid, doc in by_pid.items()}
+            raise CaptureInvalid("the route changed its documents after packing",
+                                 cause="packing_mismatch")
+        identity = dict(zip(by_pid, _identities(inputs), strict=True))
         return capture_packed(
             side, query, self._candidates(inputs),
             {identity[pid]: reason for pid, reason in receipts.items()},
@@ -276,9 +279,9 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     def _candidates(self, documents: Sequence[Document]) -> list[Candidate]:
         count = len(documents)
         return [
-            Candidate(source_id=_identity(doc), score=self._score(doc, (count - rank) / count),
+            Candidate(source_id=sid, score=self._score(doc, (count - rank) / count),
                       text=doc.page_content)
-            for rank, doc in enumerate(documents)
+            for rank, (sid, doc) in enumerate(zip(_identities(documents), documents, strict=True))
         ]
 
     def _score(self, doc: Document, by_rank: float) -> float:
@@ -377,7 +380,8 @@ class _PackerObserver(BaseCallbackHandler):
             run_id, report = self._reports[-1]
             inputs = [docs for parent, docs in self._outputs if parent == run_id]
         if not inputs:
-            raise CaptureInvalid("a packing report came without the documents it packed")
+            raise CaptureInvalid("a packing report came without the documents it packed",
+                                 cause="packing_mismatch")
         return inputs[-1], report
 
 
@@ -405,7 +409,21 @@ def _request_thread_id() -> Hashable | None:
         return None
 
 
-def _identity(doc: Document) -> str:
-    if doc.id:
-        return doc.id
-    return "sha256:" + hashlib.sha256(doc.page_content.encode("utf-8")).hexdigest()
+def _identities(documents: Sequence[Document]) -> list[str]:
+    """Each document's identity: its id, or the SHA-256 of its text.
+
+    Documents without an id that share a text (a file and its copy, split
+    alike) are told apart by their order among those with that text: the
+    first copy on one route pairs with the first on the other, and since the
+    copies are the same words, which one is which changes no figure.
+    """
+    seen: Counter[str] = Counter()
+    out = []
+    for doc in documents:
+        if doc.id:
+            out.append(doc.id)
+            continue
+        digest = "sha256:" + hashlib.sha256(doc.page_content.encode("utf-8")).hexdigest()
+        out.append(digest if not seen[digest] else f"{digest}#{seen[digest]}")
+        seen[digest] += 1
+    return out

@@ -301,13 +301,15 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         assert isinstance(report, CapsaCompressionEvent)
         retrievals = [e for e in events[: packings[-1]] if isinstance(e, RetrievalEndEvent)]
         if not retrievals:
-            raise CaptureInvalid("a packing event came without the retrieval it packed")
+            raise CaptureInvalid("a packing event came without the retrieval it packed",
+                                 cause="packing_mismatch")
         inputs = retrievals[-1].nodes
         dropped = {str(d.get("id")): d.get("reason") for d in report.dropped}
         outcomes = {n.node.node_id: dropped.get(n.node.node_id) for n in inputs}
         served_ids = [(n.node.metadata.get(RECEIPT_KEY) or {}).get("passage_id") for n in nodes]
         if served_ids != list(report.kept):
-            raise CaptureInvalid("the route changed its nodes after packing")
+            raise CaptureInvalid("the route changed its nodes after packing",
+                                 cause="packing_mismatch")
         return capture_packed(
             side, query, self._candidates(inputs), outcomes,
             [(str(sid), _text(n)) for sid, n in zip(served_ids, nodes, strict=True)],

@@ -13,8 +13,12 @@ sample corpus. A route is a bundled name or ``module:factory``, a callable
 that takes the corpus (a sequence of `CorpusPassage`) and returns a `Route`.
 ``--out`` writes ``rows.jsonl`` (one released row a line) beside
 ``report.md``, ``report.json`` and ``report.png``. Nothing written or printed
-on stdout names a document, a passage or a query. Exit status: 0 on success,
-2 for unusable arguments or input, 1 when the chart cannot be drawn.
+on stdout names a document, a passage or a query. Queries whose captures were
+refused are counted by cause on stderr and in the report. Exit status: 0 when
+the report (and, with ``--out``, the rows) were written, 2 for unusable
+arguments or input, 1 when a chart path cannot be written. Without
+matplotlib the chart is skipped with a warning naming the ``plot`` extra,
+and the status stays that of the work done.
 """
 
 from __future__ import annotations
@@ -164,7 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         note(str(exc))
         return 2
     run = compare_routes(queries, baseline, candidate)
-    report = ShadowReport.from_rows(run.rows, invalidated=run.invalidated)
+    report = ShadowReport.from_rows(run.rows, invalidated=run.invalidated, causes=run.causes)
+    if run.invalidated:
+        note(f"{run.invalidated} of {len(queries)} queries invalidated ("
+             + ", ".join(f"{n} {cause}" for cause, n in run.causes.items()) + ")")
     title = f"# {args.baseline} (baseline) vs {args.candidate} (candidate)"
     if args.format == "json":
         sys.stdout.write(report.to_json() + "\n")
@@ -186,9 +193,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _chart(report: ShadowReport, path: Path, note: Callable[[str], None]) -> int:
+    """Draw the chart; a missing matplotlib is a warning, an unwritable path a failure."""
     try:
-        path.write_bytes(report.to_png())
-    except (ImportError, OSError) as exc:
+        png = report.to_png()
+    except ImportError as exc:
+        note(f"warning: no chart: {exc}")
+        return 0
+    try:
+        path.write_bytes(png)
+    except OSError as exc:
         note(f"no chart: {exc}")
         return 1
     note(f"chart written to {path}")

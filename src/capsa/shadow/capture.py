@@ -16,10 +16,11 @@ than a missing one. Refusing never touches the request being served.
 
 from __future__ import annotations
 
-import itertools
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -209,7 +210,8 @@ class RouteCapture:
         """
         with self._discard_on_refusal():
             if self._state != "fresh":
-                raise CaptureInvalid(f"a capture observes once; this one is {self._state}")
+                raise CaptureInvalid(f"a capture observes once; this one is {self._state}",
+                                     cause="misuse")
             self._decisions, self._texts = _decide(candidates, admitted, selected, observed_gate)
             self._query = query
             self._state = "observed"
@@ -217,32 +219,39 @@ class RouteCapture:
     def finalize(self, block: RenderedBlock) -> None:
         """Resolve which selected passages reached the rendered block, once.
 
-        A selected passage is included when its text occurs exactly once in
-        the block. The block must consist of included passages, declared
-        scaffold and whitespace; anything else means it was transformed and
-        inclusion cannot be attributed. When the block declares the `sources`
-        it was hydrated from, they must be exactly the passages found in it,
-        all selected by this capture.
+        Inclusion is decided per passage span, so overlapping passages (real
+        chunkers' output: neighbours sharing a sentence, one chunk inside
+        another, two documents with the same text) pair. A selected passage
+        is included when its whole text occurs in the block, as its own
+        rendering or inside a longer selected passage's; the shared span
+        belongs to both. The block must consist of selected passages,
+        declared scaffold and whitespace; anything else means it was
+        transformed and inclusion cannot be attributed. When the block
+        declares the `sources` it was hydrated from, each must be a selected
+        passage found in it, and every rendering must be owed to one.
 
         Args:
             block: The block the route rendered for the observed query.
 
         Raises:
             CaptureInvalid: the capture is not freshly observed, the block is
-                for another query, two selected texts overlap or one is empty,
-                a selected text occurs more than once, the block holds text
-                that is neither a selected passage nor scaffold, or its declared
+                for another query, a selected text is empty or rendered more
+                often than the passages that carry it, the block holds text
+                that no selected passage or scaffold covers, or its declared
                 sources are not the selected passages found in it. The capture
                 is discarded.
         """
         with self._discard_on_refusal():
             if self._state != "observed":
-                raise CaptureInvalid(f"finalize needs an observed capture, not a {self._state} one")
+                raise CaptureInvalid(f"finalize needs an observed capture, not a {self._state} one",
+                                     cause="misuse")
             if block.query != self._query:
-                raise CaptureInvalid("the rendered block is from a different query")
+                raise CaptureInvalid("the rendered block is from a different query",
+                                     cause="query_mismatch")
             selected = {sid: self._texts[sid] for sid, d in self._decisions.items() if d.selected}
-            included = _locate(block, selected)
-            _check_hydration(block.sources, selected, included)
+            located = _locate(block, selected)
+            _check_hydration(block.sources, selected, located)
+            included = located.included
             self._decisions = {
                 sid: d.model_copy(update={"included": sid in included})
                 for sid, d in self._decisions.items()
@@ -268,7 +277,8 @@ class RouteCapture:
         """
         with self._discard_on_refusal():
             if self._state != "finalized" or self._wire_observed:
-                raise CaptureInvalid("provider messages are observed once, after finalize")
+                raise CaptureInvalid("provider messages are observed once, after finalize",
+                                     cause="misuse")
             self._wire_observed = True
             texts = _wire_texts(messages)
             if texts is not None:
@@ -288,7 +298,8 @@ class RouteCapture:
     def _release(self) -> tuple[str, dict[str, _Decision], bool | None]:
         """Hand the decisions to `pair` and spend the capture."""
         if self._state != "finalized" or self._query is None:
-            raise CaptureInvalid(f"pairing needs a finalized capture; this one is {self._state}")
+            raise CaptureInvalid(f"pairing needs a finalized capture; this one is {self._state}",
+                                 cause="misuse")
         query, decisions, visible = self._query, self._decisions, self._visible
         self.invalidate()
         self._state = "paired"
@@ -383,14 +394,17 @@ def capture_packed(
     """
     ids = [c.source_id for c in retrieved]
     if set(dropped) != set(ids) or len(dropped) != len(ids):
-        raise CaptureInvalid("the packer's receipts do not cover exactly its input")
+        raise CaptureInvalid("the packer's receipts do not cover exactly its input",
+                             cause="packing_mismatch")
     kept_ids = [sid for sid, _ in kept]
     if set(kept_ids) != {sid for sid, reason in dropped.items() if reason is None}:
-        raise CaptureInvalid("what the route returned is not what its packer kept")
+        raise CaptureInvalid("what the route returned is not what its packer kept",
+                             cause="packing_mismatch")
     reasons: dict[str, GateReason] = {}
     for sid, reason in dropped.items():
         if reason is not None and reason not in DROP_GATE_REASONS:
-            raise CaptureInvalid("a receipt gives a drop reason outside the known set")
+            raise CaptureInvalid("a receipt gives a drop reason outside the known set",
+                                 cause="packing_mismatch")
         reasons[sid] = "admitted" if reason is None else DROP_GATE_REASONS[reason]
     texts = dict(kept)
     candidates = [c.model_copy(update={"text": texts.get(c.source_id, c.text)}) for c in retrieved]
@@ -414,12 +428,13 @@ def _decide(
 ) -> tuple[dict[str, _Decision], dict[str, str]]:
     ids = [c.source_id for c in candidates]
     if len(set(ids)) != len(ids):
-        raise CaptureInvalid("duplicate candidate identities cannot be paired")
+        raise CaptureInvalid("duplicate candidate identities cannot be paired",
+                             cause="duplicate_identity")
     admitted_ids, selected_ids = _unique(admitted, "admitted"), _unique(selected, "selected")
     if not admitted_ids <= set(ids):
-        raise CaptureInvalid("an admitted id is not among the candidates")
+        raise CaptureInvalid("an admitted id is not among the candidates", cause="gate_mismatch")
     if not selected_ids <= admitted_ids:
-        raise CaptureInvalid("a selected id was not admitted by the gate")
+        raise CaptureInvalid("a selected id was not admitted by the gate", cause="gate_mismatch")
     reasons = _gate_reasons(observed_gate, ids)
     ranks = {sid: n for n, sid in enumerate(selected, start=1)}
     decisions: dict[str, _Decision] = {}
@@ -427,12 +442,13 @@ def _decide(
         sid, score = candidate.source_id, candidate.score
         if score is not None:
             if isinstance(score, bool) or not isinstance(score, int | float):
-                raise CaptureInvalid("a score is not a number")
+                raise CaptureInvalid("a score is not a number", cause="bad_score")
             if not math.isfinite(score) or not 0.0 <= score <= 1.0:
-                raise CaptureInvalid("a score is not a finite number in [0, 1]")
+                raise CaptureInvalid("a score is not a finite number in [0, 1]", cause="bad_score")
             score = float(score)
         if (reasons[sid] == "admitted") != (sid in admitted_ids):
-            raise CaptureInvalid("the gate observation disagrees with the admitted set")
+            raise CaptureInvalid("the gate observation disagrees with the admitted set",
+                                 cause="gate_mismatch")
         decisions[sid] = _Decision(
             source_id=sid,
             score=score,
@@ -447,7 +463,7 @@ def _decide(
 def _unique(ids: Sequence[str], what: str) -> set[str]:
     found = set(ids)
     if len(found) != len(ids):
-        raise CaptureInvalid(f"an id repeats in {what}")
+        raise CaptureInvalid(f"an id repeats in {what}", cause="duplicate_identity")
     return found
 
 
@@ -455,67 +471,115 @@ def _gate_reasons(
     observed_gate: Sequence[GateObservation] | None, ids: Sequence[str]
 ) -> dict[str, GateReason]:
     if observed_gate is None:
-        raise CaptureInvalid("the gate was not observed")
+        raise CaptureInvalid("the gate was not observed", cause="gate_mismatch")
     reasons: dict[str, GateReason] = {}
     for observation in observed_gate:
         if observation.source_id in reasons:
-            raise CaptureInvalid("the gate reported one candidate twice")
+            raise CaptureInvalid("the gate reported one candidate twice", cause="gate_mismatch")
         if observation.reason not in GATE_REASONS:
-            raise CaptureInvalid("the gate reported a reason outside the closed set")
+            raise CaptureInvalid("the gate reported a reason outside the closed set",
+                                 cause="gate_mismatch")
         reasons[observation.source_id] = observation.reason
     if set(reasons) != set(ids):
-        raise CaptureInvalid("the gate observations do not cover exactly the candidates")
+        raise CaptureInvalid("the gate observations do not cover exactly the candidates",
+                             cause="gate_mismatch")
     return reasons
 
 
-def _locate(block: RenderedBlock, selected: Mapping[str, str]) -> set[str]:
-    """Return the selected ids whose text occurs in the block; refuse anything ambiguous."""
-    texts = list(selected.values())
-    if any(not t.strip() for t in texts):
-        raise CaptureInvalid("a selected passage renders as empty text")
-    for i, a in enumerate(texts):
-        for b in texts[i + 1 :]:
-            if a in b or b in a:
-                raise CaptureInvalid("two selected passages overlap; inclusion is ambiguous")
-    spans: list[tuple[int, int]] = []
-    included: set[str] = set()
-    for sid, text in selected.items():
-        count = block.text.count(text)
-        if count > 1:
-            raise CaptureInvalid("a selected passage occurs more than once in the block")
-        if count == 1:
-            start = block.text.index(text)
-            spans.append((start, start + len(text)))
-            included.add(sid)
-    spans.sort()
-    if any(prev[1] > nxt[0] for prev, nxt in itertools.pairwise(spans)):
-        raise CaptureInvalid("selected passages overlap inside the block")
+def _locate(block: RenderedBlock, selected: Mapping[str, str]) -> _Located:
+    """Find every selected text in the block; refuse only what cannot be attributed.
+
+    Passages may overlap, as real chunkers' output does: two chunks that
+    share a sentence, one chunk inside another, two documents with the same
+    text, a renderer that stitches neighbouring chunks together. A passage is
+    included when its whole text occurs in the block, whether as its own
+    rendering or inside a longer selected passage's; a shared span belongs to
+    every passage whose text covers it. What stays ambiguous, and is refused:
+    an empty passage, a text rendered more often than there are passages
+    carrying it, and block text that no selected passage or scaffold covers.
+    """
+    if any(not t.strip() for t in selected.values()):
+        raise CaptureInvalid("a selected passage renders as empty text", cause="empty_passage")
+    text = block.text
+    found = {sid: _occurrences(text, passage) for sid, passage in selected.items()}
+    every = [span for spans in found.values() for span in spans]
+    own: dict[str, int] = {}
+    for sid, spans in found.items():
+        # An occurrence inside a longer selected passage's is that passage's
+        # span, shared; only the others are this passage's own renderings.
+        own[sid] = sum(1 for s, e in spans
+                       if not any(s2 <= s and e <= e2 and e2 - s2 > e - s for s2, e2 in every))
+    carriers = Counter(selected.values())
+    if any(own[sid] > carriers[passage] for sid, passage in selected.items()):
+        raise CaptureInvalid("a selected passage occurs more than once in the block",
+                             cause="repeated_passage")
     residue, cursor = [], 0
-    for start, end in spans:
-        residue.append(block.text[cursor:start])
+    for start, end in _union(every):
+        residue.append(text[cursor:start])
         cursor = end
-    residue.append(block.text[cursor:])
+    residue.append(text[cursor:])
     rest = "\n".join(residue)
     for piece in block.scaffold:
         if piece:
             rest = rest.replace(piece, "\n")
     if rest.strip():
-        raise CaptureInvalid("the block was transformed: it holds text that is no selected passage")
-    return included
+        raise CaptureInvalid("the block was transformed: it holds text that is no selected passage",
+                             cause="transformed_block")
+    return _Located(included=frozenset(sid for sid, spans in found.items() if spans), own=own)
+
+
+@dataclass(frozen=True)
+class _Located:
+    """Which selected passages a block includes, and how often each is rendered on its own."""
+
+    included: frozenset[str]
+    own: Mapping[str, int]
+
+
+def _occurrences(text: str, passage: str) -> list[tuple[int, int]]:
+    """Every span of `passage` in `text`, overlapping occurrences included."""
+    spans, start = [], text.find(passage)
+    while start != -1:
+        spans.append((start, start + len(passage)))
+        start = text.find(passage, start + 1)
+    return spans
+
+
+def _union(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans merged into disjoint, sorted intervals."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _check_hydration(
-    sources: tuple[str, ...] | None, selected: Mapping[str, str], included: set[str]
+    sources: tuple[str, ...] | None, selected: Mapping[str, str], located: _Located
 ) -> None:
-    """Refuse a block whose declared sources are not what this capture selected and found."""
+    """Refuse a block whose declared sources are not what this capture selected and found.
+
+    Every declared source must be a selected passage found in the block, and
+    every rendering of a text must be owed to a declared passage carrying it.
+    A selected passage found only inside a declared one's span may go
+    undeclared: the renderer hydrated the longer passage, and the shared
+    span belongs to both.
+    """
     if sources is None:
         return
     if len(set(sources)) != len(sources):
-        raise CaptureInvalid("the block declares one source twice")
+        raise CaptureInvalid("the block declares one source twice", cause="hydration_mismatch")
     if not set(sources) <= set(selected):
-        raise CaptureInvalid("the block was hydrated from passages this capture did not select")
-    if set(sources) != included:
-        raise CaptureInvalid("the block's declared sources are not the passages found in it")
+        raise CaptureInvalid("the block was hydrated from passages this capture did not select",
+                             cause="hydration_mismatch")
+    declared = Counter(selected[sid] for sid in sources)
+    if not set(sources) <= located.included or any(
+        located.own[sid] > declared[passage] for sid, passage in selected.items()
+    ):
+        raise CaptureInvalid("the block's declared sources are not the passages found in it",
+                             cause="hydration_mismatch")
 
 
 def _wire_texts(messages: Sequence[object]) -> list[str] | None:
@@ -551,7 +615,8 @@ def _block_visible(block: str, included: Sequence[str], texts: Sequence[str]) ->
     if any(block in text for text in wire):
         return True
     if any(_squeeze(passage) in text for passage in included for text in wire):
-        raise CaptureInvalid("the wire holds part of the block but not the block as rendered")
+        raise CaptureInvalid("the wire holds part of the block but not the block as rendered",
+                             cause="partial_wire")
     return False
 
 

@@ -12,10 +12,12 @@ own documents.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from capsa import telemetry
 from capsa.errors import CaptureInvalid
 from capsa.shadow.capture import Candidate, GateObservation, RenderedBlock, RouteCapture, Side
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
@@ -73,10 +75,12 @@ class RouteFactory(Protocol):
 
 @dataclass(frozen=True)
 class ShadowRun:
-    """The rows of a run over many queries and how many queries produced none."""
+    """The rows of a run over many queries, and how many queries produced none and why."""
 
     rows: tuple[PairedDecision, ...]
     invalidated: int
+    causes: Mapping[str, int] = field(default_factory=dict)
+    """Invalidated queries by `capsa.errors.RefusalCause`; the counts add up to `invalidated`."""
 
 
 def prompt_for(query: str, block: str) -> list[dict[str, str]]:
@@ -108,16 +112,18 @@ def compare_routes(
     *,
     random_bytes: RandomBytes = secrets.token_bytes,
 ) -> ShadowRun:
-    """Run both routes on every query, pair the captures and count the invalidated ones."""
+    """Run both routes on every query, pair the captures and count the invalidated ones by cause."""
     rows: list[PairedDecision] = []
-    invalidated = 0
+    causes: Counter[str] = Counter()
     for query in queries:
         try:
             b = capture_route("baseline", query, baseline)
             c = capture_route("candidate", query, candidate)
             paired = pair(b, c, random_bytes=random_bytes)
-        except CaptureInvalid:
-            invalidated += 1
+        except CaptureInvalid as refused:
+            causes[refused.cause] += 1
+            telemetry.shadow_invalidated(refused.cause)
             continue
         rows.extend(paired)
-    return ShadowRun(rows=tuple(rows), invalidated=invalidated)
+    return ShadowRun(rows=tuple(rows), invalidated=causes.total(),
+                     causes=dict(sorted(causes.items())))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from capsa import telemetry
 from capsa.errors import CaptureInvalid
 from capsa.shadow.capture import GateReason, RouteCapture, _Decision
 
@@ -111,6 +112,15 @@ def pair(
     """
     if baseline is candidate or baseline.side != "baseline" or candidate.side != "candidate":
         raise ValueError("pair(baseline, candidate) takes one capture of each side")
+    with telemetry.pairing() as observed:
+        rows = _pair(baseline, candidate, random_bytes)
+        observed(rows)
+    return rows
+
+
+def _pair(
+    baseline: RouteCapture, candidate: RouteCapture, random_bytes: RandomBytes
+) -> tuple[PairedDecision, ...]:
     try:
         b_query, b_decisions, b_visible = baseline._release()
         c_query, c_decisions, c_visible = candidate._release()
@@ -119,7 +129,7 @@ def pair(
         candidate.invalidate()
         raise
     if b_query != c_query:
-        raise CaptureInvalid("the two captures observed different queries")
+        raise CaptureInvalid("the two captures observed different queries", cause="query_mismatch")
     sources = list(dict.fromkeys([*b_decisions, *c_decisions]))
     ids = [random_bytes(_ID_BYTES).hex() for _ in range(len(sources) + 1)]
     if len(set(ids)) != len(ids):

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
+from capsa import telemetry
 from capsa.errors import CaptureInvalid
 from capsa.shadow.capture import Candidate, RouteCapture, _wire_texts, capture_retrieved
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
@@ -532,6 +533,7 @@ class ShadowRecorder:
 
     def _lose(self, cause: InvalidationCause) -> InvalidationCause:
         self._bump(**{cause: 1})
+        telemetry.shadow_invalidated(cause)
         return cause
 
     def _finished(self, slot: Slot) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
@@ -123,6 +123,9 @@ class ShadowReport(BaseModel):
     """Rows aggregated, one per passage per query."""
     invalidated: NonNegativeInt
     """Queries whose capture was invalidated and produced no rows."""
+    invalidation_causes: dict[str, int] = {}
+    """Invalidated queries by cause (`capsa.errors.RefusalCause`, or the recorder's
+    ``candidate_raised`` / ``candidate_timed_out``), where the caller counted them."""
     admission_agreement: float | None
     """Share of rows both gates treated alike (admitted on both or on neither)."""
     selection_jaccard: float | None
@@ -147,14 +150,32 @@ class ShadowReport(BaseModel):
     """The per-query figures behind the means, in order of first appearance."""
 
     @classmethod
-    def from_rows(cls, rows: Sequence[PairedDecision], *, invalidated: int = 0) -> ShadowReport:
-        """Aggregate released rows; `invalidated` is the count of queries that produced none.
+    def from_rows(
+        cls,
+        rows: Sequence[PairedDecision],
+        *,
+        invalidated: int | None = None,
+        causes: Mapping[str, int] | None = None,
+    ) -> ShadowReport:
+        """Aggregate released rows, with the queries that produced none.
+
+        Args:
+            rows: Released rows, from any number of queries.
+            invalidated: How many queries produced no rows; the sum of
+                `causes` when omitted (0 without either).
+            causes: Those queries by cause, as `ShadowRun.causes` counts them.
 
         Raises:
-            ValueError: a row id repeats (the same rows were passed twice).
+            ValueError: a row id repeats (the same rows were passed twice), or
+                `causes` do not add up to `invalidated`.
         """
         if len({r.row_id for r in rows}) != len(rows):
             raise ValueError("a row id repeats; were the same rows passed twice?")
+        by_cause = dict(sorted((causes or {}).items()))
+        if invalidated is None:
+            invalidated = sum(by_cause.values())
+        elif by_cause and sum(by_cause.values()) != invalidated:
+            raise ValueError("the invalidation causes do not add up to the invalidated count")
         by_query: dict[str, list[PairedDecision]] = {}
         for row in rows:
             by_query.setdefault(row.query_id, []).append(row)
@@ -163,6 +184,7 @@ class ShadowReport(BaseModel):
             queries=len(by_query),
             rows=len(rows),
             invalidated=invalidated,
+            invalidation_causes=by_cause,
             admission_agreement=_share(rows, lambda r: r.baseline_admitted == r.candidate_admitted),
             selection_jaccard=_mean([q.selection_jaccard for q in per_query]),
             inclusion_agreement=_share(rows, lambda r: r.baseline_included == r.candidate_included),
@@ -211,6 +233,9 @@ class ShadowReport(BaseModel):
                 f"{self.candidate_gate_reasons.get(r, 0)} |"
                 for r in reasons
             ]
+        if self.invalidation_causes:
+            lines += ["", "| invalidation cause | queries |", "| --- | ---: |"]
+            lines += [f"| {cause} | {n} |" for cause, n in self.invalidation_causes.items()]
         return "\n".join(lines) + "\n"
 
     def to_png(self, *, dpi: int = 100) -> bytes:

@@ -16,7 +16,7 @@ from capsa.demo.routes import (
     sample_passages,
 )
 from capsa.errors import CaptureInvalid
-from capsa.shadow import ShadowReport
+from capsa.shadow import RouteRun, ShadowReport
 
 QUERIES = [q.question for q in QUESTIONS]
 
@@ -121,11 +121,36 @@ def test_compare_routes_of_a_route_with_itself_agrees_fully() -> None:
     assert (report.recall_of_baseline, report.score_rank_correlation) == (1.0, 1.0)
 
 
-def test_compare_routes_counts_a_query_whose_capture_is_refused() -> None:
+def test_compare_routes_pairs_two_passages_with_the_same_text() -> None:
     same = "refund window rules apply"
     twins = [Passage("x#1", same), Passage("y#1", same)]
     route = LexicalRoute("twins", twins)
     run = compare_routes(["refund window", "nothing matches"], route, route)
-    assert run.invalidated == 1
-    with pytest.raises(CaptureInvalid):
+    assert (run.invalidated, len({r.query_id for r in run.rows})) == (0, 1)  # one had no rows
+
+
+class _Repeating:
+    """The lexical route, but its block repeats the best passage for one query."""
+
+    name = "repeating"
+
+    def __init__(self, inner: LexicalRoute) -> None:
+        self.inner = inner
+
+    def run(self, query: str) -> RouteRun:
+        run = self.inner.run(query)
+        if query != "refund window":
+            return run
+        first = next(c.text for c in run.candidates if c.source_id == run.selected[0])
+        block = run.block.model_copy(update={"text": f"{run.block.text}\n\n{first}"})
+        return RouteRun(run.candidates, run.admitted, run.selected, run.gate, block)
+
+
+def test_compare_routes_counts_a_query_whose_capture_is_refused_by_cause() -> None:
+    route = _Repeating(LexicalRoute("plain", [Passage("x#1", "refund window rules apply"),
+                                              Passage("y#1", "shipping takes five days")]))
+    run = compare_routes(["refund window", "shipping days"], route, route)
+    assert (run.invalidated, dict(run.causes)) == (1, {"repeated_passage": 1})
+    with pytest.raises(CaptureInvalid) as refused:
         capture_route("baseline", "refund window", route)
+    assert refused.value.cause == "repeated_passage"

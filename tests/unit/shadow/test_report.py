@@ -62,6 +62,18 @@ def test_from_rows_counts_queries_rows_and_invalidated(rows) -> None:
     assert (report.queries, report.rows, report.invalidated) == (2, 6, 3)
 
 
+def test_from_rows_keeps_invalidation_causes_and_prints_them(rows) -> None:
+    report = ShadowReport.from_rows(rows, causes={"transformed_block": 2, "bad_score": 1})
+    assert report.invalidated == 3
+    assert report.invalidation_causes == {"bad_score": 1, "transformed_block": 2}
+    assert "| transformed_block | 2 |" in report.to_markdown()
+
+
+def test_from_rows_refuses_causes_that_do_not_add_up(rows) -> None:
+    with pytest.raises(ValueError, match="add up"):
+        ShadowReport.from_rows(rows, invalidated=1, causes={"bad_score": 2})
+
+
 def test_admission_agreement_counts_rows_both_gates_treated_alike(rows) -> None:
     # r1 a/a, r2 a/a, r3 not/a, r4 not/not, r5 a/a, r6 a/not -> 4 of 6
     assert ShadowReport.from_rows(rows).admission_agreement == pytest.approx(4 / 6)
