@@ -67,8 +67,9 @@ def test_soak_omits_every_hostile_shape(run: Any) -> None:
 def test_soak_leaves_no_worker_process_behind(run: Any) -> None:
     assert run.processes_after == run.baseline_processes
     # a warm worker, the init of its PID namespace (the worker re-forks into
-    # it), its per-file child, and Tesseract under that child
-    assert run.max_processes <= run.baseline_processes + 4 * _WORKERS
+    # it), its per-file child, the next file's spare (forked while the current
+    # file parses), and Tesseract under the child
+    assert run.max_processes <= run.baseline_processes + 5 * _WORKERS
 
 
 def test_soak_parent_memory_stays_flat_after_warm_up(run: Any) -> None:
