@@ -26,7 +26,7 @@ import sys
 import sysconfig
 import tempfile
 
-from capsa.guard.sandbox.cgroups import WorkerCgroups
+from capsa.guard.sandbox.cgroups import WorkerCgroups, remove_empty
 from capsa.guard.sandbox.layers import NOBODY
 from capsa.guard.sandbox.namespaces import libc, make_reachable
 
@@ -65,7 +65,8 @@ def main(argv: list[str]) -> int:
         os.execvpe(command[0], command, env)
     _, status = os.waitpid(pid, 0)
     if cgroups is not None:  # as a host would when the service stops
-        cgroups.remove()
+        for root in cgroups.roots:
+            remove_empty(root)
     return os.waitstatus_to_exitcode(status)
 
 

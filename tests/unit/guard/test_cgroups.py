@@ -102,3 +102,18 @@ def test_a_closed_pool_leaves_no_cgroup_behind() -> None:
             pytest.skip("this host delegates no cgroup to the pool (see `capsa doctor`)")
         assert roots and all(Path(root).is_dir() for root in roots)
     assert [root for root in roots if Path(root).exists()] == []
+
+
+def test_sweep_removes_only_dead_workers_cgroups_and_only_empty_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from capsa.guard.sandbox import cgroups
+
+    live = {4242}
+    monkeypatch.setattr(cgroups, "_is_worker", lambda pid: pid in live)
+    for name in ("capsa-worker-4242", "capsa-worker-999", "capsa-worker-998", "other-1"):
+        (tmp_path / name / "file-1").mkdir(parents=True)
+    (tmp_path / "capsa-worker-998" / "file-1" / "busy").write_text("")  # rmdir is refused
+
+    assert cgroups.sweep_stale({str(tmp_path)}) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "capsa-worker-4242", "capsa-worker-998", "other-1"]

@@ -23,9 +23,10 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-__all__ = ["FileCgroup", "WorkerCgroups"]
+__all__ = ["FileCgroup", "WorkerCgroups", "remove_empty", "sweep_stale"]
 
 _V1 = ("memory", "pids", "cpuacct")
+_WORKER_PREFIX = "capsa-worker-"
 
 
 def _mounts() -> tuple[dict[str, str], str | None]:
@@ -185,6 +186,11 @@ class WorkerCgroups:
         controllers = "memory, pids, cpuacct" if version == 1 else "memory, pids, cpu"
         return cls(roots, version), f"active: cgroup v{version} per file ({controllers})"
 
+    @classmethod
+    def name_for(cls, host_pid: int) -> str:
+        """The directory a worker whose pid (as its application sees it) is `host_pid` makes."""
+        return f"{_WORKER_PREFIX}{host_pid}"
+
     def file(self, number: int) -> FileCgroup:
         """Make the cgroup for file `number` (before its child is forked)."""
         dirs = tuple(os.path.join(root, f"file-{number}") for root in self.roots)
@@ -202,3 +208,58 @@ class WorkerCgroups:
                             os.rmdir(entry.path)
             with contextlib.suppress(OSError):
                 os.rmdir(root)
+
+
+def remove_empty(root: str) -> bool:
+    """Remove `root` and every cgroup below it, deepest first; False if one is still busy.
+
+    Only ``rmdir``: the kernel refuses to remove a cgroup that holds a process
+    or a child cgroup, so this can never take a cgroup from under a live file.
+    """
+    try:
+        entries = [e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    removed = all([remove_empty(entry) for entry in entries])
+    try:
+        os.rmdir(root)
+    except FileNotFoundError:
+        return removed
+    except OSError:
+        return False
+    return removed
+
+
+def sweep_stale(parents: set[str]) -> int:
+    """Remove the cgroups of workers that died without removing their own; how many went.
+
+    A worker killed outright (its application killed first, say) cannot clean
+    up after itself, and its process is gone when the next worker starts
+    beside it. A worker's cgroup is named for its pid as the application sees
+    it, so this, run in the application, removes those whose process no
+    longer exists (or is no longer a capsa worker) and are empty.
+    """
+    swept = 0
+    for parent in parents:
+        try:
+            names = [e.name for e in os.scandir(parent) if e.is_dir(follow_symlinks=False)
+                     and e.name.startswith(_WORKER_PREFIX)]
+        except OSError:
+            continue
+        for name in names:
+            pid = name.removeprefix(_WORKER_PREFIX)
+            if not pid.isdigit() or _is_worker(int(pid)):
+                continue
+            if remove_empty(os.path.join(parent, name)):
+                swept += 1
+    return swept
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"capsa.guard.sandbox.zygote" in cmdline.read()
+    except OSError:
+        return False

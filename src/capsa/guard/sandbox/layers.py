@@ -247,7 +247,7 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     if policy.namespaces.get("pid_namespace") == "worker":
         with contextlib.suppress(OSError):
             policy.own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    policy.cgroups, policy.cgroup_state = WorkerCgroups.create(f"capsa-worker-{host}")
+    policy.cgroups, policy.cgroup_state = WorkerCgroups.create(WorkerCgroups.name_for(host))
     policy.landlock_abi = _landlock.abi_version(lib)
     try:
         policy.seccomp_program = _seccomp.build_filter()

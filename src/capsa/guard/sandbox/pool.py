@@ -39,6 +39,7 @@ from capsa.errors import ExtractionFailed, FailureCause, IngestionRejected, Sand
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox import protocol
+from capsa.guard.sandbox.cgroups import remove_empty, sweep_stale
 from capsa.guard.sandbox.layers import SandboxMode, SandboxReport, summarise
 from capsa.guard.sandbox.protocol import ProtocolError, ReplyReader
 from capsa.guard.sandbox.zygote import remove_tree, write_frame
@@ -121,6 +122,8 @@ class _Worker:
         if isinstance(roots, list):
             self.cgroups = [r for r in roots if isinstance(r, str) and
                             r.startswith("/sys/fs/cgroup/")]
+            # workers killed with their application could not remove their own
+            sweep_stale({os.path.dirname(root) for root in self.cgroups})
 
     def alive(self) -> bool:
         """Whether the worker can serve: the started process and, where it re-forked
@@ -275,25 +278,13 @@ def _remove_cgroups(roots: list[str], wait_s: float = 2.0) -> None:
 
     Its children die of their death signal a moment after it does, and a
     cgroup cannot be removed while a process is in it, so this retries
-    briefly; what is still busy then is left (empty cgroups cost nothing).
+    briefly; what is still busy then is left for `sweep_stale`, which the
+    next worker to start beside it runs.
     """
     deadline = time.monotonic() + wait_s
     pending = list(roots)
     while pending:
-        busy = []
-        for root in pending:
-            with contextlib.suppress(OSError):
-                for entry in os.scandir(root):
-                    if entry.is_dir(follow_symlinks=False):
-                        with contextlib.suppress(OSError):
-                            os.rmdir(entry.path)
-            try:
-                os.rmdir(root)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                busy.append(root)
-        pending = busy
+        pending = [root for root in pending if not remove_empty(root)]
         if not pending or time.monotonic() > deadline:
             return
         time.sleep(0.01)
