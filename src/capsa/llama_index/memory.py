@@ -17,6 +17,7 @@ and is re-exported here. Conversion lives in `capsa.llama_index.capsule_conversi
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -136,15 +137,38 @@ class CapsuleMemory(BaseMemory):
 
     @classmethod
     def from_defaults(
-        cls,
-        memory: BaseMemory | None = None,
-        *,
-        ledger: EvidenceLedger | None = None,
-        **memory_kwargs: Any,
+        cls, memory: BaseMemory | None = None, **options: Any
     ) -> CapsuleMemory:
-        """Wrap `memory`, or a `Memory.from_defaults(**memory_kwargs)`, with a carried ledger."""
-        inner = memory if memory is not None else Memory.from_defaults(**memory_kwargs)
-        return cls(memory=inner, ledger=ledger or EvidenceLedger())
+        """Wrap `memory`, or a fresh `Memory.from_defaults(...)`, taking the constructor's options.
+
+        Every field of `CapsuleMemory` (`ledger`, `fetch_picture`, `max_capsule_tokens`,
+        `keep_cite_calls`, `cache_breakpoint`, ...) is accepted, with or without an
+        inner memory. Without one, `Memory.from_defaults`'s own options
+        (`session_id`, `token_limit`, `chat_store`, ...) build it; given one, they
+        are refused, since that memory is already built.
+
+        Raises:
+            TypeError: naming an option that is neither a `CapsuleMemory` field nor,
+                without an inner memory, a `Memory.from_defaults` option.
+        """
+        fields = set(cls.model_fields) - {"memory"}
+        inner_names = _memory_options()
+        mine = {k: v for k, v in options.items() if k in fields}
+        rest = {k: v for k, v in options.items() if k not in fields}
+        unknown = sorted(k for k in rest if k not in inner_names)
+        if unknown:
+            raise TypeError(
+                f"CapsuleMemory.from_defaults got an unexpected option {unknown[0]!r}"
+            )
+        if memory is not None and rest:
+            raise TypeError(
+                f"CapsuleMemory.from_defaults got the Memory option {sorted(rest)[0]!r} "
+                "beside an inner memory; set it on that memory instead"
+            )
+        if mine.get("ledger") is None:
+            mine.pop("ledger", None)
+        inner = memory if memory is not None else Memory.from_defaults(**rest)
+        return cls(memory=inner, **mine)
 
     @property
     def owned_tools(self) -> frozenset[str]:
@@ -319,6 +343,11 @@ class CapsuleMemory(BaseMemory):
     def recall_tool(self, *, description: str = RECALL_DESCRIPTION) -> FunctionTool:
         """`capsule_recall_tool` (named `recall_tool_name`) falling back to this memory."""
         return capsule_recall_tool(name=self.recall_tool_name, description=description, memory=self)
+
+
+def _memory_options() -> frozenset[str]:
+    """The keyword options `Memory.from_defaults` takes."""
+    return frozenset(inspect.signature(Memory.from_defaults).parameters) - {"cls"}
 
 
 def with_cache_point(messages: list[ChatMessage]) -> list[ChatMessage]:

@@ -656,3 +656,62 @@ async def test_capsule_memory_without_cache_breakpoint_marks_nothing(sql_memory)
     memory = CapsuleMemory.from_defaults(sql_memory(session_id="plain"))
     requests = await _three_questions(memory)
     assert all(_cache_points(r) == [] for r in requests)
+
+
+# -- from_defaults takes exactly the constructor's options -------------------------------------
+
+
+def _every_option() -> dict[str, Any]:
+    def fetch(_picture: Any) -> bytes | None:
+        return None
+
+    return {
+        "ledger": EvidenceLedger().with_evidence_tools(["search"]),
+        "evidence_tools": frozenset({"lookup"}),
+        "recall_tool_name": "bring_back",
+        "cite_tool_name": "quote",
+        "keep_cite_calls": True,
+        "fetch_picture": fetch,
+        "max_capsule_tokens": 150,
+        "tokenizer": len,
+        "cache_breakpoint": True,
+    }
+
+
+def test_from_defaults_takes_every_constructor_option_with_an_inner_memory():
+    options = _every_option()
+    assert set(options) == set(CapsuleMemory.model_fields) - {"memory"}
+    inner = ListMemory()
+    built = CapsuleMemory.from_defaults(inner, **options)
+    direct = CapsuleMemory(memory=inner, **options)
+    for name, value in options.items():
+        assert getattr(built, name) == value == getattr(direct, name), name
+    assert built.memory is inner
+
+
+async def test_from_defaults_takes_every_constructor_option_without_an_inner_memory():
+    options = _every_option()
+    built = CapsuleMemory.from_defaults(session_id="opts", token_limit=900, **options)
+    try:
+        for name, value in options.items():
+            assert getattr(built, name) == value, name
+        assert isinstance(built.memory, Memory)
+        assert built.memory.session_id == "opts"
+        assert built.memory.token_limit == 900
+    finally:
+        engine = built.memory.sql_store._async_engine  # type: ignore[attr-defined]
+        if engine is not None:
+            await engine.dispose()
+
+
+def test_from_defaults_refuses_an_unknown_option_by_name():
+    with pytest.raises(TypeError, match="bogus_option"):
+        CapsuleMemory.from_defaults(ListMemory(), bogus_option=1)
+    with pytest.raises(TypeError, match="bogus_option"):
+        CapsuleMemory.from_defaults(bogus_option=1)
+
+
+def test_from_defaults_refuses_memory_options_beside_an_inner_memory():
+    with pytest.raises(TypeError, match="token_limit"):
+        CapsuleMemory.from_defaults(ListMemory(), token_limit=150)
+
