@@ -16,6 +16,7 @@ Message conversion lives in `capsa.langchain.capsule_conversion`, the tools in
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NotRequired, cast
 
@@ -306,8 +307,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     async def abefore_agent(
         self, state: CapsuleState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `before_agent`."""
-        return self._begin(state)
+        """Async twin of `before_agent`; the ledger work runs in a worker thread."""
+        return await asyncio.to_thread(self._begin, state)
 
     def before_model(self, state: CapsuleState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the retrievals, recalls and citations so far, so the tools can check ids."""
@@ -316,8 +317,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     async def abefore_model(
         self, state: CapsuleState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `before_model`."""
-        return self._sync(state)
+        """Async twin of `before_model`; the ledger work runs in a worker thread."""
+        return await asyncio.to_thread(self._sync, state)
 
     def after_agent(self, state: CapsuleState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the answer's citations and end the question."""
@@ -326,8 +327,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     async def aafter_agent(
         self, state: CapsuleState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `after_agent`."""
-        return self._end(state)
+        """Async twin of `after_agent`; the ledger work runs in a worker thread."""
+        return await asyncio.to_thread(self._end, state)
 
     def wrap_model_call(
         self,
@@ -348,12 +349,17 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        """Async twin of `wrap_model_call`; an async picture fetcher is awaited here."""
+        """Async twin of `wrap_model_call`; an async picture fetcher is awaited here.
+
+        Compaction (and locating the ledger) runs in a worker thread, so a long
+        conversation never stalls the event loop.
+        """
         self._check(request)
-        ledger = self._ledger(request)
+        ledger = await asyncio.to_thread(self._ledger, request)
         if self._pictures is not None and ledger is not None:
-            await self._pictures.afetch_all(self._wanted(request, ledger), ledger.question)
-        compacted, report = self._rewrite(request, ledger)
+            wanted = await asyncio.to_thread(self._wanted, request, ledger)
+            await self._pictures.afetch_all(wanted, ledger.question)
+        compacted, report = await asyncio.to_thread(self._rewrite, request, ledger)
         await aannounce(report)
         return await handler(compacted)
 

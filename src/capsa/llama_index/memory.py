@@ -17,6 +17,7 @@ and is re-exported here. Conversion lives in `capsa.llama_index.capsule_conversi
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -214,13 +215,18 @@ class CapsuleMemory(BaseMemory):
         return self._view(history)
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async twin of `get`; an async picture fetcher is awaited here."""
+        """Async twin of `get`; an async picture fetcher is awaited here.
+
+        Compaction runs in a worker thread, so a long conversation never stalls
+        the event loop.
+        """
         history = await self.memory.aget_all()
         cache = self._cache()
         if cache is not None:
             self._located(history)
-            await cache.afetch_all(self._wanted(history), self.ledger.question)
-        return self._view(history)
+            wanted = await asyncio.to_thread(self._wanted, history)
+            await cache.afetch_all(wanted, self.ledger.question)
+        return await asyncio.to_thread(self._view, history)
 
     def get_all(self) -> list[ChatMessage]:
         """The stored history, intact."""
@@ -268,7 +274,7 @@ class CapsuleMemory(BaseMemory):
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async twin of `put_messages`."""
         await self.memory.aput_messages(messages)
-        self._answered(await self.memory.aget_all())
+        await asyncio.to_thread(self._answered, await self.memory.aget_all())
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the history; the ledger is kept, re-anchored if the history got shorter."""

@@ -829,3 +829,77 @@ def test_cache_breakpoint_goes_on_the_last_block_of_a_copy():
     assert first.content == ["What is on this page?", picture]  # the caller's message as it was
     assert marked[1:] == history[1:]
     assert with_cache_breakpoint(history[:1]) == history[:1]  # one question: nothing to mark
+
+
+# -- nothing heavy on the event loop --------------------------------------------------------------
+
+
+class _Ticker:
+    """A coroutine that yields to the loop as often as it can and keeps its longest gap.
+
+    The gap is reported for reading, never asserted: tests do not assert wall-clock
+    times. What is asserted is which thread ran the work.
+    """
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._stop = False
+
+    async def run(self) -> None:
+        import asyncio
+        import time
+
+        last = time.perf_counter()
+        while not self._stop:
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last)
+            last = now
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+def _recording_threads(monkeypatch, module, name: str) -> list[int]:
+    import threading
+
+    threads: list[int] = []
+    real = getattr(module, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recorded)
+    return threads
+
+
+async def test_a_twenty_question_async_chat_compacts_off_the_event_loop(monkeypatch):
+    import asyncio
+    import threading
+
+    import capsa.langchain.middleware as middleware_module
+
+    threads = _recording_threads(monkeypatch, middleware_module, "compact")
+    loop_thread = threading.get_ident()
+    ticker = _Ticker()
+    ticking = asyncio.create_task(ticker.run())
+    saver = InMemorySaver()
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        chunk = _answer_chunk(question)
+        model = ScriptedModel(
+            messages=iter(
+                [_search(f"s{n}", question.question), _cite(f"c{n}", chunk.id), AIMessage("ok")]
+            )
+        )
+        agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+        await agent.ainvoke({"messages": [HumanMessage(question.question)]}, CONFIG)
+    ticker.stop()
+    await ticking
+    print(f"longest loop gap over 20 questions: {ticker.longest * 1000:.1f} ms")
+    assert len(threads) == 20 * 3  # every model call compacted
+    assert loop_thread not in threads  # and none of it on the loop's thread
+    stored = (await agent.aget_state(CONFIG)).values
+    assert not EvidenceLedger.from_json(stored[LEDGER_KEY]).in_progress

@@ -715,3 +715,55 @@ def test_from_defaults_refuses_memory_options_beside_an_inner_memory():
     with pytest.raises(TypeError, match="token_limit"):
         CapsuleMemory.from_defaults(ListMemory(), token_limit=150)
 
+
+
+# -- nothing heavy on the event loop ---------------------------------------------------------------
+
+
+@_workflow_warning
+async def test_a_twenty_question_chat_compacts_off_the_event_loop(monkeypatch):
+    import asyncio
+    import threading
+    import time
+
+    import capsa.llama_index.memory as memory_module
+
+    threads: list[int] = []
+    real = memory_module.compact
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(memory_module, "compact", recorded)
+    gaps: list[float] = []  # read, never asserted: tests do not assert wall-clock times
+    stop = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(tick())
+    memory = CapsuleMemory.from_defaults(ListMemory())
+    script = Script()
+    agent = _agent(memory, script)
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        node = _answer_node(question)
+        script.play(
+            _call(f"s{n}", "search", query=question.question),
+            _call(f"c{n}", "cite", chunk_ids=[node.node_id]),
+            _say(f"ok [{node.node_id}]"),
+        )
+        await agent.run(question.question, memory=memory)
+    stop.set()
+    await ticking
+    assert len(threads) >= 20 * 3
+    assert threading.get_ident() not in threads
+    assert not memory.ledger.in_progress
+    assert gaps  # the ticker ran throughout
+    print(f"longest loop gap over 20 questions: {max(gaps) * 1000:.1f} ms")
