@@ -43,6 +43,7 @@ from capsa.capsule.compaction import (
     PictureFetcher,
     compact,
     compact_with_report,
+    groups_to_drop,
     pictures_needed,
     stable_end,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "compact",
     "compact_with_report",
     "estimate_tokens",
+    "groups_to_drop",
     "parse_citations",
     "parse_evidence",
     "pictures_needed",

@@ -42,6 +42,7 @@ from capsa.capsule import (
     record_messages,
     stable_end,
 )
+from capsa.capsule.compaction import LOW_WATER
 from capsa.capsule.session import AnyPictureFetcher, PictureCache, check_tools, start_question
 from capsa.langchain.capsule_conversion import (
     LEDGER_KEY,
@@ -146,6 +147,12 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             fetched once per question.
         max_capsule_tokens: Optional hard bound on everything the middleware writes
             into a request (rewritten returns, receipts, notices, picture labels).
+            Over it, the oldest questions' cited chunks are shown by id, then by
+            count, in steps down to `low_water` of the bound, so ended questions'
+            wire forms change only at those steps.
+        low_water: The fraction of `max_capsule_tokens` a step degrades down to
+            (0 < low_water <= 1; default 0.6). Lower moves the cached prefix less
+            often; 1.0 frees just enough, moving it almost every question.
         tokenizer: Counts tokens for `max_capsule_tokens`: a counter returning an
             int, or an encoder returning tokens (tiktoken's ``encode``).
         cache_breakpoint: Mark the previous question's user message with an
@@ -183,6 +190,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         max_capsule_tokens: int | None = None,
         tokenizer: TokenCounter = estimate_tokens,
         cache_breakpoint: bool = False,
+        low_water: float = LOW_WATER,
     ) -> None:
         super().__init__()
         self.evidence_tools = _tool_names(evidence_tools)
@@ -190,6 +198,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             raise ValueError("CitationCapsuleMiddleware needs at least one evidence tool")
         if max_capsule_tokens is not None and max_capsule_tokens < 1:
             raise ValueError(f"max_capsule_tokens must be positive, got {max_capsule_tokens}")
+        if not 0 < low_water <= 1:
+            raise ValueError(f"low_water must lie in (0, 1], got {low_water}")
         if cite_tool_name and cite_tool_name == recall_tool_name:
             raise ValueError(f"the cite and recall tools cannot share the name {cite_tool_name!r}")
         self.cite_tool_name = cite_tool_name
@@ -201,6 +211,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         self.max_capsule_tokens = max_capsule_tokens
         self.tokenizer = tokenizer
         self.cache_breakpoint = cache_breakpoint
+        self.low_water = low_water
         self._build()
 
     def _build(self) -> None:
@@ -290,6 +301,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
             cite_tools=() if self.keep_cite_calls else self.cite_tools,
+            low_water=self.low_water,
         )
         if self.cache_breakpoint:
             messages = with_cache_breakpoint(messages)

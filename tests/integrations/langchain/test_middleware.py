@@ -903,3 +903,47 @@ async def test_a_twenty_question_async_chat_compacts_off_the_event_loop(monkeypa
     assert loop_thread not in threads  # and none of it on the loop's thread
     stored = (await agent.aget_state(CONFIG)).values
     assert not EvidenceLedger.from_json(stored[LEDGER_KEY]).in_progress
+
+
+# -- a bounded request that keeps the cache -------------------------------------------------------
+
+
+def _bounded_chat(low_water: float) -> tuple[list[int], list[list[BaseMessage]]]:
+    """A 20-question chat under max_capsule_tokens; the questions where an ended one changed.
+
+    A step frees about ``(1 - low_water) * bound`` tokens and each question adds its
+    cited chunks, so steps come every few questions when the bound is several
+    questions' worth (here 1200 tokens, about 150 a question)."""
+    saver = InMemorySaver()
+    middleware = CitationCapsuleMiddleware(
+        evidence_tools=[SEARCH], max_capsule_tokens=1200, low_water=low_water
+    )
+    before: list[str] = []
+    changed: list[int] = []
+    requests: list[list[BaseMessage]] = []
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        chunk = _answer_chunk(question)
+        model = ScriptedModel(
+            messages=iter(
+                [_search(f"s{n}", question.question), _cite(f"c{n}", chunk.id), AIMessage("ok")]
+            )
+        )
+        agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage(question.question)]}, CONFIG)
+        first = model.seen[0]
+        requests.append(first)
+        ended = _tool_contents(first)
+        if ended[: len(before)] != before:
+            changed.append(n)
+        before = ended
+    return changed, requests
+
+
+def test_a_bounded_capsule_changes_ended_questions_only_in_steps():
+    stepped, requests = _bounded_chat(0.6)
+    tight, _ = _bounded_chat(1.0)
+    assert stepped and tight  # the bound was reached
+    assert len(stepped) <= 20 // 3 < len(tight)  # measured: 4 of 20 against 11 of 20
+    assert all(b - a >= 2 for a, b in itertools.pairwise(stepped))
+    assert len(requests) == 20

@@ -675,6 +675,7 @@ def _every_option() -> dict[str, Any]:
         "max_capsule_tokens": 150,
         "tokenizer": len,
         "cache_breakpoint": True,
+        "low_water": 0.5,
     }
 
 
@@ -767,3 +768,57 @@ async def test_a_twenty_question_chat_compacts_off_the_event_loop(monkeypatch):
     assert not memory.ledger.in_progress
     assert gaps  # the ticker ran throughout
     print(f"longest loop gap over 20 questions: {max(gaps) * 1000:.1f} ms")
+
+
+# -- a bounded view that keeps the cache -----------------------------------------------------------
+
+
+class LimitedListMemory(ListMemory):
+    """A list memory that declares a token limit, as `Memory` does."""
+
+    token_limit: int = 900
+
+
+def _view_tokens(messages: list[ChatMessage]) -> int:
+    from capsa.capsule import estimate_tokens
+
+    return sum(
+        estimate_tokens("".join(getattr(b, "text", "") or "" for b in m.blocks)) for m in messages
+    )
+
+
+@_workflow_warning
+async def test_the_view_honours_the_inner_token_limit_and_moves_in_steps():
+    memory = CapsuleMemory.from_defaults(LimitedListMemory())
+    script = Script()
+    agent = _agent(memory, script)
+    firsts: list[str] = []
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        node = _answer_node(question)
+        script.play(
+            _call(f"s{n}", "search", query=question.question),
+            _call(f"c{n}", "cite", chunk_ids=[node.node_id]),
+            _say(f"ok [{node.node_id}]"),
+        )
+        await agent.run(question.question, memory=memory)
+        # the inner memory's bound (the agent's scratchpad of the running question is
+        # outside any memory, as with a plain Memory)
+        assert _view_tokens(await memory.aget()) <= 900
+        first_user = next(m for m in script.seen[0] if m.role == MessageRole.USER)
+        firsts.append(first_user.content or "")
+    moves = [n for n in range(1, 20) if firsts[n] != firsts[n - 1]]
+    assert moves  # the bound was reached
+    assert len(moves) <= 20 // 3  # the cached prefix moved at most once per three questions
+    assert len(memory.get_all()) > len(memory.get())  # the stored history keeps everything
+    assert "reason=\"token_limit\"" in (memory.get()[0].content or "")
+
+
+async def test_a_memory_token_limit_bounds_the_view_at_its_chat_history_share():
+    memory = CapsuleMemory.from_defaults(token_limit=1500, session_id="limit")
+    try:
+        assert memory.view_token_limit() == 1050  # Memory keeps 0.7 of it for chat history
+    finally:
+        engine = memory.memory.sql_store._async_engine  # type: ignore[attr-defined]
+        if engine is not None:
+            await engine.dispose()
