@@ -142,6 +142,7 @@ from capsa.capsule import (
 )
 from capsa.capsule.render import escape_body, render_unshown
 from capsa.langchain.capsule_conversion import Observe, to_core
+from capsa.langchain.capsule_conversion import compact as compact_langchain
 from capsa.langchain.capsule_tools import capsa_retriever_tool, cite_tool, recall_tool
 from capsa.langchain.middleware import capsule_messages
 
@@ -1279,6 +1280,87 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"  {goal:<44} {'met' if value['met'] else 'NOT met':<8} {value['value']}")
 
 
+BOUND = 1500
+"""`max_capsule_tokens` for the bounded policies: a few questions' cited chunks."""
+BOUND_POLICIES = {"capsa": None, "bounded_tight": 1.0, "bounded_stepped": 0.6}
+"""Bound policies measured on the benchmark chat: none, a bound that frees just enough
+(``low_water=1.0``: the prefix moves almost every question once it is reached), and
+one that steps down to 60 % of it (the default)."""
+
+
+def bounded_requests(capsa: Chat, low_water: float | None) -> list[list[BaseMessage]]:
+    """capsa's requests under `max_capsule_tokens=BOUND` with `low_water` (None: unbounded)."""
+    out = []
+    for request in capsa.requests:
+        history = capsa.messages[: request.length]
+        messages, _ = compact_langchain(
+            history,
+            request.ledger,
+            evidence_tools=["search", "recall"],
+            cite_tools=["cite"],
+            max_tokens=None if low_water is None else BOUND,
+            low_water=low_water or 0.6,
+        )
+        out.append(messages)
+    return out
+
+
+def _moves(chat: Chat, requests: Sequence[Sequence[BaseMessage]]) -> int:
+    """Questions whose first request rewrote an ended question's return."""
+    before: list[str] = []
+    moved = 0
+    for meta, request in zip(chat.requests, requests, strict=True):
+        if meta.phase != "first":
+            continue
+        ended = [m.text for m in request if isinstance(m, ToolMessage)]
+        moved += ended[: len(before)] != before
+        before = ended
+    return moved
+
+
+def bound_policies(
+    plans: Sequence[Plan], capsa: Chat, full: Sequence[Sequence[BaseMessage]],
+    contents: dict[str, str],
+) -> dict[str, Any]:
+    """Each bound policy's bill (idealised and provider rules) against full history."""
+    full_ideal = {label: bill(full, *pair, tools_of("full")) for label, pair in PRICES.items()}
+    full_rules = provider_bills(full, AGENT_TOOLS["full"])
+    out: dict[str, Any] = {"bound": BOUND}
+    for name, low_water in BOUND_POLICIES.items():
+        built = bounded_requests(capsa, low_water)
+        ideal = {label: bill(built, *pair, tools_of("capsa")) for label, pair in PRICES.items()}
+        rules = provider_bills(built, AGENT_TOOLS["capsa"])
+        out[name] = {
+            "low_water": low_water,
+            "billed_ratio": {
+                label: round(ideal[label]["billed"] / full_ideal[label]["billed"], 4)
+                for label in PRICES
+            },
+            "provider_billed_ratio": {
+                label: round(rules[label]["billed"] / full_rules[label]["billed"], 4)
+                for label in ("openai_0.1", "anthropic", "anthropic_question_breakpoint")
+            },
+            "questions_moving_the_prefix": _moves(capsa, built),
+            "visibility": visibility(plans, capsa, built, contents),
+        }
+    return out
+
+
+def print_bound_policies(report: dict[str, Any]) -> None:
+    policies = report["bound_policies"]
+    print(f"\nbound policies (max_capsule_tokens={policies['bound']}), billed vs full history")
+    print(f"{'policy':<18}{'ideal 0.1/1.25':>15}{'openai 0.1':>12}{'anthropic':>11}"
+          f"{'prefix moves':>14}{'cited visible':>15}")
+    for name in BOUND_POLICIES:
+        row = policies[name]
+        seen = row["visibility"]
+        print(f"{name:<18}{row['billed_ratio']['0.1/1.25']:>15.3f}"
+              f"{row['provider_billed_ratio']['openai_0.1']:>12.3f}"
+              f"{row['provider_billed_ratio']['anthropic']:>11.3f}"
+              f"{row['questions_moving_the_prefix']:>14}"
+              f"{seen['visible']:>9}/{seen['cited']}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the simulation, print the table, write the JSON (and the PNG)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -1445,12 +1527,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "capsa_anthropic_gap": lookback_misses(capsa, requests["capsa"], AGENT_TOOLS["capsa"]),
             "wide_chat": wide_chat(),
         },
+        "bound_policies": bound_policies(plans, capsa, requests["full"], contents),
         "timing": measure_time(20 if args.quick else 300),
         "goals": goals,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "capsule.json").write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)
+    print_bound_policies(report)
     png = args.out / "capsule_tokens.png"
     drawn = plot(report, png)
     print(f"\nwrote {args.out / 'capsule.json'}" + (f" and {png}" if drawn else ""))
