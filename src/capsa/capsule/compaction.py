@@ -256,7 +256,11 @@ class _Return:
 def _stable_text(
     item: _Return, level: int, ledger: EvidenceLedger, shown: set[tuple[str, str]]
 ) -> tuple[str, list[Evidence], list[str], list[str]]:
-    cited = set(ledger.cited_ids(item.question)) if item.question is not None else set()
+    cited = (
+        set(ledger.cited_ids(item.question))
+        if item.question is not None
+        else set(ledger.carried)  # returns older than the ledger: what forgotten questions cited
+    )
     whole: list[Evidence] = []
     lines: list[str] = []
     unshown: list[Evidence] = []

@@ -368,6 +368,7 @@ class CapsuleMemory(BaseMemory):
         """Find chunks in the stored history and make them citable for this question."""
         name = tool or self.recall_tool_name
         history = await self.memory.aget_all()
+        self._located(history)  # the history may have been shortened since the last read
         owned = self.owned_tools | {name}
         result = recall(chunk_ids, convert(history, owned), self.ledger, owned_tools=owned)
         if result.evidence:

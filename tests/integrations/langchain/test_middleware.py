@@ -947,3 +947,47 @@ def test_a_bounded_capsule_changes_ended_questions_only_in_steps():
     assert len(stepped) <= 20 // 3 < len(tight)  # measured: 4 of 20 against 11 of 20
     assert all(b - a >= 2 for a, b in itertools.pairwise(stepped))
     assert len(requests) == 20
+
+
+# -- summarisation that splits a question keeps its citations -------------------------------------
+
+
+def test_a_question_the_summariser_splits_keeps_its_citations():
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from capsa.capsule import recall
+
+    saver = InMemorySaver()
+    summarizer = SummarizationMiddleware(
+        model=FakeListChatModel(responses=["Summary: policies were discussed."] * 10),
+        trigger=("messages", 8),
+        keep=("messages", 4),
+    )
+    capsule = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    hotel, hold = _answer_chunk(HOTEL), _answer_chunk(HOLD)
+    scripts = [
+        [_search("a1", HOTEL.question), _cite("a2", hotel.id), AIMessage("EUR 230.")],
+        [_search("b1", HOLD.question), _cite("b2", hold.id), AIMessage("Renata Duarte.")],
+        [AIMessage("Noted.")],
+    ]
+    models = []
+    for question, script in zip((HOTEL.question, HOLD.question, "thanks"), scripts, strict=True):
+        model = ScriptedModel(messages=iter(script))
+        models.append(model)
+        agent = create_agent(
+            model, tools=[SEARCH], middleware=[capsule, summarizer], checkpointer=saver
+        )
+        agent.invoke({"messages": [HumanMessage(question)]}, CONFIG)
+    stored = agent.get_state(CONFIG).values
+    ledger = EvidenceLedger.from_json(stored[LEDGER_KEY])
+    assert any("Summary" in str(m.content) for m in stored["messages"])  # it did summarise
+    assert {hotel.id, hold.id} <= set(ledger.carried)  # the citations survived
+    # the summariser split the second question: its cite exchange and answer stayed,
+    # its search return went into the summary
+    last = models[-1].seen[-1]
+    assert not any(hold.page_content in t for t in _tool_contents(last))
+    assert "Recorded 1 citation" in " ".join(str(m.content) for m in last)
+    # and every cited chunk, kept or summarised away, is recallable whole
+    found = recall([hotel.id, hold.id], [], ledger, owned_tools={"search"})
+    assert [e.content for e in found.evidence] == [hotel.page_content, hold.page_content]

@@ -822,3 +822,46 @@ async def test_a_memory_token_limit_bounds_the_view_at_its_chat_history_share():
         engine = memory.memory.sql_store._async_engine  # type: ignore[attr-defined]
         if engine is not None:
             await engine.dispose()
+
+
+# -- a memory that summarises keeps the citations of a question it splits ------------------------
+
+
+class SummarisingListMemory(ListMemory):
+    """Keeps the newest `keep` messages, the rest replaced by one summary message."""
+
+    keep: int = 4
+
+    def _shorten(self) -> None:
+        if len(self.messages) > self.keep + 1:
+            summary = ChatMessage(role=MessageRole.USER, content="Summary: policies discussed.")
+            self.messages = [summary, *self.messages[-self.keep :]]
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        self.messages.extend(messages)
+        self._shorten()
+
+
+@_workflow_warning
+async def test_a_question_a_summarising_memory_splits_keeps_its_citations():
+    memory = CapsuleMemory.from_defaults(SummarisingListMemory())
+    script = Script()
+    agent = _agent(memory, script)
+    hotel, hold = _answer_node(HOTEL), _answer_node(HOLD)
+    for n, (question, node) in enumerate(((HOTEL, hotel), (HOLD, hold))):
+        script.play(
+            _call(f"s{n}", "search", query=question.question),
+            _call(f"c{n}", "cite", chunk_ids=[node.node_id]),
+            _say(f"ok [{node.node_id}]"),
+        )
+        await agent.run(question.question, memory=memory)
+    script.play(_say("Noted."))
+    await agent.run("thanks", memory=memory)
+    stored = memory.get_all()
+    assert (stored[0].content or "").startswith("Summary")  # it did summarise
+    assert not any(hotel.text in (m.content or "") for m in stored)  # the first return is gone
+    assert {hotel.node_id, hold.node_id} <= set(memory.ledger.carried)
+    from capsa.capsule import recall
+
+    found = recall([hotel.node_id], [], memory.ledger, owned_tools=memory.owned_tools)
+    assert [e.content for e in found.evidence] == [hotel.text]  # whole, from the ledger

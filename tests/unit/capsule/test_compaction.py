@@ -669,3 +669,19 @@ def test_groups_to_drop_replays_so_the_start_moves_in_steps():
     tight_moves = [n for n in range(1, 20) if tight[n] != tight[n - 1]]
     assert len(moves) <= 20 // 3 < len(tight_moves)
     assert all(sum(sizes[s : n + 1]) <= 300 for n, s in enumerate(starts))
+
+
+def test_a_return_kept_after_a_shortening_shows_what_its_forgotten_question_cited(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("b1"), cite=["a1"])
+    talk.ask()
+    # a summariser removed the first question's user message; its return stayed
+    shortened = talk.messages[1:]
+    ledger = talk.ledger.locate([None] * len(shortened)).reanchor(len(shortened) - 1)
+    assert ledger.carried == ("a1",)
+    view = compact(shortened, ledger, owned_tools=OWNED)
+    (kept,) = [m.text for m, old in zip(view, shortened, strict=True)
+               if old.role == "tool" and old.tool_name == "search"]
+    assert "Body of a1" in kept and "b1" in kept and "Body of b1" not in kept
