@@ -19,6 +19,7 @@ Examples:
     ('c1',)
 """
 
+from capsa.capsule.budgeted import RECALL_HINT, render_budgeted
 from capsa.capsule.capsule import (
     CAPSULE_FOOTER,
     CAPSULE_HEADER,
@@ -66,6 +67,7 @@ __all__ = [
     "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
     "NO_RESULTS",
+    "RECALL_HINT",
     "Capsule",
     "CitationRef",
     "CiteResult",
@@ -100,6 +102,7 @@ __all__ = [
     "recall",
     "recallable",
     "record_messages",
+    "render_budgeted",
     "render_evidence",
     "resolve_citations",
     "stable_end",

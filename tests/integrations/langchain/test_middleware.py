@@ -991,3 +991,42 @@ def test_a_question_the_summariser_splits_keeps_its_citations():
     # and every cited chunk, kept or summarised away, is recallable whole
     found = recall([hotel.id, hold.id], [], ledger, owned_tools={"search"})
     assert [e.content for e in found.evidence] == [hotel.page_content, hold.page_content]
+
+
+# -- budgeted evidence ----------------------------------------------------------------------------
+
+
+def test_a_budgeted_search_returns_a_packet_and_recall_brings_every_chunk_back_whole():
+    budgeted = capsa_retriever_tool(LexicalRetriever(), name="search", budget=150)
+    middleware = CitationCapsuleMiddleware(evidence_tools=[budgeted])
+    hold = _answer_chunk(HOLD)
+    docs = LexicalRetriever().invoke(HOLD.question)
+    others = [d.id for d in docs if d.id != hold.id]
+    model = ScriptedModel(
+        messages=iter(
+            [
+                _search("s1", HOLD.question),
+                AIMessage(
+                    "", tool_calls=[{"name": "recall", "args": {"chunk_ids": others}, "id": "r1"}]
+                ),
+                _cite("c1", hold.id),
+                AIMessage("Renata Duarte."),
+            ]
+        )
+    )
+    agent = create_agent(
+        model, tools=[budgeted], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    agent.invoke({"messages": [HumanMessage(HOLD.question)]}, CONFIG)
+    (packet,) = _tool_contents(model.seen[1])
+    whole = sum(count_tokens_approximately([HumanMessage(d.page_content)]) for d in docs)
+    assert count_tokens_approximately([HumanMessage(packet)]) < whole  # less is written
+    assert "recall" in packet
+    assert hold.page_content in packet  # the answer-bearing chunk, ranked first, whole
+    assert any(d.page_content not in packet for d in docs if d.id in others)  # others cut
+    (recalled,) = _tool_contents(model.seen[2], name="recall")
+    for doc in docs:
+        if doc.id in others:
+            assert doc.page_content in recalled  # every other chunk back whole
+    stored = agent.get_state(CONFIG).values
+    assert hold.id in EvidenceLedger.from_json(stored[LEDGER_KEY]).cited_ids()
