@@ -140,8 +140,10 @@ from capsa.capsule import (
     render_evidence,
     stable_end,
 )
+from capsa.capsule.budgeted import render_budgeted
 from capsa.capsule.render import escape_body, render_unshown
 from capsa.langchain.capsule_conversion import Observe, to_core
+from capsa.langchain.capsule_conversion import compact as compact_langchain
 from capsa.langchain.capsule_tools import capsa_retriever_tool, cite_tool, recall_tool
 from capsa.langchain.middleware import capsule_messages
 
@@ -320,11 +322,27 @@ class Chat:
     requests: list[Request] = field(default_factory=list)
 
 
-def render_chat(plans: Sequence[Plan], *, recall: bool, per_search: int | None = None) -> Chat:
+def _query(k: int, plan: Plan) -> str:
+    """What question `k` asks: words of the chunk its answer cites first among its own
+    results (a real question shares terms with its answer), else its topic."""
+    current = {d.id: d for d in plan.docs}
+    first = next((current[c] for c in plan.cited if c in current), None)
+    return " ".join(first.page_content.split()[2:8]) if first else f"topic {k}"
+
+
+def render_chat(
+    plans: Sequence[Plan],
+    *,
+    recall: bool,
+    per_search: int | None = None,
+    budget: int | None = None,
+) -> Chat:
     """The history an agent produces for `plans`; with recall calls for late citations.
 
     Each question searches once for all its chunks, or with `per_search` once for every
-    `per_search` chunks (the wide chat's agent searching chunk by chunk)."""
+    `per_search` chunks (the wide chat's agent searching chunk by chunk). With `budget`
+    each search returns a budgeted packet (`render_budgeted`) for the question, and the
+    agent recalls every chunk its answer cites that the packet did not show whole."""
     chat = Chat()
     ledger = EvidenceLedger()
     by_id = {d.id: d for plan in plans for d in plan.docs}
@@ -335,29 +353,35 @@ def render_chat(plans: Sequence[Plan], *, recall: bool, per_search: int | None =
         chat.messages.append(HumanMessage(f"Question {k}: what does the policy say on {k}?"))
         chat.requests.append(Request(k, "first", len(chat.messages), ledger))
         step = per_search or len(plan.docs)
+        partial: list[str] = []
         for start in range(0, len(plan.docs), step):
             docs = plan.docs[start : start + step]
             call = f"q{k}-s" if per_search is None else f"q{k}-s{start}"
             evidence = _evidence(docs)
+            if budget is None:
+                text = render_evidence(evidence)
+            else:
+                text = render_budgeted(_query(k, plan), evidence, budget)
+                partial += [d.id or "" for d in docs if d.id in plan.cited
+                            and escape_body(d.page_content) not in text]
             chat.messages += [
                 AIMessage(
                     "",
                     tool_calls=[{"name": "search", "args": {"query": f"topic {k}"}, "id": call}],
                 ),
-                ToolMessage(
-                    render_evidence(evidence), tool_call_id=call, name="search", artifact=docs
-                ),
+                ToolMessage(text, tool_call_id=call, name="search", artifact=docs),
             ]
             ledger = ledger.record_retrieval(evidence, tool="search")
             chat.requests.append(Request(k, "search", len(chat.messages), ledger))
-        if recall and plan.late:
-            docs = [by_id[c] for c in plan.late]
+        wanted = list(dict.fromkeys([*plan.late, *partial]))
+        if recall and wanted:
+            docs = [by_id[c] for c in wanted]
             recalled = _evidence(docs)
             chat.messages += [
                 AIMessage(
                     "",
                     tool_calls=[
-                        {"name": "recall", "args": {"chunk_ids": plan.late}, "id": f"q{k}-r"}
+                        {"name": "recall", "args": {"chunk_ids": wanted}, "id": f"q{k}-r"}
                     ],
                 ),
                 ToolMessage(
@@ -1279,6 +1303,167 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"  {goal:<44} {'met' if value['met'] else 'NOT met':<8} {value['value']}")
 
 
+BOUND = 1500
+"""`max_capsule_tokens` for the bounded policies: a few questions' cited chunks."""
+BOUND_POLICIES = {"capsa": None, "bounded_tight": 1.0, "bounded_stepped": 0.6}
+"""Bound policies measured on the benchmark chat: none, a bound that frees just enough
+(``low_water=1.0``: the prefix moves almost every question once it is reached), and
+one that steps down to 60 % of it (the default)."""
+
+
+def bounded_requests(capsa: Chat, low_water: float | None) -> list[list[BaseMessage]]:
+    """capsa's requests under `max_capsule_tokens=BOUND` with `low_water` (None: unbounded)."""
+    out = []
+    for request in capsa.requests:
+        history = capsa.messages[: request.length]
+        messages, _ = compact_langchain(
+            history,
+            request.ledger,
+            evidence_tools=["search", "recall"],
+            cite_tools=["cite"],
+            max_tokens=None if low_water is None else BOUND,
+            low_water=low_water or 0.6,
+        )
+        out.append(messages)
+    return out
+
+
+def _moves(chat: Chat, requests: Sequence[Sequence[BaseMessage]]) -> int:
+    """Questions whose first request rewrote an ended question's return."""
+    before: list[str] = []
+    moved = 0
+    for meta, request in zip(chat.requests, requests, strict=True):
+        if meta.phase != "first":
+            continue
+        ended = [m.text for m in request if isinstance(m, ToolMessage)]
+        moved += ended[: len(before)] != before
+        before = ended
+    return moved
+
+
+def bound_policies(
+    plans: Sequence[Plan], capsa: Chat, full: Sequence[Sequence[BaseMessage]],
+    contents: dict[str, str],
+) -> dict[str, Any]:
+    """Each bound policy's bill (idealised and provider rules) against full history."""
+    full_ideal = {label: bill(full, *pair, tools_of("full")) for label, pair in PRICES.items()}
+    full_rules = provider_bills(full, AGENT_TOOLS["full"])
+    out: dict[str, Any] = {"bound": BOUND}
+    for name, low_water in BOUND_POLICIES.items():
+        built = bounded_requests(capsa, low_water)
+        ideal = {label: bill(built, *pair, tools_of("capsa")) for label, pair in PRICES.items()}
+        rules = provider_bills(built, AGENT_TOOLS["capsa"])
+        out[name] = {
+            "low_water": low_water,
+            "billed_ratio": {
+                label: round(ideal[label]["billed"] / full_ideal[label]["billed"], 4)
+                for label in PRICES
+            },
+            "provider_billed_ratio": {
+                label: round(rules[label]["billed"] / full_rules[label]["billed"], 4)
+                for label in ("openai_0.1", "anthropic", "anthropic_question_breakpoint")
+            },
+            "questions_moving_the_prefix": _moves(capsa, built),
+            "visibility": visibility(plans, capsa, built, contents),
+        }
+    return out
+
+
+def print_bound_policies(report: dict[str, Any]) -> None:
+    policies = report["bound_policies"]
+    print(f"\nbound policies (max_capsule_tokens={policies['bound']}), billed vs full history")
+    print(f"{'policy':<18}{'ideal 0.1/1.25':>15}{'openai 0.1':>12}{'anthropic':>11}"
+          f"{'prefix moves':>14}{'cited visible':>15}")
+    for name in BOUND_POLICIES:
+        row = policies[name]
+        seen = row["visibility"]
+        print(f"{name:<18}{row['billed_ratio']['0.1/1.25']:>15.3f}"
+              f"{row['provider_billed_ratio']['openai_0.1']:>12.3f}"
+              f"{row['provider_billed_ratio']['anthropic']:>11.3f}"
+              f"{row['questions_moving_the_prefix']:>14}"
+              f"{seen['visible']:>9}/{seen['cited']}")
+
+
+EVIDENCE_BUDGETS = (500, 700, 900, 1100)
+"""Token budgets of a budgeted search return (five chunks of about 375 tokens each)."""
+WIDE_EVIDENCE_BUDGET = 150
+"""Budget of each one-chunk search return in the wide chat."""
+
+
+def _capsa_requests(chat: Chat) -> list[list[BaseMessage]]:
+    return [
+        capsule_messages(
+            chat.messages[: r.length],
+            ledger=r.ledger,
+            evidence_tools=["search", "recall"],
+            cite_tools=["cite"],
+        )
+        for r in chat.requests
+    ]
+
+
+def _evidence_rows(
+    plans: Sequence[Plan], contents: dict[str, str], per_search: int | None,
+    budgets: Sequence[int],
+) -> dict[str, Any]:
+    baseline = render_chat(plans, recall=False, per_search=per_search)
+    full = [baseline.messages[: r.length] for r in baseline.requests]
+    full_ideal = {label: bill(full, *pair, tools_of("full")) for label, pair in PRICES.items()}
+    full_rules = provider_bills(full, AGENT_TOOLS["full"])
+    rows: dict[str, Any] = {}
+    for budget in (None, *budgets):
+        chat = render_chat(plans, recall=True, per_search=per_search, budget=budget)
+        built = _capsa_requests(chat)
+        ideal = {label: bill(built, *pair, tools_of("capsa")) for label, pair in PRICES.items()}
+        rules = provider_bills(built, AGENT_TOOLS["capsa"])
+        rows["capsa" if budget is None else f"budgeted_{budget}"] = {
+            "budget": budget,
+            "requests": len(built),
+            "recalls": sum(1 for r in chat.requests if r.phase == "recall"),
+            "billed_ratio": {
+                label: round(ideal[label]["billed"] / full_ideal[label]["billed"], 4)
+                for label in PRICES
+            },
+            "provider_billed_ratio": {
+                label: round(rules[label]["billed"] / full_rules[label]["billed"], 4)
+                for label in ("openai_0.1", "anthropic", "anthropic_question_breakpoint")
+            },
+            "visibility": visibility(plans, chat, built, contents),
+        }
+    return rows
+
+
+def budgeted_evidence() -> dict[str, Any]:
+    """Today's capsa beside budgeted evidence, on the benchmark chat and the wide chat.
+
+    Visibility counts, at each question's citing request (its recall, when it
+    recalls), the cited chunks shown whole; in this chat the cited chunks are the
+    answer-bearing text (a question's query shares terms with its first one).
+    """
+    plans, contents = plan_chat(random.Random(SEED))
+    wide_plans, wide_contents = plan_chat(random.Random(SEED), chunks=WIDE_CHUNKS)
+    return {
+        "benchmark_chat": _evidence_rows(plans, contents, None, EVIDENCE_BUDGETS),
+        "wide_chat": _evidence_rows(wide_plans, wide_contents, 1, (WIDE_EVIDENCE_BUDGET,)),
+        "goal": "billed at 0.1/1.25 <= 0.50x of full history",
+    }
+
+
+def print_budgeted_evidence(report: dict[str, Any]) -> None:
+    evidence = report["budgeted_evidence"]
+    for chat in ("benchmark_chat", "wide_chat"):
+        print(f"\nbudgeted evidence, {chat.replace('_', ' ')}: billed vs full history")
+        print(f"{'mode':<15}{'ideal 0.1/1.25':>15}{'ideal 0.5/1.0':>14}{'openai 0.1':>12}"
+              f"{'anthropic':>11}{'anth. q-bp':>11}{'recalls':>9}{'cited visible':>15}")
+        for name, row in evidence[chat].items():
+            seen = row["visibility"]
+            rules = row["provider_billed_ratio"]
+            print(f"{name:<15}{row['billed_ratio']['0.1/1.25']:>15.3f}"
+                  f"{row['billed_ratio']['0.5/1.0']:>14.3f}{rules['openai_0.1']:>12.3f}"
+                  f"{rules['anthropic']:>11.3f}{rules['anthropic_question_breakpoint']:>11.3f}"
+                  f"{row['recalls']:>9}{seen['visible']:>9}/{seen['cited']}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the simulation, print the table, write the JSON (and the PNG)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -1445,12 +1630,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "capsa_anthropic_gap": lookback_misses(capsa, requests["capsa"], AGENT_TOOLS["capsa"]),
             "wide_chat": wide_chat(),
         },
+        "bound_policies": bound_policies(plans, capsa, requests["full"], contents),
+        "budgeted_evidence": budgeted_evidence(),
         "timing": measure_time(20 if args.quick else 300),
         "goals": goals,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "capsule.json").write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)
+    print_bound_policies(report)
+    print_budgeted_evidence(report)
     png = args.out / "capsule_tokens.png"
     drawn = plot(report, png)
     print(f"\nwrote {args.out / 'capsule.json'}" + (f" and {png}" if drawn else ""))

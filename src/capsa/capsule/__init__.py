@@ -19,6 +19,7 @@ Examples:
     ('c1',)
 """
 
+from capsa.capsule.budgeted import RECALL_HINT, render_budgeted
 from capsa.capsule.capsule import (
     CAPSULE_FOOTER,
     CAPSULE_HEADER,
@@ -43,6 +44,7 @@ from capsa.capsule.compaction import (
     PictureFetcher,
     compact,
     compact_with_report,
+    groups_to_drop,
     pictures_needed,
     stable_end,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
     "NO_RESULTS",
+    "RECALL_HINT",
     "Capsule",
     "CitationRef",
     "CiteResult",
@@ -92,12 +95,14 @@ __all__ = [
     "compact",
     "compact_with_report",
     "estimate_tokens",
+    "groups_to_drop",
     "parse_citations",
     "parse_evidence",
     "pictures_needed",
     "recall",
     "recallable",
     "record_messages",
+    "render_budgeted",
     "render_evidence",
     "resolve_citations",
     "stable_end",

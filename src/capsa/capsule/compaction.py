@@ -256,7 +256,11 @@ class _Return:
 def _stable_text(
     item: _Return, level: int, ledger: EvidenceLedger, shown: set[tuple[str, str]]
 ) -> tuple[str, list[Evidence], list[str], list[str]]:
-    cited = set(ledger.cited_ids(item.question)) if item.question is not None else set()
+    cited = (
+        set(ledger.cited_ids(item.question))
+        if item.question is not None
+        else set(ledger.carried)  # returns older than the ledger: what forgotten questions cited
+    )
     whole: list[Evidence] = []
     lines: list[str] = []
     unshown: list[Evidence] = []
@@ -396,19 +400,59 @@ def _returns(
     return items, unknown
 
 
+LOW_WATER = 0.6
+"""Default `low_water`: over the bound, degrade down to 60 % of it in one step."""
+
+
+def _levels(n: int, named: int, counted: int) -> list[int]:
+    return [_COUNTED if i < counted else _NAMED if i < named else _WHOLE for i in range(n)]
+
+
+def _prefixes(items: Sequence[_Return]) -> list[int]:
+    """Item counts at which a question's returns are complete, oldest question first."""
+    ends: list[int] = []
+    for i, item in enumerate(items):
+        if i + 1 == len(items) or items[i + 1].question != item.question:
+            ends.append(i + 1)
+    return ends
+
+
 def _fitted_plan(
-    items: Sequence[_Return], ledger: EvidenceLedger, max_tokens: int | None, count: Tokenizer
+    items: Sequence[_Return],
+    ledger: EvidenceLedger,
+    max_tokens: int | None,
+    count: Tokenizer,
+    low_water: float = LOW_WATER,
 ) -> _Plan:
-    levels = [_WHOLE] * len(items)
+    """The plan within `max_tokens`, degraded oldest first in steps that rarely move.
+
+    The degradation is replayed question by question, so it is a pure function of
+    the history: whenever a prefix ending at a question went over `max_tokens`,
+    the oldest returns' cited chunks went from whole to named until it fitted
+    `low_water * max_tokens`. Ended questions' wire forms therefore change only at
+    those steps, not on every question once the bound is reached; with
+    `low_water=1.0` each step frees just enough (the tightest fit). Going from
+    named to counted loses the ids recall needs, so it starts only when naming
+    every earlier return cannot fit `max_tokens`, and then also moves in steps.
+    """
     if max_tokens is None:  # unbounded: nothing needs counting
-        return _plan(items, levels, ledger, None)
-    plan = _plan(items, levels, ledger, count)
-    for target in (_NAMED, _COUNTED):
-        for i in range(len(items)):
-            if plan.tokens <= max_tokens:
-                return plan
-            levels[i] = target
-            plan = _plan(items, levels, ledger, count)
+        return _plan(items, [_WHOLE] * len(items), ledger, None)
+    low = max(1, int(max_tokens * low_water))
+    named = counted = 0
+    plan = _plan(items, [_WHOLE] * len(items), ledger, count)
+    for end in _prefixes(items):
+        head = items[:end]
+        plan = _plan(head, _levels(end, named, counted), ledger, count)
+        if plan.tokens <= max_tokens:
+            continue
+        while plan.tokens > low and named < end:  # whole -> named, in a step
+            named += 1
+            plan = _plan(head, _levels(end, named, counted), ledger, count)
+        if plan.tokens <= max_tokens:
+            continue
+        while plan.tokens > low and counted < end:  # named -> counted, when named cannot fit
+            counted += 1
+            plan = _plan(head, _levels(end, named, counted), ledger, count)
     if plan.tokens > max_tokens:
         raise CompactionRefused(
             f"max_tokens={max_tokens} cannot hold even a count of the {len(items)} earlier "
@@ -416,6 +460,46 @@ def _fitted_plan(
             f"{plan.tokens}, or shorten the history (SummarizationMiddleware, trim_messages)"
         )
     return plan
+
+
+def groups_to_drop(
+    sizes: Sequence[int], max_tokens: int, *, low_water: float = LOW_WATER
+) -> int:
+    """How many of the oldest question groups a view bounded by `max_tokens` leaves out.
+
+    `sizes` are the token counts of the view's question groups, oldest first (the
+    last is the current question, which is never dropped). The answer is replayed
+    question by question, so it is a pure function of the sizes: whenever the
+    groups kept so far went over `max_tokens`, the oldest were dropped until the
+    rest fitted `low_water * max_tokens`. The view's start, and so the prompt
+    cache's prefix, moves only at those steps, not on every question once the
+    bound is reached. Dropped questions stay in the stored history, recallable.
+
+    Raises:
+        ValueError: a bound below 1 or `low_water` outside (0, 1].
+
+    Examples:
+        >>> groups_to_drop([40, 40, 40, 40], 100, low_water=0.5)  # one step of two
+        2
+        >>> groups_to_drop([40, 40, 40, 40, 40], 100, low_water=0.5)  # the next step
+        4
+        >>> groups_to_drop([40, 40, 40, 40, 40], 100, low_water=1.0)  # one a question
+        3
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    if not 0 < low_water <= 1:
+        raise ValueError(f"low_water must lie in (0, 1], got {low_water}")
+    low = max(1, int(max_tokens * low_water))
+    dropped = 0
+    for end in range(1, len(sizes) + 1):
+        total = sum(sizes[dropped:end])
+        if total <= max_tokens:
+            continue
+        while total > low and dropped < end - 1:
+            total -= sizes[dropped]
+            dropped += 1
+    return dropped
 
 
 def _rewrite(
@@ -427,9 +511,10 @@ def _rewrite(
     max_tokens: int | None,
     count: Tokenizer,
     cites: tuple[dict[int, Message | None], list[str]],
+    low_water: float = LOW_WATER,
 ) -> Compaction:
     items, unknown = _returns(history, ledger, boundary, owned)
-    plan = _fitted_plan(items, ledger, max_tokens, count)
+    plan = _fitted_plan(items, ledger, max_tokens, count, low_water)
     current, referenced = _current_texts(history, boundary, owned, plan.visible, count)
     for index, text in (plan.texts | current).items():
         history[index] = history[index].model_copy(update={"parts": (TextPart(text=text),)})
@@ -500,6 +585,7 @@ def compact_with_report(
     max_tokens: PositiveInt | None = None,
     tokenizer: TokenCounter = estimate_tokens,
     cite_tools: Iterable[str] = (),
+    low_water: float = LOW_WATER,
 ) -> Compaction:
     """Compact a copy of the history and report what was done.
 
@@ -522,13 +608,19 @@ def compact_with_report(
             cited chunks are shown by id only, then by count only, until it fits.
             The current question's returns are the tools' own output, outside the
             bound: compaction only ever shortens them (references to chunks already
-            visible whole earlier).
+            visible whole earlier). Degradation moves in steps (see `low_water`), so
+            ended questions' wire forms change at those steps only.
         tokenizer: Counts tokens for `max_tokens`: a counter, or an encoder that
             returns the tokens (tiktoken's ``encode``).
         cite_tools: Names of the cite tools. In questions that have ended (and that
             the ledger recorded), their calls and acknowledgements leave the wire:
             what a question cited is what its returns show whole. Empty (the
             default): every cite exchange stays, as stored.
+        low_water: With `max_tokens`, the fraction of the bound to degrade down to
+            whenever the earlier returns go over it (0 < low_water <= 1). Lower
+            values change the cached prefix less often but show fewer chunks
+            whole; 1.0 frees just enough each time (the prefix then moves on
+            almost every question once the bound is reached).
 
     Returns:
         The compacted history with its report.
@@ -539,17 +631,20 @@ def compact_with_report(
             `max_tokens` too small for even a count of every earlier return. Each
             message names the fix.
     """
+    if not 0 < low_water <= 1:
+        raise ValueError(f"low_water must lie in (0, 1], got {low_water}")
     count = as_tokenizer(tokenizer)
     with telemetry.compaction(messages, count) as observed:
         report = _compact(messages, ledger, frozenset(owned_tools), fetch_picture, max_tokens,
-                          count, frozenset(cite_tools))
+                          count, frozenset(cite_tools), low_water)
         observed(report)
     return report
 
 
 def _compact(messages: Sequence[Message], ledger: EvidenceLedger | None, owned: frozenset[str],
              fetch_picture: PictureFetcher | None, max_tokens: PositiveInt | None,
-             count: Callable[[str], int], cite_tools: frozenset[str]) -> Compaction:
+             count: Callable[[str], int], cite_tools: frozenset[str],
+             low_water: float = LOW_WATER) -> Compaction:
     history = list(messages)
     boundary = _check(history, ledger, owned)
     if ledger is None:
@@ -557,7 +652,8 @@ def _compact(messages: Sequence[Message], ledger: EvidenceLedger | None, owned: 
     cites = _ended_cites(history, ledger, boundary, cite_tools)
     if not cites[0] and not _owned_returns(history, len(history), owned):
         return Compaction(messages=tuple(history), boundary=boundary)
-    return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count, cites)
+    return _rewrite(history, ledger, boundary, owned, fetch_picture, max_tokens, count, cites,
+                    low_water)
 
 
 def compact(
@@ -569,6 +665,7 @@ def compact(
     max_tokens: PositiveInt | None = None,
     tokenizer: TokenCounter = estimate_tokens,
     cite_tools: Iterable[str] = (),
+    low_water: float = LOW_WATER,
 ) -> list[Message]:
     """Rewrite earlier evidence in a copy of the history down to what answers cited.
 
@@ -616,6 +713,7 @@ def compact(
             max_tokens=max_tokens,
             tokenizer=tokenizer,
             cite_tools=cite_tools,
+            low_water=low_water,
         ).messages
     )
 

@@ -82,6 +82,12 @@ class EvidenceLedger(BaseModel):
     entries: tuple[LedgerEntry, ...] = ()
     """Every chunk an answer cited, and every chunk the current question retrieved, in
     order of first retrieval; `end_question` drops the ones never cited."""
+    carried: tuple[str, ...] = ()
+    """Ids cited by questions a shortening (summarisation, removed messages) forgot.
+
+    Their entries stay in `entries`, so `recall` brings them back whole even when
+    the shortening removed their returns; returns of theirs still in the history
+    show them whole, and they stay citable."""
 
     def begin_question(self, boundary: int, *, anchor: str | None = None) -> EvidenceLedger:
         """Start a question that arrived when the history held `boundary` messages.
@@ -148,9 +154,10 @@ class EvidenceLedger(BaseModel):
         Positions recorded before the shortening no longer mean anything, so the
         ledger starts over as if the thread began with the remaining messages: the
         current question (if any) resumes at `boundary` with what it retrieved and
-        cited so far, and earlier questions are forgotten. Their evidence returns
-        still in the history become receipts, recallable by id; evidence the
-        shortening removed is gone with it.
+        cited so far, and earlier questions are forgotten, except what they cited
+        (`carried`): their returns still in the history show those chunks whole
+        and a receipt for the rest, and `recall` brings any cited chunk back
+        whole from the ledger even when the shortening removed its return.
 
         Examples:
             >>> ledger = EvidenceLedger().begin_question(40)
@@ -160,19 +167,30 @@ class EvidenceLedger(BaseModel):
         if boundary < 0:
             raise ValueError(f"a question's identity is a message count, got {boundary}")
         current = self.question
+        live = self.in_progress
+        forgotten = {
+            entry.evidence.chunk_id
+            for entry in self.entries
+            if any(not (live and q == current) for q in entry.cited_in)
+        }
+        carried = tuple(dict.fromkeys([*self.carried, *sorted(forgotten)]))
         entries = tuple(
             entry.model_copy(
                 update={
-                    "retrieved_in": (boundary,) if current in entry.retrieved_in else (),
-                    "cited_in": (boundary,) if current in entry.cited_in else (),
+                    "retrieved_in": (boundary,) if live and current in entry.retrieved_in else (),
+                    "cited_in": (boundary,) if live and current in entry.cited_in else (),
                 }
             )
             for entry in self.entries
-            if self.in_progress and current in entry.retrieved_in
+            if (live and current in entry.retrieved_in) or entry.evidence.chunk_id in carried
         )
-        if not self.in_progress:
+        if not live:
             return EvidenceLedger(
-                ended_at=boundary, first_question=boundary, evidence_tools=self.evidence_tools
+                ended_at=boundary,
+                first_question=boundary,
+                evidence_tools=self.evidence_tools,
+                entries=entries,
+                carried=carried,
             )
         return EvidenceLedger(
             question=boundary,
@@ -181,6 +199,7 @@ class EvidenceLedger(BaseModel):
             questions=(boundary,),
             entries=entries,
             evidence_tools=self.evidence_tools,
+            carried=carried,
         )
 
     def with_evidence_tools(self, names: Iterable[str]) -> EvidenceLedger:
@@ -214,7 +233,12 @@ class EvidenceLedger(BaseModel):
         question = self._require_question("end a question")
         if history_length < question:
             raise ValueError(f"question {question} cannot end with only {history_length} messages")
-        kept = tuple(entry for entry in self.entries if entry.cited_in)
+        carried = set(self.carried)
+        kept = tuple(
+            entry
+            for entry in self.entries
+            if entry.cited_in or entry.evidence.chunk_id in carried
+        )
         return self.model_copy(
             update={"in_progress": False, "ended_at": history_length, "entries": kept}
         )
@@ -325,10 +349,12 @@ class EvidenceLedger(BaseModel):
     def _citable_entries(self) -> list[LedgerEntry]:
         current = self.question
         live = [e for e in self.entries if current in e.retrieved_in]
+        carried = set(self.carried)
         kept = [
             e
             for e in self.entries
-            if current not in e.retrieved_in and any(q != current for q in e.cited_in)
+            if current not in e.retrieved_in
+            and (any(q != current for q in e.cited_in) or e.evidence.chunk_id in carried)
         ]
         return [*live, *kept]
 

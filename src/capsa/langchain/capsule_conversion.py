@@ -43,6 +43,7 @@ from capsa.capsule import (
     estimate_tokens,
     parse_evidence,
 )
+from capsa.capsule.compaction import LOW_WATER
 
 __all__ = [
     "EVENT",
@@ -349,6 +350,7 @@ def compact(
     max_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
     cite_tools: Iterable[str] = (),
+    low_water: float = LOW_WATER,
 ) -> tuple[list[BaseMessage], Compaction]:
     """Compact LangChain messages through the core; returns the new list and the report.
 
@@ -364,6 +366,7 @@ def compact(
         max_tokens=max_tokens,
         tokenizer=tokenizer,
         cite_tools=cite_tools,
+        low_water=low_water,
     )
     return _back(report.messages, messages, converted), report
 

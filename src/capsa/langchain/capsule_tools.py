@@ -13,6 +13,7 @@ read the ledger from the agent state through LangGraph's `ToolRuntime`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,7 +29,15 @@ except ImportError as exc:  # langchain-core alone does not ship the agents pack
         "capsa.langchain.capsule_tools needs the 'langchain' extra: pip install 'capsa[langchain]'"
     ) from exc
 
-from capsa.capsule import EvidenceLedger, cite_ids, recall, render_evidence
+from capsa.capsule import (
+    EvidenceLedger,
+    TokenCounter,
+    cite_ids,
+    estimate_tokens,
+    recall,
+    render_budgeted,
+    render_evidence,
+)
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.langchain.capsule_conversion import Observe, evidence_of, load_ledger, stamp, to_core
 
@@ -49,6 +58,8 @@ def capsa_retriever_tool(
     name: str = "search_knowledge_base",
     description: str = SEARCH_DESCRIPTION,
     collection: str | None = None,
+    budget: int | None = None,
+    tokenizer: TokenCounter = estimate_tokens,
 ) -> BaseTool:
     """Wrap a retriever as an evidence tool the capsule middleware can record.
 
@@ -63,6 +74,13 @@ def capsa_retriever_tool(
         name: The tool's name; list it in the middleware's `evidence_tools`.
         description: What the model is told about the tool.
         collection: Stamped as ``collection`` metadata when documents carry none.
+        budget: Return a budgeted packet of about this many tokens instead of every
+            chunk whole (`capsa.capsule.render_budgeted`): chunks that fit stay
+            whole, the rest appear in part or by id, and the artifact keeps every
+            document whole, so the registered ``recall`` tool brings any back.
+            Less is written to the cache each question; a chunk the answer needs
+            but the packet cut costs a recall round.
+        tokenizer: Counts tokens for `budget`.
 
     Returns:
         A `StructuredTool` with sync and async paths.
@@ -76,16 +94,24 @@ def capsa_retriever_tool(
                                  checkpointer=checkpointer)
     """
 
-    def _finish(docs: Sequence[Document]) -> tuple[str, list[Document]]:
+    if budget is not None and budget < 1:
+        raise ValueError(f"budget must be positive, got {budget}")
+
+    def _finish(query: str, docs: Sequence[Document]) -> tuple[str, list[Document]]:
         stamped = [stamp(d, collection) for d in docs]
         evidence = [e for e in (evidence_of(d) for d in stamped) if e is not None]
-        return render_evidence(evidence), stamped
+        if budget is None:
+            return render_evidence(evidence), stamped
+        return render_budgeted(query, evidence, budget, tokenizer=tokenizer), stamped
 
     def search(query: str) -> tuple[str, list[Document]]:
-        return _finish(retriever.invoke(query))
+        return _finish(query, retriever.invoke(query))
 
     async def asearch(query: str) -> tuple[str, list[Document]]:
-        return _finish(await retriever.ainvoke(query))
+        docs = await retriever.ainvoke(query)
+        if budget is None:
+            return _finish(query, docs)
+        return await asyncio.to_thread(_finish, query, docs)  # packing stays off the loop
 
     return StructuredTool.from_function(
         func=search,

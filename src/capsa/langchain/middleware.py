@@ -16,6 +16,7 @@ Message conversion lives in `capsa.langchain.capsule_conversion`, the tools in
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NotRequired, cast
 
@@ -41,6 +42,7 @@ from capsa.capsule import (
     record_messages,
     stable_end,
 )
+from capsa.capsule.compaction import LOW_WATER
 from capsa.capsule.session import AnyPictureFetcher, PictureCache, check_tools, start_question
 from capsa.langchain.capsule_conversion import (
     LEDGER_KEY,
@@ -145,6 +147,12 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             fetched once per question.
         max_capsule_tokens: Optional hard bound on everything the middleware writes
             into a request (rewritten returns, receipts, notices, picture labels).
+            Over it, the oldest questions' cited chunks are shown by id, then by
+            count, in steps down to `low_water` of the bound, so ended questions'
+            wire forms change only at those steps.
+        low_water: The fraction of `max_capsule_tokens` a step degrades down to
+            (0 < low_water <= 1; default 0.6). Lower moves the cached prefix less
+            often; 1.0 frees just enough, moving it almost every question.
         tokenizer: Counts tokens for `max_capsule_tokens`: a counter returning an
             int, or an encoder returning tokens (tiktoken's ``encode``).
         cache_breakpoint: Mark the previous question's user message with an
@@ -182,6 +190,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         max_capsule_tokens: int | None = None,
         tokenizer: TokenCounter = estimate_tokens,
         cache_breakpoint: bool = False,
+        low_water: float = LOW_WATER,
     ) -> None:
         super().__init__()
         self.evidence_tools = _tool_names(evidence_tools)
@@ -189,6 +198,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             raise ValueError("CitationCapsuleMiddleware needs at least one evidence tool")
         if max_capsule_tokens is not None and max_capsule_tokens < 1:
             raise ValueError(f"max_capsule_tokens must be positive, got {max_capsule_tokens}")
+        if not 0 < low_water <= 1:
+            raise ValueError(f"low_water must lie in (0, 1], got {low_water}")
         if cite_tool_name and cite_tool_name == recall_tool_name:
             raise ValueError(f"the cite and recall tools cannot share the name {cite_tool_name!r}")
         self.cite_tool_name = cite_tool_name
@@ -200,6 +211,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         self.max_capsule_tokens = max_capsule_tokens
         self.tokenizer = tokenizer
         self.cache_breakpoint = cache_breakpoint
+        self.low_water = low_water
         self._build()
 
     def _build(self) -> None:
@@ -289,6 +301,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
             cite_tools=() if self.keep_cite_calls else self.cite_tools,
+            low_water=self.low_water,
         )
         if self.cache_breakpoint:
             messages = with_cache_breakpoint(messages)
@@ -306,8 +319,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     async def abefore_agent(
         self, state: CapsuleState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `before_agent`."""
-        return self._begin(state)
+        """Async twin of `before_agent`; the ledger work runs in a worker thread."""
+        return await asyncio.to_thread(self._begin, state)
 
     def before_model(self, state: CapsuleState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the retrievals, recalls and citations so far, so the tools can check ids."""
@@ -316,8 +329,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     async def abefore_model(
         self, state: CapsuleState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `before_model`."""
-        return self._sync(state)
+        """Async twin of `before_model`; the ledger work runs in a worker thread."""
+        return await asyncio.to_thread(self._sync, state)
 
     def after_agent(self, state: CapsuleState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the answer's citations and end the question."""
@@ -326,8 +339,8 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     async def aafter_agent(
         self, state: CapsuleState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `after_agent`."""
-        return self._end(state)
+        """Async twin of `after_agent`; the ledger work runs in a worker thread."""
+        return await asyncio.to_thread(self._end, state)
 
     def wrap_model_call(
         self,
@@ -348,12 +361,17 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        """Async twin of `wrap_model_call`; an async picture fetcher is awaited here."""
+        """Async twin of `wrap_model_call`; an async picture fetcher is awaited here.
+
+        Compaction (and locating the ledger) runs in a worker thread, so a long
+        conversation never stalls the event loop.
+        """
         self._check(request)
-        ledger = self._ledger(request)
+        ledger = await asyncio.to_thread(self._ledger, request)
         if self._pictures is not None and ledger is not None:
-            await self._pictures.afetch_all(self._wanted(request, ledger), ledger.question)
-        compacted, report = self._rewrite(request, ledger)
+            wanted = await asyncio.to_thread(self._wanted, request, ledger)
+            await self._pictures.afetch_all(wanted, ledger.question)
+        compacted, report = await asyncio.to_thread(self._rewrite, request, ledger)
         await aannounce(report)
         return await handler(compacted)
 

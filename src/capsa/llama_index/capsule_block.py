@@ -8,6 +8,7 @@ capsule of everything earlier answers cited (`capsa.capsule.build_capsule`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -116,7 +117,7 @@ class CitationCapsuleBlock(BaseMemoryBlock[str]):
         if restarted or (self.session_id is not None and session != self.session_id):
             self.reset()
         self.session_id = session
-        return self._capsule_text(self.max_tokens)
+        return await asyncio.to_thread(self._capsule_text, self.max_tokens)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Nothing to take from flushed messages: exchanges arrive through `record`."""
@@ -128,4 +129,4 @@ class CitationCapsuleBlock(BaseMemoryBlock[str]):
         if target <= 0:
             return None
         bound = target if self.max_tokens is None else min(target, self.max_tokens)
-        return self._capsule_text(bound) or None
+        return await asyncio.to_thread(self._capsule_text, bound) or None

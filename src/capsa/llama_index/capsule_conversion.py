@@ -43,6 +43,7 @@ from capsa.capsule import (
     estimate_tokens,
     parse_evidence,
 )
+from capsa.capsule.compaction import LOW_WATER
 
 __all__ = ["CapsuleCompactedEvent", "announce", "compact", "convert", "evidence", "keys", "to_core"]
 
@@ -262,6 +263,7 @@ def compact(
     max_tokens: int | None = None,
     tokenizer: TokenCounter = estimate_tokens,
     cite_tools: Iterable[str] = (),
+    low_water: float = LOW_WATER,
 ) -> list[ChatMessage]:
     """Compact a LlamaIndex history through the core and announce what was done.
 
@@ -278,6 +280,7 @@ def compact(
         max_tokens=max_tokens,
         tokenizer=tokenizer,
         cite_tools=cite_tools,
+        low_water=low_water,
     )
     announce(report)
     return _back(report.messages, history, converted)

@@ -17,6 +17,9 @@ and is re-exported here. Conversion lives in `capsa.llama_index.capsule_conversi
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -32,13 +35,16 @@ from capsa.capsule import (
     EvidenceLedger,
     RecallResult,
     TokenCounter,
+    as_tokenizer,
     cite_ids,
     estimate_tokens,
+    groups_to_drop,
     pictures_needed,
     recall,
     record_messages,
     stable_end,
 )
+from capsa.capsule.compaction import LOW_WATER
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.capsule.session import AnyPictureFetcher, PictureCache
 from capsa.llama_index.capsule_block import CitationCapsuleBlock
@@ -71,9 +77,12 @@ class CapsuleMemory(BaseMemory):
     Retrievals, citations and recalls are recorded by the capsule tools, which act
     on the memory of the run that calls them: one agent serves many sessions.
 
-    The inner memory's token limit and memory blocks do not shape `get`: the view
-    is built from `get_all`, since positions in the full history are question
-    identities. `ReActAgent` histories are recorded but not compacted: ReAct keeps
+    The view is built from `get_all`, since positions in the full history are
+    question identities, and honours the inner memory's token limit
+    (`view_token_limit`): over it, the oldest questions leave the view in steps
+    (down to 60 % of the limit), so the cached prefix moves rarely; a notice says
+    so and their chunks stay recallable. Memory blocks do not shape `get`.
+    `ReActAgent` histories are recorded but not compacted: ReAct keeps
     tool observations inside the assistant's reasoning text, not as tool messages,
     and capsa does not cut evidence out of prose.
 
@@ -127,6 +136,10 @@ class CapsuleMemory(BaseMemory):
     request no longer reaches it and the history is written again at the write
     price. This breakpoint is read instead (see the capsule docs for the bill).
     Off by default: for Anthropic models only, which allow four breakpoints."""
+    low_water: float = Field(default=LOW_WATER, gt=0, le=1)
+    """Over a bound (`max_capsule_tokens` or the inner memory's token limit), the
+    fraction of it a step degrades or drops down to. Lower moves the cached prefix
+    less often; 1.0 frees just enough, moving it almost every question."""
     _pictures: PictureCache | None = PrivateAttr(default=None)
 
     @classmethod
@@ -136,15 +149,38 @@ class CapsuleMemory(BaseMemory):
 
     @classmethod
     def from_defaults(
-        cls,
-        memory: BaseMemory | None = None,
-        *,
-        ledger: EvidenceLedger | None = None,
-        **memory_kwargs: Any,
+        cls, memory: BaseMemory | None = None, **options: Any
     ) -> CapsuleMemory:
-        """Wrap `memory`, or a `Memory.from_defaults(**memory_kwargs)`, with a carried ledger."""
-        inner = memory if memory is not None else Memory.from_defaults(**memory_kwargs)
-        return cls(memory=inner, ledger=ledger or EvidenceLedger())
+        """Wrap `memory`, or a fresh `Memory.from_defaults(...)`, taking the constructor's options.
+
+        Every field of `CapsuleMemory` (`ledger`, `fetch_picture`, `max_capsule_tokens`,
+        `keep_cite_calls`, `cache_breakpoint`, ...) is accepted, with or without an
+        inner memory. Without one, `Memory.from_defaults`'s own options
+        (`session_id`, `token_limit`, `chat_store`, ...) build it; given one, they
+        are refused, since that memory is already built.
+
+        Raises:
+            TypeError: naming an option that is neither a `CapsuleMemory` field nor,
+                without an inner memory, a `Memory.from_defaults` option.
+        """
+        fields = set(cls.model_fields) - {"memory"}
+        inner_names = _memory_options()
+        mine = {k: v for k, v in options.items() if k in fields}
+        rest = {k: v for k, v in options.items() if k not in fields}
+        unknown = sorted(k for k in rest if k not in inner_names)
+        if unknown:
+            raise TypeError(
+                f"CapsuleMemory.from_defaults got an unexpected option {unknown[0]!r}"
+            )
+        if memory is not None and rest:
+            raise TypeError(
+                f"CapsuleMemory.from_defaults got the Memory option {sorted(rest)[0]!r} "
+                "beside an inner memory; set it on that memory instead"
+            )
+        if mine.get("ledger") is None:
+            mine.pop("ledger", None)
+        inner = memory if memory is not None else Memory.from_defaults(**rest)
+        return cls(memory=inner, **mine)
 
     @property
     def owned_tools(self) -> frozenset[str]:
@@ -173,8 +209,49 @@ class CapsuleMemory(BaseMemory):
             max_tokens=self.max_capsule_tokens,
             tokenizer=self.tokenizer,
             cite_tools=() if self.keep_cite_calls else (self.cite_tool_name,),
+            low_water=self.low_water,
         )
+        view = self._bounded(view)
         return with_cache_point(view) if self.cache_breakpoint else view
+
+    def view_token_limit(self) -> int | None:
+        """The inner memory's bound on its chat history, which the view honours too.
+
+        A `Memory` keeps ``token_limit * chat_history_token_ratio`` tokens of chat
+        history; a memory with only a ``token_limit`` keeps that; others set none.
+        """
+        limit = getattr(self.memory, "token_limit", None)
+        if not isinstance(limit, int) or limit < 1:
+            return None
+        ratio = getattr(self.memory, "chat_history_token_ratio", 1.0)
+        return max(1, int(limit * ratio)) if isinstance(ratio, float | int) else limit
+
+    def _bounded(self, view: list[ChatMessage]) -> list[ChatMessage]:
+        """`view` within `view_token_limit`, oldest questions dropped in steps.
+
+        Questions leave the view in steps (`capsa.capsule.groups_to_drop`), so the
+        prefix a provider caches moves at most once per several questions; a
+        notice says how many left, and their chunks stay recallable by id.
+        """
+        limit = self.view_token_limit()
+        if limit is None:
+            return view
+        count = as_tokenizer(self.tokenizer)
+        starts = [i for i, m in enumerate(view) if m.role == MessageRole.USER]
+        if len(starts) < 2:
+            return view
+        bounds = [*starts, len(view)]
+        sizes = [
+            sum(count(_text_of(m)) for m in view[a:b])
+            for a, b in itertools.pairwise(bounds)
+        ]
+        head = view[: starts[0]]
+        spare = limit - sum(count(_text_of(m)) for m in head) - count(_notice(len(starts)))
+        dropped = groups_to_drop(sizes, max(1, spare), low_water=self.low_water)
+        if dropped == 0:
+            return view
+        notice = ChatMessage(role=MessageRole.SYSTEM, content=_notice(dropped))
+        return [*head, notice, *view[starts[dropped]:]]
 
     def _wanted(self, history: list[ChatMessage]) -> Any:
         converted = convert(history, self.owned_tools)
@@ -190,13 +267,18 @@ class CapsuleMemory(BaseMemory):
         return self._view(history)
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async twin of `get`; an async picture fetcher is awaited here."""
+        """Async twin of `get`; an async picture fetcher is awaited here.
+
+        Compaction runs in a worker thread, so a long conversation never stalls
+        the event loop.
+        """
         history = await self.memory.aget_all()
         cache = self._cache()
         if cache is not None:
             self._located(history)
-            await cache.afetch_all(self._wanted(history), self.ledger.question)
-        return self._view(history)
+            wanted = await asyncio.to_thread(self._wanted, history)
+            await cache.afetch_all(wanted, self.ledger.question)
+        return await asyncio.to_thread(self._view, history)
 
     def get_all(self) -> list[ChatMessage]:
         """The stored history, intact."""
@@ -244,7 +326,7 @@ class CapsuleMemory(BaseMemory):
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async twin of `put_messages`."""
         await self.memory.aput_messages(messages)
-        self._answered(await self.memory.aget_all())
+        await asyncio.to_thread(self._answered, await self.memory.aget_all())
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the history; the ledger is kept, re-anchored if the history got shorter."""
@@ -286,6 +368,7 @@ class CapsuleMemory(BaseMemory):
         """Find chunks in the stored history and make them citable for this question."""
         name = tool or self.recall_tool_name
         history = await self.memory.aget_all()
+        self._located(history)  # the history may have been shortened since the last read
         owned = self.owned_tools | {name}
         result = recall(chunk_ids, convert(history, owned), self.ledger, owned_tools=owned)
         if result.evidence:
@@ -319,6 +402,23 @@ class CapsuleMemory(BaseMemory):
     def recall_tool(self, *, description: str = RECALL_DESCRIPTION) -> FunctionTool:
         """`capsule_recall_tool` (named `recall_tool_name`) falling back to this memory."""
         return capsule_recall_tool(name=self.recall_tool_name, description=description, memory=self)
+
+
+def _text_of(message: ChatMessage) -> str:
+    """Every text block of a message; other blocks count as nothing."""
+    return "".join(getattr(block, "text", "") or "" for block in message.blocks)
+
+
+def _notice(dropped: int) -> str:
+    return (
+        f'<not-shown questions="{dropped}" reason="token_limit"/> The oldest questions '
+        "left this view; the stored history keeps them and recall brings back any chunk by id."
+    )
+
+
+def _memory_options() -> frozenset[str]:
+    """The keyword options `Memory.from_defaults` takes."""
+    return frozenset(inspect.signature(Memory.from_defaults).parameters) - {"cls"}
 
 
 def with_cache_point(messages: list[ChatMessage]) -> list[ChatMessage]:

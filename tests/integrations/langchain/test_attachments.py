@@ -267,3 +267,36 @@ def test_retrieval_beside_files_runs_for_the_callers_tenant(asynchronous: bool) 
         agent.invoke(request, config)
     text = model.seen[0][-1].content[0]["text"]
     assert "Notes of tenant b" in text and "tenant a" not in text
+
+
+async def test_a_large_upload_is_packed_off_the_event_loop(monkeypatch) -> None:
+    import asyncio
+    import threading
+
+    import capsa.langchain.attachments as attachments_module
+
+    threads: list[int] = []
+    real = attachments_module.attachment_context
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attachments_module, "attachment_context", recorded)
+    upload = (_POLICY.decode() * 40)[:50_000].encode()
+    assert len(upload) == 50_000
+    stop = asyncio.Event()
+
+    async def tick() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(0)
+
+    ticking = asyncio.create_task(tick())
+    model = _model(1)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=300), extractor=PlainTextExtractor())])
+    await agent.ainvoke({"messages": [_human(_file("policy.txt", upload, "text/plain"))]})
+    stop.set()
+    await ticking
+    assert threads and threading.get_ident() not in threads
+    assert "EUR 165" in model.seen[0][-1].content[0]["text"]

@@ -829,3 +829,204 @@ def test_cache_breakpoint_goes_on_the_last_block_of_a_copy():
     assert first.content == ["What is on this page?", picture]  # the caller's message as it was
     assert marked[1:] == history[1:]
     assert with_cache_breakpoint(history[:1]) == history[:1]  # one question: nothing to mark
+
+
+# -- nothing heavy on the event loop --------------------------------------------------------------
+
+
+class _Ticker:
+    """A coroutine that yields to the loop as often as it can and keeps its longest gap.
+
+    The gap is reported for reading, never asserted: tests do not assert wall-clock
+    times. What is asserted is which thread ran the work.
+    """
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._stop = False
+
+    async def run(self) -> None:
+        import asyncio
+        import time
+
+        last = time.perf_counter()
+        while not self._stop:
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last)
+            last = now
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+def _recording_threads(monkeypatch, module, name: str) -> list[int]:
+    import threading
+
+    threads: list[int] = []
+    real = getattr(module, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recorded)
+    return threads
+
+
+async def test_a_twenty_question_async_chat_compacts_off_the_event_loop(monkeypatch):
+    import asyncio
+    import threading
+
+    import capsa.langchain.middleware as middleware_module
+
+    threads = _recording_threads(monkeypatch, middleware_module, "compact")
+    loop_thread = threading.get_ident()
+    ticker = _Ticker()
+    ticking = asyncio.create_task(ticker.run())
+    saver = InMemorySaver()
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        chunk = _answer_chunk(question)
+        model = ScriptedModel(
+            messages=iter(
+                [_search(f"s{n}", question.question), _cite(f"c{n}", chunk.id), AIMessage("ok")]
+            )
+        )
+        agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+        await agent.ainvoke({"messages": [HumanMessage(question.question)]}, CONFIG)
+    ticker.stop()
+    await ticking
+    print(f"longest loop gap over 20 questions: {ticker.longest * 1000:.1f} ms")
+    assert len(threads) == 20 * 3  # every model call compacted
+    assert loop_thread not in threads  # and none of it on the loop's thread
+    stored = (await agent.aget_state(CONFIG)).values
+    assert not EvidenceLedger.from_json(stored[LEDGER_KEY]).in_progress
+
+
+# -- a bounded request that keeps the cache -------------------------------------------------------
+
+
+def _bounded_chat(low_water: float) -> tuple[list[int], list[list[BaseMessage]]]:
+    """A 20-question chat under max_capsule_tokens; the questions where an ended one changed.
+
+    A step frees about ``(1 - low_water) * bound`` tokens and each question adds its
+    cited chunks, so steps come every few questions when the bound is several
+    questions' worth (here 1200 tokens, about 150 a question)."""
+    saver = InMemorySaver()
+    middleware = CitationCapsuleMiddleware(
+        evidence_tools=[SEARCH], max_capsule_tokens=1200, low_water=low_water
+    )
+    before: list[str] = []
+    changed: list[int] = []
+    requests: list[list[BaseMessage]] = []
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        chunk = _answer_chunk(question)
+        model = ScriptedModel(
+            messages=iter(
+                [_search(f"s{n}", question.question), _cite(f"c{n}", chunk.id), AIMessage("ok")]
+            )
+        )
+        agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage(question.question)]}, CONFIG)
+        first = model.seen[0]
+        requests.append(first)
+        ended = _tool_contents(first)
+        if ended[: len(before)] != before:
+            changed.append(n)
+        before = ended
+    return changed, requests
+
+
+def test_a_bounded_capsule_changes_ended_questions_only_in_steps():
+    stepped, requests = _bounded_chat(0.6)
+    tight, _ = _bounded_chat(1.0)
+    assert stepped and tight  # the bound was reached
+    assert len(stepped) <= 20 // 3 < len(tight)  # measured: 4 of 20 against 11 of 20
+    assert all(b - a >= 2 for a, b in itertools.pairwise(stepped))
+    assert len(requests) == 20
+
+
+# -- summarisation that splits a question keeps its citations -------------------------------------
+
+
+def test_a_question_the_summariser_splits_keeps_its_citations():
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from capsa.capsule import recall
+
+    saver = InMemorySaver()
+    summarizer = SummarizationMiddleware(
+        model=FakeListChatModel(responses=["Summary: policies were discussed."] * 10),
+        trigger=("messages", 8),
+        keep=("messages", 4),
+    )
+    capsule = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    hotel, hold = _answer_chunk(HOTEL), _answer_chunk(HOLD)
+    scripts = [
+        [_search("a1", HOTEL.question), _cite("a2", hotel.id), AIMessage("EUR 230.")],
+        [_search("b1", HOLD.question), _cite("b2", hold.id), AIMessage("Renata Duarte.")],
+        [AIMessage("Noted.")],
+    ]
+    models = []
+    for question, script in zip((HOTEL.question, HOLD.question, "thanks"), scripts, strict=True):
+        model = ScriptedModel(messages=iter(script))
+        models.append(model)
+        agent = create_agent(
+            model, tools=[SEARCH], middleware=[capsule, summarizer], checkpointer=saver
+        )
+        agent.invoke({"messages": [HumanMessage(question)]}, CONFIG)
+    stored = agent.get_state(CONFIG).values
+    ledger = EvidenceLedger.from_json(stored[LEDGER_KEY])
+    assert any("Summary" in str(m.content) for m in stored["messages"])  # it did summarise
+    assert {hotel.id, hold.id} <= set(ledger.carried)  # the citations survived
+    # the summariser split the second question: its cite exchange and answer stayed,
+    # its search return went into the summary
+    last = models[-1].seen[-1]
+    assert not any(hold.page_content in t for t in _tool_contents(last))
+    assert "Recorded 1 citation" in " ".join(str(m.content) for m in last)
+    # and every cited chunk, kept or summarised away, is recallable whole
+    found = recall([hotel.id, hold.id], [], ledger, owned_tools={"search"})
+    assert [e.content for e in found.evidence] == [hotel.page_content, hold.page_content]
+
+
+# -- budgeted evidence ----------------------------------------------------------------------------
+
+
+def test_a_budgeted_search_returns_a_packet_and_recall_brings_every_chunk_back_whole():
+    budgeted = capsa_retriever_tool(LexicalRetriever(), name="search", budget=150)
+    middleware = CitationCapsuleMiddleware(evidence_tools=[budgeted])
+    hold = _answer_chunk(HOLD)
+    docs = LexicalRetriever().invoke(HOLD.question)
+    others = [d.id for d in docs if d.id != hold.id]
+    model = ScriptedModel(
+        messages=iter(
+            [
+                _search("s1", HOLD.question),
+                AIMessage(
+                    "", tool_calls=[{"name": "recall", "args": {"chunk_ids": others}, "id": "r1"}]
+                ),
+                _cite("c1", hold.id),
+                AIMessage("Renata Duarte."),
+            ]
+        )
+    )
+    agent = create_agent(
+        model, tools=[budgeted], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    agent.invoke({"messages": [HumanMessage(HOLD.question)]}, CONFIG)
+    (packet,) = _tool_contents(model.seen[1])
+    whole = sum(count_tokens_approximately([HumanMessage(d.page_content)]) for d in docs)
+    assert count_tokens_approximately([HumanMessage(packet)]) < whole  # less is written
+    assert "recall" in packet
+    assert hold.page_content in packet  # the answer-bearing chunk, ranked first, whole
+    assert any(d.page_content not in packet for d in docs if d.id in others)  # others cut
+    (recalled,) = _tool_contents(model.seen[2], name="recall")
+    for doc in docs:
+        if doc.id in others:
+            assert doc.page_content in recalled  # every other chunk back whole
+    stored = agent.get_state(CONFIG).values
+    assert hold.id in EvidenceLedger.from_json(stored[LEDGER_KEY]).cited_ids()

@@ -656,3 +656,212 @@ async def test_capsule_memory_without_cache_breakpoint_marks_nothing(sql_memory)
     memory = CapsuleMemory.from_defaults(sql_memory(session_id="plain"))
     requests = await _three_questions(memory)
     assert all(_cache_points(r) == [] for r in requests)
+
+
+# -- from_defaults takes exactly the constructor's options -------------------------------------
+
+
+def _every_option() -> dict[str, Any]:
+    def fetch(_picture: Any) -> bytes | None:
+        return None
+
+    return {
+        "ledger": EvidenceLedger().with_evidence_tools(["search"]),
+        "evidence_tools": frozenset({"lookup"}),
+        "recall_tool_name": "bring_back",
+        "cite_tool_name": "quote",
+        "keep_cite_calls": True,
+        "fetch_picture": fetch,
+        "max_capsule_tokens": 150,
+        "tokenizer": len,
+        "cache_breakpoint": True,
+        "low_water": 0.5,
+    }
+
+
+def test_from_defaults_takes_every_constructor_option_with_an_inner_memory():
+    options = _every_option()
+    assert set(options) == set(CapsuleMemory.model_fields) - {"memory"}
+    inner = ListMemory()
+    built = CapsuleMemory.from_defaults(inner, **options)
+    direct = CapsuleMemory(memory=inner, **options)
+    for name, value in options.items():
+        assert getattr(built, name) == value == getattr(direct, name), name
+    assert built.memory is inner
+
+
+async def test_from_defaults_takes_every_constructor_option_without_an_inner_memory():
+    options = _every_option()
+    built = CapsuleMemory.from_defaults(session_id="opts", token_limit=900, **options)
+    try:
+        for name, value in options.items():
+            assert getattr(built, name) == value, name
+        assert isinstance(built.memory, Memory)
+        assert built.memory.session_id == "opts"
+        assert built.memory.token_limit == 900
+    finally:
+        engine = built.memory.sql_store._async_engine  # type: ignore[attr-defined]
+        if engine is not None:
+            await engine.dispose()
+
+
+def test_from_defaults_refuses_an_unknown_option_by_name():
+    with pytest.raises(TypeError, match="bogus_option"):
+        CapsuleMemory.from_defaults(ListMemory(), bogus_option=1)
+    with pytest.raises(TypeError, match="bogus_option"):
+        CapsuleMemory.from_defaults(bogus_option=1)
+
+
+def test_from_defaults_refuses_memory_options_beside_an_inner_memory():
+    with pytest.raises(TypeError, match="token_limit"):
+        CapsuleMemory.from_defaults(ListMemory(), token_limit=150)
+
+
+
+# -- nothing heavy on the event loop ---------------------------------------------------------------
+
+
+@_workflow_warning
+async def test_a_twenty_question_chat_compacts_off_the_event_loop(monkeypatch):
+    import asyncio
+    import threading
+    import time
+
+    import capsa.llama_index.memory as memory_module
+
+    threads: list[int] = []
+    real = memory_module.compact
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(memory_module, "compact", recorded)
+    gaps: list[float] = []  # read, never asserted: tests do not assert wall-clock times
+    stop = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(tick())
+    memory = CapsuleMemory.from_defaults(ListMemory())
+    script = Script()
+    agent = _agent(memory, script)
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        node = _answer_node(question)
+        script.play(
+            _call(f"s{n}", "search", query=question.question),
+            _call(f"c{n}", "cite", chunk_ids=[node.node_id]),
+            _say(f"ok [{node.node_id}]"),
+        )
+        await agent.run(question.question, memory=memory)
+    stop.set()
+    await ticking
+    assert len(threads) >= 20 * 3
+    assert threading.get_ident() not in threads
+    assert not memory.ledger.in_progress
+    assert gaps  # the ticker ran throughout
+    print(f"longest loop gap over 20 questions: {max(gaps) * 1000:.1f} ms")
+
+
+# -- a bounded view that keeps the cache -----------------------------------------------------------
+
+
+class LimitedListMemory(ListMemory):
+    """A list memory that declares a token limit, as `Memory` does."""
+
+    token_limit: int = 900
+
+
+def _view_tokens(messages: list[ChatMessage]) -> int:
+    from capsa.capsule import estimate_tokens
+
+    return sum(
+        estimate_tokens("".join(getattr(b, "text", "") or "" for b in m.blocks)) for m in messages
+    )
+
+
+@_workflow_warning
+async def test_the_view_honours_the_inner_token_limit_and_moves_in_steps():
+    memory = CapsuleMemory.from_defaults(LimitedListMemory())
+    script = Script()
+    agent = _agent(memory, script)
+    firsts: list[str] = []
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        node = _answer_node(question)
+        script.play(
+            _call(f"s{n}", "search", query=question.question),
+            _call(f"c{n}", "cite", chunk_ids=[node.node_id]),
+            _say(f"ok [{node.node_id}]"),
+        )
+        await agent.run(question.question, memory=memory)
+        # the inner memory's bound (the agent's scratchpad of the running question is
+        # outside any memory, as with a plain Memory)
+        assert _view_tokens(await memory.aget()) <= 900
+        first_user = next(m for m in script.seen[0] if m.role == MessageRole.USER)
+        firsts.append(first_user.content or "")
+    moves = [n for n in range(1, 20) if firsts[n] != firsts[n - 1]]
+    assert moves  # the bound was reached
+    assert len(moves) <= 20 // 3  # the cached prefix moved at most once per three questions
+    assert len(memory.get_all()) > len(memory.get())  # the stored history keeps everything
+    assert "reason=\"token_limit\"" in (memory.get()[0].content or "")
+
+
+async def test_a_memory_token_limit_bounds_the_view_at_its_chat_history_share():
+    memory = CapsuleMemory.from_defaults(token_limit=1500, session_id="limit")
+    try:
+        assert memory.view_token_limit() == 1050  # Memory keeps 0.7 of it for chat history
+    finally:
+        engine = memory.memory.sql_store._async_engine  # type: ignore[attr-defined]
+        if engine is not None:
+            await engine.dispose()
+
+
+# -- a memory that summarises keeps the citations of a question it splits ------------------------
+
+
+class SummarisingListMemory(ListMemory):
+    """Keeps the newest `keep` messages, the rest replaced by one summary message."""
+
+    keep: int = 4
+
+    def _shorten(self) -> None:
+        if len(self.messages) > self.keep + 1:
+            summary = ChatMessage(role=MessageRole.USER, content="Summary: policies discussed.")
+            self.messages = [summary, *self.messages[-self.keep :]]
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        self.messages.extend(messages)
+        self._shorten()
+
+
+@_workflow_warning
+async def test_a_question_a_summarising_memory_splits_keeps_its_citations():
+    memory = CapsuleMemory.from_defaults(SummarisingListMemory())
+    script = Script()
+    agent = _agent(memory, script)
+    hotel, hold = _answer_node(HOTEL), _answer_node(HOLD)
+    for n, (question, node) in enumerate(((HOTEL, hotel), (HOLD, hold))):
+        script.play(
+            _call(f"s{n}", "search", query=question.question),
+            _call(f"c{n}", "cite", chunk_ids=[node.node_id]),
+            _say(f"ok [{node.node_id}]"),
+        )
+        await agent.run(question.question, memory=memory)
+    script.play(_say("Noted."))
+    await agent.run("thanks", memory=memory)
+    stored = memory.get_all()
+    assert (stored[0].content or "").startswith("Summary")  # it did summarise
+    assert not any(hotel.text in (m.content or "") for m in stored)  # the first return is gone
+    assert {hotel.node_id, hold.node_id} <= set(memory.ledger.carried)
+    from capsa.capsule import recall
+
+    found = recall([hotel.node_id], [], memory.ledger, owned_tools=memory.owned_tools)
+    assert [e.content for e in found.evidence] == [hotel.text]  # whole, from the ledger

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 
 import pytest
 
@@ -14,6 +15,7 @@ from capsa.capsule import (
     compact,
     compact_with_report,
     estimate_tokens,
+    groups_to_drop,
     render_evidence,
 )
 from capsa.errors import CompactionRefused
@@ -604,3 +606,82 @@ def test_compact_bound_holds_with_cite_exchanges_off_the_wire(conversation, make
     )
     assert report.tokens_added is not None and report.tokens_added <= 120
     assert _cite_traces(report.messages) == ([], [])
+
+
+# -- a bound that moves the cached prefix in steps -----------------------------------------------
+
+
+def _ended_forms(talk, bound: int, low_water: float) -> tuple[str, ...]:
+    """Per question asked, the wire forms of the earlier evidence returns."""
+    view = compact(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=bound,
+                   low_water=low_water)
+    return tuple(m.text for m, old in zip(view, talk.messages, strict=True)
+                 if old.role == "tool" and old.tool_name == "search")
+
+
+def _changes(low_water: float, conversation, make_chunk, questions: int = 20) -> list[int]:
+    """Questions at which an ended question's wire form changed, under `low_water`."""
+    talk = conversation()
+    before: tuple[str, ...] = ()
+    changed: list[int] = []
+    for k in range(questions):
+        talk.turn(make_chunk(f"a{k}"), make_chunk(f"b{k}"), cite=[f"a{k}"])
+        talk.ask()
+        forms = _ended_forms(talk, 400, low_water)
+        if forms[: len(before)] != before:
+            changed.append(k)
+        before = forms
+    return changed
+
+
+def test_a_bound_degrades_in_steps_so_ended_forms_change_rarely(conversation, make_chunk):
+    stepped = _changes(0.6, conversation, make_chunk)
+    tight = _changes(1.0, conversation, make_chunk)
+    assert stepped and tight  # the bound was reached under both policies
+    assert len(stepped) <= 20 // 3  # about once per three questions (15 of 20 when tight)
+    assert len(stepped) < len(tight) // 2
+    assert all(b - a >= 2 for a, b in itertools.pairwise(stepped))
+
+
+def test_a_stepped_bound_is_still_honoured(conversation, make_chunk):
+    talk = conversation()
+    for k in range(20):
+        talk.turn(make_chunk(f"a{k}"), make_chunk(f"b{k}"), cite=[f"a{k}"])
+        talk.ask()
+        report = compact_with_report(talk.messages, talk.ledger, owned_tools=OWNED,
+                                     max_tokens=400)
+        assert report.tokens_added is not None and report.tokens_added <= 400
+
+
+def test_low_water_outside_its_range_is_refused(conversation, make_chunk):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), cite=["a1"])
+    with pytest.raises(ValueError, match="low_water"):
+        compact(talk.messages, talk.ledger, owned_tools=OWNED, max_tokens=400, low_water=0)
+
+
+def test_groups_to_drop_replays_so_the_start_moves_in_steps():
+    sizes = [50] * 20
+    starts = [groups_to_drop(sizes[: n + 1], 300, low_water=0.5) for n in range(20)]
+    assert starts == sorted(starts)  # the view's start never moves back
+    moves = [n for n in range(1, 20) if starts[n] != starts[n - 1]]
+    tight = [groups_to_drop(sizes[: n + 1], 300, low_water=1.0) for n in range(20)]
+    tight_moves = [n for n in range(1, 20) if tight[n] != tight[n - 1]]
+    assert len(moves) <= 20 // 3 < len(tight_moves)
+    assert all(sum(sizes[s : n + 1]) <= 300 for n, s in enumerate(starts))
+
+
+def test_a_return_kept_after_a_shortening_shows_what_its_forgotten_question_cited(
+    conversation, make_chunk
+):
+    talk = conversation()
+    talk.turn(make_chunk("a1"), make_chunk("b1"), cite=["a1"])
+    talk.ask()
+    # a summariser removed the first question's user message; its return stayed
+    shortened = talk.messages[1:]
+    ledger = talk.ledger.locate([None] * len(shortened)).reanchor(len(shortened) - 1)
+    assert ledger.carried == ("a1",)
+    view = compact(shortened, ledger, owned_tools=OWNED)
+    (kept,) = [m.text for m, old in zip(view, shortened, strict=True)
+               if old.role == "tool" and old.tool_name == "search"]
+    assert "Body of a1" in kept and "b1" in kept and "Body of b1" not in kept

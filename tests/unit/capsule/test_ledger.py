@@ -257,14 +257,26 @@ def test_ledger_records_every_question_it_saw():
     assert [ledger.question_of(i) for i in (0, 3, 4, 9)] == [0, 0, 4, 4]
 
 
-def test_reanchor_keeps_the_current_questions_evidence_and_forgets_earlier_ones(make_chunk):
+def test_reanchor_keeps_the_current_question_and_carries_what_earlier_ones_cited(make_chunk):
     ledger = EvidenceLedger().begin_question(0).record_retrieval([make_chunk("a")], tool="s")
+    ledger = ledger.record_retrieval([make_chunk("u")], tool="s")  # retrieved, never cited
     ledger = ledger.record_citations(["a"]).end_question(5).begin_question(5)
     ledger = ledger.record_retrieval([make_chunk("b")], tool="s")
     moved = ledger.reanchor(1)
     assert moved.question == 1 and moved.in_progress
-    assert [e.evidence.chunk_id for e in moved.entries] == ["b"]
-    assert moved.entries[0].retrieved_in == (1,)
+    assert sorted(e.evidence.chunk_id for e in moved.entries) == ["a", "b"]
+    assert moved.entry("b").retrieved_in == (1,)
+    assert moved.entry("a").retrieved_in == moved.entry("a").cited_in == ()
+    assert moved.carried == ("a",)  # the citation survives the shortening
+    assert set(moved.citable_ids()) == {"a", "b"}
+    assert EvidenceLedger.from_json(moved.to_json()) == moved
+
+
+def test_reanchor_between_questions_carries_citations_too(make_chunk):
+    ledger = EvidenceLedger().begin_question(0).record_retrieval([make_chunk("a")], tool="s")
+    ledger = ledger.record_citations(["a"]).end_question(5)
+    moved = ledger.reanchor(2)
+    assert moved.carried == ("a",) and moved.entry("a") is not None
 
 
 def test_record_retrieval_read_back_from_text_keeps_the_fuller_record(make_chunk):

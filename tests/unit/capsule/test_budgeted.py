@@ -1,0 +1,55 @@
+"""Budgeted evidence: a packet for the question, every chunk named, parts never parsed as whole."""
+
+from __future__ import annotations
+
+from capsa.capsule import (
+    NO_RESULTS,
+    RECALL_HINT,
+    Evidence,
+    estimate_tokens,
+    parse_evidence,
+    render_budgeted,
+    render_evidence,
+)
+
+
+def _chunks() -> list[Evidence]:
+    return [
+        Evidence(
+            chunk_id=f"c{i}",
+            content=" ".join(
+                f"Rule {i}.{j} sets limit {i * 10 + j} for case {j}." for j in range(12)
+            ),
+            document_id="policy.pdf",
+        )
+        for i in range(5)
+    ]
+
+
+def test_a_budgeted_return_is_smaller_and_names_every_chunk():
+    chunks = _chunks()
+    text = render_budgeted("rule 0.3 limit", chunks, 200)
+    assert estimate_tokens(text) < estimate_tokens(render_evidence(chunks)) / 2
+    assert all(f"c{i}" in text for i in range(5))  # whole, in part, or in a receipt
+    assert text.endswith(RECALL_HINT)
+    assert "Rule 0.3 sets limit 3" in text  # the sentence the query asks about
+
+
+def test_parts_are_never_read_back_as_whole_chunks():
+    chunks = _chunks()
+    text = render_budgeted("rule 0.3 limit", chunks, 200)
+    for parsed in parse_evidence(text) or ():
+        whole = next(c for c in chunks if c.chunk_id == parsed.chunk_id)
+        assert parsed.content == whole.content
+
+
+def test_a_budget_that_holds_everything_changes_nothing_but_the_form():
+    chunks = _chunks()
+    text = render_budgeted("rule", chunks, 100_000)
+    assert RECALL_HINT not in text
+    assert [e.content for e in parse_evidence(text) or ()] == [c.content for c in chunks]
+
+
+def test_no_chunks_is_no_results_and_the_same_input_the_same_text():
+    assert render_budgeted("q", [], 100) == NO_RESULTS
+    assert render_budgeted("rule 1", _chunks(), 150) == render_budgeted("rule 1", _chunks(), 150)
