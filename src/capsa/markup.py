@@ -3,7 +3,8 @@
 capsa wraps untrusted text in tags the model is told to trust: the guard's
 ``<attachment>``, the packet's ``<context>``/``<document>``/``<truncated>``,
 the capsule's ``<capsule>``/``<group>``/``<chunk>``/``<not-shown>``/
-``<omitted>``, recall's ``<not-found>``. Each renderer escapes with the
+``<omitted>``, budgeted evidence's ``<part>``/``<recall-hint>``, recall's
+``<not-found>``. Each renderer escapes with the
 functions here, so one look-alike list and one set of tag names hold for all
 of them: a ``<`` written as ``＜`` (full width) or ``﹤`` (small form), a
 ``/`` written as ``∕`` or ``／``, a quote written as ``＂``, invisible
@@ -51,7 +52,7 @@ __all__ = [
 
 TAG_NAMES: tuple[str, ...] = (
     "attachment", "capsule", "chunk", "context", "document", "group", "not-found",
-    "not-shown", "omitted", "truncated",
+    "not-shown", "omitted", "part", "recall-hint", "truncated",
 )
 """Every tag name any capsa renderer writes; content may not open or close any of them."""
 
