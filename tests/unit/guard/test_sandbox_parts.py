@@ -342,3 +342,16 @@ def test_isolated_extractor_refuses_an_unknown_sandbox_mode() -> None:
 
     with pytest.raises(ValueError, match="sandbox must be"):
         IsolatedExtractor(PlainTextExtractor(), sandbox="lenient")  # type: ignore[arg-type]
+
+
+def test_a_strict_child_refuses_to_parse_when_a_layer_failed_for_it() -> None:
+    from capsa.guard.sandbox.child import _unsealed
+    from capsa.guard.sandbox.layers import SandboxPolicy
+
+    sealed = {name: "active: here" for name in LAYERS}
+    missing = {**sealed, "read_only_root": "unavailable: mount_setattr: EPERM"}
+
+    assert _unsealed(SandboxPolicy(mode="strict"), sealed) is None
+    assert _unsealed(SandboxPolicy(mode="strict"), missing) == (
+        "sandbox='strict' and this child lacks: read_only_root")
+    assert _unsealed(SandboxPolicy(mode="best-effort"), missing) is None

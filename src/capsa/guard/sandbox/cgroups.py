@@ -201,13 +201,7 @@ class WorkerCgroups:
     def remove(self) -> None:
         """Remove every file's cgroup that is empty, then the worker's own."""
         for root in self.roots:
-            with contextlib.suppress(OSError):
-                for entry in os.scandir(root):
-                    if entry.is_dir(follow_symlinks=False):
-                        with contextlib.suppress(OSError):
-                            os.rmdir(entry.path)
-            with contextlib.suppress(OSError):
-                os.rmdir(root)
+            remove_empty(root)
 
 
 def remove_empty(root: str) -> bool:

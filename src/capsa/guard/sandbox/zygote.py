@@ -221,7 +221,7 @@ class _Spare:
                 if self.cgroup.remove():
                     break
                 time.sleep(0.002)
-        if not os.path.ismount(self.scratch) and self.scratch != _shared_scratch():
+        if self.scratch != _shared_scratch():  # a host directory of its own: no tmpfs
             remove_tree(self.scratch)
         return ended
 
