@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capsa.budget import Budget, Packet, Passage, compress_text, pack
+from capsa.budget.attachments import attachment_context
 from capsa.errors import BudgetError
+from capsa.guard import Extracted, Omission
 
 
 def super_additive(text: str) -> int:
@@ -158,3 +160,39 @@ def test_pack_says_which_passage_measuring_took_out() -> None:
     measured = [r for r in packet.receipts if "after measuring" in (r.detail or "")]
     assert packet.used_tokens <= 4 and measured
     assert all(r.dropped == "budget" for r in measured)
+
+
+def _extracted(label: str, text: str) -> Extracted:
+    return Extracted(label=label, kind="text", media_type=None, text=text,
+                     byte_size=len(text.encode()), sha256="ab" * 32)
+
+
+@_SETTINGS
+@given(st.lists(texts, max_size=3), st.lists(st.sampled_from(["b.pdf", "a long name.docx"]),
+                                             max_size=3),
+       inputs(), queries, st.integers(min_value=1, max_value=120),
+       st.sampled_from(TOKENIZERS))
+def test_attachment_context_text_stays_within_the_budget_for_every_tokenizer(
+        files: list[str], refused: list[str], case: tuple[list[Passage], list[Passage]],
+        query: str, max_tokens: int, tokenizer: Callable[[str], int]) -> None:
+    extracted = [_extracted(f"f{n}.txt", text) for n, text in enumerate(files)]
+    omitted = [Omission(label=label, stage="parser", reason="timeout", detail="")
+               for label in refused]
+    budget = Budget(max_tokens=max_tokens)
+    if tokenizer("") > max_tokens:
+        with pytest.raises(BudgetError):
+            attachment_context(query, extracted, omitted, budget, passages=case[0],
+                               tokenizer=tokenizer)
+        return
+    context = attachment_context(query, extracted, omitted, budget, passages=case[0],
+                                 tokenizer=tokenizer)
+    assert tokenizer(context.text) <= max_tokens
+
+
+def test_attachment_context_shortens_a_notice_the_budget_cannot_hold() -> None:
+    refused = [Omission(label=f"quarterly report {n}.pdf", stage="parser", reason="timeout",
+                        detail="") for n in range(6)]
+    context = attachment_context("hotel cap", [], refused, Budget(max_tokens=20),
+                                 tokenizer=words_plus_one)
+    assert context.notice == "Attached files not included: 6 (names left out for room)."
+    assert words_plus_one(context.text) <= 20 and len(context.omitted) == 6
