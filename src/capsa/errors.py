@@ -6,7 +6,7 @@ Exception
     ├── IngestionRejected      a guard refused an attachment before any parser ran
     ├── ExtractionFailed       the parser lost: raised, crashed, timed out, ran out of memory
     ├── BudgetError            a packing request that no packet can satisfy
-    ├── ScorerError            a relevance scorer gave the wrong number of scores, or a NaN
+    ├── ScorerError            a scorer gave the wrong number of scores, or a NaN; a ValueError
     ├── CompactionRefused      earlier evidence exists but no ledger was carried
     ├── CaptureInvalid         a shadow capture saw something ambiguous and was discarded
     ├── UnguardedInput         a capsa step was handed text another reader parsed from files
@@ -146,7 +146,7 @@ class BudgetError(CapsaError):
     """No packet can satisfy the request, e.g. the budget cannot hold even the containers."""
 
 
-class ScorerError(CapsaError):
+class ScorerError(CapsaError, ValueError):
     """A relevance scorer broke its contract: one finite number per text, in order.
 
     Raised wherever capsa calls a `capsa.budget.Scorer` (`pack`, `pack_for`,
@@ -154,7 +154,10 @@ class ScorerError(CapsaError):
     a missing or extra score would otherwise rank the wrong sentence, or fail
     later as a bare `IndexError`. `scorer` names the scorer's class, `expected`
     and `got` the counts, and `detail` what was wrong, e.g. ``MyScorer.score
-    returned 3 scores for 4 texts``. The fix is in the scorer.
+    returned 3 scores for 4 texts``. The fix is in the scorer. It is also a
+    `ValueError`, which `EmbeddingScorer` raised for an ``embed`` returning
+    the wrong number of vectors before this class existed, so ``except
+    ValueError`` clauses written for that keep working.
     """
 
     def __init__(self, detail: str, *, scorer: str, expected: int, got: int) -> None:

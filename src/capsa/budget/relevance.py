@@ -316,7 +316,7 @@ class EmbeddingScorer(BaseModel):
         """Unit-length vectors of `texts`, embedding only those not cached yet.
 
         Raises:
-            ValueError: `embed` returned the wrong number of vectors.
+            ScorerError: `embed` returned the wrong number of vectors.
         """
         found: dict[str, tuple[float, ...]] = {}
         with self._lock:
@@ -330,7 +330,10 @@ class EmbeddingScorer(BaseModel):
         for batch in batches(missing, self.batch_overhead, length=length):
             fresh = self.embed(batch)
             if len(fresh) != len(batch):
-                raise ValueError(f"embed returned {len(fresh)} vectors for {len(batch)} texts")
+                name = getattr(self.embed, "__qualname__", type(self.embed).__name__)
+                raise ScorerError(f"{type(self).__name__}.embed ({name}) returned {len(fresh)} "
+                                  f"vectors for {len(batch)} texts", scorer=type(self).__name__,
+                                  expected=len(batch), got=len(fresh))
             with self._lock:
                 for text, raw in zip(batch, fresh, strict=True):
                     found[text] = self._cache[text] = _unit(raw)

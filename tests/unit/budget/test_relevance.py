@@ -85,6 +85,11 @@ def test_embedding_scorer_embeds_query_and_texts_in_one_call() -> None:
 
 
 def test_embedding_scorer_rejects_a_wrong_number_of_vectors() -> None:
+    with pytest.raises(ScorerError, match="3 texts"):
+        EmbeddingScorer(embed=lambda texts: [[1.0]]).score("q", ["a", "b"])
+
+
+def test_scorer_error_is_still_caught_as_the_value_error_embedding_scorer_raised() -> None:
     with pytest.raises(ValueError, match="3 texts"):
         EmbeddingScorer(embed=lambda texts: [[1.0]]).score("q", ["a", "b"])
 
@@ -333,3 +338,12 @@ def test_scores_of_refuses_a_scorer_that_returns_no_sequence() -> None:
 
     with pytest.raises(ScorerError, match="not one number per text"):
         scores_of(Scalar(), "q", ["a"])  # type: ignore[arg-type]
+
+
+def test_embedding_scorer_names_an_embed_function_that_returns_too_few_vectors() -> None:
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0]] * (len(texts) - 1)
+
+    with pytest.raises(ScorerError, match=r"EmbeddingScorer\.embed \(.*embed\) returned \d+ "
+                                          r"vectors for \d+ texts"):
+        pack("hotel cap", _TWO, Budget(max_tokens=20), scorer=EmbeddingScorer(embed=embed))
