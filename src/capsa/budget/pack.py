@@ -89,7 +89,11 @@ def pack(
     containers fit, the packet is empty and every receipt says so. Retrieved
     sentences with no relevance to the query (`Budget.min_relevance`) are
     never packed as filler, and a retrieved passage with none above it is
-    dropped as ``irrelevant``: a packet may keep less than its budget.
+    dropped as ``irrelevant``: a packet may keep less than its budget. The
+    retriever's top passage (highest `Passage.score`, else the first) is
+    never dropped as irrelevant unless `Budget.strict_floor` is set, so the
+    floor alone never empties a packet; an empty packet names the rule that
+    emptied it (`Packet.emptied_by`).
 
     Args:
         query: what the passages should answer; ranks sentences and passages.
@@ -111,6 +115,7 @@ def pack(
     Raises:
         ValueError: two inputs share an id.
         BudgetError: the tokenizer charges more than the budget for an empty string.
+        ScorerError: `scorer` returned the wrong number of scores, or a non-finite one.
 
     Examples:
         >>> passages = [Passage(id="a", text="Trains are booked in standard class. "
