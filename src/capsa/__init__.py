@@ -21,6 +21,7 @@ from capsa.errors import (
     CompactionRefused,
     ExtractionFailed,
     IngestionRejected,
+    ScorerError,
     UnguardedInput,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "CompactionRefused",
     "ExtractionFailed",
     "IngestionRejected",
+    "ScorerError",
     "UnguardedInput",
     "__version__",
 ]

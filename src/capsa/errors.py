@@ -6,6 +6,7 @@ Exception
     ├── IngestionRejected      a guard refused an attachment before any parser ran
     ├── ExtractionFailed       the parser lost: raised, crashed, timed out, ran out of memory
     ├── BudgetError            a packing request that no packet can satisfy
+    ├── ScorerError            a scorer gave the wrong number of scores, or a NaN; a ValueError
     ├── CompactionRefused      earlier evidence exists but no ledger was carried
     ├── CaptureInvalid         a shadow capture saw something ambiguous and was discarded
     ├── UnguardedInput         a capsa step was handed text another reader parsed from files
@@ -35,6 +36,7 @@ __all__ = [
     "RefusalCause",
     "RejectionReason",
     "SandboxUnavailable",
+    "ScorerError",
     "Stage",
     "UnguardedInput",
 ]
@@ -142,6 +144,32 @@ class ExtractionFailed(CapsaError):
 
 class BudgetError(CapsaError):
     """No packet can satisfy the request, e.g. the budget cannot hold even the containers."""
+
+
+class ScorerError(CapsaError, ValueError):
+    """A relevance scorer broke its contract: one finite number per text, in order.
+
+    Raised wherever capsa calls a `capsa.budget.Scorer` (`pack`, `pack_for`,
+    `compress_text`, and the adapters through them), before any score is used:
+    a missing or extra score would otherwise rank the wrong sentence, or fail
+    later as a bare `IndexError`. `scorer` names the scorer's class, `expected`
+    and `got` the counts, and `detail` what was wrong, e.g. ``MyScorer.score
+    returned 3 scores for 4 texts``. The fix is in the scorer. It is also a
+    `ValueError`, which `EmbeddingScorer` raised for an ``embed`` returning
+    the wrong number of vectors before this class existed, so ``except
+    ValueError`` clauses written for that keep working.
+    """
+
+    def __init__(self, detail: str, *, scorer: str, expected: int, got: int) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.scorer = scorer
+        self.expected = expected
+        self.got = got
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return partial(type(self), scorer=self.scorer, expected=self.expected,
+                       got=self.got), (self.detail,)
 
 
 class CompactionRefused(CapsaError):

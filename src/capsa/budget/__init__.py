@@ -19,6 +19,7 @@ from capsa.budget.pack import compress_text, pack
 from capsa.budget.packet import (
     Budget,
     DropReason,
+    EmptyReason,
     Group,
     Markup,
     Packet,
@@ -36,6 +37,7 @@ __all__ = [
     "Budget",
     "DropReason",
     "EmbeddingScorer",
+    "EmptyReason",
     "Group",
     "LexicalScorer",
     "Markup",

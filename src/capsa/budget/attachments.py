@@ -29,7 +29,7 @@ from capsa.budget.pack import pack
 from capsa.budget.packet import Budget, Packet, Passage
 from capsa.budget.relevance import Scorer
 from capsa.budget.tokens import TokenizerLike, as_tokenizer
-from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.errors import BudgetError, ExtractionFailed, IngestionRejected
 from capsa.guard import (
     Attachment,
     ExtractionLimits,
@@ -342,7 +342,9 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
     The notice names each refused file with its reason ("report.pdf: parser
     failed (timeout)") and each attached file the packer dropped. It is
     counted inside the budget: the packet is packed into what the notice
-    leaves.
+    leaves, and ``text`` is measured with the tokenizer until it fits. A
+    budget too small for the notice gets a shorter one (the count of files
+    left out), then none; the receipts and `omitted` still say everything.
 
     Examples:
         >>> one = Extracted(label="a.txt", kind="text", media_type=None,
@@ -351,8 +353,14 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
         >>> context = attachment_context("hotel cap", [one], [gone], Budget(max_tokens=200))
         >>> "EUR 165" in context.text, context.notice
         (True, 'Attached files not included: b.pdf: parser failed (timeout).')
+
+    Raises:
+        BudgetError: the tokenizer charges more than the budget for an empty text.
     """
     count = as_tokenizer(tokenizer)
+    if count("") > budget.max_tokens:
+        raise BudgetError(f"the tokenizer counts {count('')} tokens for an empty packet, "
+                          f"over the {budget.max_tokens}-token budget")
     attached = attachment_passages(extracted)
     problems = [f"{escape_attribute(o.label)}: {_reason(o)}" for o in omitted]
     notice = _notice(problems)
@@ -370,12 +378,22 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
         room -= count(text) - budget.max_tokens
         packet = _pack(query, passages, attached, budget, room, count, scorer)
         text = _join(packet.render(), notice)
+    if count(text) > budget.max_tokens:  # the notice itself leaves no room: shorter, or none
+        missing = len(problems) + len(late)
+        for notice in (f"Attached files not included: {missing} (names left out for room).", ""):
+            room = budget.max_tokens - (count(notice) + 2 if notice else 0)
+            packet = _pack(query, passages, attached, budget, room, count, scorer)
+            text = _join(packet.render(), notice)
+            if count(text) <= budget.max_tokens:
+                break  # without a notice it always fits: `pack` holds the bound
     return AttachmentContext(text=text, packet=packet, notice=notice, omitted=tuple(omitted))
 
 
 def _pack(query: str, passages: Sequence[Passage], attached: Sequence[Passage], budget: Budget,
           room: int, tokenizer: TokenizerLike | None, scorer: Scorer | None) -> Packet:
-    return pack(query, passages, budget.model_copy(update={"max_tokens": max(1, room)}),
+    """`pack` into `room`, or the least room `pack` accepts (the caller measures the result)."""
+    least = as_tokenizer(tokenizer)("")  # a tokenizer may charge for nothing at all
+    return pack(query, passages, budget.model_copy(update={"max_tokens": max(1, least, room)}),
                 attachments=attached, tokenizer=tokenizer, scorer=scorer)
 
 

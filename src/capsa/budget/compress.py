@@ -43,7 +43,7 @@ import re
 import string
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from capsa.budget.evidence import link
 from capsa.budget.packet import Group, Passage, Shape
@@ -54,6 +54,8 @@ from capsa.budget.relevance import (
     analyze_query,
     idf,
     mend,
+    passage_scores_of,
+    scores_of,
     terms_of,
 )
 from capsa.budget.render import (
@@ -179,6 +181,8 @@ class Doc:
 
     spans: tuple[tuple[int, int], ...]
     """Each sentence's ``(start, end)``, as `split_sentences` returned them."""
+    spared: bool = False
+    """The retriever's top passage, which the relevance floor never drops (`spare_top`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +281,7 @@ def prepare(
         whole = _passage_terms(inputs, spans, separated, analysed)
         passage_scores = _normalise(scorer.score_terms(idf(query_terms, whole), whole))
     else:
-        unit_scores = _normalise(scorer.score(query, texts))
+        unit_scores = _normalise(scores_of(scorer, query, texts))
         passage_scores = _passage_scores(scorer, query, inputs, spans)
     incoming = _min_max([p.score for _, p in inputs])
     owners = [n for n, doc_spans in enumerate(spans) for _ in doc_spans]
@@ -367,12 +371,9 @@ def _passage_terms(inputs: Sequence[tuple[Group, Passage]],
 
 def _passage_scores(scorer: Scorer, query: str, inputs: Sequence[tuple[Group, Passage]],
                     spans: Sequence[Sequence[tuple[int, int]]]) -> list[float]:
-    pooled = getattr(scorer, "score_passages", None)
-    if callable(pooled):  # the scorer can score passages from their sentences (embeddings)
-        grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
-            inputs, spans, strict=True)]
-        return _normalise(pooled(query, [p.text for _, p in inputs], grouped))
-    return _normalise(scorer.score(query, [p.text for _, p in inputs]))
+    grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
+        inputs, spans, strict=True)]
+    return _normalise(passage_scores_of(scorer, query, [p.text for _, p in inputs], grouped))
 
 
 def _estimate_whole(text: str, spans: Sequence[tuple[int, int]], inner: int) -> int:
@@ -391,12 +392,53 @@ def _estimate_whole(text: str, spans: Sequence[tuple[int, int]], inner: int) -> 
     return total
 
 
-def relevant(doc: Doc, floor: float | None) -> bool:
-    """Whether a document has anything above the relevance floor (always, with no floor)."""
-    if floor is None or not doc.units:
-        return True
+def floor_in_force(prepared: Prepared, min_relevance: float | None, demand: int,
+                   room: int) -> float | None:
+    """The relevance floor selection applies: `pack`'s and `compress_text`'s one rule.
+
+    `min_relevance`, except None when the whole retrieval fits (`demand` within
+    `room`: nothing is filler then, the retriever chose it and there is room
+    for all of it) or when relevance cannot be told (the query has no terms and
+    nothing scored). The retriever's top passage is spared either way, unless
+    the floor is strict (`spare_top`).
+    """
+    if min_relevance is None or demand <= room or not prepared.measurable:
+        return None
+    return min_relevance
+
+
+def spare_top(docs: Sequence[Doc], *, strict: bool) -> tuple[Doc, ...]:
+    """`docs` with the retriever's top passage marked `Doc.spared`, unless `strict`.
+
+    The retriever's ranking is evidence too: a lexical scorer sees no shared
+    term in a paraphrase ("lodging per night" for "the nightly hotel cap")
+    that an embedding retriever ranked first. So the floor never drops that
+    passage as irrelevant; when nothing in it is above the floor its sentences
+    compete by their other merits (the retriever's score, the lead), and it can
+    still be dropped for room. The top passage is the highest-scored one
+    (`Passage.score`), the first of them on a tie, or the first when none is
+    scored; passages with no text are never it.
+    """
+    candidates = [doc for doc in docs if doc.units]
+    if strict or not candidates:
+        return tuple(docs)
+    scored = [doc for doc in candidates if doc.passage.score is not None]
+    top = (max(scored, key=lambda doc: doc.passage.score or 0.0) if scored
+           else candidates[0])
+    return tuple(replace(doc, spared=True) if doc is top else doc for doc in docs)
+
+
+def above_floor(doc: Doc, floor: float) -> bool:
+    """Whether anything in a document scores above the relevance floor."""
     return (doc.relevance > floor or doc.linked > floor
             or any(unit.relevance > floor for unit in doc.units))
+
+
+def relevant(doc: Doc, floor: float | None) -> bool:
+    """Whether the floor keeps a document: always with no floor, and always if `Doc.spared`."""
+    if floor is None or not doc.units or doc.spared:
+        return True
+    return above_floor(doc, floor)
 
 
 def select(
@@ -505,6 +547,9 @@ class _State:
         self.prepared, self.docs, self.shape = prepared, docs, shape
         self.remaining, self.max_items, self.seen = budget, max_items, seen
         self.irrelevant = {n for n, doc in enumerate(docs) if not relevant(doc, floor)}
+        # the top passage (`spare_top`) with nothing above the floor: all its sentences compete
+        lifted = {n for n, doc in enumerate(docs)
+                  if doc.spared and floor is not None and not above_floor(doc, floor)}
         self.kept: dict[int, set[int]] = {}
         self.order: list[int] = []
         self.cut: dict[int, int | None] = {}
@@ -521,7 +566,7 @@ class _State:
         self.entries = [(-(unit.relevance + doc.prior + (lead if k == 0 else 0.0)), n, k, 0)
                         for n, doc in enumerate(docs) if n not in self.irrelevant
                         for k, unit in enumerate(doc.units)
-                        if floor is None or unit.relevance > floor
+                        if floor is None or n in lifted or unit.relevance > floor
                         or (k == 0 and doc.linked > floor)]
         self.heap = list(self.entries)
         heapq.heapify(self.heap)

@@ -8,10 +8,16 @@ The plan is built in three steps, each a pure function of the inputs:
    goes back to them;
 2. *select* within each share (`capsa.budget.compress`);
 3. *render and measure*: the rendered packet is counted with the caller's
-   tokenizer. Planning adds up per-sentence counts, which a real tokenizer
-   need not honour exactly, so when the measured packet is over budget the
-   plan is rebuilt for a smaller target until it fits, and as a last resort
-   nothing is kept. The budget is a promise about the rendered text, not a plan.
+   tokenizer. Planning adds up per-sentence counts, which a tokenizer need
+   not honour: it may charge a joined text more than its parts (a
+   super-additive counter), less, or a minimum per call, and need not even
+   grow with the text. So when the measured packet is over budget the plan is
+   rebuilt for a smaller target until it fits; when even the smallest plan
+   measures over (parts the plan counted as free), its passages are taken out,
+   the least useful first, each measured again, until it fits, and every one
+   taken out says so in its receipt. The empty packet renders as ``""``, which
+   is checked against the budget first, so the loop always ends within it.
+   The budget is a promise about the rendered text, not about arithmetic.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from capsa import telemetry
 from capsa.budget.compress import (
@@ -28,12 +34,14 @@ from capsa.budget.compress import (
     Prepared,
     Seen,
     Selection,
+    floor_in_force,
     prepare,
     relevant,
     select,
     select_whole,
+    spare_top,
 )
-from capsa.budget.packet import Budget, Group, Packet, Passage, Receipt, Shape
+from capsa.budget.packet import Budget, EmptyReason, Group, Packet, Passage, Receipt, Shape
 from capsa.budget.relevance import LexicalScorer, Scorer, analyze
 from capsa.budget.render import COMPACT, ELLIPSIS, TAGGED, Body, Layout, build_body
 from capsa.budget.tokens import TokenizerLike, as_tokenizer
@@ -50,6 +58,8 @@ _BODIES_KEPT = 4096
 class _Plan:
     attached: Selection
     retrieved: Selection
+    measured_out: frozenset[tuple[Group, int]] = field(default_factory=frozenset)
+    """Passages the plan chose but `_within` took out: the rendered packet measured over."""
 
 
 def pack(
@@ -79,7 +89,11 @@ def pack(
     containers fit, the packet is empty and every receipt says so. Retrieved
     sentences with no relevance to the query (`Budget.min_relevance`) are
     never packed as filler, and a retrieved passage with none above it is
-    dropped as ``irrelevant``: a packet may keep less than its budget.
+    dropped as ``irrelevant``: a packet may keep less than its budget. The
+    retriever's top passage (highest `Passage.score`, else the first) is
+    never dropped as irrelevant unless `Budget.strict_floor` is set, so the
+    floor alone never empties a packet; an empty packet names the rule that
+    emptied it (`Packet.emptied_by`).
 
     Args:
         query: what the passages should answer; ranks sentences and passages.
@@ -101,6 +115,7 @@ def pack(
     Raises:
         ValueError: two inputs share an id.
         BudgetError: the tokenizer charges more than the budget for an empty string.
+        ScorerError: `scorer` returned the wrong number of scores, or a non-finite one.
 
     Examples:
         >>> passages = [Passage(id="a", text="Trains are booked in standard class. "
@@ -168,7 +183,7 @@ def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Pack
 
 
 def _pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
-    prepared = _with_markup(prepared, budget)
+    prepared = _with_markup(_spared(prepared, budget), budget)
     ceiling = budget.max_tokens
     empty = prepared.tokenizer("")
     if empty > ceiling:
@@ -176,22 +191,64 @@ def _pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Pac
                           f"over the {ceiling}-token budget")
     target = ceiling
     for _ in range(_QUICK_ATTEMPTS):
-        packet = _attempt(prepared, budget, target, compress)
+        plan, packet = _attempt(prepared, budget, target, compress)
         if packet.used_tokens <= ceiling:
             return packet
         target -= max(packet.used_tokens - ceiling, 1)
         if target <= 0:
-            return _attempt(prepared, budget, 0, compress)
-    best = _attempt(prepared, budget, 0, compress)
+            return _within(prepared, budget, *_attempt(prepared, budget, 0, compress))
+    best: tuple[_Plan, Packet] | None = None
     low, high = 1, target - 1
     while low <= high:
         middle = (low + high) // 2
-        packet = _attempt(prepared, budget, middle, compress)
+        plan, packet = _attempt(prepared, budget, middle, compress)
         if packet.used_tokens <= ceiling:
-            best, low = packet, middle + 1
+            best, low = (plan, packet), middle + 1
         else:
             high = middle - 1
-    return best
+    if best is not None:
+        return best[1]
+    return _within(prepared, budget, *_attempt(prepared, budget, 0, compress))
+
+
+def _within(prepared: Prepared, budget: Budget, plan: _Plan, packet: Packet) -> Packet:
+    """`packet`, or if it measures over the budget, less its least useful passages until it fits.
+
+    Only reached when even the plan for no room at all measures over: parts the
+    tokenizer charges nothing alone cost something together. Retrieved
+    passages go first, the last chosen first (the least useful), then
+    attachments, the last first; each removal is measured, since a tokenizer
+    need not charge less for less text. The empty packet renders as ``""``,
+    which `_pack_prepared` has checked against the budget, so this ends within it.
+    """
+    ceiling = budget.max_tokens
+    order: list[tuple[Group, int]] = [("retrieved", n) for n in reversed(plan.retrieved.chosen)]
+    order += [("attached", n) for n in reversed(plan.attached.chosen)]
+    for group, n in order:
+        if packet.used_tokens <= ceiling:
+            return packet
+        plan = _without(plan, group, n)
+        packet = _packet(prepared, budget, plan)
+    if packet.used_tokens > ceiling:  # only if the tokenizer counts "" two ways
+        raise BudgetError(f"the tokenizer counts {packet.used_tokens} tokens for an empty "
+                          f"packet, over the {ceiling}-token budget")
+    return packet
+
+
+def _without(plan: _Plan, group: Group, n: int) -> _Plan:
+    """`plan` with passage `n` of `group` taken out, and recorded as measured out."""
+    selection = plan.attached if group == "attached" else plan.retrieved
+    fewer = replace(selection, chosen={k: v for k, v in selection.chosen.items() if k != n})
+    out = plan.measured_out | {(group, n)}
+    if group == "attached":
+        return _Plan(fewer, plan.retrieved, out)
+    return _Plan(plan.attached, fewer, out)
+
+
+def _spared(prepared: Prepared, budget: Budget) -> Prepared:
+    """The retriever's top passage marked, so the relevance floor never drops it (`spare_top`)."""
+    retrieved = spare_top(prepared.retrieved, strict=budget.strict_floor)
+    return prepared if retrieved is prepared.retrieved else replace(prepared, retrieved=retrieved)
 
 
 def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
@@ -261,13 +318,20 @@ def compress_text(
     *,
     tokenizer: TokenizerLike | None = None,
     scorer: Scorer | None = None,
+    min_relevance: float | None = 0.0,
+    strict_floor: bool = False,
 ) -> str:
     """Shrink one text to its sentences most relevant to `query`, within `max_tokens`.
 
     The same selection as `pack`, without containers: kept sentences in their
     original order, ``…`` for gaps, and a truncation marker after a sentence
     cut to the room left (or the best one, if even it had to be cut). A text
-    that already fits comes back unchanged.
+    that already fits comes back unchanged. The same relevance floor as
+    `pack` (`capsa.budget.compress.floor_in_force`): sentences at or below
+    `min_relevance` are not kept as filler, and the text, like `pack`'s top
+    passage, is never emptied for relevance unless `strict_floor` says so.
+    The result is measured with `tokenizer`, whatever it charges for joined
+    pieces, and shrunk until it fits.
 
     Args:
         text: the text to compress.
@@ -275,12 +339,19 @@ def compress_text(
         max_tokens: ceiling on ``tokenizer(result)``; 0 gives ``""``.
         tokenizer: the counter; `estimate_tokens` when None.
         scorer: the sentence ranker; `LexicalScorer` when None.
+        min_relevance: the relevance floor, as `Budget.min_relevance`; None for none.
+        strict_floor: return ``""`` when nothing in the text is above the floor,
+            as `Budget.strict_floor`.
 
     Returns:
-        The compressed text, ``""`` when nothing fits.
+        The compressed text, ``""`` when nothing fits (or, with `strict_floor`,
+        nothing is relevant).
 
     Raises:
-        ValueError: `max_tokens` is negative.
+        ValueError: `max_tokens` is negative, or `min_relevance` is outside [0, 1).
+        BudgetError: the text does not fit and the tokenizer counts more than
+            `max_tokens` even for ``""``.
+        ScorerError: `scorer` broke the `Scorer` contract.
 
     Examples:
         >>> compress_text("Intro here. The hotel cap is EUR 165. Outro.", "hotel cap", 9)
@@ -288,16 +359,24 @@ def compress_text(
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if min_relevance is not None and not 0.0 <= min_relevance < 1.0:
+        raise ValueError(f"min_relevance must be in [0, 1) or None, got {min_relevance}")
     count = as_tokenizer(tokenizer)
-    if count(text) <= max_tokens:
+    full = count(text)
+    if full <= max_tokens:
         return text
+    empty = count("")
+    if empty > max_tokens:
+        raise BudgetError(f"the tokenizer counts {empty} tokens for an empty text, "
+                          f"over the {max_tokens}-token budget")
     prepared = prepare(query, (), [Passage(id="text", text=text)], tokenizer=count,
-                       scorer=scorer or LexicalScorer())
-    doc = replace(prepared.retrieved[0], overhead=0)
+                       scorer=scorer or _DEFAULT_SCORER)
+    (doc,) = spare_top([replace(prepared.retrieved[0], overhead=0)], strict=strict_floor)
     prepared = replace(prepared, retrieved=(doc,))
+    floor = floor_in_force(prepared, min_relevance, full, max_tokens)
     target = max_tokens
     while target > 0:
-        selection = select(prepared, [doc], target, shape="passages")
+        selection = select(prepared, [doc], target, shape="passages", floor=floor)
         choice = selection.chosen.get(0)
         if choice is None:
             return ""
@@ -309,9 +388,10 @@ def compress_text(
     return ""
 
 
-def _attempt(prepared: Prepared, budget: Budget, target: int, compress: bool) -> Packet:
+def _attempt(prepared: Prepared, budget: Budget, target: int,
+             compress: bool) -> tuple[_Plan, Packet]:
     plan = _plan(prepared, budget, target, compress)
-    return _packet(prepared, budget, plan)
+    return plan, _packet(prepared, budget, plan)
 
 
 def _plan(prepared: Prepared, budget: Budget, target: int, compress: bool) -> _Plan:
@@ -358,14 +438,8 @@ def _retrieval(prepared: Prepared, budget: Budget, room: int, compress: bool,
 
 
 def _floor(prepared: Prepared, budget: Budget, demand: int, room: int) -> float | None:
-    """The relevance floor in force.
-
-    None when the whole retrieval fits (nothing is filler then: the retriever
-    chose it and there is room for all of it) or when relevance cannot be told.
-    """
-    if demand <= room or not prepared.measurable:
-        return None
-    return budget.min_relevance
+    """The relevance floor in force (`capsa.budget.compress.floor_in_force`)."""
+    return floor_in_force(prepared, budget.min_relevance, demand, room)
 
 
 def _attachments(prepared: Prepared, room: int, shape: Shape, compress: bool,
@@ -438,18 +512,38 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
             prose = (None if kept_choice is None
                      else _body(prepared, doc, kept_choice, "passages").raw)
             receipts.append(_receipt(prepared, doc, kept_choice, ranks.get((group, n)), prose,
-                                     selection, budget, nothing))
+                                     selection, budget, nothing,
+                                     (group, n) in plan.measured_out))
     return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
                   receipts=tuple(receipts), used_tokens=prepared.tokenizer(text), rendered=text,
-                  compact=prepared.layout.compact and prepared.layout.frames is None)
+                  compact=prepared.layout.compact and prepared.layout.frames is None,
+                  emptied_by=_emptied_by(receipts) if nothing else None)
+
+
+def _emptied_by(receipts: Sequence[Receipt]) -> EmptyReason:
+    """The rule that left a packet empty: its receipts' reasons, the budget's first.
+
+    ``budget`` whenever anything was dropped for room (more room would have
+    kept it, whatever else happened to the rest); ``irrelevant`` when the
+    strict floor dropped everything that had text; ``empty`` when nothing had.
+    """
+    reasons = {receipt.dropped for receipt in receipts}
+    if not receipts:
+        return "no_input"
+    if "budget" in reasons:
+        return "budget"
+    if "irrelevant" in reasons:
+        return "irrelevant"
+    return "empty"
 
 
 def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | None,
-             text: str | None, selection: Selection, budget: Budget, nothing: bool) -> Receipt:
+             text: str | None, selection: Selection, budget: Budget, nothing: bool,
+             measured_out: bool) -> Receipt:
     common = {"passage_id": doc.passage.id, "group": doc.group, "source": doc.passage.source,
               "tokens_full": doc.tokens_full}
     if choice is None or rank is None or text is None:
-        reason, detail = _why_dropped(doc, selection, budget, nothing)
+        reason, detail = _why_dropped(doc, selection, budget, nothing, measured_out)
         return Receipt(**common, tokens_kept=0, dropped=reason, detail=detail,
                        query_terms_preserved=_preserved(doc, None))
     spans = _spans(doc, choice)
@@ -467,10 +561,13 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
 
 
 def _why_dropped(doc: Doc, selection: Selection, budget: Budget,
-                 nothing: bool) -> tuple[str, str]:
+                 nothing: bool, measured_out: bool) -> tuple[str, str]:
     index = doc.index
     if not doc.units:
         return "empty", "the passage has no text"
+    if measured_out:
+        return "budget", ("taken out after measuring: with it the rendered packet counted "
+                          f"over the {budget.max_tokens}-token budget with this tokenizer")
     if index in selection.irrelevant:
         return "irrelevant", (f"no relevant evidence: nothing in it scores above min_relevance "
                               f"{budget.min_relevance} for the query")

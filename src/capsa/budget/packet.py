@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
-__all__ = ["Budget", "DropReason", "Group", "Markup", "Packet", "Passage", "Receipt", "Shape"]
+__all__ = ["Budget", "DropReason", "EmptyReason", "Group", "Markup", "Packet", "Passage",
+           "Receipt", "Shape"]
 
 Shape = Literal["passages", "brief", "features"]
 """How kept passages are laid out.
@@ -32,7 +33,18 @@ DropReason = Literal["budget", "max_items", "duplicate", "empty", "irrelevant"]
 ``budget``: no room left (or not even room for the containers); ``max_items``:
 the packet already held `Budget.max_items` passages; ``duplicate``: everything
 it says was already packed from another passage; ``empty``: it had no text;
-``irrelevant``: nothing in it scored above `Budget.min_relevance` for the query.
+``irrelevant``: nothing in it scored above `Budget.min_relevance` for the query
+(the retriever's top passage only under `Budget.strict_floor`).
+"""
+
+EmptyReason = Literal["no_input", "empty", "budget", "irrelevant"]
+"""Which rule left a packet with nothing in it (`Packet.emptied_by`).
+
+``no_input``: no passage or attachment was given; ``empty``: every one given
+had no text; ``budget``: the budget could not hold one piece of any of them
+with its containers, as the caller's tokenizer measures them (at least one was
+dropped for ``budget``); ``irrelevant``: the strict relevance floor
+(`Budget.strict_floor`) dropped every retrieved passage and nothing was attached.
 """
 
 Markup = Literal["auto", "tags", "compact"]
@@ -104,13 +116,25 @@ class Budget(BaseModel):
     (0 to 1), with second-hop and answer-type evidence (`capsa.budget.evidence`).
     When the retrieved passages do not all fit, sentences at or below the floor
     are never packed to fill room, a passage with nothing above it is dropped
-    as ``irrelevant``, and when nothing is relevant the packet is empty and its
-    receipts say "no relevant evidence" instead of padding it. With the lexical
+    as ``irrelevant`` (except the retriever's top passage, unless
+    `strict_floor`: then, when nothing is relevant, the packet is empty and its
+    receipts say "no relevant evidence" instead of padding it). With the lexical
     default, 0.0 means "shares at least one query term (or a second-hop name)";
     use an `EmbeddingScorer` where paraphrase matters. When everything fits,
     everything is kept, as the retriever chose it. Attachments, which the user
     chose, are never dropped for relevance. The floor is off when the query has
     nothing to score against (no terms and no score anywhere); None turns it off.
+    """
+    strict_floor: bool = False
+    """Let the relevance floor drop the retriever's top passage too, and so empty the packet.
+
+    By default the top retrieved passage (the highest `Passage.score`, or the
+    first when none is scored) is never dropped as ``irrelevant``: the
+    retriever's ranking is evidence the scorer may not see (a paraphrase shares
+    no term with the question), and an empty context makes a chat engine
+    answer "Empty Response". Set it where an empty context is the right answer
+    to a question nothing retrieved can answer; `Packet.emptied_by` then says
+    ``irrelevant``.
     """
     markup: Markup = "auto"
     """How capsa writes each document: ``"tags"``, ``"compact"``, or ``"auto"`` (see `Markup`)."""
@@ -222,6 +246,8 @@ class Packet(BaseModel):
     """The exact text `render()` returns."""
     compact: bool = False
     """True when the documents are written in the compact form (`Budget.markup`)."""
+    emptied_by: EmptyReason | None = None
+    """Which rule left the packet empty (see `EmptyReason`); None when anything was kept."""
 
     @property
     def dropped(self) -> tuple[Receipt, ...]:

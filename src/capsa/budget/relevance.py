@@ -26,8 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from capsa.budget.tokens import as_tokenizer, estimate_tokens
+from capsa.errors import ScorerError
 
-__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "mend"]
+__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "mend",
+           "passage_scores_of", "scores_of"]
 
 _WORD = re.compile(r"\w+")
 _PIECE = re.compile(r"\w+|[^\w\s]")
@@ -59,6 +61,62 @@ class Scorer(Protocol):
     def score(self, query: str, texts: Sequence[str]) -> Sequence[float]:
         """Return one relevance score per text."""
         ...
+
+
+def scores_of(scorer: Scorer, query: str, texts: Sequence[str]) -> list[float]:
+    """`scorer.score(query, texts)`, held to the `Scorer` contract: one finite number per text.
+
+    The packer calls every scorer through here (and `passage_scores_of`), so a
+    scorer that answers with too few or too many scores, or a NaN, fails at
+    once with a `ScorerError` that names it, instead of ranking the wrong
+    sentence or failing later as a bare `IndexError`.
+
+    Raises:
+        ScorerError: the wrong number of scores, or one that is not a finite number.
+
+    Examples:
+        >>> scores_of(LexicalScorer(), "hotel", ["hotel cap", "trains"])[1]
+        0.0
+    """
+    return _checked(scorer, "score", scorer.score(query, texts), len(texts))
+
+
+def passage_scores_of(scorer: Scorer, query: str, passages: Sequence[str],
+                      sentences: Sequence[Sequence[str]]) -> list[float]:
+    """Whole passages' scores: from their sentences where the scorer can (`score_passages`).
+
+    A scorer with a ``score_passages(query, passages, sentences)`` method
+    (`EmbeddingScorer`) scores passages from its sentences' cached vectors;
+    any other is asked `score` over the passage texts. Checked as `scores_of`.
+
+    Raises:
+        ScorerError: the wrong number of scores, or one that is not a finite number.
+    """
+    pooled = getattr(scorer, "score_passages", None)
+    if callable(pooled):
+        return _checked(scorer, "score_passages", pooled(query, passages, sentences),
+                        len(passages))
+    return scores_of(scorer, query, passages)
+
+
+def _checked(scorer: object, method: str, scores: object, expected: int) -> list[float]:
+    name = f"{type(scorer).__name__}.{method}"
+    try:
+        values = [float(s) for s in scores]  # type: ignore[attr-defined]
+    except (TypeError, ValueError) as error:
+        raise ScorerError(f"{name} returned {type(scores).__name__} for {expected} texts, "
+                          f"not one number per text: {error}", scorer=type(scorer).__name__,
+                          expected=expected, got=0) from error
+    if len(values) != expected:
+        raise ScorerError(f"{name} returned {len(values)} scores for {expected} texts; "
+                          f"a scorer returns one score per text, in order",
+                          scorer=type(scorer).__name__, expected=expected, got=len(values))
+    for n, value in enumerate(values):
+        if not math.isfinite(value):
+            raise ScorerError(f"{name} returned {value} for text {n + 1} of {expected}; "
+                              f"scores must be finite numbers", scorer=type(scorer).__name__,
+                              expected=expected, got=len(values))
+    return values
 
 
 class LexicalScorer(BaseModel):
@@ -258,7 +316,7 @@ class EmbeddingScorer(BaseModel):
         """Unit-length vectors of `texts`, embedding only those not cached yet.
 
         Raises:
-            ValueError: `embed` returned the wrong number of vectors.
+            ScorerError: `embed` returned the wrong number of vectors.
         """
         found: dict[str, tuple[float, ...]] = {}
         with self._lock:
@@ -272,7 +330,10 @@ class EmbeddingScorer(BaseModel):
         for batch in batches(missing, self.batch_overhead, length=length):
             fresh = self.embed(batch)
             if len(fresh) != len(batch):
-                raise ValueError(f"embed returned {len(fresh)} vectors for {len(batch)} texts")
+                name = getattr(self.embed, "__qualname__", type(self.embed).__name__)
+                raise ScorerError(f"{type(self).__name__}.embed ({name}) returned {len(fresh)} "
+                                  f"vectors for {len(batch)} texts", scorer=type(self).__name__,
+                                  expected=len(batch), got=len(fresh))
             with self._lock:
                 for text, raw in zip(batch, fresh, strict=True):
                     found[text] = self._cache[text] = _unit(raw)

@@ -179,20 +179,30 @@ def plan_window(
 
 
 def warn_if_empty(packet: Packet, *, what: str = "passages") -> None:
-    """Log a warning when a budget held none of the inputs it was given.
+    """Log a warning naming the rule that left a packet with none of the inputs it was given.
 
     A framework handed an empty context answers "Empty Response" or invents
-    one; the receipts say why (``budget``), and this puts the same fact in the
-    log, where an operator looks first.
+    one. `Packet.emptied_by` says which rule did it (the budget, the strict
+    relevance floor, empty inputs), and this puts the same fact in the log,
+    where an operator looks first, without blaming the budget for what the
+    floor did.
     """
     if packet.passages or not packet.receipts:
         return
-    reasons = sorted({receipt.dropped or "" for receipt in packet.receipts})
-    smallest = min(receipt.tokens_full for receipt in packet.receipts)
-    logger.warning(
-        "capsa: the %d-token budget holds none of the %d %s (dropped for: %s; the smallest "
-        "is %d tokens before its tags); the model gets no context",
-        packet.budget.max_tokens, len(packet.receipts), what, ", ".join(reasons), smallest)
+    count = len(packet.receipts)
+    if packet.emptied_by == "irrelevant":
+        logger.warning(
+            "capsa: the strict relevance floor (min_relevance=%s, strict_floor=True) found "
+            "nothing relevant to the query in the %d %s; the model gets no context",
+            packet.budget.min_relevance, count, what)
+    elif packet.emptied_by == "empty":
+        logger.warning("capsa: all %d %s are empty; the model gets no context", count, what)
+    else:
+        smallest = min(r.tokens_full for r in packet.receipts if r.dropped != "empty")
+        logger.warning(
+            "capsa: the %d-token budget holds none of the %d %s, not even cut (the smallest is "
+            "%d tokens before its tags); the model gets no context",
+            packet.budget.max_tokens, count, what, smallest)
 
 
 def _tool_text(tool: str | Mapping[str, Any]) -> str:

@@ -83,10 +83,15 @@ class CapsaCompressor(BaseDocumentCompressor):
 
     Documents that fit whole stay whole; the others keep their query-relevant
     sentences in order, with ``…`` for gaps; documents with no room are
-    dropped. Every input is accounted for: kept documents carry a
-    ``capsa_receipt`` in their metadata, and the full report (kept and dropped,
-    with reasons) goes out as a ``capsa.compression_report`` custom event when
-    the call runs inside a traced run (a retriever, a chain).
+    dropped. What `format_packet` renders of them never counts more than the
+    budget with the compressor's tokenizer. The top document (highest
+    ``relevance_score``, else the first) is never dropped as irrelevant
+    unless ``Budget(strict_floor=True)``, so a retriever's hit that shares no
+    word with the question still reaches the model. Every input is accounted
+    for: kept documents carry a ``capsa_receipt`` in their metadata, and the
+    full report (kept and dropped, with reasons, and ``emptied_by`` when
+    nothing was kept) goes out as a ``capsa.compression_report`` custom event
+    when the call runs inside a traced run (a retriever, a chain).
 
     Setup:
         ``pip install 'capsa[langchain]'``; ``ContextualCompressionRetriever``
@@ -246,6 +251,7 @@ def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
         "kept": [by_handle[p.id].passage_id for p in packet.passages],
         "dropped": [{"id": r.passage_id, "reason": r.dropped, "detail": r.detail}
                     for r in receipts if r.dropped is not None],
+        "emptied_by": packet.emptied_by,
         "receipts": [r.model_dump(mode="json") for r in receipts],
     }
 

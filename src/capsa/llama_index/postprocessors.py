@@ -68,6 +68,8 @@ class CapsaCompressionEvent(BaseEvent):
     """Node ids that reached the packet, in packed order."""
     dropped: list[dict[str, Any]]
     """``{"id", "reason", "detail"}`` for every node that kept nothing."""
+    emptied_by: str | None = None
+    """When no node was kept, the rule that emptied the packet (`capsa.budget.EmptyReason`)."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -84,9 +86,17 @@ class CapsaNodePostprocessor(BaseNodePostprocessor):
 
     Nodes that fit whole stay whole, the others keep their sentences most
     relevant to the query (in order, ``…`` for gaps), the rest are dropped;
-    nothing is dropped without a receipt in the `CapsaCompressionEvent`, and a
-    budget that holds no node at all is logged as a warning. The budget pays
-    for what the synthesizer sends: node text and the metadata the LLM sees.
+    nothing is dropped without a receipt in the `CapsaCompressionEvent`. The
+    budget pays for what the synthesizer sends, node text and the metadata
+    the LLM sees, measured with the tokenizer: never more than `budget`.
+
+    A query engine is never left with nothing when nodes were retrieved: the
+    top node (highest score) is never dropped as irrelevant unless
+    ``Budget(strict_floor=True)``, and when no node fits whole the best one
+    is cut to fit, its text ending in a truncation marker and its receipt
+    ``truncated``. Only a budget too small for the node's metadata and a few
+    words leaves it empty; that is logged as a warning naming the rule, and
+    the event's ``emptied_by`` says it too.
     With `hide_paths`, metadata holding an absolute path (``file_path``) is
     hidden from the LLM and ``file_name`` shown instead.
 
@@ -301,4 +311,5 @@ def _event(packet: Packet) -> CapsaCompressionEvent:
         kept=[p.id for p in packet.passages],
         dropped=[{"id": r.passage_id, "reason": r.dropped, "detail": r.detail}
                  for r in packet.dropped],
+        emptied_by=packet.emptied_by,
     )

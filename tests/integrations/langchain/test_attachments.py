@@ -300,3 +300,32 @@ async def test_a_large_upload_is_packed_off_the_event_loop(monkeypatch) -> None:
     await ticking
     assert threads and threading.get_ident() not in threads
     assert "EUR 165" in model.seen[0][-1].content[0]["text"]
+
+
+def super_additive(text: str) -> int:
+    """Issue 21's counter: joined text costs more than its parts (see test_pack_hard_bound)."""
+    return (len(text) // 15) ** 2 // 8 + len(text) // 15
+
+
+def per_call_minimum(text: str) -> int:
+    return max(3, len(text) // 4)
+
+
+def non_monotone(text: str) -> int:
+    return len(text) // 6 + sum(map(ord, text)) % 5
+
+
+@pytest.mark.parametrize("tokenizer", [super_additive, per_call_minimum, non_monotone],
+                         ids=lambda t: t.__name__)
+@pytest.mark.parametrize("max_tokens", [4, 12, 40, 120])
+def test_context_fits_the_budget_for_any_tokenizer(tokenizer: Any, max_tokens: int) -> None:
+    model = _model(1)
+    agent = create_agent(model, middleware=[AttachmentMiddleware(
+        budget=Budget(max_tokens=max_tokens), extractor=PlainTextExtractor(),
+        tokenizer=tokenizer)])
+    long_text = ("The hotel cap is EUR 165 per night. Taxis need a receipt. " * 20).encode()
+    agent.invoke({"messages": [_human(_file("policy.txt", long_text, "text/plain"),
+                                      _file("quarterly report.txt", b"", "text/plain"))]})
+    first = model.seen[0][-1].content[0]["text"]
+    packed = "" if first == "What is the hotel cap?" else first  # no block when nothing fits
+    assert tokenizer(packed) <= max_tokens

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -12,7 +13,10 @@ import pytest
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.language_models.fake_chat_models import (
+    FakeListChatModel,
+    GenericFakeChatModel,
+)
 from langchain_core.runnables import RunnableLambda
 
 from capsa.budget import Budget, Passage, estimate_tokens, pack
@@ -222,3 +226,73 @@ async def test_async_compression_leaves_the_event_loop_free(loop_watch: Any) -> 
     assert kept and loop_watch.ticks_while_packing > 0
     assert threading.get_ident() not in loop_watch.threads
     assert loop_watch.tenants == {"tenant-a"}
+
+
+LODGING = "How much can I spend on lodging per night?"
+"""A paraphrase of the hotel cap: no term in common with the passage that answers it."""
+
+
+def scored_documents() -> list[Document]:
+    """What a vector store returns for `LODGING`: the answer first, scored 0.92."""
+    return [Document(page_content=HOTEL, id="hotel", metadata={"relevance_score": 0.92}),
+            Document(page_content=TRAINS, id="trains", metadata={"relevance_score": 0.41})]
+
+
+def test_compression_retriever_keeps_the_top_hit_of_a_paraphrased_question() -> None:
+    # issue 21: the lexical floor dropped every document and the chain saw no context
+    retriever = ContextualCompressionRetriever(
+        base_compressor=CapsaCompressor(budget=Budget(max_tokens=40)),
+        base_retriever=RunnableLambda(lambda query: scored_documents()),
+    )
+    kept = retriever.invoke(LODGING)
+    assert [d.id for d in kept] == ["hotel"]
+    assert estimate_tokens(format_packet.invoke(kept)) <= 40
+
+
+def test_compression_chain_sends_context_to_the_model_for_a_paraphrased_question() -> None:
+    retriever = ContextualCompressionRetriever(
+        base_compressor=CapsaCompressor(budget=Budget(max_tokens=40)),
+        base_retriever=RunnableLambda(lambda query: scored_documents()),
+    )
+    model = GenericFakeChatModel(messages=iter(["EUR 165."]))
+    prompts: list[str] = []
+
+    def prompt(question: str) -> str:
+        prompts.append(f"Context:\n{format_packet.invoke(retriever.invoke(question))}\n\n"
+                       f"Question: {question}")
+        return prompts[-1]
+
+    answer = (RunnableLambda(prompt) | model).invoke(LODGING)
+    assert answer.content == "EUR 165."
+    assert "Flights are booked in economy class." in prompts[0]
+
+
+def test_compressor_with_a_strict_floor_may_return_nothing_and_says_why(
+        caplog: pytest.LogCaptureFixture) -> None:
+    compressor = CapsaCompressor(budget=Budget(max_tokens=40, strict_floor=True))
+    with caplog.at_level(logging.WARNING, logger="capsa.budget"):
+        kept = compressor.compress_documents(scored_documents(), LODGING)
+    assert kept == [] and "strict relevance floor" in caplog.text
+
+
+def super_additive(text: str) -> int:
+    """Issue 21's counter: joined text costs more than its parts (see test_pack_hard_bound)."""
+    return (len(text) // 15) ** 2 // 8 + len(text) // 15
+
+
+def per_call_minimum(text: str) -> int:
+    return max(3, len(text) // 4)
+
+
+def non_monotone(text: str) -> int:
+    return len(text) // 6 + sum(map(ord, text)) % 5
+
+
+@pytest.mark.parametrize("tokenizer", [super_additive, per_call_minimum, non_monotone],
+                         ids=lambda t: t.__name__)
+@pytest.mark.parametrize("max_tokens", [3, 8, 20, 45, 90])
+def test_compressor_sends_no_more_than_its_budget_for_any_tokenizer(
+        tokenizer: Callable[[str], int], max_tokens: int) -> None:
+    compressor = CapsaCompressor(budget=Budget(max_tokens=max_tokens), tokenizer=tokenizer)
+    kept = compressor.compress_documents(documents(), QUERY)
+    assert tokenizer(format_packet.invoke(kept)) <= max_tokens

@@ -7,7 +7,7 @@ import logging
 import pickle
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from llama_index.core.llms.mock import MockLLM
 from llama_index.core.memory import BaseMemory
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.readers.file.base import default_file_metadata_func
+from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from pydantic import ValidationError
 
@@ -144,10 +145,10 @@ def test_postprocessor_hides_its_receipt_from_the_llm_and_the_embedder() -> None
 
 
 def test_postprocessor_emits_an_instrumentation_event_with_the_report(events: Events) -> None:
-    CapsaNodePostprocessor(budget=Budget(max_tokens=25)).postprocess_nodes(
+    CapsaNodePostprocessor(budget=Budget(max_tokens=25, strict_floor=True)).postprocess_nodes(
         nodes(), query_str="hotel cap in high-cost cities")
     [event] = events.seen
-    assert event.kept == ["hotel"] and event.max_tokens == 25
+    assert event.kept == ["hotel"] and event.max_tokens == 25 and event.emptied_by is None
     assert event.dropped == [{"id": "trains", "reason": "irrelevant",
                               "detail": "no relevant evidence: nothing in it scores above "
                                         "min_relevance 0.0 for the query"}]
@@ -283,7 +284,8 @@ def test_postprocessor_warns_when_the_budget_holds_no_node(
     assert "3-token budget holds none of the 2 nodes" in caplog.text
     [event] = events.seen
     assert {d["id"]: d["reason"] for d in event.dropped} == {"hotel": "budget",
-                                                            "trains": "irrelevant"}
+                                                            "trains": "budget"}
+    assert event.emptied_by == "budget"
 
 
 def test_postprocessor_refuses_unknown_constructor_arguments() -> None:
@@ -348,3 +350,88 @@ async def test_async_postprocessing_leaves_the_event_loop_free(loop_watch: Any) 
     assert kept and loop_watch.ticks_while_packing > 0
     assert threading.get_ident() not in loop_watch.threads
     assert loop_watch.tenants == {"tenant-c"}
+
+
+LODGING = "How much can I spend on lodging per night?"
+"""A paraphrase of the hotel cap: no term in common with the node that answers it."""
+POLICY = (HOTEL + " Travellers choose hotels from the preferred list. Receipts are kept for "
+          "seven years. Claims are filed within thirty days of the trip.")
+
+
+class FixedRetriever(BaseRetriever):
+    """A vector store's answer to a paraphrase: the right node first, scored 0.92."""
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [NodeWithScore(node=TextNode(text=POLICY, id_="policy"), score=0.92),
+                NodeWithScore(node=TextNode(text=TRAINS, id_="trains"), score=0.41)]
+
+
+def test_postprocessor_keeps_the_top_node_of_a_paraphrased_question() -> None:
+    # issue 21: every node was dropped as irrelevant at 40 tokens
+    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=40)).postprocess_nodes(
+        FixedRetriever().retrieve(LODGING), query_str=LODGING)
+    assert [n.node.node_id for n in kept] == ["policy"]
+    assert estimate_tokens("\n\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM)
+                                        for n in kept)) <= 40
+
+
+def test_chat_engine_calls_the_llm_with_context_on_every_paraphrased_turn() -> None:
+    # issue 21: ContextChatEngine answered "Empty Response" on every turn
+    engine = ContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=MockLLM(), memory=ListMemory.from_defaults(),
+        node_postprocessors=[CapsaNodePostprocessor(budget=Budget(max_tokens=40))])
+    for question in (LODGING, "And where the lodging is expensive?",
+                     "What may I spend a night at most?"):
+        response = engine.chat(question)
+        assert response.response != "Empty Response" and response.source_nodes
+        assert "Flights are booked in economy class." in response.response
+
+
+def test_postprocessor_compresses_the_best_node_when_no_node_fits_whole() -> None:
+    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=12)).postprocess_nodes(
+        FixedRetriever().retrieve(LODGING), query_str=LODGING)
+    [node] = kept
+    receipt = node.node.metadata["capsa_receipt"]
+    assert node.node.node_id == "policy" and not receipt["whole"]
+    assert node.node.get_content() == "Flights are booked in economy class. …"
+
+
+def test_postprocessor_cuts_the_best_node_when_not_even_a_sentence_fits() -> None:
+    clause = ("Lodging is refunded up to the nightly cap of the city the traveller stays in, "
+              "as set in the annex, for every night of a trip approved in advance, ") * 2
+    retrieved = [NodeWithScore(node=TextNode(text=clause + "and no more.", id_="long"),
+                               score=0.9)]
+    [node] = CapsaNodePostprocessor(budget=Budget(max_tokens=20)).postprocess_nodes(
+        retrieved, query_str="What does a stay cost?")
+    assert node.node.metadata["capsa_receipt"]["truncated"]
+    assert node.node.get_content().startswith("Lodging is refunded")
+    assert re.search(r"<truncated shown=\"\d+\" total=\"\d+\"/>$", node.node.get_content())
+    assert estimate_tokens(node.node.get_content(metadata_mode=MetadataMode.LLM)) <= 20
+
+
+def super_additive(text: str) -> int:
+    """Issue 21's counter: joined text costs more than its parts (see test_pack_hard_bound)."""
+    return (len(text) // 15) ** 2 // 8 + len(text) // 15
+
+
+def per_call_minimum(text: str) -> int:
+    return max(3, len(text) // 4)
+
+
+def non_monotone(text: str) -> int:
+    return len(text) // 6 + sum(map(ord, text)) % 5
+
+
+@pytest.mark.parametrize("tokenizer", [super_additive, per_call_minimum, non_monotone],
+                         ids=lambda t: t.__name__)
+@pytest.mark.parametrize("max_tokens", [3, 8, 20, 45, 90])
+def test_postprocessor_sends_no_more_than_its_budget_for_any_tokenizer(
+        tokenizer: Callable[[str], int], max_tokens: int) -> None:
+    retrieved = [NodeWithScore(node=TextNode(text=POLICY, id_="policy",
+                                             metadata={"file_name": "travel.pdf"}), score=0.5),
+                 *nodes()]
+    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=max_tokens),
+                                  tokenizer=tokenizer).postprocess_nodes(
+        retrieved, query_str="hotel cap")
+    sent = "\n\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM) for n in kept)
+    assert tokenizer(sent) <= max_tokens

@@ -155,8 +155,9 @@ def test_pack_renders_nothing_when_the_budget_cannot_hold_the_containers(
     packet = pack(QUERY, passages, Budget(max_tokens=5))
     assert packet.render() == "" and packet.passages == ()
     assert {r.passage_id: r.dropped for r in packet.receipts} == {
-        "hotel": "budget", "trains": "irrelevant", "meals": "irrelevant"}
+        "hotel": "budget", "trains": "budget", "meals": "irrelevant"}
     assert "containers" in (packet.receipts[1].detail or "")
+    assert packet.emptied_by == "budget"
 
 
 def test_pack_raises_when_even_an_empty_packet_is_over_budget(passages: list[Passage]) -> None:
@@ -304,8 +305,33 @@ def test_compress_text_returns_a_text_that_fits_unchanged() -> None:
 def test_compress_text_keeps_the_relevant_sentences_in_order() -> None:
     result = compress_text(HOTEL, "hotel cap high-cost cities", 16)
     assert result == "… In high-cost cities the hotel cap is EUR 230. …"
-    longer = compress_text(HOTEL, "hotel cap high-cost cities", 30)
+    longer = compress_text(HOTEL, "hotel cap high-cost cities", 30, min_relevance=None)
     assert longer.index("Flights") < longer.index("high-cost") < longer.index("Taxis")
+
+
+def test_compress_text_never_pads_with_sentences_below_the_floor() -> None:
+    result = compress_text(HOTEL, "hotel cap high-cost cities", 30)
+    assert result == ("… The nightly hotel cap is EUR 165 including taxes. "
+                      "In high-cost cities the hotel cap is EUR 230. …")
+
+
+def test_compress_text_keeps_the_lead_of_a_text_nothing_in_which_is_relevant() -> None:
+    result = compress_text(HOTEL, "visa requirements for Brazil", 30)
+    assert result.startswith("Flights are booked in economy class.")
+
+
+def test_compress_text_with_a_strict_floor_empties_an_irrelevant_text() -> None:
+    assert compress_text(HOTEL, "visa requirements for Brazil", 30, strict_floor=True) == ""
+
+
+def test_compress_text_refuses_a_relevance_floor_outside_zero_to_one() -> None:
+    with pytest.raises(ValueError, match="min_relevance"):
+        compress_text(HOTEL, "hotel cap", 10, min_relevance=1.0)
+
+
+def test_compress_text_raises_when_even_an_empty_text_is_over_budget() -> None:
+    with pytest.raises(BudgetError, match="empty text"):
+        compress_text(HOTEL, "hotel cap", 2, tokenizer=lambda text: max(3, len(text) // 4))
 
 
 @pytest.mark.parametrize("max_tokens", [0, 1, 3, 7, 15, 33])
@@ -339,7 +365,7 @@ def test_pack_is_identical_across_processes_and_hash_seeds() -> None:
 
 def test_pack_never_fills_a_tight_budget_with_irrelevant_sentences(
         passages: list[Passage]) -> None:
-    packet = pack("hotel cap", passages, Budget(max_tokens=55))
+    packet = pack("hotel cap", passages, Budget(max_tokens=55, strict_floor=True))
     assert "Taxis" not in packet.render() and "Rail" not in packet.render()
     assert packet.used_tokens < 55  # room was left rather than padded
     dropped = {r.passage_id: r for r in packet.receipts if r.dropped}
@@ -356,10 +382,50 @@ def test_pack_without_a_relevance_floor_pads_with_what_fits(passages: list[Passa
 
 def test_pack_returns_an_empty_packet_when_nothing_is_relevant(
         passages: list[Passage]) -> None:
-    packet = pack("visa requirements for Brazil", passages, Budget(max_tokens=40))
+    packet = pack("visa requirements for Brazil", passages,
+                  Budget(max_tokens=40, strict_floor=True))
     assert packet.passages == () and packet.render() == ""
     assert {r.dropped for r in packet.receipts} == {"irrelevant"}
     assert all((r.detail or "").startswith("no relevant evidence") for r in packet.receipts)
+    assert packet.emptied_by == "irrelevant"
+
+
+def test_pack_never_drops_the_first_passage_as_irrelevant_by_default(
+        passages: list[Passage]) -> None:
+    packet = pack("visa requirements for Brazil", passages, Budget(max_tokens=40))
+    assert [p.id for p in packet.passages] == ["trains"]
+    assert packet.used_tokens <= 40 and packet.emptied_by is None
+    assert {r.passage_id: r.dropped for r in packet.receipts} == {
+        "trains": None, "hotel": "irrelevant", "meals": "irrelevant"}
+
+
+def test_pack_spares_the_highest_scored_passage_not_the_first() -> None:
+    scored = [make_passage(TRAINS, id="trains", score=0.2),
+              make_passage(MEALS, id="meals", score=0.9),
+              make_passage(HOTEL, id="hotel", score=0.9)]
+    packet = pack("visa requirements for Brazil", scored, Budget(max_tokens=40))
+    assert [p.id for p in packet.passages] == ["meals"]
+
+
+def test_pack_keeps_a_paraphrased_top_hit_the_scorer_sees_nothing_in() -> None:
+    # issue 21: a retriever hit scored 0.92 gave an empty packet at 40 tokens
+    hit = make_passage(HOTEL, id="hit", score=0.92)
+    other = make_passage(TRAINS, id="other", score=0.41)
+    packet = pack("How much can I spend on lodging per night?", [hit, other],
+                  Budget(max_tokens=40))
+    assert [p.id for p in packet.passages] == ["hit"] and packet.used_tokens <= 40
+    assert packet.receipts[1].dropped == "irrelevant" and packet.emptied_by is None
+
+
+def test_pack_says_an_empty_packet_was_given_nothing() -> None:
+    packet = pack("hotel cap", [], Budget(max_tokens=40))
+    assert packet.render() == "" and packet.emptied_by == "no_input"
+
+
+def test_pack_says_a_packet_of_empty_passages_is_empty_for_that() -> None:
+    packet = pack("hotel cap", [make_passage("", id="a"), make_passage(" ", id="b")],
+                  Budget(max_tokens=40))
+    assert packet.passages == () and packet.emptied_by == "empty"
 
 
 def test_pack_keeps_irrelevant_passages_when_everything_fits(passages: list[Passage]) -> None:

@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Sequence
 
 import pytest
 
-from capsa.budget import Budget, EmbeddingScorer, LexicalScorer, Passage, Scorer, pack
-from capsa.budget.relevance import analyze, batches
+from capsa.budget import (
+    Budget,
+    EmbeddingScorer,
+    LexicalScorer,
+    Passage,
+    Scorer,
+    compress_text,
+    pack,
+)
+from capsa.budget.relevance import analyze, batches, scores_of
+from capsa.errors import CapsaError, ScorerError
 
 
 def test_analyze_drops_stop_words_and_strips_inflections() -> None:
@@ -75,6 +85,11 @@ def test_embedding_scorer_embeds_query_and_texts_in_one_call() -> None:
 
 
 def test_embedding_scorer_rejects_a_wrong_number_of_vectors() -> None:
+    with pytest.raises(ScorerError, match="3 texts"):
+        EmbeddingScorer(embed=lambda texts: [[1.0]]).score("q", ["a", "b"])
+
+
+def test_scorer_error_is_still_caught_as_the_value_error_embedding_scorer_raised() -> None:
     with pytest.raises(ValueError, match="3 texts"):
         EmbeddingScorer(embed=lambda texts: [[1.0]]).score("q", ["a", "b"])
 
@@ -258,3 +273,77 @@ def test_make_stays_a_term_where_it_is_no_how_to() -> None:
     scores = LexicalScorer().score("Which company did make the film?",
                                    ["The studio did make it.", "Nothing here."])
     assert scores[0] > 0.0
+
+
+class _ShortScorer:
+    """Drops the last score: the bug a hand-written scorer makes."""
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [1.0] * (len(texts) - 1)
+
+
+class _NanScorer:
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [float("nan")] * len(texts)
+
+
+class _ShortPassageScorer:
+    """Scores sentences right but passages (`score_passages`) wrong."""
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [1.0] * len(texts)
+
+    def score_passages(self, query: str, passages: Sequence[str],
+                       sentences: Sequence[Sequence[str]]) -> list[float]:
+        return [1.0] * (len(passages) + 1)
+
+
+_TWO = [Passage(id="a", text="The hotel cap is EUR 165. Taxis need a receipt."),
+        Passage(id="b", text="Trains are slow.")]
+
+
+def test_pack_names_a_scorer_that_returns_too_few_scores() -> None:
+    with pytest.raises(ScorerError, match=r"_ShortScorer\.score returned 2 scores for 3 texts"):
+        pack("hotel cap", _TWO, Budget(max_tokens=20), scorer=_ShortScorer())
+
+
+def test_pack_refuses_a_scorer_that_returns_nan() -> None:
+    with pytest.raises(ScorerError, match=r"_NanScorer\.score returned nan for text 1 of 3"):
+        pack("hotel cap", _TWO, Budget(max_tokens=20), scorer=_NanScorer())
+
+
+def test_pack_names_a_scorer_whose_passage_scores_are_the_wrong_length() -> None:
+    with pytest.raises(ScorerError, match=r"score_passages returned 3 scores for 2 texts"):
+        pack("hotel cap", _TWO, Budget(max_tokens=20), scorer=_ShortPassageScorer())
+
+
+def test_compress_text_names_a_scorer_that_returns_too_few_scores() -> None:
+    with pytest.raises(ScorerError) as raised:
+        compress_text(_TWO[0].text, "hotel cap", 5, scorer=_ShortScorer())
+    assert (raised.value.scorer, raised.value.expected, raised.value.got) == ("_ShortScorer", 2, 1)
+
+
+def test_scorer_error_is_a_capsa_error_that_pickles_with_its_counts() -> None:
+    error = ScorerError("MyScorer.score returned 2 scores for 3 texts", scorer="MyScorer",
+                        expected=3, got=2)
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy, CapsaError)
+    assert (str(copy), copy.scorer, copy.expected, copy.got) == (str(error), "MyScorer", 3, 2)
+
+
+def test_scores_of_refuses_a_scorer_that_returns_no_sequence() -> None:
+    class Scalar:
+        def score(self, query: str, texts: Sequence[str]) -> float:
+            return 1.0
+
+    with pytest.raises(ScorerError, match="not one number per text"):
+        scores_of(Scalar(), "q", ["a"])  # type: ignore[arg-type]
+
+
+def test_embedding_scorer_names_an_embed_function_that_returns_too_few_vectors() -> None:
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, 0.0]] * (len(texts) - 1)
+
+    with pytest.raises(ScorerError, match=r"EmbeddingScorer\.embed \(.*embed\) returned \d+ "
+                                          r"vectors for \d+ texts"):
+        pack("hotel cap", _TWO, Budget(max_tokens=20), scorer=EmbeddingScorer(embed=embed))

@@ -92,7 +92,24 @@ def test_warn_if_empty_logs_the_budget_and_the_reason(caplog: pytest.LogCaptureF
     packet = pack("cap", [Passage(id="p", text="The cap is EUR 165.")], Budget(max_tokens=2))
     with caplog.at_level(logging.WARNING, logger="capsa.budget"):
         warn_if_empty(packet)
-    assert "2-token budget holds none of the 1 passages (dropped for: budget" in caplog.text
+    assert "2-token budget holds none of the 1 passages, not even cut" in caplog.text
+
+
+def test_warn_if_empty_blames_the_strict_floor_not_the_budget(
+        caplog: pytest.LogCaptureFixture) -> None:
+    passages = [Passage(id="p", text="The cap is EUR 165. " * 20)]
+    packet = pack("visa rules", passages, Budget(max_tokens=40, strict_floor=True))
+    with caplog.at_level(logging.WARNING, logger="capsa.budget"):
+        warn_if_empty(packet)
+    assert "strict relevance floor" in caplog.text and "token budget" not in caplog.text
+
+
+def test_warn_if_empty_says_when_every_input_was_empty(
+        caplog: pytest.LogCaptureFixture) -> None:
+    packet = pack("cap", [Passage(id="p", text="")], Budget(max_tokens=40))
+    with caplog.at_level(logging.WARNING, logger="capsa.budget"):
+        warn_if_empty(packet)
+    assert "all 1 passages are empty" in caplog.text
 
 
 def test_warn_if_empty_is_silent_when_something_was_kept(
