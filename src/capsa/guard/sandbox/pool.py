@@ -48,6 +48,9 @@ __all__ = ["IsolatedExtractor", "WorkerHealth"]
 
 _GRACE_S = 5.0
 _START_TIMEOUT_S = 180.0
+MISSING_EXTRA = "missing_extra: "
+"""How a self-test says its parser is not installed (``"missing_extra: pip install
+'capsa[ocr]'"``): the pool then refuses that kind as ``missing_extra``, not as a crash."""
 _PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX")
 _CAUSES: tuple[FailureCause, ...] = (
     "raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol")
@@ -494,6 +497,10 @@ class IsolatedExtractor:
     def _check_self_test(self, kind: str, label: str) -> None:
         report = self.health.get("self_test", {})
         status = report.get(kind, report.get("*"))
+        if status is not None and status.startswith(MISSING_EXTRA):
+            raise IngestionRejected(
+                f"the {kind} parser is not installed here: {status[len(MISSING_EXTRA):]}",
+                label=label, stage="parser", reason="missing_extra")
         if status is not None and status != "ok":
             raise ExtractionFailed(f"the {kind} parser failed its start-up self-test: {status}",
                                    label=label, cause="raised")

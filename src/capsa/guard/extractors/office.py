@@ -1,0 +1,243 @@
+"""Legacy Office and OpenDocument files, converted in the sandbox, then read as OOXML.
+
+``.doc``, ``.xls`` and ``.ppt`` (OLE compound files) and ``.ods`` and ``.odp``
+go through LibreOffice headless (``soffice --convert-to``); ``.odt`` goes through
+pandoc, as unstructured's own ``partition_odt`` does. Either way the result is
+a DOCX, XLSX or PPTX in the child's scratch directory, which then takes the
+same path as any OOXML file: the zip inspection under the file's limits, the
+XML pre-scans, the text floors and unstructured.
+
+Everything happens inside the file's sealed child, so LibreOffice runs under
+the limits every parser runs under: its wall clock, CPU and memory, its
+scratch tmpfs (where its profile lives), Landlock, and the seccomp allow-list,
+which refuses every socket; LibreOffice's single-instance pipe is never made
+because ``--convert-to`` runs without ``--accept`` and each conversion has a
+fresh profile of its own. The profile is written before LibreOffice starts
+with macros disabled outright (``DisableMacrosExecution``, security level
+"very high"), so a document's auto-run macro never runs, signed or not.
+
+Before a converter sees the bytes, an OLE file's directory is inspected under
+the limits (`capsa.guard.archive.inspect_ole`) and an OpenDocument zip is
+inspected like any zip, with every XML part scanned for entity declarations.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.guard.archive import inspect_ole, open_inspected
+from capsa.guard.extractors._floors import refuse as _refuse
+from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
+from capsa.guard.port import Parsed
+
+__all__ = ["LIBREOFFICE_PACKAGES", "OfficeExtractor", "find_soffice"]
+
+LIBREOFFICE_PACKAGES = ("libreoffice-writer-nogui", "libreoffice-calc-nogui",
+                        "libreoffice-impress-nogui")
+"""The Debian packages that give ``soffice`` the three filters capsa converts with."""
+_INSTALL_HINT = ("install LibreOffice: apt-get install --no-install-recommends "
+                 + " ".join(LIBREOFFICE_PACKAGES))
+
+_TARGETS: dict[str, tuple[str, str]] = {
+    "doc": ("docx", "docx:MS Word 2007 XML"),
+    "xls": ("xlsx", "xlsx:Calc MS Excel 2007 XML"),
+    "ods": ("xlsx", "xlsx:Calc MS Excel 2007 XML"),
+    "ppt": ("pptx", "pptx:Impress MS PowerPoint 2007 XML"),
+    "odp": ("pptx", "pptx:Impress MS PowerPoint 2007 XML"),
+}
+"""Each LibreOffice kind: the OOXML kind it becomes and the ``--convert-to`` filter."""
+_OLE_KINDS = frozenset({"doc", "xls", "ppt"})
+_ODF_KINDS = frozenset({"odt", "ods", "odp"})
+_NO_MACROS = """<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry"
+ xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="DisableMacrosExecution" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="MacroSecurityLevel" oor:op="fuse"><value>3</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="BlockUntrustedRefererLinks" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Calc/Content/Update"><prop oor:name="Link" oor:op="fuse"><value>1</value></prop></item>
+</oor:items>
+"""  # noqa: E501 - registry XML, one item a line
+"""The fresh profile's settings: no macro runs (signed or not, whatever the document asks),
+links from untrusted documents are not followed, Calc never updates external links."""
+_QUIET_ENV = {"SAL_USE_VCLPLUGIN": "svp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+
+
+def find_soffice(path: str | None = None) -> str | None:
+    """Where ``soffice`` is on `path` (the worker's ``PATH`` when None), or None.
+
+    Examples:
+        >>> find_soffice("/nonexistent") is None
+        True
+    """
+    return shutil.which("soffice", path=path)
+
+
+class OfficeExtractor:
+    """Text from .doc, .xls, .ppt, .odt, .ods and .odp, converted to OOXML first.
+
+    Args:
+        limits: the bounds for the container inspections; `with_limits` replaces
+            them per call.
+        inner: what reads the converted DOCX, XLSX or PPTX (an
+            `UnstructuredExtractor` by default).
+        path: where to look for ``soffice`` (the ``PATH`` when None); a path
+            without it makes the LibreOffice kinds refuse as ``missing_extra``.
+    """
+
+    kinds = frozenset({"doc", "xls", "ppt", "odt", "ods", "odp"})
+
+    def __init__(self, limits: ExtractionLimits = DEFAULT_LIMITS, *, inner: Any = None,
+                 path: str | None = None) -> None:
+        if inner is None:
+            from capsa.guard.extractors.unstructured import UnstructuredExtractor
+
+            inner = UnstructuredExtractor(limits)
+        self.limits = limits
+        self.inner = inner
+        self.path = path
+
+    def with_limits(self, limits: ExtractionLimits) -> OfficeExtractor:
+        """A copy that inspects, converts and reads under the call's `limits`."""
+        configure = getattr(self.inner, "with_limits", None)
+        inner = configure(limits) if configure is not None else self.inner
+        return OfficeExtractor(limits, inner=inner, path=self.path)
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str | Parsed:
+        """Convert `payload` in scratch, then return the converted file's text."""
+        if kind not in self.kinds:
+            raise _refuse("unsupported_type", f"OfficeExtractor does not handle {kind}")
+        if kind in _OLE_KINDS:
+            inspect_ole(payload, self.limits, label="<payload>")
+        else:
+            self._scan_odf(payload)
+        started = time.monotonic()
+        if kind == "odt":
+            target, converted, tool = "docx", _pandoc_to_docx(payload, self._budget_s()), "pandoc"
+        else:
+            soffice = find_soffice(self.path)
+            if soffice is None:
+                raise missing_libreoffice(kind)
+            target, filter_name = _TARGETS[kind]
+            converted = _libreoffice(soffice, kind, filter_name, payload, self._budget_s())
+            tool = "LibreOffice"
+        note = (f"converted from {kind.upper()} to {target.upper()} by {tool} "
+                f"({time.monotonic() - started:.1f} s)")
+        parsed = self.inner.extract(target, None, converted, max_pages=max_pages)
+        if isinstance(parsed, str):
+            return Parsed(parsed, notes=(note,))
+        return Parsed(parsed.text, encoding=parsed.encoding,
+                      encoding_confidence=parsed.encoding_confidence,
+                      embedded=parsed.embedded, notes=(note, *parsed.notes))
+
+    def _budget_s(self) -> float:
+        """The converter's own deadline: most of the file's, so its timeout is the one named."""
+        return max(0.9 * self.limits.timeout_s, 0.1)
+
+    def _scan_odf(self, payload: bytes) -> None:
+        from capsa.guard.extractors.unstructured import _scan_xml_parts
+
+        with open_inspected(payload, self.limits, label="<payload>") as archive:
+            # ODF parts may carry a DOCTYPE (OpenOffice 1 manifests do); entities never
+            _scan_xml_parts(archive, forbid="ENTITY")
+
+    def self_test(self) -> dict[str, str]:
+        """Whether each kind's converter is installed (``soffice`` on the path, pandoc).
+
+        A full LibreOffice conversion takes a second or two; every worker start
+        would pay it, so this checks presence only. A kind whose converter is
+        missing reports ``missing_extra: ...``, which the pool turns into a
+        ``missing_extra`` refusal naming what to install.
+        """
+        soffice = find_soffice(self.path)
+        office = "ok" if soffice is not None else f"missing_extra: {_INSTALL_HINT}"
+        report = {kind: office for kind in sorted(self.kinds - {"odt"})}
+        try:
+            import pypandoc
+
+            pypandoc.get_pandoc_path()
+            report["odt"] = "ok"
+        except (ImportError, OSError) as exc:
+            report["odt"] = ("missing_extra: pandoc for .odt: pip install 'capsa[unstructured]' "
+                             f"({type(exc).__name__})")
+        return report
+
+
+def missing_libreoffice(kind: str) -> IngestionRejected:
+    """The refusal for a LibreOffice kind on a machine without LibreOffice."""
+    return IngestionRejected(
+        f"a .{kind} file needs LibreOffice, which is not installed here; {_INSTALL_HINT}",
+        label="<payload>", stage="parser", reason="missing_extra")
+
+
+def _libreoffice(soffice: str, kind: str, filter_name: str, payload: bytes,
+                 budget_s: float) -> bytes:
+    """Run one headless conversion in a fresh directory of the child's scratch."""
+    with tempfile.TemporaryDirectory(prefix="office-") as work:
+        profile = os.path.join(work, "profile")
+        os.makedirs(os.path.join(profile, "user"))
+        with open(os.path.join(profile, "user", "registrymodifications.xcu"), "w") as handle:
+            handle.write(_NO_MACROS)
+        source = os.path.join(work, f"input.{kind}")
+        with open(source, "wb") as handle:
+            handle.write(payload)
+        out = os.path.join(work, "out")
+        os.mkdir(out)
+        command = [soffice, "--headless", "--invisible", "--nologo", "--norestore",
+                   "--nodefault", "--nolockcheck", "--nofirststartwizard",
+                   f"-env:UserInstallation=file://{profile}",
+                   "--convert-to", filter_name, "--outdir", out, source]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": work,
+               **_QUIET_ENV}
+        finished = _run(command, env, budget_s, "LibreOffice", cwd=work)
+        target = _TARGETS[kind][0]
+        result = os.path.join(out, f"input.{target}")
+        if not os.path.exists(result):
+            said = (finished.stderr or finished.stdout or b"").decode("utf-8", "replace")
+            raise _refuse("corrupt", f"LibreOffice could not convert the {kind} file "
+                                     f"(exit {finished.returncode}): {said.strip()[:300]}")
+        with open(result, "rb") as handle:
+            return handle.read()
+
+
+def _pandoc_to_docx(payload: bytes, budget_s: float) -> bytes:
+    try:
+        import pypandoc
+    except ImportError as exc:
+        raise IngestionRejected(
+            "an .odt file needs pandoc: pip install 'capsa[unstructured]'",
+            label="<payload>", stage="parser", reason="missing_extra") from exc
+    pandoc = pypandoc.get_pandoc_path()
+    with tempfile.TemporaryDirectory(prefix="odt-") as work:
+        source, result = os.path.join(work, "input.odt"), os.path.join(work, "output.docx")
+        with open(source, "wb") as handle:
+            handle.write(payload)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": work}
+        finished = _run([pandoc, "--from=odt", "--to=docx", "-o", result, source], env,
+                        budget_s, "pandoc", cwd=work)
+        if finished.returncode != 0 or not os.path.exists(result):
+            said = (finished.stderr or b"").decode("utf-8", "replace")
+            raise _refuse("corrupt", f"pandoc could not read the .odt file "
+                                     f"(exit {finished.returncode}): {said.strip()[:300]}")
+        with open(result, "rb") as handle:
+            return handle.read()
+
+
+def _run(command: list[str], env: dict[str, str], budget_s: float, tool: str, *,
+         cwd: str) -> subprocess.CompletedProcess[bytes]:
+    """Run a converter with no input, its output captured, under the file's deadline."""
+    started = time.monotonic()
+    try:
+        return subprocess.run(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=budget_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise ExtractionFailed(
+            f"{tool} ran {time.monotonic() - started:.1f} s converting the file, past its "
+            f"share of the wall-clock limit ({budget_s:.1f} s of timeout_s)",
+            label="<payload>", cause="timeout") from None
