@@ -486,7 +486,7 @@ def inspect_ole(payload: bytes, limits: ExtractionLimits, *, label: str) -> OleD
 def _read_ole(payload: bytes, max_entries: int | None = None) -> OleDirectory:
     if len(payload) < 512 or not payload.startswith(OLE_MAGIC):
         raise _Refusal("corrupt", "not a compound file (no OLE header)")
-    (_, _, _, major, byte_order, shift, mini_shift, _, dir_sectors, fat_count, dir_start, _,
+    (_, _, _, major, byte_order, shift, mini_shift, _, _, fat_count, dir_start, _,
      cutoff, minifat_start, minifat_count, difat_start, difat_count) = _OLE_HEADER.unpack_from(
         payload)
     if byte_order != 0xFFFE or (major, shift) not in ((3, 9), (4, 12)) or mini_shift != 6:
@@ -593,7 +593,8 @@ def _check_stream_size(length: int, file_size: int, what: str) -> None:
 
 def _entry_name(entry: tuple[object, ...]) -> str:
     raw, length = entry[0], entry[1]
-    assert isinstance(raw, bytes) and isinstance(length, int)
+    if not isinstance(raw, bytes) or not isinstance(length, int):
+        return ""
     return raw[:max(min(length, 64) - 2, 0)].decode("utf-16-le", "replace")
 
 

@@ -118,7 +118,7 @@ def _attachments(message: Any) -> tuple[tuple[EmbeddedFile, ...], tuple[str, ...
             continue
         embedded.append(EmbeddedFile(name=name, media_type=attachment.mime_type,
                                      payload=bytes(data)))
-    notes = ()
+    notes: tuple[str, ...] = ()
     if skipped:
         notes = (f"{len(skipped)} attachment(s) not carried in the message (a link or an "
                  f"embedded message, not extracted): {', '.join(skipped)[:300]}",)

@@ -65,6 +65,9 @@ _NO_MACROS = """<?xml version="1.0" encoding="UTF-8"?>
 """  # noqa: E501 - registry XML, one item a line
 """The fresh profile's settings: no macro runs (signed or not, whatever the document asks),
 links from untrusted documents are not followed, Calc never updates external links."""
+_RESTART = 81
+"""``soffice.bin``'s exit status asking its launcher to start it again (it has just
+registered its bundled extensions in a new profile); the launcher script would loop."""
 _QUIET_ENV = {"SAL_USE_VCLPLUGIN": "svp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
 
@@ -159,7 +162,7 @@ class OfficeExtractor:
         office = "ok" if soffice is not None else f"missing_extra: {_INSTALL_HINT}"
         report = {kind: office for kind in sorted(self.kinds - {"odt"})}
         try:
-            import pypandoc
+            import pypandoc  # type: ignore[import-untyped]
 
             pypandoc.get_pandoc_path()
             report["odt"] = "ok"
@@ -189,13 +192,18 @@ def _libreoffice(soffice: str, kind: str, filter_name: str, payload: bytes,
             handle.write(payload)
         out = os.path.join(work, "out")
         os.mkdir(out)
-        command = [soffice, "--headless", "--invisible", "--nologo", "--norestore",
+        command = [_office_binary(soffice), "--headless", "--invisible", "--nologo", "--norestore",
                    "--nodefault", "--nolockcheck", "--nofirststartwizard",
                    f"-env:UserInstallation=file://{profile}",
+                   "-env:OSL_SOCKET_PATH=.",  # cwd: a path in scratch may pass sun_path's 108
                    "--convert-to", filter_name, "--outdir", out, source]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": work,
                **_QUIET_ENV}
+        deadline = time.monotonic() + budget_s
         finished = _run(command, env, budget_s, "LibreOffice", cwd=work)
+        if finished.returncode == _RESTART:  # a fresh profile's first start asks for a second
+            finished = _run(command, env, max(deadline - time.monotonic(), 0.1), "LibreOffice",
+                            cwd=work)
         target = _TARGETS[kind][0]
         result = os.path.join(out, f"input.{target}")
         if not os.path.exists(result):
@@ -204,6 +212,18 @@ def _libreoffice(soffice: str, kind: str, filter_name: str, payload: bytes,
                                      f"(exit {finished.returncode}): {said.strip()[:300]}")
         with open(result, "rb") as handle:
             return handle.read()
+
+
+def _office_binary(soffice: str) -> str:
+    """``soffice.bin`` beside the ``soffice`` launcher, or the launcher when there is none.
+
+    The launcher is a shell script (``ls``, ``uname``, ``sed``) that starts a
+    splash process (``oosplash``) which then starts ``soffice.bin``; started
+    directly, the office is one process tree shorter and its first call is
+    LibreOffice's own.
+    """
+    program = os.path.join(os.path.dirname(os.path.realpath(soffice)), "soffice.bin")
+    return program if os.access(program, os.X_OK) else soffice
 
 
 def _pandoc_to_docx(payload: bytes, budget_s: float) -> bytes:

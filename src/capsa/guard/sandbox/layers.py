@@ -195,7 +195,9 @@ _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _SYSTEM_READ = (
     "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
     "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/fonts",
-    "/etc/mime.types", "/etc/magic", "/etc/ImageMagick-6", "/dev/null", "/dev/zero",
+    "/etc/mime.types", "/etc/magic", "/etc/ImageMagick-6", "/etc/libreoffice",
+    "/var/lib/libreoffice", "/var/spool/libreoffice", "/var/cache/fontconfig",
+    "/dev/null", "/dev/zero",
     "/dev/urandom", "/dev/random", "/sys/devices/system/cpu",
 )
 

@@ -59,9 +59,8 @@ _CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x100000
 
 REFUSED: frozenset[str] = frozenset({
     # the network, Unix sockets on disk and datagram services (/dev/log) included
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendto",
-    "sendmsg", "sendmmsg", "recvfrom", "recvmsg", "recvmmsg", "setsockopt", "getsockopt",
-    "getsockname", "getpeername", "shutdown",
+    "socketpair", "connect", "sendto", "sendmsg", "sendmmsg", "recvfrom", "recvmsg",
+    "recvmmsg", "setsockopt", "getsockopt", "getsockname", "getpeername",
     # watching other tenants' files appear
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
     # leaving the file's process group or session (nothing to gain inside its PID namespace)
@@ -114,6 +113,16 @@ _ARGUMENT_RULES: dict[str, tuple[int, ...]] = {
     "sched_setparam": (0,),
     "sched_setattr": (0,),
 }
+_AF_UNIX = 1
+_LISTEN_ONLY: frozenset[str] = frozenset({"bind", "listen", "accept", "accept4", "shutdown"})
+"""The listening half of a Unix socket, allowed because LibreOffice will not start without
+its single-instance pipe: ``soffice.bin`` binds a socket in its own scratch
+(``-env:OSL_SOCKET_PATH``), waits on it in ``accept``, and ends that wait with
+``shutdown`` (its other way, connecting to itself, stays refused). With ``socket``
+allowed for ``AF_UNIX`` alone and ``connect``, ``sendto`` and ``sendmsg`` refused, a
+socket the child makes can be listened on but can never reach another process: nothing
+outside the child's private mount namespace can name its scratch, and an abstract
+address lives in the child's own network namespace."""
 _HOT = ("read", "write", "mmap", "munmap", "brk", "futex", "lseek", "fstat", "newfstatat",
         "openat", "close", "mprotect", "madvise", "getdents64", "readv", "writev", "pread64",
         "fcntl", "rt_sigaction", "rt_sigprocmask", "getpid", "gettid", "mremap", "statx")
@@ -142,7 +151,8 @@ def allowed() -> frozenset[str]:
     """
     wanted = _recorded_syscalls.RECORDED | frozenset(_recorded_syscalls.ALWAYS_NEEDED) \
         | _HARMLESS
-    return frozenset(wanted - REFUSED) | frozenset(_ARGUMENT_RULES) | {"clone", "ioctl"}
+    return (frozenset(wanted - REFUSED) | frozenset(_ARGUMENT_RULES) | _LISTEN_ONLY
+            | {"clone", "ioctl", "socket"})
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -175,7 +185,7 @@ def build_filter() -> bytes:
         program += [_op(_JGE_K, _X32_BIT, 0, 1), _op(_RET_K, _RET_KILL_PROCESS)]
     names = allowed()
     plain = [name for name in names if name not in _ARGUMENT_RULES
-             and name not in ("clone", "ioctl") and name in numbers]
+             and name not in ("clone", "ioctl", "socket") and name in numbers]
     hot = [name for name in _HOT if name in plain]
     for name in hot + sorted(set(plain) - set(hot)):
         program += [_op(_JEQ_K, numbers[name], 0, 1), _op(_RET_K, _RET_ALLOW)]
@@ -187,6 +197,14 @@ def build_filter() -> bytes:
             block += [_op(_LD_W_ABS, arg[index]), _op(_JEQ_K, 0, 0, 2 * (len(zero) - k) - 1)]
         block += [_op(_RET_K, _RET_ALLOW), _errno(errno.EPERM)]
         program += [_op(_JEQ_K, numbers[name], 0, len(block)), *block]
+    # socket(AF_UNIX, ...) only: LibreOffice's own single-instance pipe (see _LISTEN_ONLY).
+    program += [
+        _op(_JEQ_K, numbers["socket"], 0, 4),
+        _op(_LD_W_ABS, arg[0]),
+        _op(_JEQ_K, _AF_UNIX, 0, 1),
+        _op(_RET_K, _RET_ALLOW),
+        _errno(errno.EPERM),
+    ]
     # clone(flags, ...): threads and processes, never a new namespace.
     program += [
         _op(_JEQ_K, numbers["clone"], 0, 4),
