@@ -10,8 +10,8 @@ from capsa.guard.archive import OLE_MAGIC, member_names, read_ole_directory
 from capsa.guard.normalize import UndecodableText, detect_and_decode
 
 __all__ = [
-    "EXTRACTABLE_KINDS", "Kind", "kind_for_media_type", "media_type_for_name", "resolve_kind",
-    "sniff",
+    "EXTRACTABLE_KINDS", "Kind", "bytes_over_name", "kind_for_media_type", "media_type_for_name",
+    "resolve_kind", "sniff",
 ]
 
 Kind = Literal[
@@ -174,8 +174,17 @@ def media_type_for_name(name: str) -> str | None:
     return _EXTENSIONS.get(ext.lower()) if dot else None
 
 
+_DOCUMENTS: frozenset[Kind] = frozenset({
+    "pdf", "docx", "pptx", "xlsx", "epub", "rtf", "doc", "xls", "ppt", "msg", "odt", "ods",
+    "odp",
+})
+"""Document formats: an office saving one of these under another's name (a DOCX called
+``.doc``, RTF called ``.doc``, an XLSX called ``.xls``) is everyday, not a disguise."""
+
+
 def resolve_kind(
-    sniffed: Kind, declared: str | None, *, label: str, trust_bytes: bool = False
+    sniffed: Kind, declared: str | None, *, label: str, trust_bytes: bool = False,
+    trust_documents: bool = False,
 ) -> Kind:
     """Decide the kind a parser will be told, refusing contradictions.
 
@@ -183,7 +192,10 @@ def resolve_kind(
     text declared as markdown is markdown, and a textual declaration keeps an
     HTML-looking file as plain text (parsing it more simply is always safe).
     Any other disagreement, such as PNG bytes declared ``application/pdf``, is
-    refused unless `trust_bytes` is set, when the sniffed kind wins.
+    refused unless `trust_bytes` is set, when the sniffed kind wins; with
+    `trust_documents`, the sniffed kind wins only when both it and the claim are
+    document formats (a DOCX named ``.doc``), and a picture or text under a
+    document's name is still refused. `bytes_over_name` says when either happened.
 
     Raises:
         IngestionRejected: ``type_mismatch`` or ``unsupported_type``.
@@ -196,7 +208,8 @@ def resolve_kind(
             kind = claimed
         elif claimed in _IMAGES and sniffed in _IMAGES:
             kind = sniffed
-        elif not trust_bytes:
+        elif not trust_bytes and not (
+                trust_documents and claimed in _DOCUMENTS and sniffed in _DOCUMENTS):
             raise IngestionRejected(
                 f"declared {declared!r} ({claimed}) but the bytes are {sniffed}; "
                 "a declared type that contradicts the content is refused",
@@ -209,6 +222,25 @@ def resolve_kind(
             label=label, stage="sniff", reason="unsupported_type",
         )
     return kind
+
+
+def bytes_over_name(kind: str, declared: str | None) -> str | None:
+    """The note an outcome carries when its bytes overruled its declared type, else None.
+
+    Refinements within a family (text declared as markdown, one image format
+    declared as another) are not overrulings and get no note.
+
+    Examples:
+        >>> bytes_over_name("docx", "application/msword")
+        "declared 'application/msword' (doc) but the bytes are docx; extracted as docx"
+        >>> bytes_over_name("markdown", "text/markdown") is None
+        True
+    """
+    claimed = kind_for_media_type(declared)
+    if claimed is None or claimed == kind or (claimed in _IMAGES and kind in _IMAGES) or (
+            claimed in _TEXTUAL and kind in _TEXTUAL):
+        return None
+    return f"declared {declared!r} ({claimed}) but the bytes are {kind}; extracted as {kind}"
 
 
 def _zip_kind(payload: bytes) -> Kind:
