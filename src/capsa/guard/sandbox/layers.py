@@ -175,6 +175,8 @@ class SandboxPolicy:
     as_root: bool = False
     landlock_abi: int = 0
     seccomp_program: bytes | None = None
+    seccomp_listen_program: bytes | None = None
+    """The filter of a child that converts with LibreOffice (`seccomp.UNIX_LISTEN_KINDS`)."""
     seccomp_state: str = "unavailable: not built"
     child_uid: int = NOBODY
     mode: SandboxMode = "best-effort"
@@ -253,6 +255,7 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     policy.landlock_abi = _landlock.abi_version(lib)
     try:
         policy.seccomp_program = _seccomp.build_filter()
+        policy.seccomp_listen_program = _seccomp.build_filter(unix_listen=True)
     except OSError as exc:
         policy.seccomp_state = f"unavailable: {exc}"
     else:
@@ -261,8 +264,12 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     return policy
 
 
-def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dict[str, str]:
+def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str, *,
+            unix_listen: bool = False) -> dict[str, str]:
     """Apply the child's own layers to the calling (freshly forked) process, last of all.
+
+    `unix_listen` installs the seccomp filter of a LibreOffice child (see
+    `capsa.guard.sandbox.seccomp.UNIX_LISTEN_KINDS`) instead of the usual one.
 
     Runs after the child has entered its namespaces and mounted its scratch,
     and before it reads the file. Returns each layer's state. An error is
@@ -300,8 +307,9 @@ def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dic
             f" (+{', '.join(extras)})" if extras else "")
     else:
         state["landlock"] = "unavailable: the kernel has no Landlock"
-    if policy.seccomp_program is not None:
-        _seccomp.install(policy.seccomp_program, lib)
+    program = policy.seccomp_listen_program if unix_listen else policy.seccomp_program
+    if program is not None:
+        _seccomp.install(program, lib)
     state["seccomp"] = policy.seccomp_state
     return state
 
