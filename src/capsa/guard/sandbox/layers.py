@@ -122,7 +122,8 @@ LAYERS: dict[str, tuple[str, str]] = {
         "file's scratch; no TCP; signals, ptrace and /proc only inside the child",
         "file permissions alone decide what the child reads and writes"),
     "seccomp": (
-        "only the system calls real parsers make are allowed: no sockets, no "
+        "only the system calls real parsers make are allowed: no sockets (a LibreOffice "
+        "child may listen on a Unix socket of its own, never connect), no "
         "sendto/sendmsg, no inotify, no prlimit or setpriority on another process, no "
         "namespaces, mounts, ptrace, keyrings, bpf or io_uring",
         "every system call is available to the parser"),
