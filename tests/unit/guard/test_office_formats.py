@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from tests.hostile._cfb import SECTOR, compound_file, outlook_message
 
 from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, ExtractionLimits, extract_attachment
@@ -27,7 +28,6 @@ from capsa.guard.sniff import (
     resolve_kind,
     sniff,
 )
-from tests.hostile._cfb import SECTOR, compound_file, outlook_message
 
 LEGACY = Path(__file__).resolve().parents[2] / "realdocs" / "files" / "legacy"
 DOCX = (LEGACY / "docx-named.doc").read_bytes()

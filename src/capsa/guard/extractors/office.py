@@ -128,7 +128,8 @@ class OfficeExtractor:
             if soffice is None:
                 raise missing_libreoffice(kind)
             target, filter_name = _TARGETS[kind]
-            converted = _libreoffice(soffice, kind, filter_name, payload, self._budget_s())
+            converted = _libreoffice(soffice, kind, filter_name, payload, self._budget_s(),
+                                     self.limits.memory_bytes)
             tool = "LibreOffice"
         note = (f"converted from {kind.upper()} to {target.upper()} by {tool} "
                 f"({time.monotonic() - started:.1f} s)")
@@ -180,7 +181,7 @@ def missing_libreoffice(kind: str) -> IngestionRejected:
 
 
 def _libreoffice(soffice: str, kind: str, filter_name: str, payload: bytes,
-                 budget_s: float) -> bytes:
+                 budget_s: float, memory_bytes: int) -> bytes:
     """Run one headless conversion in a fresh directory of the child's scratch."""
     with tempfile.TemporaryDirectory(prefix="office-") as work:
         profile = os.path.join(work, "profile")
@@ -199,17 +200,14 @@ def _libreoffice(soffice: str, kind: str, filter_name: str, payload: bytes,
                    "--convert-to", filter_name, "--outdir", out, source]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": work,
                **_QUIET_ENV}
-        deadline = time.monotonic() + budget_s
-        finished = _run(command, env, budget_s, "LibreOffice", cwd=work)
+        clock = _Clock(budget_s, "LibreOffice")
+        finished = _run(command, env, clock, cwd=work)
         if finished.returncode == _RESTART:  # a fresh profile's first start asks for a second
-            finished = _run(command, env, max(deadline - time.monotonic(), 0.1), "LibreOffice",
-                            cwd=work)
+            finished = _run(command, env, clock, cwd=work)
         target = _TARGETS[kind][0]
         result = os.path.join(out, f"input.{target}")
         if not os.path.exists(result):
-            said = (finished.stderr or finished.stdout or b"").decode("utf-8", "replace")
-            raise _refuse("corrupt", f"LibreOffice could not convert the {kind} file "
-                                     f"(exit {finished.returncode}): {said.strip()[:300]}")
+            raise _failure(kind, finished, memory_bytes)
         with open(result, "rb") as handle:
             return handle.read()
 
@@ -240,7 +238,7 @@ def _pandoc_to_docx(payload: bytes, budget_s: float) -> bytes:
             handle.write(payload)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "TMPDIR": work}
         finished = _run([pandoc, "--from=odt", "--to=docx", "-o", result, source], env,
-                        budget_s, "pandoc", cwd=work)
+                        _Clock(budget_s, "pandoc"), cwd=work)
         if finished.returncode != 0 or not os.path.exists(result):
             said = (finished.stderr or b"").decode("utf-8", "replace")
             raise _refuse("corrupt", f"pandoc could not read the .odt file "
@@ -249,15 +247,51 @@ def _pandoc_to_docx(payload: bytes, budget_s: float) -> bytes:
             return handle.read()
 
 
-def _run(command: list[str], env: dict[str, str], budget_s: float, tool: str, *,
+class _Clock:
+    """One conversion's share of the file's wall clock, across LibreOffice's restart."""
+
+    def __init__(self, budget_s: float, tool: str) -> None:
+        self.budget_s, self.tool = budget_s, tool
+        self.started = time.monotonic()
+
+    def remaining(self) -> float:
+        return max(self.started + self.budget_s - time.monotonic(), 0.05)
+
+    def expired(self) -> ExtractionFailed:
+        return ExtractionFailed(
+            f"{self.tool} ran {time.monotonic() - self.started:.1f} s converting the file, "
+            f"past its share of the wall-clock limit ({self.budget_s:.1f} s of timeout_s)",
+            label="<payload>", cause="timeout")
+
+
+def _run(command: list[str], env: dict[str, str], clock: _Clock, *,
          cwd: str) -> subprocess.CompletedProcess[bytes]:
     """Run a converter with no input, its output captured, under the file's deadline."""
-    started = time.monotonic()
     try:
         return subprocess.run(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=budget_s, check=False)
+                              capture_output=True, timeout=clock.remaining(), check=False)
     except subprocess.TimeoutExpired:
-        raise ExtractionFailed(
-            f"{tool} ran {time.monotonic() - started:.1f} s converting the file, past its "
-            f"share of the wall-clock limit ({budget_s:.1f} s of timeout_s)",
-            label="<payload>", cause="timeout") from None
+        raise clock.expired() from None
+
+
+_OUT_OF_MEMORY = ("std::bad_alloc", "failed to map segment", "cannot allocate memory",
+                  "out of memory")
+"""What LibreOffice (or the loader starting it) prints when the address-space limit bites."""
+
+
+def _failure(kind: str, finished: subprocess.CompletedProcess[bytes],
+             memory_bytes: int) -> ExtractionFailed | IngestionRejected:
+    """Why a conversion produced nothing: memory, a crash, or a file it could not read."""
+    said = (finished.stderr or finished.stdout or b"").decode("utf-8", "replace").strip()
+    lowered = said.lower()
+    if any(sign.lower() in lowered for sign in _OUT_OF_MEMORY):
+        return ExtractionFailed(
+            f"LibreOffice ran out of memory converting the {kind} file, within the allowance "
+            f"of {memory_bytes} bytes (memory_bytes): {said[:200]}", label="<payload>",
+            cause="memory_limit")
+    if finished.returncode < 0:
+        return ExtractionFailed(
+            f"LibreOffice died of signal {-finished.returncode} converting the {kind} file: "
+            f"{said[:200]}", label="<payload>", cause="crashed")
+    return _refuse("corrupt", f"LibreOffice could not convert the {kind} file "
+                              f"(exit {finished.returncode}): {said[:300]}")
