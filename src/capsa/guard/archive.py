@@ -16,6 +16,7 @@ import struct
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from capsa.errors import IngestionRejected, RejectionReason
 from capsa.guard.limits import ExtractionLimits
@@ -546,8 +547,11 @@ def _read_ole(payload: bytes, max_entries: int | None = None) -> OleDirectory:
         if used > max_entries + 1:
             raise _Refusal("too_many_members", f"{used - 1} storages and streams, over the "
                                                f"limit of {max_entries} (max_members)")
-    entries = [_OLE_ENTRY.unpack_from(directory, index * 128) for index in range(count)]
-    if not entries or entries[0][2] != 5:
+    # only the entries in use are unpacked: a directory padded with empty ones costs a scan
+    entries: dict[int, tuple[Any, ...]] = {
+        index: _OLE_ENTRY.unpack_from(directory, index * 128)
+        for index in range(count) if directory[index * 128 + 66] != 0}
+    if 0 not in entries or entries[0][2] != 5:
         raise _Refusal("corrupt", "the directory has no root entry")
     if minifat_count:
         chain(minifat_start, "mini allocation table")
@@ -559,10 +563,8 @@ def _read_ole(payload: bytes, max_entries: int | None = None) -> OleDirectory:
             raise _Refusal("corrupt", f"the mini stream declares {root_size} bytes and its "
                                       f"chain holds {len(mini) * size}")
     total, used = root_size, 1
-    for index, entry in enumerate(entries[1:], start=1):
+    for index, entry in sorted(entries.items())[1:]:
         kind, start, length = entry[2], entry[11], _ole_size(entry[12], major)
-        if kind == 0:
-            continue
         used += 1
         if kind not in (1, 2):
             raise _Refusal("corrupt", f"directory entry {index} has the unknown type {kind}")
@@ -591,14 +593,14 @@ def _check_stream_size(length: int, file_size: int, what: str) -> None:
                                   "a compound file is not compressed, so that is a lie")
 
 
-def _entry_name(entry: tuple[object, ...]) -> str:
+def _entry_name(entry: tuple[Any, ...]) -> str:
     raw, length = entry[0], entry[1]
     if not isinstance(raw, bytes) or not isinstance(length, int):
         return ""
     return raw[:max(min(length, 64) - 2, 0)].decode("utf-16-le", "replace")
 
 
-def _top_names(entries: list[tuple[object, ...]]) -> list[str]:
+def _top_names(entries: dict[int, tuple[Any, ...]]) -> list[str]:
     """The root's children: the red-black tree under the root's child, walked without recursion."""
     names: list[str] = []
     first = entries[0][6]
@@ -606,7 +608,7 @@ def _top_names(entries: list[tuple[object, ...]]) -> list[str]:
     seen: set[int] = set()
     while pending:
         index = pending.pop()
-        if index == _NO_STREAM or index >= len(entries) or index in seen:
+        if index not in entries or index in seen:
             continue
         seen.add(index)
         entry = entries[index]
