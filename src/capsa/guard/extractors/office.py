@@ -9,12 +9,14 @@ XML pre-scans, the text floors and unstructured.
 
 Everything happens inside the file's sealed child, so LibreOffice runs under
 the limits every parser runs under: its wall clock, CPU and memory, its
-scratch tmpfs (where its profile lives), Landlock, and the seccomp allow-list,
-which refuses every socket; LibreOffice's single-instance pipe is never made
-because ``--convert-to`` runs without ``--accept`` and each conversion has a
-fresh profile of its own. The profile is written before LibreOffice starts
-with macros disabled outright (``DisableMacrosExecution``, security level
-"very high"), so a document's auto-run macro never runs, signed or not.
+scratch tmpfs (where its profile lives), Landlock, and seccomp. LibreOffice
+will not start without its single-instance pipe, so these kinds' children
+get the one filter that lets a process make a Unix socket and listen on it
+(never connect: `capsa.guard.sandbox.seccomp.UNIX_LISTEN_KINDS`); the pipe is
+bound in the child's scratch (``-env:OSL_SOCKET_PATH=.``). Each conversion
+has a fresh profile, written before LibreOffice starts with macros disabled
+outright (``DisableMacrosExecution``, security level "very high"), so a
+document's auto-run macro never runs, signed or not.
 
 Before a converter sees the bytes, an OLE file's directory is inspected under
 the limits (`capsa.guard.archive.inspect_ole`) and an OpenDocument zip is
