@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.hostile._cfb import outlook_message
 
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
@@ -29,7 +30,6 @@ from capsa.guard import (
 from capsa.guard.extractors import OfficeExtractor, Router
 from capsa.guard.limits import INGESTION_LIMITS
 from capsa.guard.sniff import media_type_for_name
-from tests.hostile._cfb import outlook_message
 
 LEGACY = Path(__file__).resolve().parents[1] / "realdocs" / "files" / "legacy"
 MiB = 1024 * 1024
