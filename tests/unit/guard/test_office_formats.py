@@ -12,11 +12,13 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.hostile._cfb import SECTOR, compound_file, outlook_message
 
 from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, ExtractionLimits, extract_attachment
-from capsa.guard.archive import inspect_ole, read_ole_directory
+from capsa.guard.archive import OleDirectory, inspect_ole, read_ole_directory
 from capsa.guard.extractors import OfficeExtractor, TesseractExtractor, UnstructuredExtractor
 from capsa.guard.extractors import tesseract as tesseract_module
 from capsa.guard.limits import ATTACHMENT_LIMITS, INGESTION_LIMITS
@@ -337,3 +339,48 @@ def test_doctor_names_what_to_install_for_each_missing_parser() -> None:
         "missing: install LibreOffice")
     assert "tesseract-ocr" in readiness["png, jpeg, tiff, webp, scanned PDF pages (OCR)"]
     assert "[MISSING] doc, xls, ppt, ods, odp (LibreOffice)" in doctor.render_parsers(readiness)
+
+
+# ------------------------------------------------------------------------ invariants
+
+_GOOD_OLE = outlook_message("Subject", "Body " * 300, "a@example.org",
+                            [("n.txt", "text/plain", b"n" * 5000)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_GOOD_OLE) - 1), st.integers(0, 255)),
+                min_size=1, max_size=12),
+       st.integers(512, len(_GOOD_OLE)))
+def test_a_damaged_compound_file_is_read_or_refused_never_anything_else(
+        flips: list[tuple[int, int]], keep: int) -> None:
+    payload = bytearray(_GOOD_OLE)
+    for offset, value in flips:
+        payload[offset] = value
+    damaged = bytes(payload[:keep])
+
+    outcome = _inspected(damaged)
+
+    if isinstance(outcome, IngestionRejected):
+        assert outcome.stage == "archive"
+        assert outcome.reason in {"corrupt", "overlapping_members", "too_many_members",
+                                  "archive_too_large"}
+    else:
+        assert outcome.stream_bytes <= ATTACHMENT_LIMITS.max_uncompressed_bytes
+        assert outcome.entries - 1 <= ATTACHMENT_LIMITS.max_members
+    assert isinstance(sniff(damaged), str)  # sniffing a damaged file never raises
+
+
+def _inspected(payload: bytes) -> OleDirectory | IngestionRejected:
+    try:
+        return inspect_ole(payload, ATTACHMENT_LIMITS, label="x.msg")
+    except IngestionRejected as error:
+        return error
+
+
+def test_doctor_json_carries_the_parser_readiness(capsys: pytest.CaptureFixture[str]) -> None:
+    status = doctor.main(["--json"])
+
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert report["parsers"]["text, markdown, csv, json"] == "ready"
+    assert set(report["parsers"]) == set(doctor.parser_readiness())
