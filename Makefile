@@ -1,7 +1,7 @@
 # capsa: two commands on a fresh machine.
 #   make demo   run the main job end to end, offline, on the bundled corpus
 #   make test   lint, type-check and run the whole suite, offline
-# Each bootstraps .venv itself (and the tesseract binary through apt-get).
+# Each bootstraps .venv itself (and Tesseract and LibreOffice through apt-get).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -19,14 +19,20 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# System packages: Tesseract for OCR, libmagic for unstructured's type checks.
-# pandoc comes from the pypandoc-binary wheel.
+# System packages: Tesseract for OCR, libmagic for unstructured's type checks, and
+# LibreOffice's three headless filters for .doc/.xls/.ppt/.ods/.odp (about 520 MB and
+# 20 s without recommends). pandoc comes from the pypandoc-binary wheel.
+LIBREOFFICE := libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui
+
 system-deps:
-	@if ! command -v tesseract >/dev/null 2>&1 || ! ldconfig -p | grep -q libmagic.so.1; then \
-	  echo "installing tesseract-ocr and libmagic1 (apt-get)"; \
+	@if ! command -v tesseract >/dev/null 2>&1 || ! ldconfig -p | grep -q libmagic.so.1 \
+	    || ! command -v soffice >/dev/null 2>&1; then \
+	  echo "installing tesseract-ocr, libmagic1 and LibreOffice (apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
-	    tesseract-ocr tesseract-ocr-eng libmagic1 fonts-dejavu-core >/dev/null; \
+	    tesseract-ocr tesseract-ocr-eng libmagic1 fonts-dejavu-core >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    $(LIBREOFFICE) >/dev/null; \
 	fi
 
 demo: $(STAMP) system-deps

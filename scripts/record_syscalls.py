@@ -63,6 +63,7 @@ from capsa.guard.extract import Attachment, extract_attachment
 from capsa.guard.extractors import default_router
 from capsa.guard.limits import ExtractionLimits
 from capsa.guard.port import Parsed
+from capsa.guard.sandbox import seccomp
 from capsa.guard.sniff import media_type_for_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,10 +191,11 @@ class _RecordingPool(IsolatedExtractor):
         self.source = ""
 
     def run_parsed(self, kind: str, media_type: str | None, payload: bytes,
-                   limits: ExtractionLimits, *, label: str) -> Parsed:
+                   limits: ExtractionLimits, *, label: str, **options: Any) -> Parsed:
         window = Window(self.source, label, kind, time.time())
         try:
-            return super().run_parsed(kind, media_type, payload, limits, label=label)
+            return super().run_parsed(kind, media_type, payload, limits, label=label,
+                                      **options)
         finally:
             window.end = time.time()
             self.windows.append(window)
@@ -488,6 +490,9 @@ class Findings:
     notes: dict[str, set[str]] = field(default_factory=lambda: collections.defaultdict(set))
     files_by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
     failed: dict[str, set[str]] = field(default_factory=lambda: collections.defaultdict(set))
+    refused: dict[str, set[str]] = field(default_factory=lambda: collections.defaultdict(set))
+    """Calls the filter refused (``ENOSYS`` off the list, ``EPERM`` on `REFUSED`) every time
+    they were made, by kind: the parsers survived without them, so they stay refused."""
     programs: set[str] = field(default_factory=set)
     children: int = 0
     processes: int = 0
@@ -527,7 +532,9 @@ def analyse(trace_dir: Path, windows: list[Window], zygote: int) -> Findings:
                     if host:
                         inherited[int(host.group(2))] = program
                 confining = pid == spare and index < start
-                if not confining:
+                if not confining and _filter_refused(call, kind):
+                    findings.refused[call.name].add(kind)
+                elif not confining:
                     findings.recorded.add(call.name)
                     findings.by_kind[kind].add(call.name)
                     if _errno(call.result):
@@ -537,7 +544,23 @@ def analyse(trace_dir: Path, windows: list[Window], zygote: int) -> Findings:
                     if pattern is not None:
                         where = " (confining)" if confining else ""
                         findings.notes[call.name].add(f"{program}{where}: {pattern}")
+    for name in findings.recorded:  # made and answered at least once: not refused-only
+        findings.refused.pop(name, None)
     return findings
+
+
+def _filter_refused(call: Call, kind: str) -> bool:
+    """Whether the child's own seccomp filter answered this call (it never reached the kernel).
+
+    A call off the allow-list gets ``ENOSYS``, a call on `seccomp.REFUSED` ``EPERM``;
+    LibreOffice's children (`seccomp.UNIX_LISTEN_KINDS`) run the filter that also
+    lets them listen on a Unix socket.
+    """
+    code = _errno(call.result)[len(" -> "):]
+    allowed = seccomp.allowed(unix_listen=kind in seccomp.UNIX_LISTEN_KINDS)
+    if code == "ENOSYS":
+        return call.name not in allowed
+    return code == "EPERM" and call.name in seccomp.REFUSED and call.name not in allowed
 
 
 # ------------------------------------------------------------------------------ output
@@ -580,7 +603,9 @@ def render(findings: Findings, files: list[tuple[str, str, bytes]], seconds: flo
         "Method: strace attached as root to the pool's zygote, following every process",
         "it forks; a spare's calls count from the end of its own confinement, and",
         "those of everything below it (tesseract, pandoc, threads) count whole.",
-        "`RECORDED` is the union, `BY_KIND` the same per kind, `CONFINING` the calls a",
+        "`RECORDED` is the union of the calls the filter let through (a call it refused",
+        "every time is in `REFUSED_SURVIVED` instead), `BY_KIND` the same per kind,",
+        "`CONFINING` the calls a",
         "spare made only while confining itself (before its filter), and",
         "`ARGUMENT_NOTES` the distinct argument patterns of the calls an allow-list",
         "may want to narrow, each prefixed with the program that made it.",
@@ -597,7 +622,7 @@ def render(findings: Findings, files: list[tuple[str, str, bytes]], seconds: flo
         "from __future__ import annotations",
         "",
         '__all__ = ["ALWAYS_NEEDED", "ARGUMENT_NOTES", "BY_KIND", "CONFINING", "FAILED",',
-        '           "RECORDED"]',
+        '           "RECORDED", "REFUSED_SURVIVED"]',
         "",
     ]
     body = ["RECORDED: frozenset[str] = " + _frozenset_source(findings.recorded, "")[0].lstrip()]
@@ -633,6 +658,15 @@ def render(findings: Findings, files: list[tuple[str, str, bytes]], seconds: flo
         body.append(f'    "{name}": ({errors},),')
     body.append("}")
     body.append('"""Errors recorded calls got back once confined, which the parsers survived."""')
+    body.append("")
+    body.append("REFUSED_SURVIVED: dict[str, tuple[str, ...]] = {")
+    for name in sorted(findings.refused):
+        kinds = ", ".join(f'"{kind}"' for kind in sorted(findings.refused[name]))
+        body.append(f'    "{name}": ({kinds},),')
+    body.append("}")
+    body.append('"""Calls the filter refused every time a parser made them, by kind: the parsers')
+    body.append('survived without them (LibreOffice\'s ``chmod``, glibc\'s connect to ``nscd``),')
+    body.append('so they are not in `RECORDED` and stay refused."""')
     body.append("")
     body.append("ALWAYS_NEEDED: tuple[str, ...] = (")
     width = max(len(name) for name, _ in ALWAYS_NEEDED) + 4

@@ -78,13 +78,17 @@ RejectionReason = Literal[
     "fetch_failed",
     "provider_file",
     "symlink",
+    "missing_extra",
 ]
 """Why a guard refused an attachment: a closed set a program can switch on.
 
 `not_fetched` a content block names its file by URL or path and no fetcher was
 given; `fetch_failed` the caller's fetcher raised; `provider_file` a block names
 a provider's file id, whose bytes capsa cannot see; `symlink` a symbolic link
-met where the link rule refuses it (a walk, by default).
+met where the link rule refuses it (a walk, by default); `missing_extra` the file's
+parser is not installed on this machine (stage ``parser``: the ``ocr`` extra,
+LibreOffice, pandoc), and the detail names what to install; a crash is never
+reported this way.
 """
 
 FailureCause = Literal["raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol"]

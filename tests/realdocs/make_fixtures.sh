@@ -184,4 +184,29 @@ lo "pptx:Impress MS PowerPoint 2007 XML" "$out/slides.pptx"
 lo epub "$out/report.docx" "$out/annual-review.docx"
 lo "docx:MS Word 2007 XML" "$out/report.rtf"
 lo "xlsx:Calc MS Excel 2007 XML" manifest.csv
+# Legacy Office and OpenDocument files, written by LibreOffice's own filters from the
+# OOXML files above (tests/hostile/test_office.py, tests/unit/guard/test_office_formats.py);
+# a DOCX under a .doc name, as eng_spa_mult.doc is; and an Outlook message with two
+# attachments, written by tests/hostile/_cfb.py (nothing on PyPI writes .msg).
+mkdir -p "$out/legacy"
+lo doc "$out/report.docx"; lo xls "$out/berths.xlsx"; lo ppt "$out/slides.pptx"
+lo odt "$out/report.docx"; lo ods "$out/berths.xlsx"; lo odp "$out/slides.pptx"
+for name in report.doc berths.xls slides.ppt report.odt berths.ods slides.odp; do
+  mv "$out/libreoffice/$name" "$out/legacy/$name"
+done
+cp "$out/report.docx" "$out/legacy/docx-named.doc"
+(cd "$here/../.." && python3 - "$out" <<'PY'
+import sys
+from tests.hostile._cfb import outlook_message
+out = sys.argv[1]
+docx = open(f"{out}/report.docx", "rb").read()
+message = outlook_message(
+    "Berth schedule", "The north berth opens on Monday.\nThe report is attached.",
+    "ops@northwind.example",
+    [("berths.csv", "text/csv", b"Berth,Vessels\nNorth,142\nSouth,97\n"),
+     ("report.docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+      docx)])
+open(f"{out}/legacy/berth-schedule.msg", "wb").write(message)
+PY
+)
 ls -la "$out"

@@ -16,11 +16,15 @@ import struct
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from capsa.errors import IngestionRejected, RejectionReason
 from capsa.guard.limits import ExtractionLimits
 
-__all__ = ["ZipMember", "inspect_archive", "member_names", "open_inspected", "read_directory"]
+__all__ = [
+    "OLE_MAGIC", "OleDirectory", "ZipMember", "inspect_archive", "inspect_ole", "member_names",
+    "open_inspected", "read_directory", "read_ole_directory",
+]
 
 _EOCD = struct.Struct("<4sHHHHIIH")
 _EOCD64_LOCATOR = struct.Struct("<4sIQI")
@@ -405,3 +409,209 @@ def _looks_like_archive(payload: bytes, member: ZipMember) -> bool:
         start = _data_start(payload, member)
         return payload[start:start + 4] == b"PK\x03\x04"
     return False
+
+
+# --------------------------------------------------------------- OLE compound files
+
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+"""The first eight bytes of every OLE (CFB) compound file: .doc, .xls, .ppt, .msg."""
+_OLE_HEADER = struct.Struct("<8s16sHHHHH6sIIIIIIIII")
+_OLE_ENTRY = struct.Struct("<64sHBBIII16sIQQIQ")
+_FREE, _END_OF_CHAIN, _FAT_SECTOR, _DIFAT_SECTOR = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD, 0xFFFFFFFC
+_MAX_REGULAR_ID = 0xFFFFFFFA
+_NO_STREAM = 0xFFFFFFFF
+_HEADER_DIFAT = 109
+
+
+@dataclass(frozen=True, slots=True)
+class OleDirectory:
+    """What a compound file's directory declares, read without opening a stream.
+
+    `top` names the entries directly under the root storage (``WordDocument``,
+    ``Workbook``, ``PowerPoint Document``, ``__properties_version1.0``), which
+    is what tells a .doc from an .xls, a .ppt or an Outlook .msg.
+    """
+
+    top: frozenset[str]
+    """Names of the root storage's own children."""
+    entries: int
+    """Storages and streams in the directory, the root included."""
+    stream_bytes: int
+    """Declared size of every stream, summed."""
+
+
+def read_ole_directory(payload: bytes) -> OleDirectory:
+    """Read a compound file's header, allocation table and directory, and check their shape.
+
+    Only the structures LibreOffice and `olefile` would walk first are read,
+    each bounded by the file itself: every sector number must lie inside the
+    file, every chain must end without a loop, no sector may belong to two
+    chains, and no stream may declare more bytes than the file holds (a
+    compound file is not compressed, so a bigger claim is a lie meant to make
+    a reader allocate). Nothing is decoded past the directory.
+
+    Raises:
+        IngestionRejected: ``corrupt`` or ``overlapping_members``, with label
+            ``"<archive>"``; callers re-label it.
+    """
+    try:
+        return _read_ole(payload)
+    except _Refusal as refusal:
+        raise IngestionRejected(refusal.detail, label="<archive>", stage="archive",
+                                reason=refusal.reason) from None
+
+
+def inspect_ole(payload: bytes, limits: ExtractionLimits, *, label: str) -> OleDirectory:
+    """Apply `limits` to a compound file's directory before any parser sees it.
+
+    The count of storages and streams is held to `max_members`, their declared
+    total to `max_uncompressed_bytes`, after the structural checks of
+    `read_ole_directory`.
+
+    Raises:
+        IngestionRejected: stage ``archive``: ``corrupt``, ``overlapping_members``,
+            ``too_many_members`` or ``archive_too_large``.
+    """
+    try:
+        directory = _read_ole(payload, max_entries=limits.max_members)
+        if directory.stream_bytes > limits.max_uncompressed_bytes:
+            raise _Refusal("archive_too_large",
+                           f"its streams declare {directory.stream_bytes} bytes, over the "
+                           f"limit of {limits.max_uncompressed_bytes} (max_uncompressed_bytes)")
+    except _Refusal as refusal:
+        raise IngestionRejected(refusal.detail, label=label, stage="archive",
+                                reason=refusal.reason) from None
+    return directory
+
+
+def _read_ole(payload: bytes, max_entries: int | None = None) -> OleDirectory:
+    if len(payload) < 512 or not payload.startswith(OLE_MAGIC):
+        raise _Refusal("corrupt", "not a compound file (no OLE header)")
+    (_, _, _, major, byte_order, shift, mini_shift, _, _, fat_count, dir_start, _,
+     cutoff, minifat_start, minifat_count, difat_start, difat_count) = _OLE_HEADER.unpack_from(
+        payload)
+    if byte_order != 0xFFFE or (major, shift) not in ((3, 9), (4, 12)) or mini_shift != 6:
+        raise _Refusal("corrupt", f"an OLE header with version {major}, sector shift {shift} "
+                                  f"and mini-sector shift {mini_shift}, which no writer produces")
+    size = 1 << shift
+    sectors = (len(payload) - size + size - 1) // size if len(payload) > size else 0
+    if fat_count > sectors or difat_count > sectors:
+        raise _Refusal("corrupt", f"the header declares {fat_count} allocation-table sectors "
+                                  f"and {difat_count} DIFAT sectors; the file holds {sectors}")
+
+    def sector(number: int) -> bytes:
+        if number >= sectors:
+            raise _Refusal("corrupt", f"sector {number} lies outside the file's {sectors}")
+        start = (number + 1) * size
+        return payload[start:start + size].ljust(size, b"\x00")
+
+    fat_ids = list(struct.unpack_from(f"<{_HEADER_DIFAT}I", payload, 0x4C))
+    following, seen_difat = difat_start, 0
+    while following <= _MAX_REGULAR_ID and seen_difat <= difat_count:
+        block = struct.unpack(f"<{size // 4}I", sector(following))
+        fat_ids.extend(block[:-1])
+        following, seen_difat = block[-1], seen_difat + 1
+    if seen_difat > difat_count:
+        raise _Refusal("corrupt", "the DIFAT chain is longer than the header declares")
+    fat_ids = [number for number in fat_ids if number <= _MAX_REGULAR_ID][:fat_count]
+    if len(fat_ids) != fat_count:
+        raise _Refusal("corrupt", f"the header declares {fat_count} allocation-table sectors "
+                                  f"and the DIFAT lists {len(fat_ids)}")
+    fat: list[int] = []
+    for number in fat_ids:
+        fat.extend(struct.unpack(f"<{size // 4}I", sector(number)))
+    owner: dict[int, str] = {}
+
+    def chain(start: int, what: str) -> list[int]:
+        found: list[int] = []
+        current = start
+        while current != _END_OF_CHAIN:
+            if current > _MAX_REGULAR_ID or current >= min(sectors, len(fat)):
+                raise _Refusal("corrupt", f"the {what} chain points at sector {current:#x}, "
+                                          f"outside the file's {sectors}")
+            if current in owner:
+                raise _Refusal("overlapping_members" if owner[current] != what else "corrupt",
+                               f"sector {current} belongs to the {owner[current]} and to the "
+                               f"{what} (a loop or overlapping streams)")
+            owner[current] = what
+            found.append(current)
+            current = fat[current]
+        return found
+
+    for number in fat_ids:
+        owner[number] = "allocation table"
+    directory = b"".join(sector(number) for number in chain(dir_start, "directory"))
+    count = len(directory) // 128
+    if max_entries is not None and count > max_entries + 1:
+        used = sum(1 for index in range(count) if directory[index * 128 + 66] != 0)
+        if used > max_entries + 1:
+            raise _Refusal("too_many_members", f"{used - 1} storages and streams, over the "
+                                               f"limit of {max_entries} (max_members)")
+    # only the entries in use are unpacked: a directory padded with empty ones costs a scan
+    entries: dict[int, tuple[Any, ...]] = {
+        index: _OLE_ENTRY.unpack_from(directory, index * 128)
+        for index in range(count) if directory[index * 128 + 66] != 0}
+    if 0 not in entries or entries[0][2] != 5:
+        raise _Refusal("corrupt", "the directory has no root entry")
+    if minifat_count:
+        chain(minifat_start, "mini allocation table")
+    root_start, root_size = entries[0][11], _ole_size(entries[0][12], major)
+    if root_size:
+        _check_stream_size(root_size, len(payload), "the mini stream")
+        mini = chain(root_start, "mini stream")
+        if len(mini) * size < root_size:
+            raise _Refusal("corrupt", f"the mini stream declares {root_size} bytes and its "
+                                      f"chain holds {len(mini) * size}")
+    total, used = root_size, 1
+    for index, entry in sorted(entries.items())[1:]:
+        kind, start, length = entry[2], entry[11], _ole_size(entry[12], major)
+        used += 1
+        if kind not in (1, 2):
+            raise _Refusal("corrupt", f"directory entry {index} has the unknown type {kind}")
+        if kind == 2:
+            _check_stream_size(length, len(payload), f"stream {_entry_name(entry)!r}")
+            total += length
+            if length >= cutoff:  # small streams live in the mini stream, checked above
+                held = chain(start, f"stream {_entry_name(entry)!r}") if length else []
+                if len(held) * size < length:
+                    raise _Refusal("corrupt", f"stream {_entry_name(entry)!r} declares {length} "
+                                              f"bytes and its chain holds {len(held) * size}")
+    if max_entries is not None and used - 1 > max_entries:
+        raise _Refusal("too_many_members", f"{used - 1} storages and streams, over the limit "
+                                           f"of {max_entries} (max_members)")
+    return OleDirectory(top=frozenset(_top_names(entries)), entries=used, stream_bytes=total)
+
+
+def _ole_size(declared: int, major: int) -> int:
+    """A stream's size; version-3 files keep only the low 32 bits (old writers left junk)."""
+    return declared & 0xFFFFFFFF if major == 3 else declared
+
+
+def _check_stream_size(length: int, file_size: int, what: str) -> None:
+    if length > file_size:
+        raise _Refusal("corrupt", f"{what} declares {length} bytes in a file of {file_size}; "
+                                  "a compound file is not compressed, so that is a lie")
+
+
+def _entry_name(entry: tuple[Any, ...]) -> str:
+    raw, length = entry[0], entry[1]
+    if not isinstance(raw, bytes) or not isinstance(length, int):
+        return ""
+    return raw[:max(min(length, 64) - 2, 0)].decode("utf-16-le", "replace")
+
+
+def _top_names(entries: dict[int, tuple[Any, ...]]) -> list[str]:
+    """The root's children: the red-black tree under the root's child, walked without recursion."""
+    names: list[str] = []
+    first = entries[0][6]
+    pending = [first] if isinstance(first, int) else []
+    seen: set[int] = set()
+    while pending:
+        index = pending.pop()
+        if index not in entries or index in seen:
+            continue
+        seen.add(index)
+        entry = entries[index]
+        names.append(_entry_name(entry))
+        pending.extend(number for number in (entry[4], entry[5]) if isinstance(number, int))
+    return names

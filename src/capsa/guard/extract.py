@@ -25,13 +25,13 @@ from capsa.errors import (
     RejectionReason,
     Stage,
 )
-from capsa.guard.archive import inspect_archive
+from capsa.guard.archive import OLE_MAGIC, inspect_archive, inspect_ole
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import clean_detail, normalize
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox.pool import IsolatedExtractor
-from capsa.guard.sniff import resolve_kind, sniff
+from capsa.guard.sniff import bytes_over_name, resolve_kind, sniff
 from capsa.markup import escape_attribute, escape_text
 
 __all__ = [
@@ -310,13 +310,17 @@ def _extract(payload: bytes, media_type: str | None, label: str,
         raise _too_large(label, len(payload), limits)
     if payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         inspect_archive(payload, limits, label=label)
+    elif payload.startswith(OLE_MAGIC):
+        inspect_ole(payload, limits, label=label)
     sniffed = sniff(payload)
     if sniffed == "ole" and _ENCRYPTED_PACKAGE in payload:
         raise IngestionRejected(
             "a password-protected Office file (an OLE container holding an EncryptedPackage); "
             "capsa never tries passwords", label=label, stage="sniff", reason="encrypted")
     kind = resolve_kind(sniffed, media_type, label=label,
-                        trust_bytes=limits.on_type_mismatch == "trust_bytes")
+                        trust_bytes=limits.on_type_mismatch == "trust_bytes",
+                        trust_documents=limits.on_type_mismatch == "trust_document_bytes")
+    overruled = bytes_over_name(kind, media_type)
     extractor = extractor if extractor is not None else default_extractor()
     if isinstance(extractor, IsolatedExtractor):
         parsed = extractor.run_parsed(kind, media_type, payload, limits, label=label,
@@ -336,7 +340,8 @@ def _extract(payload: bytes, media_type: str | None, label: str,
     return Extracted(label=label, kind=kind, media_type=media_type, text=text,
                      byte_size=len(payload), sha256=hashlib.sha256(payload).hexdigest(),
                      encoding=parsed.encoding, encoding_confidence=parsed.encoding_confidence,
-                     notes=parsed.notes, parent=parent, attachments=children)
+                     notes=(overruled, *parsed.notes) if overruled else parsed.notes,
+                     parent=parent, attachments=children)
 
 
 def _extract_embedded(item: EmbeddedFile, number: int, parent: str,

@@ -67,8 +67,12 @@ class ExtractionLimits(BaseModel):
     together), and of any one file (`RLIMIT_FSIZE`), e.g. Tesseract's scratch files."""
     max_scratch_files: PositiveInt = 4096
     """Files and directories a parser may create in its scratch (the tmpfs's inodes)."""
-    on_type_mismatch: Literal["refuse", "trust_bytes"] = "refuse"
-    """A declared media type that contradicts the sniffed bytes is refused, or the bytes win."""
+    on_type_mismatch: Literal["refuse", "trust_bytes", "trust_document_bytes"] = "refuse"
+    """A declared media type (or a file name's extension) that contradicts the sniffed
+    bytes: ``refuse`` it (``type_mismatch``); ``trust_bytes``, the bytes win; or
+    ``trust_document_bytes``, the bytes win when both are document formats (a DOCX named
+    ``.doc``, RTF named ``.doc``), and a picture or text under a document's name is still
+    refused. Either way an outcome whose bytes won says so in its `notes`."""
 
 
     @classmethod
@@ -82,7 +86,10 @@ class ExtractionLimits(BaseModel):
 
         Every bound still holds (bombs are refused by ratio and declared size
         long before these ceilings matter); the time and memory allowances
-        grow with the size a parser may now be handed.
+        grow with the size a parser may now be handed. A name that disagrees
+        with the bytes of a document (``eng_spa_mult.doc`` holding a DOCX) is
+        extracted as what the bytes are, with a note on the outcome
+        (``trust_document_bytes``): a real archive is full of them.
         """
         return INGESTION_LIMITS
 
@@ -101,6 +108,7 @@ INGESTION_LIMITS = ExtractionLimits(
     cpu_s=600,
     memory_bytes=4096 * _MiB,
     max_file_write_bytes=512 * _MiB,
+    on_type_mismatch="trust_document_bytes",
 )
 DEFAULT_LIMITS = ATTACHMENT_LIMITS
 """The attachment preset, under its historical name."""

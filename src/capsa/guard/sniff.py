@@ -6,17 +6,18 @@ import re
 from typing import Literal
 
 from capsa.errors import IngestionRejected
-from capsa.guard.archive import member_names
+from capsa.guard.archive import OLE_MAGIC, member_names, read_ole_directory
 from capsa.guard.normalize import UndecodableText, detect_and_decode
 
 __all__ = [
-    "EXTRACTABLE_KINDS", "Kind", "kind_for_media_type", "media_type_for_name", "resolve_kind",
-    "sniff",
+    "EXTRACTABLE_KINDS", "Kind", "bytes_over_name", "kind_for_media_type", "media_type_for_name",
+    "resolve_kind", "sniff",
 ]
 
 Kind = Literal[
     "pdf", "docx", "pptx", "xlsx", "epub", "zip", "html", "eml", "rtf",
     "png", "jpeg", "tiff", "webp", "text", "markdown", "csv", "json",
+    "doc", "xls", "ppt", "msg", "odt", "ods", "odp",
     "ole", "postscript", "gif", "binary",
 ]
 """Every kind `sniff` can name. Only `EXTRACTABLE_KINDS` reach a parser."""
@@ -24,6 +25,7 @@ Kind = Literal[
 EXTRACTABLE_KINDS: frozenset[Kind] = frozenset({
     "pdf", "docx", "pptx", "xlsx", "epub", "html", "eml", "rtf",
     "png", "jpeg", "tiff", "webp", "text", "markdown", "csv", "json",
+    "doc", "xls", "ppt", "msg", "odt", "ods", "odp",
 })
 _TEXTUAL: frozenset[Kind] = frozenset({"text", "markdown", "csv", "json", "html", "eml"})
 _PLAIN: frozenset[Kind] = frozenset({"text", "markdown", "csv", "json"})
@@ -53,9 +55,14 @@ _MEDIA_TYPES: dict[str, Kind] = {
     "text/x-markdown": "markdown",
     "text/csv": "csv",
     "application/json": "json",
-    "application/msword": "ole",
-    "application/vnd.ms-excel": "ole",
-    "application/vnd.ms-outlook": "ole",
+    "application/msword": "doc",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.ms-powerpoint": "ppt",
+    "application/vnd.ms-outlook": "msg",
+    "application/x-ole-storage": "ole",
+    "application/vnd.oasis.opendocument.text": "odt",
+    "application/vnd.oasis.opendocument.spreadsheet": "ods",
+    "application/vnd.oasis.opendocument.presentation": "odp",
     "application/postscript": "postscript",
 }
 _EXTENSIONS: dict[str, str] = {
@@ -71,7 +78,10 @@ _EXTENSIONS: dict[str, str] = {
     "txt": "text/plain", "text": "text/plain", "log": "text/plain", "md": "text/markdown",
     "markdown": "text/markdown", "csv": "text/csv", "json": "application/json",
     "doc": "application/msword", "xls": "application/vnd.ms-excel",
-    "msg": "application/vnd.ms-outlook", "ps": "application/postscript",
+    "ppt": "application/vnd.ms-powerpoint", "msg": "application/vnd.ms-outlook",
+    "odt": "application/vnd.oasis.opendocument.text",
+    "ods": "application/vnd.oasis.opendocument.spreadsheet",
+    "odp": "application/vnd.oasis.opendocument.presentation", "ps": "application/postscript",
     "eps": "application/postscript",
 }
 _NO_CLAIM = frozenset({"", "application/octet-stream", "binary/octet-stream"})
@@ -81,10 +91,9 @@ _MAIL_HEADERS = (b"from", b"to", b"subject", b"date", b"mime-version", b"receive
 
 
 _UNSUPPORTED: dict[Kind, str] = {
-    "zip": " (an archive that is no DOCX, PPTX, XLSX or EPUB; OpenDocument .odt, .ods and "
-           ".odp are such archives: save them as DOCX, XLSX, PPTX or PDF)",
-    "ole": " (a legacy Microsoft file: .doc, .xls, .ppt or .msg; save it as DOCX, XLSX, "
-           "PPTX or PDF)",
+    "zip": " (an archive that is no DOCX, PPTX, XLSX, EPUB or OpenDocument file)",
+    "ole": " (an OLE compound file that is no .doc, .xls, .ppt or .msg: no WordDocument, "
+           "Workbook, PowerPoint Document or Outlook property stream at its root)",
     "postscript": " (convert it to PDF)",
     "gif": " (convert it to PNG for OCR)",
 }
@@ -95,7 +104,11 @@ def sniff(payload: bytes) -> Kind:
     """Name the kind of `payload` from its leading bytes and structure.
 
     Zip containers are told apart by their central directory (a DOCX has
-    ``word/document.xml``), never by decompressing anything. Text is told from
+    ``word/document.xml``), never by decompressing anything; OpenDocument by
+    its stored ``mimetype`` member. OLE compound files are told apart by the
+    streams at their root (``WordDocument``, ``Workbook``, ``PowerPoint
+    Document``, Outlook's ``__properties_version1.0``), read from the
+    directory without opening a stream. Text is told from
     binary by decoding, HTML and e-mail by their first lines; markdown, CSV and
     JSON cannot be told from plain text by bytes alone and sniff as ``text``.
 
@@ -124,8 +137,8 @@ def sniff(payload: bytes) -> Kind:
         return "gif"
     if head.startswith(b"{\\rtf"):
         return "rtf"
-    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
-        return "ole"
+    if head.startswith(OLE_MAGIC):
+        return _ole_kind(payload)
     if head.startswith((b"%!PS", b"\xc5\xd0\xd3\xc6")):
         return "postscript"
     return _text_kind(payload)
@@ -161,8 +174,17 @@ def media_type_for_name(name: str) -> str | None:
     return _EXTENSIONS.get(ext.lower()) if dot else None
 
 
+_DOCUMENTS: frozenset[Kind] = frozenset({
+    "pdf", "docx", "pptx", "xlsx", "epub", "rtf", "doc", "xls", "ppt", "msg", "odt", "ods",
+    "odp",
+})
+"""Document formats: an office saving one of these under another's name (a DOCX called
+``.doc``, RTF called ``.doc``, an XLSX called ``.xls``) is everyday, not a disguise."""
+
+
 def resolve_kind(
-    sniffed: Kind, declared: str | None, *, label: str, trust_bytes: bool = False
+    sniffed: Kind, declared: str | None, *, label: str, trust_bytes: bool = False,
+    trust_documents: bool = False,
 ) -> Kind:
     """Decide the kind a parser will be told, refusing contradictions.
 
@@ -170,7 +192,10 @@ def resolve_kind(
     text declared as markdown is markdown, and a textual declaration keeps an
     HTML-looking file as plain text (parsing it more simply is always safe).
     Any other disagreement, such as PNG bytes declared ``application/pdf``, is
-    refused unless `trust_bytes` is set, when the sniffed kind wins.
+    refused unless `trust_bytes` is set, when the sniffed kind wins; with
+    `trust_documents`, the sniffed kind wins only when both it and the claim are
+    document formats (a DOCX named ``.doc``), and a picture or text under a
+    document's name is still refused. `bytes_over_name` says when either happened.
 
     Raises:
         IngestionRejected: ``type_mismatch`` or ``unsupported_type``.
@@ -183,7 +208,8 @@ def resolve_kind(
             kind = claimed
         elif claimed in _IMAGES and sniffed in _IMAGES:
             kind = sniffed
-        elif not trust_bytes:
+        elif not trust_bytes and not (
+                trust_documents and claimed in _DOCUMENTS and sniffed in _DOCUMENTS):
             raise IngestionRejected(
                 f"declared {declared!r} ({claimed}) but the bytes are {sniffed}; "
                 "a declared type that contradicts the content is refused",
@@ -196,6 +222,25 @@ def resolve_kind(
             label=label, stage="sniff", reason="unsupported_type",
         )
     return kind
+
+
+def bytes_over_name(kind: str, declared: str | None) -> str | None:
+    """The note an outcome carries when its bytes overruled its declared type, else None.
+
+    Refinements within a family (text declared as markdown, one image format
+    declared as another) are not overrulings and get no note.
+
+    Examples:
+        >>> bytes_over_name("docx", "application/msword")
+        "declared 'application/msword' (doc) but the bytes are docx; extracted as docx"
+        >>> bytes_over_name("markdown", "text/markdown") is None
+        True
+    """
+    claimed = kind_for_media_type(declared)
+    if claimed is None or claimed == kind or (claimed in _IMAGES and kind in _IMAGES) or (
+            claimed in _TEXTUAL and kind in _TEXTUAL):
+        return None
+    return f"declared {declared!r} ({claimed}) but the bytes are {kind}; extracted as {kind}"
 
 
 def _zip_kind(payload: bytes) -> Kind:
@@ -213,7 +258,36 @@ def _zip_kind(payload: bytes) -> Kind:
             return "xlsx"
     if "mimetype" in lowered and b"application/epub+zip" in payload[:200]:
         return "epub"
+    if "mimetype" in lowered and "content.xml" in lowered:
+        # ODF stores its mimetype member first and uncompressed (ISO 26300 part 3, 3.3)
+        declared = _ODF_MIMETYPE.search(payload[:256])
+        if declared is not None:
+            return _ODF_KINDS.get(declared.group(1), "zip")
     return "zip"
+
+
+_ODF_MIMETYPE = re.compile(rb"mimetypeapplication/vnd\.oasis\.opendocument\.([a-z]+)(?![a-z-])")
+_ODF_KINDS: dict[bytes, Kind] = {b"text": "odt", b"spreadsheet": "ods",
+                                 b"presentation": "odp"}
+_OLE_ROOT_STREAMS: tuple[tuple[str, Kind], ...] = (
+    ("WordDocument", "doc"), ("Workbook", "xls"), ("Book", "xls"),
+    ("PowerPoint Document", "ppt"), ("__properties_version1.0", "msg"),
+)
+"""Root streams that name an OLE file's application (MS-DOC, MS-XLS, MS-PPT, MS-OXMSG);
+an encrypted OOXML package (``EncryptedPackage``) names none and stays ``ole``."""
+
+
+def _ole_kind(payload: bytes) -> Kind:
+    try:
+        top = read_ole_directory(payload).top
+    except IngestionRejected:
+        return "ole"  # the compound-file inspection gives the precise reason
+    if "EncryptedPackage" in top:
+        return "ole"
+    for stream, kind in _OLE_ROOT_STREAMS:
+        if stream in top:
+            return kind
+    return "ole"
 
 
 def _text_kind(payload: bytes) -> Kind:

@@ -6,14 +6,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from capsa.errors import IngestionRejected
+from capsa.guard.extractors.msg import OutlookExtractor
+from capsa.guard.extractors.office import OfficeExtractor
 from capsa.guard.extractors.plain import PlainTextExtractor
 from capsa.guard.extractors.tesseract import TesseractExtractor
 from capsa.guard.extractors.unstructured import UnstructuredExtractor
 from capsa.guard.port import Parsed, TextExtractor
 
 __all__ = [
-    "PlainTextExtractor", "Router", "TesseractExtractor", "UnstructuredExtractor",
-    "default_router",
+    "OfficeExtractor", "OutlookExtractor", "PlainTextExtractor", "Router", "TesseractExtractor",
+    "UnstructuredExtractor", "default_router",
 ]
 
 
@@ -71,9 +73,11 @@ class Router:
 
 
 def default_router() -> Router:
-    """Plain text, unstructured (and pypdf) and Tesseract: every kind capsa extracts.
+    """Plain text, unstructured (and pypdf), Tesseract, LibreOffice/pandoc conversion and
+    Outlook messages: every kind capsa extracts.
 
     Per-call limits such as `max_pixels` reach the extractors through
     `Router.with_limits`, so one router serves any `ExtractionLimits`.
     """
-    return Router([PlainTextExtractor(), UnstructuredExtractor(), TesseractExtractor()])
+    return Router([PlainTextExtractor(), UnstructuredExtractor(), TesseractExtractor(),
+                   OfficeExtractor(), OutlookExtractor()])

@@ -115,12 +115,28 @@ class TesseractExtractor:
         """OCR one rendered sample line; proves the tesseract binary is there."""
         from capsa.guard.samples import SAMPLES
 
+        missing = _missing()
+        if missing is not None:
+            return dict.fromkeys(sorted(self.kinds), f"missing_extra: {missing}")
         try:
             text = self.extract("png", None, SAMPLES["png"](), max_pages=1)
             status = "ok" if "capsa" in text.lower() else f"sample text missing: {text!r}"
         except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
             status = f"{type(exc).__name__}: {exc}"
         return dict.fromkeys(sorted(self.kinds), status)
+
+
+def _missing() -> str | None:
+    """What to install for OCR, or None when pytesseract, Pillow and the binary are here."""
+    import importlib.util
+    import shutil
+
+    absent = [name for name in ("pytesseract", "PIL") if importlib.util.find_spec(name) is None]
+    if absent:
+        return f"pip install 'capsa[ocr]' (no {', '.join(absent)} in this environment)"
+    if shutil.which("tesseract") is None:
+        return "install Tesseract: apt-get install tesseract-ocr tesseract-ocr-eng"
+    return None
 
 
 def _imports() -> tuple[Any, Any]:

@@ -140,6 +140,8 @@ class UnstructuredExtractor:
                 parsed = self.extract(kind, None, SAMPLES[kind](), max_pages=5)
                 text = parsed if isinstance(parsed, str) else parsed.text
                 report[kind] = "ok" if "capsa" in text.lower() else f"sample text missing: {text!r}"
+            except ImportError as exc:  # an extra not installed, not a parser that lost
+                report[kind] = f"missing_extra: {exc}"
             except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
                 report[kind] = f"{type(exc).__name__}: {exc}"
         return report

@@ -139,7 +139,8 @@ def _seal(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str,
     _limit(resource.RLIMIT_CPU, cpu_s, cpu_s + 1)
     _limit(resource.RLIMIT_FSIZE, int(limits["max_file_write_bytes"]))
     _limit(resource.RLIMIT_AS, _address_space() + memory_bytes)
-    states.update(layers.confine(policy, lib, scratch))
+    states.update(layers.confine(policy, lib, scratch,
+                                 unix_listen=limits.get("unix_listen") is True))
     return states
 
 

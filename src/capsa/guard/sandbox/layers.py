@@ -122,7 +122,8 @@ LAYERS: dict[str, tuple[str, str]] = {
         "file's scratch; no TCP; signals, ptrace and /proc only inside the child",
         "file permissions alone decide what the child reads and writes"),
     "seccomp": (
-        "only the system calls real parsers make are allowed: no sockets, no "
+        "only the system calls real parsers make are allowed: no sockets (a LibreOffice "
+        "child may listen on a Unix socket of its own, never connect), no "
         "sendto/sendmsg, no inotify, no prlimit or setpriority on another process, no "
         "namespaces, mounts, ptrace, keyrings, bpf or io_uring",
         "every system call is available to the parser"),
@@ -175,6 +176,8 @@ class SandboxPolicy:
     as_root: bool = False
     landlock_abi: int = 0
     seccomp_program: bytes | None = None
+    seccomp_listen_program: bytes | None = None
+    """The filter of a child that converts with LibreOffice (`seccomp.UNIX_LISTEN_KINDS`)."""
     seccomp_state: str = "unavailable: not built"
     child_uid: int = NOBODY
     mode: SandboxMode = "best-effort"
@@ -195,7 +198,9 @@ _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _SYSTEM_READ = (
     "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
     "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/fonts",
-    "/etc/mime.types", "/etc/magic", "/etc/ImageMagick-6", "/dev/null", "/dev/zero",
+    "/etc/mime.types", "/etc/magic", "/etc/ImageMagick-6", "/etc/libreoffice",
+    "/var/lib/libreoffice", "/var/spool/libreoffice", "/var/cache/fontconfig",
+    "/dev/null", "/dev/zero",
     "/dev/urandom", "/dev/random", "/sys/devices/system/cpu",
 )
 
@@ -251,6 +256,7 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     policy.landlock_abi = _landlock.abi_version(lib)
     try:
         policy.seccomp_program = _seccomp.build_filter()
+        policy.seccomp_listen_program = _seccomp.build_filter(unix_listen=True)
     except OSError as exc:
         policy.seccomp_state = f"unavailable: {exc}"
     else:
@@ -259,8 +265,12 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     return policy
 
 
-def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dict[str, str]:
+def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str, *,
+            unix_listen: bool = False) -> dict[str, str]:
     """Apply the child's own layers to the calling (freshly forked) process, last of all.
+
+    `unix_listen` installs the seccomp filter of a LibreOffice child (see
+    `capsa.guard.sandbox.seccomp.UNIX_LISTEN_KINDS`) instead of the usual one.
 
     Runs after the child has entered its namespaces and mounted its scratch,
     and before it reads the file. Returns each layer's state. An error is
@@ -298,8 +308,9 @@ def confine(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str) -> dic
             f" (+{', '.join(extras)})" if extras else "")
     else:
         state["landlock"] = "unavailable: the kernel has no Landlock"
-    if policy.seccomp_program is not None:
-        _seccomp.install(policy.seccomp_program, lib)
+    program = policy.seccomp_listen_program if unix_listen else policy.seccomp_program
+    if program is not None:
+        _seccomp.install(program, lib)
     state["seccomp"] = policy.seccomp_state
     return state
 

@@ -42,12 +42,16 @@ from capsa.guard.sandbox import protocol
 from capsa.guard.sandbox.cgroups import remove_empty, sweep_stale
 from capsa.guard.sandbox.layers import SandboxMode, SandboxReport, summarise
 from capsa.guard.sandbox.protocol import ProtocolError, ReplyReader
+from capsa.guard.sandbox.seccomp import UNIX_LISTEN_KINDS
 from capsa.guard.sandbox.zygote import remove_tree, write_frame
 
 __all__ = ["IsolatedExtractor", "WorkerHealth"]
 
 _GRACE_S = 5.0
 _START_TIMEOUT_S = 180.0
+MISSING_EXTRA = "missing_extra: "
+"""How a self-test says its parser is not installed (``"missing_extra: pip install
+'capsa[ocr]'"``): the pool then refuses that kind as ``missing_extra``, not as a crash."""
 _PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX")
 _CAUSES: tuple[FailureCause, ...] = (
     "raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol")
@@ -172,11 +176,12 @@ class _Worker:
                 self.settle_by = None
                 return True
 
-    def parse(self, frame: bytes, limits: ExtractionLimits, reader: ReplyReader
-              ) -> tuple[dict[str, Any] | None, ProtocolError | None]:
+    def parse(self, frame: bytes, limits: ExtractionLimits, reader: ReplyReader, *,
+              unix_listen: bool = False) -> tuple[dict[str, Any] | None, ProtocolError | None]:
         """Run one file: returns how its child ended (None if the worker failed, and an
         empty report while the end is still to be settled) and any protocol problem
-        with its reply. The reply itself is left in `reader`."""
+        with its reply. The reply itself is left in `reader`. `unix_listen` gives the
+        child the seccomp filter of a LibreOffice conversion."""
         request_read, request_write = os.pipe2(os.O_CLOEXEC)
         reply_read, reply_write = os.pipe2(os.O_CLOEXEC)
         try:
@@ -184,7 +189,8 @@ class _Worker:
                 "timeout_s": limits.timeout_s, "cpu_s": limits.cpu_s,
                 "memory_bytes": limits.memory_bytes,
                 "max_file_write_bytes": limits.max_file_write_bytes,
-                "max_scratch_files": limits.max_scratch_files}}, [request_read, reply_write])
+                "max_scratch_files": limits.max_scratch_files,
+                "unix_listen": unix_listen}}, [request_read, reply_write])
         except OSError:
             self.closed = True
             for fd in (request_write, reply_read):
@@ -443,7 +449,8 @@ class IsolatedExtractor:
                              max_blob_bytes=max(embedded, 0))
         worker = self._acquire()
         try:
-            ended, problem = worker.parse(frame, limits, reader)
+            ended, problem = worker.parse(frame, limits, reader,
+                                          unix_listen=kind in UNIX_LISTEN_KINDS)
         except BaseException:
             self._replace(worker)
             raise
@@ -494,6 +501,10 @@ class IsolatedExtractor:
     def _check_self_test(self, kind: str, label: str) -> None:
         report = self.health.get("self_test", {})
         status = report.get(kind, report.get("*"))
+        if status is not None and status.startswith(MISSING_EXTRA):
+            raise IngestionRejected(
+                f"the {kind} parser is not installed here: {status[len(MISSING_EXTRA):]}",
+                label=label, stage="parser", reason="missing_extra")
         if status is not None and status != "ok":
             raise ExtractionFailed(f"the {kind} parser failed its start-up self-test: {status}",
                                    label=label, cause="raised")

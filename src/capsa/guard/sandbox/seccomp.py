@@ -35,7 +35,7 @@ import struct
 
 from capsa.guard.sandbox import _recorded_syscalls, _syscall_numbers
 
-__all__ = ["REFUSED", "allowed", "available", "build_filter", "install"]
+__all__ = ["REFUSED", "UNIX_LISTEN_KINDS", "allowed", "available", "build_filter", "install"]
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
@@ -83,7 +83,8 @@ REFUSED: frozenset[str] = frozenset({
     "clock_settime", "adjtimex", "clock_adjtime", "syslog", "vhangup", "sethostname",
     "setdomainname", "iopl", "ioperm", "uselib", "mknod", "mknodat",
 })
-"""Calls that always fail with ``EPERM``, recorded or not."""
+"""Calls that always fail with ``EPERM``, recorded or not (but for `_LISTEN_ONLY` in the
+filter of a LibreOffice child)."""
 
 _HARMLESS: frozenset[str] = frozenset({
     # I/O on descriptors the child already holds, and waiting on them
@@ -114,6 +115,20 @@ _ARGUMENT_RULES: dict[str, tuple[int, ...]] = {
     "sched_setparam": (0,),
     "sched_setattr": (0,),
 }
+_AF_UNIX = 1
+UNIX_LISTEN_KINDS: frozenset[str] = frozenset({"doc", "xls", "ppt", "ods", "odp"})
+"""The kinds whose child gets the `_LISTEN_ONLY` filter: LibreOffice converts them. The
+application names the kind from the bytes it sniffed; every other child's filter is
+exactly the one without it."""
+_LISTEN_ONLY: frozenset[str] = frozenset({"bind", "listen", "accept", "accept4", "shutdown"})
+"""The listening half of a Unix socket, allowed because LibreOffice will not start without
+its single-instance pipe: ``soffice.bin`` binds a socket in its own scratch
+(``-env:OSL_SOCKET_PATH``), waits on it in ``accept``, and ends that wait with
+``shutdown`` (its other way, connecting to itself, stays refused). With ``socket``
+allowed for ``AF_UNIX`` alone and ``connect``, ``sendto`` and ``sendmsg`` refused, a
+socket the child makes can be listened on but can never reach another process: nothing
+outside the child's private mount namespace can name its scratch, and an abstract
+address lives in the child's own network namespace."""
 _HOT = ("read", "write", "mmap", "munmap", "brk", "futex", "lseek", "fstat", "newfstatat",
         "openat", "close", "mprotect", "madvise", "getdents64", "readv", "writev", "pread64",
         "fcntl", "rt_sigaction", "rt_sigprocmask", "getpid", "gettid", "mremap", "statx")
@@ -131,8 +146,11 @@ def available() -> bool:
     return _table() is not None
 
 
-def allowed() -> frozenset[str]:
+def allowed(*, unix_listen: bool = False) -> frozenset[str]:
     """Every call the filter lets through, on its own or with safe arguments.
+
+    With `unix_listen` (the filter of a child converting with LibreOffice, see
+    `UNIX_LISTEN_KINDS`), ``socket`` for ``AF_UNIX`` and the calls that listen on it too.
 
     Examples:
         >>> {"read", "mmap", "execve"} <= allowed()
@@ -142,7 +160,8 @@ def allowed() -> frozenset[str]:
     """
     wanted = _recorded_syscalls.RECORDED | frozenset(_recorded_syscalls.ALWAYS_NEEDED) \
         | _HARMLESS
-    return frozenset(wanted - REFUSED) | frozenset(_ARGUMENT_RULES) | {"clone", "ioctl"}
+    base = frozenset(wanted - REFUSED) | frozenset(_ARGUMENT_RULES) | {"clone", "ioctl"}
+    return base | _LISTEN_ONLY | {"socket"} if unix_listen else base
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -153,8 +172,11 @@ def _errno(code: int) -> bytes:
     return _op(_RET_K, _RET_ERRNO | code)
 
 
-def build_filter() -> bytes:
+def build_filter(*, unix_listen: bool = False) -> bytes:
     """The BPF program for this architecture, as raw ``sock_filter`` records.
+
+    With `unix_listen`, ``socket(AF_UNIX, ...)`` and `_LISTEN_ONLY` pass too (and
+    ``socket`` for any other family, ``connect``, ``sendto`` and ``sendmsg`` stay refused).
 
     Raises:
         OSError: the architecture has no table (only x86-64 and AArch64 do).
@@ -173,9 +195,9 @@ def build_filter() -> bytes:
     ]
     if arch == 0xC000003E:
         program += [_op(_JGE_K, _X32_BIT, 0, 1), _op(_RET_K, _RET_KILL_PROCESS)]
-    names = allowed()
+    names = allowed(unix_listen=unix_listen)
     plain = [name for name in names if name not in _ARGUMENT_RULES
-             and name not in ("clone", "ioctl") and name in numbers]
+             and name not in ("clone", "ioctl", "socket") and name in numbers]
     hot = [name for name in _HOT if name in plain]
     for name in hot + sorted(set(plain) - set(hot)):
         program += [_op(_JEQ_K, numbers[name], 0, 1), _op(_RET_K, _RET_ALLOW)]
@@ -187,6 +209,14 @@ def build_filter() -> bytes:
             block += [_op(_LD_W_ABS, arg[index]), _op(_JEQ_K, 0, 0, 2 * (len(zero) - k) - 1)]
         block += [_op(_RET_K, _RET_ALLOW), _errno(errno.EPERM)]
         program += [_op(_JEQ_K, numbers[name], 0, len(block)), *block]
+    if unix_listen:  # socket(AF_UNIX, ...) only: LibreOffice's single-instance pipe
+        program += [
+            _op(_JEQ_K, numbers["socket"], 0, 4),
+            _op(_LD_W_ABS, arg[0]),
+            _op(_JEQ_K, _AF_UNIX, 0, 1),
+            _op(_RET_K, _RET_ALLOW),
+            _errno(errno.EPERM),
+        ]
     # clone(flags, ...): threads and processes, never a new namespace.
     program += [
         _op(_JEQ_K, numbers["clone"], 0, 4),
@@ -206,7 +236,7 @@ def build_filter() -> bytes:
         _op(_RET_K, _RET_ALLOW),
         _op(_LD_W_ABS, nr_offset),
     ]
-    for name in sorted(REFUSED):
+    for name in sorted(REFUSED - names):
         if name in numbers:
             program += [_op(_JEQ_K, numbers[name], 0, 1), _errno(errno.EPERM)]
     program.append(_errno(errno.ENOSYS))
