@@ -200,13 +200,30 @@ def check_docx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
         raise text_floor_over(counted, limit, "the document body")
 
 
+_DOCX_PARAGRAPH = re.compile(rb"<w:p[\s>]")
+BULLETS = frozenset("\u0095\u2022\u2023\u2043\u3164\u204c\u204d\u2219\u25cb\u25cf\u25d8"
+                    "\u25e6\u2619\u2765\u2767\u29be\u29bf-\u2013*\u00b7\uf0b7")
+"""Characters a parser may strip as a list item's bullet (unstructured's ``clean_bullets``)."""
+
+
 def _docx_visible_text(xml: bytes) -> int:
+    """Visible characters of the runs in `xml`, less one for each paragraph led by a bullet.
+
+    unstructured strips one leading bullet from a list item's text and drops a
+    paragraph left empty, so a leading bullet is not counted: the floor stays a floor.
+    """
     if b"<w:txbxContent" in xml or b"<mc:Fallback" in xml:
         xml = _DOCX_SKIPPED.sub(b"", xml)
-    text = b"".join(_DOCX_TEXT.findall(xml)).decode("utf-8", "replace")
-    if "&" in text:
-        text = html.unescape(text)
-    return visible_chars(text)
+    counted = 0
+    for paragraph in _DOCX_PARAGRAPH.split(xml):
+        text = b"".join(_DOCX_TEXT.findall(paragraph)).decode("utf-8", "replace")
+        if "&" in text:
+            text = html.unescape(text)
+        visible = visible_chars(text)
+        if visible and text.lstrip()[:1] in BULLETS:
+            visible -= 1
+        counted += visible
+    return counted
 
 
 # --------------------------------------------------------------------------------- PPTX
