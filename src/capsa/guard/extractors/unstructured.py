@@ -99,7 +99,7 @@ class UnstructuredExtractor:
                         budget_s=0.9 * limits.timeout_s))
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *,
-                max_pages: int) -> str | Parsed:
+                max_pages: int) -> Parsed:
         """Return the text of `payload` (elements joined by blank lines) and its structure."""
         if kind == "pdf":
             return _extract_pdf(payload, max_pages, self.ocr if self.ocr_pdf else None,
@@ -137,8 +137,7 @@ class UnstructuredExtractor:
         report: dict[str, str] = {}
         for kind in sorted(self.kinds):
             try:
-                parsed = self.extract(kind, None, SAMPLES[kind](), max_pages=5)
-                text = parsed if isinstance(parsed, str) else parsed.text
+                text = self.extract(kind, None, SAMPLES[kind](), max_pages=5).text
                 report[kind] = "ok" if "capsa" in text.lower() else f"sample text missing: {text!r}"
             except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
                 report[kind] = f"{type(exc).__name__}: {exc}"
@@ -492,7 +491,7 @@ def _pypdf_warnings() -> Iterator[list[str]]:
 
 
 def _extract_pdf(payload: bytes, max_pages: int, ocr: OcrSettings | None = None,
-                 max_text_chars: int | None = None) -> str | Parsed:
+                 max_text_chars: int | None = None) -> Parsed:
     try:
         from pypdf import PdfReader
         from pypdf.errors import FileNotDecryptedError
@@ -509,7 +508,7 @@ def _extract_pdf(payload: bytes, max_pages: int, ocr: OcrSettings | None = None,
 
 def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: Any,
               ocr: OcrSettings | None = None, max_text_chars: int | None = None
-              ) -> str | Parsed:
+              ) -> Parsed:
     from pypdf.errors import LimitReachedError
 
     with _pypdf_warnings() as partial:
