@@ -28,7 +28,7 @@ Examples:
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -37,7 +37,7 @@ from capsa.guard.elements import Element, table_cells
 from capsa.guard.extract import Extracted
 from capsa.guard.sniff import media_type_for_name
 
-__all__ = ["SHAPES", "DocumentPart", "Shape", "check_shape", "document_parts"]
+__all__ = ["SHAPES", "DocumentPart", "Shape", "check_shape", "document_parts", "page_of"]
 
 Shape = Literal["file", "page", "element"]
 """One document per file (the default), per page, or per element."""
@@ -89,6 +89,24 @@ def document_parts(item: Extracted, shape: Shape = "file") -> tuple[DocumentPart
         return tuple(_page_part(item, group, base) for group in _page_runs(item.elements))
     return tuple(_element_part(item, index, element, base)
                  for index, element in enumerate(item.elements))
+
+
+def page_of(metadata: Mapping[str, Any]) -> str | None:
+    """The page a framework document's metadata names: ``page_label`` (LlamaIndex),
+    ``page_number`` (unstructured, capsa) or ``page`` (LangChain's PDF loaders); None if none.
+
+    Examples:
+        >>> page_of({"page_number": 12}), page_of({"page_label": "iv"}), page_of({})
+        ('12', 'iv', None)
+    """
+    for key in ("page_label", "page_number", "page"):
+        value = metadata.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            continue
+        text = " ".join(str(value).split())[:20]
+        if text:
+            return text
+    return None
 
 
 def _element_id(item: Extracted, index: int) -> str:
