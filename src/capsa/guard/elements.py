@@ -191,6 +191,9 @@ def paragraphs(text: str, *, start: int = 0, category: str = "NarrativeText",
         >>> [(e.start, e.end) for e in paragraphs("a\\nb\\n\\nc")]
         [(0, 3), (5, 6)]
     """
+    if category not in CATEGORIES or (page is not None and not 0 < page <= _MAX_PAGE):
+        raise ValueError(f"paragraphs needs one of CATEGORIES and a page from 1, "
+                         f"not {category!r} and {page!r}")
     elements: list[Element] = []
     position = start
     for match in [*_BLANK_LINES.finditer(text, start), None]:

@@ -145,3 +145,8 @@ def test_mail_from_wire_keeps_only_strings_cleaned_and_capped() -> None:
 
     assert headers == MailHeaders(sent_from=("a@example.org", "evil"),
                                   subject="s" * 1000)
+
+
+def test_paragraphs_refuses_a_category_or_page_no_element_may_have() -> None:
+    with pytest.raises(ValueError, match="one of CATEGORIES"):
+        paragraphs("a", category="<b>")
