@@ -44,6 +44,9 @@ Shape = Literal["file", "page", "element"]
 SHAPES: tuple[Shape, ...] = ("file", "page", "element")
 _EXTENSION_OF_KIND = {"text": "txt", "markdown": "md"}
 _MAX_HEADING_CHARS = 200
+_ID_DIGITS = 16
+"""Hex digits of the file's digest in a part's id: unique enough within a corpus, and
+short, since models copy ids into citations."""
 
 
 class DocumentPart(BaseModel):
@@ -51,7 +54,8 @@ class DocumentPart(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
     id: str
-    """The file's sha256 for a whole file; with ``-p<page>`` or ``-e<index>`` for a part."""
+    """The file's sha256 for a whole file; for a part, its first 16 hex digits and
+    ``-p<page>``, ``-e<index>`` (an element) or ``-t<offset>`` (text without a page)."""
     text: str
     """A span of the file's text (the whole text for ``"file"``)."""
     metadata: dict[str, Any]
@@ -92,14 +96,18 @@ def document_parts(item: Extracted, shape: Shape = "file") -> tuple[DocumentPart
 
 
 def page_of(metadata: Mapping[str, Any]) -> str | None:
-    """The page a framework document's metadata names: ``page_label`` (LlamaIndex),
-    ``page_number`` (unstructured, capsa) or ``page`` (LangChain's PDF loaders); None if none.
+    """The page a document's metadata names, as a reader would cite it; None if none.
+
+    ``page_label`` (LlamaIndex's PDF reader, LangChain's `PyPDFLoader`: the
+    label printed on the page) wins over ``page_number`` (unstructured,
+    capsa: from 1). LangChain's bare ``page`` is not read: its PDF loaders
+    count it from 0, and a model shown it would cite the wrong page.
 
     Examples:
-        >>> page_of({"page_number": 12}), page_of({"page_label": "iv"}), page_of({})
+        >>> page_of({"page_number": 12}), page_of({"page_label": "iv"}), page_of({"page": 0})
         ('12', 'iv', None)
     """
-    for key in ("page_label", "page_number", "page"):
+    for key in ("page_label", "page_number"):
         value = metadata.get(key)
         if isinstance(value, bool) or not isinstance(value, int | str):
             continue
@@ -111,7 +119,7 @@ def page_of(metadata: Mapping[str, Any]) -> str | None:
 
 def _element_id(item: Extracted, index: int) -> str:
     """The id of `item`'s element `index`: stable for the same bytes, unique within the file."""
-    return f"{item.sha256}-e{index}"
+    return f"{item.sha256[:_ID_DIGITS]}-e{index}"
 
 
 def _file_metadata(item: Extracted) -> dict[str, Any]:
@@ -148,10 +156,10 @@ def _page_part(item: Extracted, run: list[Element], base: dict[str, Any]) -> Doc
     page = run[0].page
     metadata = {**base, **_languages(run)}
     if page is None:
-        part_id = f"{item.sha256}-t{run[0].start}"
+        part_id = f"{item.sha256[:_ID_DIGITS]}-t{run[0].start}"
     else:
         metadata["page_number"] = page
-        part_id = f"{item.sha256}-p{page}"
+        part_id = f"{item.sha256[:_ID_DIGITS]}-p{page}"
     return DocumentPart(id=part_id, text=item.text[run[0].start:run[-1].end], metadata=metadata)
 
 
