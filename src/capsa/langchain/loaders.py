@@ -155,6 +155,7 @@ class CapsaLoader(BaseLoader):
             loader = CapsaLoader("inbox/")                    # a folder, walked
             loader = CapsaLoader(["a.pdf", "b.docx"])          # several paths
             loader = CapsaLoader("inbox/", glob="**/*.pdf")   # only PDFs
+            loader = CapsaLoader("inbox/", shape="page")      # one document per page
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
