@@ -39,7 +39,7 @@ class Evidence(BaseModel):
     Examples:
         >>> Evidence(chunk_id="c1", content="Hotels: EUR 230 a night.", document_id="travel")
         Evidence(chunk_id='c1', content='Hotels: EUR 230 a night.', document_id='travel', \
-title=None, uri=None, collection=None, picture_refs=())
+title=None, uri=None, collection=None, picture_refs=(), page=None)
     """
 
     model_config = _CONFIG

@@ -172,7 +172,7 @@ def page_pieces(pages: Sequence[str], category: str = "NarrativeText") -> list[P
     For parsers that know pages but nothing finer: pypdf's text layer, OCR.
 
     Examples:
-        >>> [(p.page, p.text) for p in page_pieces(["a\n\nb", "", "c"])]
+        >>> [(p.page, p.text) for p in page_pieces(["a\\n\\nb", "", "c"])]
         [(1, 'a'), (1, 'b'), (3, 'c')]
     """
     return [Piece(category, paragraph, page=number)

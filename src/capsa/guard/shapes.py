@@ -13,8 +13,7 @@ Every shape covers all of the text: each element, and so each page, is a span
 of `Extracted.text`, and the parts of a file together hold every word of it.
 
 Examples:
-    >>> from capsa.guard.extract import Extracted
-    >>> from capsa.guard.elements import Element
+    >>> from capsa.guard import Element, Extracted
     >>> item = Extracted(label="r.pdf", kind="pdf", media_type=None, text="One\\n\\nTwo",
     ...                  byte_size=9, sha256="ab" * 32,
     ...                  elements=(Element(category="Title", start=0, end=3, page=1),
