@@ -82,6 +82,8 @@ def test_an_outlook_message_and_its_attachments_go_through_the_guard(
     message = labels["berth-schedule.msg"]
     assert message.kind == "msg"
     assert "Subject: Berth schedule" in message.text
+    assert message.mail is not None and message.mail.subject == "Berth schedule"
+    assert message.elements  # structure, as every other kind has
     assert "The north berth opens on Monday." in message.text
     assert "- report.docx (" in message.text  # the parent lists what it carried
     assert labels["berth-schedule.msg/report.docx"].parent == "berth-schedule.msg"

@@ -196,3 +196,75 @@ def test_fields_a_child_reports_for_files_inside_are_cleaned_like_any_file(
     assert child.media_type is None  # junk parameters: dropped, not passed on
     assert isinstance(child, Extracted) and child.text == "inside"
     assert not isinstance(child, Omission)
+
+
+# ------------------------------------------------------------------------ structure
+
+
+def structure_reply(elements: object, text: bytes = b"Title\n\nBody text.",
+                    **meta: object) -> Attachment:
+    body = json.dumps({"ok": True, "elements": elements, **meta}).encode()
+    return probe("raw", frame=reply_frame(body, text, b"").hex())
+
+
+def test_structure_a_child_sends_honestly_reaches_the_document(pool: IsolatedExtractor) -> None:
+    doc = extract_attachment(structure_reply([["Title", 0, 5, 3, None, ["eng"]],
+                                              ["NarrativeText", 7, 17, 3, 0, []]]),
+                             pool, LIMITS)
+
+    assert [(e.category, doc.element_text(e), e.page, e.parent) for e in doc.elements] == [
+        ("Title", "Title", 3, None), ("NarrativeText", "Body text.", 3, 0)]
+    assert [(p.number, p.start, p.end) for p in doc.pages] == [(3, 0, 17)]
+
+
+@pytest.mark.parametrize("elements", [
+    "a string", {"an": "object"}, [["Title", 0, 5000, None, None, []]],
+    [["Title", 0, 5, None, None, []], ["Title", 3, 9, None, None, []]],
+    [["Title", 0, 5, None, 0, []]], [["</attachment>", 0, 5, None, None, []]],
+    [["Title", 0, 5, None, None, ["x" * 100]]], [["Title", 0.5, 5, None, None, []]],
+    [["Title", 0, 5, 10**12, None, []]],
+])
+def test_structure_no_honest_child_sends_is_set_aside_and_the_text_kept(
+        pool: IsolatedExtractor, elements: object) -> None:
+    doc = extract_attachment(structure_reply(elements), pool, LIMITS)
+
+    assert doc.text == "Title\n\nBody text."
+    assert [(e.category, doc.element_text(e)) for e in doc.elements] == [
+        ("NarrativeText", "Title"), ("NarrativeText", "Body text.")]
+    assert any("paragraphs stand in" in note for note in doc.notes)
+    still_serves(pool)
+
+
+def test_more_elements_than_the_limit_allows_are_set_aside(pool: IsolatedExtractor) -> None:
+    limits = LIMITS.model_copy(update={"max_elements": 3})
+    many = [["Text", i, i + 1, None, None, []] for i in range(0, 8, 2)]
+
+    doc = extract_attachment(structure_reply(many, text=b"a b c d"), pool, limits)
+
+    assert doc.text == "a b c d"
+    assert any("over the limit of 3 (max_elements)" in note for note in doc.notes)
+
+
+def test_meta_larger_than_the_element_allowance_is_refused_from_the_header(
+        pool: IsolatedExtractor) -> None:
+    limits = LIMITS.model_copy(update={"max_elements": 10})
+    header = struct.pack(">8sIQQ", b"capsa-r1", (1 << 20) + 192 * 10 + 1, 4, 0)
+
+    with pytest.raises(ExtractionFailed) as failed:
+        extract_attachment(probe("raw", frame=header.hex()), pool, limits)
+
+    assert failed.value.cause == "protocol"
+    assert "reply meta of" in failed.value.detail
+    still_serves(pool)
+
+
+def test_mail_headers_a_child_sends_are_cleaned_and_capped(pool: IsolatedExtractor) -> None:
+    doc = extract_attachment(structure_reply(None, mail={
+        "sent_from": ["ops@example.org\u202e", 5, ["nested"]], "sent_to": "everyone",
+        "subject": "s" * 10_000, "date": {"not": "a date"}}), pool, LIMITS)
+
+    assert doc.mail is not None
+    assert doc.mail.sent_from == ("ops@example.org",)
+    assert doc.mail.sent_to == ()
+    assert doc.mail.subject == "s" * 1000
+    assert doc.mail.date is None

@@ -202,3 +202,66 @@ def test_realdocs_mail_html_table_cells_keep_their_line_breaks(
     assert isinstance(parent, Extracted)
     assert "answer questions" in parent.text
     assert "approve budget" in parent.text
+
+
+# ------------------------------------------------------------------------ structure
+
+PAGED = frozenset({"pdf", "pptx", "xlsx", "png", "jpeg", "tiff"})
+
+
+@pytest.fixture(scope="module")
+def structured(pool: IsolatedExtractor) -> list[Extracted]:
+    paths = sorted(p for p in FILES.iterdir() if p.is_file())
+    shared = realdocs.shared_dir()
+    pdfs = sorted(shared.rglob("*.pdf")) if shared is not None else []
+    return [o for o in extract_many([*paths, *pdfs], extractor=pool)
+            if isinstance(o, Extracted)]
+
+
+def test_realdocs_every_extracted_file_has_elements_covering_its_text(
+        structured: list[Extracted]) -> None:
+    uncovered = [d.label for d in structured
+                 if " ".join(d.element_text(e) for e in d.elements).split() != d.text.split()]
+
+    assert len(structured) >= 25
+    assert uncovered == []
+
+
+def test_realdocs_every_kind_with_pages_reports_them(structured: list[Extracted]) -> None:
+    kinds = {d.kind for d in structured}
+    pageless = [d.label for d in structured if d.kind in PAGED and not d.pages]
+
+    assert {"pdf", "pptx", "xlsx", "png"} <= kinds
+    assert pageless == []
+
+
+def test_realdocs_pdf_pages_match_the_page_count_pypdf_reads(
+        structured: list[Extracted]) -> None:
+    from pypdf import PdfReader
+
+    mixed = next(d for d in structured if d.label == "mixed-text-and-scan.pdf")
+    count = len(PdfReader(FILES / "mixed-text-and-scan.pdf").pages)
+
+    assert [p.number for p in mixed.pages] == list(range(1, count + 1))
+    assert "manifest before entering" in mixed.text[mixed.pages[-1].start:mixed.pages[-1].end]
+
+
+def test_realdocs_docx_keeps_titles_tables_and_the_heading_each_block_sits_under(
+        structured: list[Extracted]) -> None:
+    report = next(d for d in structured if d.label == "report.docx")
+    table = next(e for e in report.elements if e.category == "Table")
+
+    assert [report.element_text(e) for e in report.elements if e.category == "Title"][:2] == [
+        "Harbour Operations Report", "Summary"]
+    assert table.parent is not None
+    assert report.element_text(report.elements[table.parent]) == "Berth figures"
+    assert report.element_text(table).split("\n")[0] == "Berth\tVessels\tNotes"
+
+
+def test_realdocs_mail_keeps_its_headers(mail: dict[str, Extracted | Omission]) -> None:
+    parent = mail["quarterly-with-attachments.eml"]
+
+    assert isinstance(parent, Extracted) and parent.mail is not None
+    assert parent.mail.sent_from == ("ops@northwind.example",)
+    assert parent.mail.sent_to == ("board@northwind.example",)
+    assert parent.mail.subject == "Quarterly report"

@@ -83,6 +83,9 @@ class Passage(BaseModel):
     """The retriever's score, higher meaning more relevant; combined with capsa's own."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Caller's data, carried through untouched and never rendered."""
+    page: str | None = None
+    """The page it is on in its source (``"12"``); rendered as the document's ``page``,
+    so an answer can cite it. None when the source has no pages or did not say."""
 
 
 class Budget(BaseModel):
@@ -268,7 +271,7 @@ class Packet(BaseModel):
     def provenance(self) -> list[dict[str, Any]]:
         """Return where every kept piece came from, in rendered order, as JSON-ready dicts.
 
-        Each entry has the passage ``id``, ``source``, ``group``, the kept
+        Each entry has the passage ``id``, ``source``, ``page``, ``group``, the kept
         character ``spans`` into the original text and whether it was
         ``truncated``: enough to cite or highlight the evidence in the source.
         """
@@ -277,6 +280,7 @@ class Packet(BaseModel):
             {
                 "id": passage.id,
                 "source": passage.source,
+                "page": passage.page,
                 "group": receipt.group,
                 "spans": [list(span) for span in receipt.kept_spans],
                 "truncated": receipt.truncated,

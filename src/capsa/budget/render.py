@@ -140,8 +140,9 @@ def open_document(passage: Passage, excerpt: tuple[int, int] | None = None) -> s
     """
     source = "" if passage.source in (None, passage.id) else (
         f' source="{escape_attribute(passage.source)}"')
+    page = "" if passage.page is None else f' page="{escape_attribute(passage.page)}"'
     shown = "" if excerpt is None else f' shown="{excerpt[0]}/{excerpt[1]}"'
-    return f'<document id="{escape_attribute(passage.id)}"{source}{shown}>'
+    return f'<document id="{escape_attribute(passage.id)}"{source}{page}{shown}>'
 
 
 CLOSE_DOCUMENT = "</document>"

@@ -39,7 +39,7 @@ class Evidence(BaseModel):
     Examples:
         >>> Evidence(chunk_id="c1", content="Hotels: EUR 230 a night.", document_id="travel")
         Evidence(chunk_id='c1', content='Hotels: EUR 230 a night.', document_id='travel', \
-title=None, uri=None, collection=None, picture_refs=())
+title=None, uri=None, collection=None, picture_refs=(), page=None)
     """
 
     model_config = _CONFIG
@@ -58,6 +58,9 @@ title=None, uri=None, collection=None, picture_refs=())
     """The index or collection the chunk came from, when the host searches several."""
     picture_refs: tuple[str, ...] = ()
     """References of pictures inside the document that this chunk covers (``#/pictures/0``)."""
+    page: str | None = None
+    """The page of the document the chunk is on (``"12"``), shown beside its source so
+    an answer can cite it; None when the document has no pages or did not say."""
 
 
 class CitationRef(BaseModel):

@@ -91,6 +91,8 @@ def _attributes(evidence: Evidence, *, name_collection: bool, brief: bool) -> st
         pairs.append(("uri", evidence.uri))
     if not evidence.title and not evidence.uri and evidence.document_id != evidence.chunk_id:
         pairs.append(("document", evidence.document_id))
+    if evidence.page is not None:
+        pairs.append(("page", evidence.page))
     if name_collection:
         pairs.append(
             ("collection", "(none)" if evidence.collection is None else evidence.collection)
@@ -241,6 +243,7 @@ def parse_evidence(text: str) -> tuple[Evidence, ...] | None:
                 title=title,
                 uri=uri,
                 collection=None if collection == "(none)" else collection,
+                page=attributes.get("page"),
             )
         )
     return tuple(found) if found else None

@@ -17,6 +17,7 @@ Examples:
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import inspect_archive
 from capsa.guard.bulk import BulkSource, Skipped, extract_many
+from capsa.guard.elements import Element, MailHeaders, Page
 from capsa.guard.extract import (
     Attachment,
     Extracted,
@@ -35,6 +36,7 @@ from capsa.guard.normalize import normalize
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox.layers import SandboxReport
 from capsa.guard.sandbox.pool import IsolatedExtractor
+from capsa.guard.shapes import DocumentPart, Shape, document_parts
 from capsa.guard.sniff import EXTRACTABLE_KINDS, media_type_for_name, sniff
 
 __all__ = [
@@ -42,6 +44,8 @@ __all__ = [
     "EXTRACTABLE_KINDS",
     "Attachment",
     "BulkSource",
+    "DocumentPart",
+    "Element",
     "EmbeddedFile",
     "Extracted",
     "ExtractionFailed",
@@ -49,12 +53,16 @@ __all__ = [
     "ExtractionResult",
     "IngestionRejected",
     "IsolatedExtractor",
+    "MailHeaders",
     "Omission",
+    "Page",
     "Parsed",
     "SandboxReport",
+    "Shape",
     "Skipped",
     "TextExtractor",
     "default_extractor",
+    "document_parts",
     "extract_all",
     "extract_attachment",
     "extract_many",

@@ -26,6 +26,15 @@ from capsa.errors import (
     Stage,
 )
 from capsa.guard.archive import OLE_MAGIC, inspect_archive, inspect_ole
+from capsa.guard.elements import (
+    Element,
+    MailHeaders,
+    Page,
+    cap_elements,
+    pages_of,
+    paragraphs,
+    settle,
+)
 from capsa.guard.labels import safe_label
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.normalize import clean_detail, normalize
@@ -108,6 +117,19 @@ class Extracted(BaseModel):
     attachments: tuple[Extracted | Omission, ...] = ()
     """Files found inside this one (e-mail attachments, forwarded messages), each
     extracted on its own through the whole guard; sets list them flat after their parent."""
+    elements: tuple[Element, ...] = ()
+    """The document's structure, in reading order: each element a category and a span
+    of `text` (`element_text`). Every extracted file has at least one; a parser that
+    knows no structure (plain text) gives one ``NarrativeText`` per paragraph."""
+    pages: tuple[Page, ...] = ()
+    """Each page's span of `text`, for kinds with pages (PDF, slides, sheets, image
+    frames); empty for the rest."""
+    mail: MailHeaders | None = None
+    """An e-mail's sender, recipients, subject and date; None for anything else."""
+
+    def element_text(self, element: Element) -> str:
+        """The text of one of this document's elements."""
+        return self.text[element.start:element.end]
 
     def flattened(self) -> tuple[Extracted | Omission, ...]:
         """This file, then every file found inside it, depth first, each without `attachments`.
@@ -332,16 +354,21 @@ def _extract(payload: bytes, media_type: str | None, label: str,
                           allowance=allowance)
         for number, item in enumerate(parsed.embedded))
     text = parsed.text
+    elements = parsed.elements or paragraphs(text)
     if children:
         text = (text + "\n\n" if text.strip() else "") + _attachment_listing(parsed, children)
+        elements = (*elements, *paragraphs(text, start=len(parsed.text), category="ListItem"))
     if not text.strip():
         raise IngestionRejected("the parser found no text", label=label, stage="text",
                                 reason="no_text")
+    elements, note = cap_elements(elements, limits.max_elements, len(text))
     return Extracted(label=label, kind=kind, media_type=media_type, text=text,
                      byte_size=len(payload), sha256=hashlib.sha256(payload).hexdigest(),
                      encoding=parsed.encoding, encoding_confidence=parsed.encoding_confidence,
-                     notes=(overruled, *parsed.notes) if overruled else parsed.notes,
-                     parent=parent, attachments=children)
+                     notes=(*((overruled,) if overruled else ()), *parsed.notes,
+                            *((note,) if note is not None else ())),
+                     parent=parent, attachments=children, elements=elements,
+                     pages=pages_of(elements), mail=parsed.mail)
 
 
 def _extract_embedded(item: EmbeddedFile, number: int, parent: str,
@@ -528,7 +555,9 @@ def run_in_process(extractor: TextExtractor, kind: str, media_type: str | None, 
         raise IngestionRejected(
             f"extracted {len(text)} characters, over the limit of {limits.max_text_chars}; "
             "dropped whole, never truncated", label=label, stage="text", reason="text_too_long")
-    return replace(parsed, text=text)
+    elements, note = settle(parsed.elements, parsed.text, text, limits.max_elements)
+    notes = parsed.notes if note is None else (*parsed.notes, note)
+    return replace(parsed, text=text, elements=elements, notes=notes)
 
 
 @contextmanager

@@ -67,6 +67,12 @@ class ExtractionLimits(BaseModel):
     together), and of any one file (`RLIMIT_FSIZE`), e.g. Tesseract's scratch files."""
     max_scratch_files: PositiveInt = 4096
     """Files and directories a parser may create in its scratch (the tmpfs's inodes)."""
+    max_elements: PositiveInt = 5_000
+    """Elements (titles, paragraphs, list items, tables, pages) one file's structure may
+    have. Past it the text is never cut: the rest of it becomes one element, and a
+    note says so. It also bounds the structure a worker may send back (at most
+    ``capsa.guard.sandbox.protocol.STRUCTURE_BYTES_PER_ELEMENT``
+    bytes each)."""
     on_type_mismatch: Literal["refuse", "trust_bytes", "trust_document_bytes"] = "refuse"
     """A declared media type (or a file name's extension) that contradicts the sniffed
     bytes: ``refuse`` it (``type_mismatch``); ``trust_bytes``, the bytes win; or
@@ -108,6 +114,7 @@ INGESTION_LIMITS = ExtractionLimits(
     cpu_s=600,
     memory_bytes=4096 * _MiB,
     max_file_write_bytes=512 * _MiB,
+    max_elements=200_000,
     on_type_mismatch="trust_document_bytes",
 )
 DEFAULT_LIMITS = ATTACHMENT_LIMITS

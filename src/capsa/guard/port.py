@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from capsa.guard.elements import Element, MailHeaders
 
 __all__ = ["EmbeddedFile", "Parsed", "TextExtractor"]
 
@@ -44,6 +47,11 @@ class Parsed:
     """Files inside this one, to be extracted on their own."""
     notes: tuple[str, ...] = ()
     """Facts a reader should know about how the text was obtained (``"OCR read 3 pages"``)."""
+    elements: tuple[Element, ...] = ()
+    """The document's structure as spans of `text` (`capsa.guard.elements.assemble` builds
+    both); empty when the parser knows none, and the guard then cuts paragraphs."""
+    mail: MailHeaders | None = None
+    """An e-mail's headers; None for anything else."""
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ or Pillow import them when called, so importing this module costs nothing.
 
 Examples:
     >>> from capsa.guard.extractors import UnstructuredExtractor
-    >>> UnstructuredExtractor().extract("pdf", None, pdf_with_text(["hello"]), max_pages=1)
+    >>> UnstructuredExtractor().extract("pdf", None, pdf_with_text(["hello"]), max_pages=1).text
     'hello'
 """
 

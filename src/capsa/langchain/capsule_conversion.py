@@ -44,6 +44,7 @@ from capsa.capsule import (
     parse_evidence,
 )
 from capsa.capsule.compaction import LOW_WATER
+from capsa.guard.shapes import page_of
 
 __all__ = [
     "EVENT",
@@ -143,6 +144,7 @@ def evidence_of(item: Any) -> Evidence | None:
         uri=str(uri) if uri else None,
         collection=meta.get("collection"),
         picture_refs=tuple(meta.get("picture_refs") or ()),
+        page=page_of(meta),
     )
 
 

@@ -49,6 +49,7 @@ from capsa.budget import (
 )
 from capsa.budget.render import Excerpt, render_passages, source_name
 from capsa.budget.window import warn_if_empty
+from capsa.guard.shapes import page_of
 
 __all__ = ["REPORT_EVENT", "CapsaCompressor", "budget_for_model", "format_packet"]
 
@@ -238,6 +239,7 @@ def _passage(document: Document, handle: str) -> Passage:
     score = document.metadata.get("relevance_score", document.metadata.get("score"))
     return Passage(id=handle, text=document.page_content,
                    source=source_name(document.metadata.get("source")),
+                   page=page_of(document.metadata),
                    score=float(score) if isinstance(score, int | float) else None)
 
 
@@ -341,7 +343,8 @@ def _format_packet(documents: Sequence[Document]) -> str:
         receipt = document.metadata.get(RECEIPT_KEY) or {}
         handle = document.metadata.get(HANDLE_KEY) or str(n + 1)
         source = source_name(document.metadata.get("source"))
-        passage = Passage(id=str(handle), text=document.page_content, source=source)
+        passage = Passage(id=str(handle), text=document.page_content, source=source,
+                          page=page_of(document.metadata))
         group: Group = "attached" if receipt.get("group") == "attached" else "retrieved"
         excerpt = document.metadata.get(EXCERPT_KEY)
         shown = (int(excerpt[0]), int(excerpt[1])) if isinstance(excerpt, list | tuple) else None

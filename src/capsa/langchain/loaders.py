@@ -25,6 +25,7 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
+from capsa.guard.shapes import DocumentPart, Shape, check_shape, document_parts
 from capsa.guard.walk import LinkRule, walk_files
 
 __all__ = ["CapsaBlobParser", "CapsaLoader", "Source"]
@@ -42,7 +43,13 @@ class CapsaBlobParser(BaseBlobParser):
     is read at most ``limits.max_bytes + 1`` bytes), its real type is sniffed,
     and the parser runs in an isolated worker. Each extracted file becomes one
     `Document` whose `id` is the payload's sha256 and whose metadata carries
-    ``capsa_label``, ``capsa_kind``, ``capsa_sha256`` and ``capsa_bytes``.
+    ``capsa_label``, ``capsa_kind``, ``capsa_sha256`` and ``capsa_bytes``,
+    beside `UnstructuredLoader`'s ``filename``, ``filetype``, ``languages``
+    and an e-mail's ``sent_from``, ``sent_to`` and ``subject``. With
+    ``shape="page"`` it becomes one document per page (``page_number``), with
+    ``shape="element"`` one per element (``category``, ``element_id``,
+    ``parent_id``, ``page_number``, a table's ``text_as_html``), as
+    `UnstructuredLoader` yields them (`capsa.guard.document_parts`).
     A refused file yields nothing, is appended to `omitted` with its reason,
     and is sent to `callbacks` as a ``capsa.omission`` custom event; with
     ``on_rejection="raise"`` the typed error is raised instead.
@@ -71,9 +78,12 @@ class CapsaBlobParser(BaseBlobParser):
     def __init__(self, *, extractor: TextExtractor | None = None,
                  limits: ExtractionLimits | None = None,
                  on_rejection: Literal["omit", "raise"] = "omit",
-                 callbacks: Sequence[BaseCallbackHandler] | None = None) -> None:
+                 callbacks: Sequence[BaseCallbackHandler] | None = None,
+                 shape: Shape = "file") -> None:
         if on_rejection not in ("omit", "raise"):
             raise ValueError("on_rejection must be 'omit' or 'raise'")
+        self.shape = check_shape(shape)
+        """One document per file, per page or per element (`capsa.guard.document_parts`)."""
         self.extractor = extractor
         self.limits = limits or ExtractionLimits.for_ingestion()
         self.on_rejection = on_rejection
@@ -99,7 +109,8 @@ class CapsaBlobParser(BaseBlobParser):
         where = str(blob.path) if blob.path is not None else None
         for found in item.flattened():  # the file, then any file found inside it
             if isinstance(found, Extracted):
-                yield _to_document(found, blob)
+                for part in document_parts(found, self.shape):
+                    yield _to_document(found, blob, part)
             else:
                 self.record(found.model_copy(update={"source": where}))
 
@@ -144,6 +155,7 @@ class CapsaLoader(BaseLoader):
             loader = CapsaLoader("inbox/")                    # a folder, walked
             loader = CapsaLoader(["a.pdf", "b.docx"])          # several paths
             loader = CapsaLoader("inbox/", glob="**/*.pdf")   # only PDFs
+            loader = CapsaLoader("inbox/", shape="page")      # one document per page
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -161,7 +173,7 @@ class CapsaLoader(BaseLoader):
                  glob: str = "**/[!.]*", recursive: bool = False, load_hidden: bool = False,
                  on_rejection: Literal["omit", "raise"] = "omit",
                  callbacks: Sequence[BaseCallbackHandler] | None = None,
-                 symlinks: LinkRule = "refuse") -> None:
+                 symlinks: LinkRule = "refuse", shape: Shape = "file") -> None:
         self.sources: tuple[Source, ...] = _sources(sources)
         self.symlinks = symlinks
         self.glob = glob
@@ -169,7 +181,8 @@ class CapsaLoader(BaseLoader):
         self.load_hidden = load_hidden
         self.parser = CapsaBlobParser(extractor=extractor,
                                       limits=limits or ExtractionLimits.for_ingestion(),
-                                      on_rejection=on_rejection, callbacks=callbacks)
+                                      on_rejection=on_rejection, callbacks=callbacks,
+                                      shape=shape)
 
     @property
     def omitted(self) -> list[Omission]:
@@ -248,8 +261,8 @@ def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
     return data or b""
 
 
-def _to_document(item: Extracted, blob: Blob) -> Document:
-    metadata: dict[str, Any] = dict(blob.metadata or {})
+def _to_document(item: Extracted, blob: Blob, part: DocumentPart) -> Document:
+    metadata: dict[str, Any] = {**(blob.metadata or {}), **part.metadata}
     metadata.setdefault("source", blob.source or item.label)
     if item.parent is not None:
         metadata["capsa_parent"] = item.parent
@@ -259,4 +272,4 @@ def _to_document(item: Extracted, blob: Blob) -> Document:
         "capsa_sha256": item.sha256,
         "capsa_bytes": item.byte_size,
     })
-    return Document(id=item.sha256, page_content=item.text, metadata=metadata)
+    return Document(id=part.id, page_content=part.text, metadata=metadata)

@@ -44,6 +44,7 @@ from capsa.capsule import (
     parse_evidence,
 )
 from capsa.capsule.compaction import LOW_WATER
+from capsa.guard.shapes import page_of
 
 __all__ = ["CapsuleCompactedEvent", "announce", "compact", "convert", "evidence", "keys", "to_core"]
 
@@ -110,6 +111,7 @@ def evidence(node: NodeWithScore, collection: str | None = None) -> Evidence:
         uri=str(uri) if uri else None,
         collection=meta.get("collection") or collection,
         picture_refs=tuple(meta.get("picture_refs") or ()),
+        page=page_of(meta),
     )
 
 

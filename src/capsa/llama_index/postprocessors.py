@@ -41,6 +41,7 @@ from capsa.budget import (
 )
 from capsa.budget.render import Layout, source_name
 from capsa.budget.window import warn_if_empty
+from capsa.guard.shapes import page_of
 
 __all__ = ["RECEIPT_KEY", "CapsaCompressionEvent", "CapsaNodePostprocessor", "budget_for_llm"]
 
@@ -276,7 +277,7 @@ def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
         passages.append(Passage(
             id=ident, text=item.node.get_content(metadata_mode=MetadataMode.NONE),
             source=source_name(metadata.get("file_name") or metadata.get("source")),
-            score=item.score,
+            score=item.score, page=page_of(metadata),
         ))
     return passages
 

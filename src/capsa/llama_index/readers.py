@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.readers.base import BasePydanticReader
+from llama_index.core.readers.file.base import default_file_metadata_func
 from llama_index.core.schema import Document
 from llama_index_instrumentation import get_dispatcher
 from pydantic import Field, PrivateAttr, model_validator
@@ -20,6 +21,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
     Attachment,
+    Extracted,
     ExtractionLimits,
     Omission,
     TextExtractor,
@@ -30,6 +32,7 @@ from capsa.guard import (
 )
 from capsa.guard.pools import shared_pool
 from capsa.guard.sandbox.pool import IsolatedExtractor
+from capsa.guard.shapes import DocumentPart, Shape, document_parts
 from capsa.guard.walk import LinkRule, check_link, walk_files
 
 __all__ = ["CapsaDirectoryReader", "CapsaOmissionEvent", "CapsaReader"]
@@ -91,7 +94,12 @@ class CapsaReader(BasePydanticReader):
     the guard whatever its extension.
 
     Documents get ``capsa_label``, ``capsa_kind``, ``capsa_sha256`` and
-    ``capsa_bytes`` metadata, kept out of the LLM and embedding text.
+    ``capsa_bytes`` metadata, beside unstructured's ``filename``, ``filetype``,
+    ``languages`` and an e-mail's ``sent_from``, ``sent_to`` and ``subject``.
+    ``shape="page"`` gives one document per page with ``page_label`` (as
+    LlamaIndex's PDF reader writes it) and ``page_number``; ``shape="element"``
+    one per element. Only the page, category, heading, e-mail headers and
+    ``file_path`` reach the LLM and embedding text; every other key is excluded.
 
     Setup:
         ``pip install 'capsa[llama-index,unstructured,ocr]'``
@@ -121,6 +129,9 @@ class CapsaReader(BasePydanticReader):
     """The link rule (`capsa.guard.walk`): refuse links, follow those inside `root`, or all."""
     root: str | None = None
     """The folder links must stay inside with ``symlinks="within_root"``."""
+    shape: Shape = "file"
+    """One document per file, per page (``page_label``) or per element (``category``,
+    ``element_id``, ``parent_id``, a table's ``text_as_html``): `capsa.guard.document_parts`."""
     _extractor: TextExtractor | None = PrivateAttr(default=None)
     _omitted: list[Omission] = PrivateAttr(default_factory=list)
     _spool: str | None = PrivateAttr(default=None)
@@ -205,16 +216,8 @@ class CapsaReader(BasePydanticReader):
                 if isinstance(found, Omission):
                     self._record(found.model_copy(update={"source": str(path)}))
                     continue
-                metadata = {**(extra_info or {}), "capsa_label": found.label,
-                            "capsa_kind": found.kind, "capsa_sha256": found.sha256,
-                            "capsa_bytes": found.byte_size}
-                if found.parent is not None:
-                    metadata["capsa_parent"] = found.parent
-                hidden = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes",
-                          "capsa_parent"]
-                yield Document(text=found.text, id_=found.sha256, metadata=metadata,
-                               excluded_llm_metadata_keys=hidden,
-                               excluded_embed_metadata_keys=hidden)
+                for part in document_parts(found, self.shape):
+                    yield _to_document(found, part, extra_info)
 
     async def alazy_load_data(self, *args: Any, **load_kwargs: Any) -> Iterable[Document]:
         """Every document of `lazy_load_data`, read and parsed in a worker thread.
@@ -272,6 +275,29 @@ class CapsaReader(BasePydanticReader):
         return data
 
 
+_SHOWN = frozenset({"page_label", "page_number", "category", "capsa_heading", "subject",
+                    "sent_from", "sent_to", "file_path"})
+"""Metadata the LLM and the embedding see; every other key (capsa's provenance, ids,
+a table's HTML, languages) is kept out of both, as `SimpleDirectoryReader` keeps
+its file dates and sizes out."""
+
+
+def _to_document(found: Extracted, part: DocumentPart,
+                 extra_info: dict[str, Any] | None) -> Document:
+    """One part as a LlamaIndex document: its page as ``page_label`` as LlamaIndex's PDF
+    reader writes it, capsa's provenance, and the big or opaque keys hidden."""
+    metadata = {**(extra_info or {}), **part.metadata, "capsa_label": found.label,
+                "capsa_kind": found.kind, "capsa_sha256": found.sha256,
+                "capsa_bytes": found.byte_size}
+    if "page_number" in part.metadata:
+        metadata["page_label"] = str(part.metadata["page_number"])
+    if found.parent is not None:
+        metadata["capsa_parent"] = found.parent
+    hidden = [key for key in metadata if key not in _SHOWN]
+    return Document(text=part.text, id_=part.id, metadata=metadata,
+                    excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=hidden)
+
+
 def _spooled(part: Path) -> Iterator[Omission]:
     for line in part.read_text(encoding="utf-8").splitlines():
         try:
@@ -312,8 +338,10 @@ class CapsaDirectoryReader(BasePydanticReader):
     symbolic link met is refused as ``symlink``; ``symlinks="within_root"``
     follows links that stay inside the folder, ``"follow"`` every link.
 
-    Documents carry ``file_path`` and ``file_name`` metadata, as
-    `SimpleDirectoryReader` writes them, beside capsa's provenance keys. With
+    Documents carry ``file_path``, ``file_name``, ``file_type``, ``file_size``,
+    ``creation_date`` and ``last_modified_date`` metadata, as
+    `SimpleDirectoryReader` writes them, beside capsa's provenance keys;
+    ``shape="page"`` or ``"element"`` sets the inner reader's `shape`. With
     ``defer=True`` nothing is parsed here: each file becomes an empty
     placeholder (``capsa_pending``) that `CapsaTransform` reads in an
     `IngestionPipeline`, in parallel (``num_workers``).
@@ -348,6 +376,8 @@ class CapsaDirectoryReader(BasePydanticReader):
     """The link rule (`capsa.guard.walk`)."""
     defer: bool = False
     """Yield unparsed placeholders for `CapsaTransform` instead of parsing here."""
+    shape: Shape | None = None
+    """One document per file, page or element; None keeps the given reader's `shape`."""
     _reader: CapsaReader = PrivateAttr()
 
     def __init__(self, input_dir: str | os.PathLike[str] | None = None, *,
@@ -359,7 +389,8 @@ class CapsaDirectoryReader(BasePydanticReader):
             raise ValueError(f"CapsaDirectoryReader needs a folder, got {self.input_dir!r}")
         base = reader if reader is not None else CapsaReader()
         self._reader = base.model_copy(update={"symlinks": self.symlinks,
-                                               "root": self.input_dir})
+                                               "root": self.input_dir,
+                                               "shape": self.shape or base.shape})
         self._reader._extractor = base._extractor
 
     @classmethod
@@ -383,11 +414,20 @@ class CapsaDirectoryReader(BasePydanticReader):
             elif self.defer:
                 yield _pending(path, info)
             else:
-                yield from self._reader.lazy_load_data(path, extra_info=info)
+                yield from self._reader.lazy_load_data(path, extra_info=_file_info(path, info))
 
     async def aload_data(self, *args: Any, **load_kwargs: Any) -> list[Document]:
         """`load_data` in a worker thread; the event loop keeps running."""
         return await asyncio.to_thread(self.load_data, *args, **load_kwargs)
+
+
+def _file_info(path: Path, info: dict[str, Any]) -> dict[str, Any]:
+    """`SimpleDirectoryReader`'s file metadata (type, size, dates) under its own names."""
+    try:
+        found: dict[str, Any] = default_file_metadata_func(str(path))
+    except OSError:  # gone since the walk: the reader records why
+        return info
+    return {**found, **info}
 
 
 def _pending(path: Path, info: dict[str, Any]) -> Document:

@@ -20,6 +20,7 @@ from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
     EXTRACTABLE_KINDS,
     Attachment,
+    Element,
     Extracted,
     ExtractionLimits,
     ExtractionResult,
@@ -77,7 +78,8 @@ def test_extract_attachment_returns_normalised_text_with_provenance() -> None:
 
     assert doc == Extracted(label="notes.txt", kind="text", media_type="text/plain",
                             text="hello\nworld", byte_size=len(payload),
-                            sha256=hashlib.sha256(payload).hexdigest())
+                            sha256=hashlib.sha256(payload).hexdigest(),
+                            elements=(Element(category="NarrativeText", start=0, end=11),))
 
 
 def test_extract_attachment_tells_the_parser_the_sniffed_kind_and_the_page_limit() -> None:

@@ -292,7 +292,7 @@ def test_unstructured_counts_slides_by_their_ids_not_by_part_names() -> None:
     payload = rezip(SAMPLES["pptx"](), slides)
 
     assert "capsa self-test" in UnstructuredExtractor().extract("pptx", None, payload,
-                                                                max_pages=20)
+                                                                max_pages=20).text
 
 
 def test_unstructured_refuses_a_pdf_with_more_pages_than_allowed() -> None:
@@ -304,9 +304,9 @@ def test_unstructured_refuses_a_pdf_with_more_pages_than_allowed() -> None:
 
 def test_unstructured_extracts_a_pdf_at_the_page_limit() -> None:
     payload = pdf_with_text(["alpha", "beta"])
-    text = UnstructuredExtractor().extract("pdf", None, payload, max_pages=2)
+    parsed = UnstructuredExtractor().extract("pdf", None, payload, max_pages=2)
 
-    assert text == "alpha\n\nbeta"
+    assert parsed.text == "alpha\n\nbeta"
 
 
 def test_unstructured_refuses_an_encrypted_pdf_without_trying_passwords() -> None:
@@ -586,14 +586,13 @@ def test_unstructured_refuses_a_docx_over_the_text_limit_before_parsing() -> Non
 
 def test_unstructured_docx_text_floor_never_refuses_what_the_parser_would_accept() -> None:
     payload = _long_docx(40)
-    text = UnstructuredExtractor().extract("docx", None, payload, max_pages=20)
-    assert isinstance(text, str)
+    text = UnstructuredExtractor().extract("docx", None, payload, max_pages=20).text
     exact = ExtractionLimits(max_text_chars=len(text))
 
     parsed = UnstructuredExtractor().with_limits(exact).extract("docx", None, payload,
                                                                 max_pages=20)
 
-    assert parsed == text
+    assert parsed.text == text
 
 
 def _scanned_pdf() -> bytes:
@@ -635,8 +634,8 @@ def test_unstructured_opens_a_pdf_that_has_only_an_owner_password() -> None:
     out = io.BytesIO()
     writer.write(out)
 
-    assert "capsa owner lock" in str(UnstructuredExtractor().extract(
-        "pdf", None, out.getvalue(), max_pages=5))
+    assert "capsa owner lock" in UnstructuredExtractor().extract(
+        "pdf", None, out.getvalue(), max_pages=5).text
 
 
 def test_unstructured_refuses_a_pdf_that_needs_a_user_password() -> None:
@@ -657,9 +656,9 @@ def test_unstructured_keeps_a_line_break_inside_a_table_cell_as_a_space() -> Non
     page = (b"<html><body><table><tr><td>answer<br/>questions</td><td>file\nreports</td>"
             b"</tr></table></body></html>")
 
-    text = UnstructuredExtractor().extract("html", None, page, max_pages=5)
+    parsed = UnstructuredExtractor().extract("html", None, page, max_pages=5)
 
-    assert text == "answer questions\tfile reports"
+    assert parsed.text == "answer questions\tfile reports"
 
 
 def rezip(archive: bytes, replacements: dict[str, bytes]) -> bytes:

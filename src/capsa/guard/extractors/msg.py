@@ -59,11 +59,14 @@ class OutlookExtractor:
             embedded, notes = _attachments(message)
         except (KeyError, ValueError, AssertionError, OSError) as exc:  # oxmsg on a bad file
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
+        from capsa.guard.elements import mail_from_wire
         from capsa.guard.extractors.unstructured import _element_text
 
-        body = "\n\n".join(text for text in (_element_text(e) for e in elements) if text.strip())
-        text = "\n".join(heads) + ("\n\n" + body if body else "")
-        return Parsed(text, embedded=embedded, notes=notes)
+        texts = (_element_text(e)[0] for e in elements)
+        body = "\n\n".join(text for text in texts if text.strip())
+        text = "\n".join(line for line, _ in heads) + ("\n\n" + body if body else "")
+        mail = mail_from_wire({name: value for _, (name, value) in heads})
+        return Parsed(text, embedded=embedded, notes=notes, mail=mail)
 
     def self_test(self) -> dict[str, str]:
         """Whether python-oxmsg and unstructured's ``msg`` partitioner are installed.
@@ -92,17 +95,19 @@ def _imports() -> tuple[Any, Any]:
     return Message, partition_msg
 
 
-def _headers(message: Any) -> list[str]:
-    lines = []
+def _headers(message: Any) -> list[tuple[str, tuple[str, object]]]:
+    """Each header as its line of text and its field of `MailHeaders`."""
+    lines: list[tuple[str, tuple[str, object]]] = []
     if message.sender:
-        lines.append(f"From: {message.sender}")
+        lines.append((f"From: {message.sender}", ("sent_from", [str(message.sender)])))
     recipients = [r.email_address for r in message.recipients if r.email_address]
     if recipients:
-        lines.append(f"To: {', '.join(recipients)}")
+        lines.append((f"To: {', '.join(recipients)}", ("sent_to", recipients)))
     if message.subject:
-        lines.append(f"Subject: {message.subject}")
+        lines.append((f"Subject: {message.subject}", ("subject", message.subject)))
     if message.sent_date is not None:
-        lines.append(f"Date: {message.sent_date.isoformat()}")
+        date = message.sent_date.isoformat()
+        lines.append((f"Date: {date}", ("date", date)))
     return lines
 
 

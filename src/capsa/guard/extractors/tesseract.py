@@ -10,6 +10,8 @@ import zlib
 from typing import Any
 
 from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
+from capsa.guard.elements import assemble, page_pieces
+from capsa.guard.port import Parsed
 
 __all__ = ["TesseractExtractor"]
 
@@ -61,8 +63,10 @@ class TesseractExtractor:
                                   timeout_s=self.timeout_s,
                                   lang=self.lang)
 
-    def extract(self, kind: str, media_type: str | None, payload: bytes, *, max_pages: int) -> str:
-        """Return the recognised text of every frame, frames separated by blank lines."""
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> Parsed:
+        """Return the recognised text of every frame, frames separated by blank lines;
+        each paragraph is an element on its frame's page."""
         image_module, pytesseract = _imports()
         image_module.MAX_IMAGE_PIXELS = self.max_pixels
         if kind not in _FORMATS:
@@ -98,7 +102,8 @@ class TesseractExtractor:
                 except _DECODER_ERRORS as exc:  # truncated data, bad chunks
                     raise _corrupt(f"frame {index}", exc) from None
                 texts.append(self._recognise(pytesseract, frame, index))
-        return "\n\n".join(text.strip() for text in texts if text.strip())
+        text, elements = assemble(page_pieces(texts))
+        return Parsed(text, elements=elements)
 
     def _recognise(self, pytesseract: Any, frame: Any, index: int) -> str:
         started = time.monotonic()
@@ -119,7 +124,7 @@ class TesseractExtractor:
         if missing is not None:
             return dict.fromkeys(sorted(self.kinds), f"missing_extra: {missing}")
         try:
-            text = self.extract("png", None, SAMPLES["png"](), max_pages=1)
+            text = self.extract("png", None, SAMPLES["png"](), max_pages=1).text
             status = "ok" if "capsa" in text.lower() else f"sample text missing: {text!r}"
         except Exception as exc:  # noqa: BLE001 - a self-test reports, never raises
             status = f"{type(exc).__name__}: {exc}"

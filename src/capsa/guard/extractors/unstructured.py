@@ -24,6 +24,7 @@ import io
 import logging
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -31,6 +32,7 @@ from typing import Any
 
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import open_inspected
+from capsa.guard.elements import MailHeaders, Piece, assemble, mail_from_wire, page_pieces
 from capsa.guard.extractors._floors import (
     check_docx_text_floor,
     check_html_text_floor,
@@ -97,8 +99,8 @@ class UnstructuredExtractor:
                         budget_s=0.9 * limits.timeout_s))
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *,
-                max_pages: int) -> str | Parsed:
-        """Return the text of `payload` (elements joined by blank lines)."""
+                max_pages: int) -> Parsed:
+        """Return the text of `payload` (elements joined by blank lines) and its structure."""
         if kind == "pdf":
             return _extract_pdf(payload, max_pages, self.ocr if self.ocr_pdf else None,
                                 self.max_text_chars)
@@ -126,9 +128,7 @@ class UnstructuredExtractor:
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
-        texts = (_element_text(element) for element in elements)
-        text = "\n\n".join(text for text in texts if text.strip())
-        return Parsed(text, embedded=embedded) if embedded else text
+        return _parsed(elements, embedded, mail=kind == "eml")
 
     def self_test(self) -> dict[str, str]:
         """Parse one trusted sample per kind; warms every lazy import in the worker."""
@@ -137,8 +137,7 @@ class UnstructuredExtractor:
         report: dict[str, str] = {}
         for kind in sorted(self.kinds):
             try:
-                parsed = self.extract(kind, None, SAMPLES[kind](), max_pages=5)
-                text = parsed if isinstance(parsed, str) else parsed.text
+                text = self.extract(kind, None, SAMPLES[kind](), max_pages=5).text
                 report[kind] = "ok" if "capsa" in text.lower() else f"sample text missing: {text!r}"
             except ImportError as exc:  # an extra not installed, not a parser that lost
                 report[kind] = f"missing_extra: {exc}"
@@ -147,26 +146,79 @@ class UnstructuredExtractor:
         return report
 
 
-def _element_text(element: Any) -> str:
+def _parsed(elements: list[Any], embedded: tuple[EmbeddedFile, ...], *, mail: bool) -> Parsed:
+    """unstructured's elements as capsa's: the text, its structure, the mail headers."""
+    pieces: list[Piece] = []
+    lost = 0
+    for element in elements:
+        text, whole = _element_text(element)
+        lost += not whole
+        metadata = getattr(element, "metadata", None)
+        page = getattr(metadata, "page_number", None)
+        parent = getattr(metadata, "parent_id", None)
+        languages = getattr(metadata, "languages", None)
+        element_id = getattr(element, "id", None)
+        pieces.append(Piece(
+            category=str(getattr(element, "category", "UncategorizedText")), text=text,
+            page=page if isinstance(page, int) else None,
+            key=element_id if isinstance(element_id, str) else None,
+            parent_key=parent if isinstance(parent, str) else None,
+            languages=tuple(languages) if isinstance(languages, list) else ()))
+    text, structure = assemble(pieces)
+    notes = (f"{lost} table(s) kept as the parser's flat text: its HTML of them lost cells "
+             "(merged or malformed cells)",) if lost else ()
+    return Parsed(text, embedded=embedded, elements=structure, notes=notes,
+                  mail=_mail_headers(elements) if mail else None)
+
+
+def _mail_headers(elements: list[Any]) -> MailHeaders | None:
+    """The sender, recipients, subject and date unstructured put on an e-mail's elements."""
+    for element in elements:
+        metadata = getattr(element, "metadata", None)
+        if getattr(metadata, "sent_from", None) or getattr(metadata, "subject", None):
+            return mail_from_wire({"sent_from": getattr(metadata, "sent_from", None),
+                                   "sent_to": getattr(metadata, "sent_to", None),
+                                   "subject": getattr(metadata, "subject", None),
+                                   "date": getattr(metadata, "last_modified", None)})
+    return None
+
+
+def _element_text(element: Any) -> tuple[str, bool]:
     """An element's text; a table keeps its rows as lines and its cells tab-separated.
 
     unstructured's `str()` of a table joins every cell with single spaces, so a
-    spreadsheet would reach a model as one long line with no row boundaries.
+    spreadsheet would reach a model as one long line with no row boundaries;
+    its ``text_as_html`` keeps the rows. But that HTML is built by a second
+    walk of the table, which can lose cells the first walk kept: in a DOCX
+    whose merged cells do not line up with the grid, python-docx raises on the
+    row and unstructured writes it as one empty cell (``grid_offset_error.docx``
+    lost its ``C``). So the rows are used only when their words are every word
+    of the element's text; otherwise the text is unstructured's own, flat, and
+    the second value is False.
+
+    Only the table's own rows are rows: a table nested in a cell is part of
+    that cell's text, as unstructured's own text has it, never its rows again.
     """
+    flat = str(element)
     html = getattr(getattr(element, "metadata", None), "text_as_html", None)
     if getattr(element, "category", "") != "Table" or not html:
-        return str(element)
+        return flat, True
     try:
         from lxml import html as lxml_html
 
         table = lxml_html.fromstring(html)
     except Exception:  # noqa: BLE001 - fall back to unstructured's own text
-        return str(element)
+        return flat, True
     for br in table.iter("br"):  # a line break inside a cell separates words
         br.tail = " " + (br.tail or "")
     rows = ["\t".join(" ".join(cell.text_content().split()) for cell in row.xpath("./th|./td"))
-            for row in table.iter("tr")]
-    return "\n".join(row for row in rows if row.strip()) or str(element)
+            for row in table.xpath("./tr|./thead/tr|./tbody/tr|./tfoot/tr")]
+    text = "\n".join(row for row in rows if row.strip())
+    if not text:
+        return flat, True
+    if Counter(flat.split()) - Counter(text.split()):
+        return flat, False
+    return text, True
 
 
 def _corruption_errors() -> tuple[type[BaseException], ...]:
@@ -441,7 +493,7 @@ def _pypdf_warnings() -> Iterator[list[str]]:
 
 
 def _extract_pdf(payload: bytes, max_pages: int, ocr: OcrSettings | None = None,
-                 max_text_chars: int | None = None) -> str | Parsed:
+                 max_text_chars: int | None = None) -> Parsed:
     try:
         from pypdf import PdfReader
         from pypdf.errors import FileNotDecryptedError
@@ -458,7 +510,7 @@ def _extract_pdf(payload: bytes, max_pages: int, ocr: OcrSettings | None = None,
 
 def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: Any,
               ocr: OcrSettings | None = None, max_text_chars: int | None = None
-              ) -> str | Parsed:
+              ) -> Parsed:
     from pypdf.errors import LimitReachedError
 
     with _pypdf_warnings() as partial:
@@ -490,8 +542,8 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
     notes: tuple[str, ...] = ()
     if blank:
         texts, notes = _ocr_blank_pages(payload, texts, blank, ocr)
-    text = "\n\n".join(text for text in texts if text)
-    return Parsed(text, notes=notes) if notes else text
+    text, elements = assemble(page_pieces(texts))
+    return Parsed(text, notes=notes, elements=elements)
 
 
 def _open_owner_password_only(reader: Any) -> None:

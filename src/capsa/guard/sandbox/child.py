@@ -25,11 +25,15 @@ import resource
 import signal
 import socket
 import tempfile
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from capsa.guard.sandbox import layers, namespaces, protocol
 from capsa.guard.sandbox.cgroups import FileCgroup
 from capsa.guard.sandbox.layers import LAYERS, SandboxPolicy
+
+if TYPE_CHECKING:
+    from capsa.guard.elements import Element
 
 __all__ = ["PARSE_NAME", "SPARE_NAME", "run"]
 
@@ -195,7 +199,10 @@ def _name_process(name: bytes) -> None:
 
 def _parse(extractor: Any, request: dict[str, Any]) -> bytes:
     """Run the extractor on the request; the reply frame for whatever happened."""
+    from dataclasses import replace
+
     from capsa.errors import ExtractionFailed, IngestionRejected
+    from capsa.guard.elements import settle
     from capsa.guard.limits import ExtractionLimits
     from capsa.guard.normalize import normalize
     from capsa.guard.port import Parsed
@@ -215,7 +222,10 @@ def _parse(extractor: Any, request: dict[str, Any]) -> bytes:
             return _rejected("text_too_long", "text",
                              f"extracted {len(text)} characters, over the limit of "
                              f"{limits.max_text_chars}; dropped whole, never truncated")
-        return _answer(text, parsed)
+        elements, note = settle(parsed.elements, parsed.text, text, limits.max_elements)
+        if note is not None:
+            parsed = replace(parsed, notes=(*parsed.notes, note))
+        return _answer(text, parsed, elements)
     except MemoryError:
         return _failed("memory_limit", f"ran out of its {limits.memory_bytes}-byte allowance "
                                        "(memory_bytes)")
@@ -228,9 +238,15 @@ def _parse(extractor: Any, request: dict[str, Any]) -> bytes:
         return _failed(exc.cause, exc.detail)
 
 
-def _answer(text: str, parsed: Any) -> bytes:
+def _answer(text: str, parsed: Any, elements: Sequence[Element] = ()) -> bytes:
     """The reply for a parse that succeeded; embedded files travel as raw bytes."""
+    from capsa.guard.elements import mail_to_wire, to_wire
+
     meta: dict[str, Any] = {"ok": True}
+    if elements:
+        meta["elements"] = to_wire(elements)
+    if parsed.mail is not None:
+        meta["mail"] = mail_to_wire(parsed.mail)
     if parsed.encoding is not None:
         meta["encoding"] = parsed.encoding
         meta["confidence"] = parsed.encoding_confidence

@@ -446,7 +446,8 @@ class IsolatedExtractor:
         embedded = limits.max_uncompressed_bytes if max_embedded_bytes is None \
             else max_embedded_bytes
         reader = ReplyReader(max_text_bytes=4 * limits.max_text_chars,
-                             max_blob_bytes=max(embedded, 0))
+                             max_blob_bytes=max(embedded, 0),
+                             max_meta_bytes=protocol.meta_limit(limits.max_elements))
         worker = self._acquire()
         try:
             ended, problem = worker.parse(frame, limits, reader,
@@ -648,6 +649,7 @@ def _interpret(reader: ReplyReader, label: str, limits: ExtractionLimits) -> Par
 def _parsed_extras(text: str, answer: dict[str, Any], reader: ReplyReader, label: str,
                    limits: ExtractionLimits) -> Parsed:
     """The optional fields of a successful answer, each type-checked and bounded."""
+    from capsa.guard.elements import from_wire, mail_from_wire
     from capsa.guard.normalize import clean_detail
 
     encoding = answer.get("encoding")
@@ -660,10 +662,12 @@ def _parsed_extras(text: str, answer: dict[str, Any], reader: ReplyReader, label
     notes = answer.get("notes")
     clean_notes = tuple(clean_detail(note, limit=300) for note in notes[:_MAX_NOTES]
                         if isinstance(note, str)) if isinstance(notes, list) else ()
+    elements, refused = from_wire(answer.get("elements"), text, max_elements=limits.max_elements)
     return Parsed(text, encoding=encoding,
                   encoding_confidence=float(confidence) if confidence is not None else None,
                   embedded=_embedded_files(answer.get("embedded"), reader, label, limits),
-                  notes=clean_notes)
+                  notes=clean_notes if refused is None else (*clean_notes, refused),
+                  elements=elements, mail=mail_from_wire(answer.get("mail")))
 
 
 def _embedded_files(listing: object, reader: ReplyReader, label: str,

@@ -43,12 +43,14 @@ __all__ = [
     "CONTROL_MESSAGE_BYTES",
     "MAX_META_BYTES",
     "MAX_META_DEPTH",
+    "STRUCTURE_BYTES_PER_ELEMENT",
     "EmbeddedTooLarge",
     "ProtocolError",
     "ReplyReader",
     "decode_meta",
     "encode_reply",
     "encode_request",
+    "meta_limit",
     "read_request",
     "receive_control",
     "reply_frame",
@@ -61,13 +63,27 @@ _REQUEST_LENGTH = struct.Struct(">Q")
 MAX_META_BYTES = 1 << 20
 """The meta object's ceiling: notes, an encoding and up to ``max_members`` embedded names."""
 MAX_META_DEPTH = 4
-"""``{"embedded": [{"name": ...}]}`` is three deep; nothing the child sends needs more."""
+"""``{"embedded": [{"name": ...}]}`` is three deep, ``{"elements": [[..., ["eng"]]]}`` four;
+nothing the child sends needs more."""
+STRUCTURE_BYTES_PER_ELEMENT = 192
+"""What one element may add to the meta: ``["NarrativeText", 123456789, 123456799,
+4999, 199998, ["eng", ...]]`` with eight language codes fits with room to spare."""
 CONTROL_MESSAGE_BYTES = 1 << 16
 """The largest control message either side accepts (a start report, a file's end)."""
 _MAX_FDS = 2
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)  # an unclosed string runs to the end
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _PAIR = re.compile(rb"\[\]|\{\}")
+
+
+def meta_limit(max_elements: int) -> int:
+    """The meta ceiling for a file whose structure may have `max_elements` elements.
+
+    Examples:
+        >>> meta_limit(0) == MAX_META_BYTES
+        True
+    """
+    return MAX_META_BYTES + STRUCTURE_BYTES_PER_ELEMENT * max_elements
 
 
 class ProtocolError(Exception):
@@ -179,11 +195,15 @@ class ReplyReader:
     Args:
         max_text_bytes: the most UTF-8 bytes the text may take (4 per character allowed).
         max_blob_bytes: the most bytes all embedded files together may take.
+        max_meta_bytes: the most bytes the meta object may take (`meta_limit` of the
+            file's ``max_elements``; `MAX_META_BYTES` for a reply without structure).
     """
 
-    def __init__(self, *, max_text_bytes: int, max_blob_bytes: int) -> None:
+    def __init__(self, *, max_text_bytes: int, max_blob_bytes: int,
+                 max_meta_bytes: int = MAX_META_BYTES) -> None:
         self.max_text_bytes = max_text_bytes
         self.max_blob_bytes = max_blob_bytes
+        self.max_meta_bytes = max_meta_bytes
         self._head = bytearray()
         self._body: bytearray | None = None
         self._filled = 0
@@ -246,8 +266,8 @@ class ReplyReader:
         magic, meta, text, blob = _HEADER.unpack(bytes(self._head))
         if magic != _MAGIC:
             raise ProtocolError("the reply does not start with the protocol's header")
-        if meta > MAX_META_BYTES:
-            raise ProtocolError(f"reply meta of {meta} bytes, over {MAX_META_BYTES}")
+        if meta > self.max_meta_bytes:
+            raise ProtocolError(f"reply meta of {meta} bytes, over {self.max_meta_bytes}")
         if text > self.max_text_bytes:
             raise ProtocolError(f"reply text of {text} bytes, over the {self.max_text_bytes} "
                                 "its text limit allows")
