@@ -48,7 +48,14 @@ from capsa.capsule.compaction import LOW_WATER
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.capsule.session import AnyPictureFetcher, PictureCache
 from capsa.llama_index.capsule_block import CitationCapsuleBlock
-from capsa.llama_index.capsule_conversion import CapsuleCompactedEvent, compact, convert, keys
+from capsa.llama_index.capsule_conversion import (
+    CapsuleCompactedEvent,
+    compact,
+    convert,
+    keys,
+    with_whole_evidence,
+    without_whole_evidence,
+)
 from capsa.llama_index.capsule_tools import (
     capsule_cite_tool,
     capsule_recall_tool,
@@ -141,6 +148,8 @@ class CapsuleMemory(BaseMemory):
     fraction of it a step degrades or drops down to. Lower moves the cached prefix
     less often; 1.0 frees just enough, moving it almost every question."""
     _pictures: PictureCache | None = PrivateAttr(default=None)
+    _whole: dict[str, tuple[Evidence, ...]] = PrivateAttr(default_factory=dict)
+    """Budgeted returns of the current run by text, with their chunks whole, until stored."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -211,7 +220,7 @@ class CapsuleMemory(BaseMemory):
             cite_tools=() if self.keep_cite_calls else (self.cite_tool_name,),
             low_water=self.low_water,
         )
-        view = self._bounded(view)
+        view = self._bounded(without_whole_evidence(view))
         return with_cache_point(view) if self.cache_breakpoint else view
 
     def view_token_limit(self) -> int | None:
@@ -308,24 +317,46 @@ class CapsuleMemory(BaseMemory):
         )
         self.ledger = ledger.end_question(len(history)) if ledger.in_progress else ledger
 
+    def keep_whole(self, text: str, chunks: Sequence[Evidence]) -> None:
+        """Remember a budgeted return's chunks whole until the return is stored.
+
+        An agent stores only a tool's text; when a tool message with exactly this
+        text is put into the memory, it is stored (as a copy) with `chunks` in
+        ``additional_kwargs`` (`WHOLE_EVIDENCE_KEY`), so compaction shows cited
+        chunks whole once the question ends and `recall` finds every chunk later.
+        Views never carry that key.
+        """
+        self._whole[text] = tuple(chunks)
+
+    def _with_whole(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        out: list[ChatMessage] = []
+        for message in messages:
+            chunks = (
+                self._whole.pop(_text_of(message), None)
+                if message.role == MessageRole.TOOL and self._whole
+                else None
+            )
+            out.append(message if chunks is None else with_whole_evidence(message, chunks))
+        return out
+
     def put(self, message: ChatMessage) -> None:
         """Store a message; a user message begins a question."""
         self._arrived(message, len(self.memory.get_all()))
-        self.memory.put(message)
+        self.memory.put(self._with_whole([message])[0])
 
     async def aput(self, message: ChatMessage) -> None:
         """Async twin of `put`."""
         self._arrived(message, len(await self.memory.aget_all()))
-        await self.memory.aput(message)
+        await self.memory.aput(self._with_whole([message])[0])
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Store a finished step's messages (the agent's scratchpad) and end the question."""
-        self.memory.put_messages(messages)
+        self.memory.put_messages(self._with_whole(messages))
         self._answered(self.memory.get_all())
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async twin of `put_messages`."""
-        await self.memory.aput_messages(messages)
+        await self.memory.aput_messages(self._with_whole(messages))
         await asyncio.to_thread(self._answered, await self.memory.aget_all())
 
     def set(self, messages: list[ChatMessage]) -> None:
@@ -342,11 +373,13 @@ class CapsuleMemory(BaseMemory):
         """Clear the history and the ledger: nothing crosses into the next conversation."""
         self.memory.reset()
         self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
+        self._whole.clear()
 
     async def areset(self) -> None:
         """Async twin of `reset`."""
         await self.memory.areset()
         self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
+        self._whole.clear()
 
     # -- what the tools do --------------------------------------------------------------------
 
@@ -384,11 +417,22 @@ class CapsuleMemory(BaseMemory):
         name: str = "search_knowledge_base",
         description: str = SEARCH_DESCRIPTION,
         collection: str | None = None,
+        budget: int | None = None,
     ) -> FunctionTool:
-        """`capsule_retriever_tool` falling back to this memory; registers `name`."""
+        """`capsule_retriever_tool` falling back to this memory; registers `name`.
+
+        With `budget`, returns are budgeted packets counted by this memory's
+        `tokenizer`, every chunk kept whole beside the stored return (recallable).
+        """
         self.ledger = self.ledger.with_evidence_tools([name])
         return capsule_retriever_tool(
-            retriever, name=name, description=description, collection=collection, memory=self
+            retriever,
+            name=name,
+            description=description,
+            collection=collection,
+            memory=self,
+            budget=budget,
+            tokenizer=self.tokenizer,
         )
 
     def cite_tool(
