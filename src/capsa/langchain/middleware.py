@@ -39,6 +39,7 @@ from capsa.capsule import (
     TokenCounter,
     estimate_tokens,
     pictures_needed,
+    prune_carried,
     record_messages,
     stable_end,
 )
@@ -268,7 +269,13 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         _, ledger = self._record(state)
         if ledger is None or ledger.question is None or not ledger.in_progress:
             return None
-        return {LEDGER_KEY: ledger.end_question(len(state["messages"])).to_json()}
+        messages = state["messages"]
+        ended = ledger.end_question(len(messages))
+        if ended.carried:  # bound what shortenings carry, against the whole history
+            observe = Observe.of(messages, self.owned_tools)
+            history = [to_core(m, i, observe) for i, m in enumerate(messages)]
+            ended = prune_carried(ended, history, owned_tools=self.owned_tools)
+        return {LEDGER_KEY: ended.to_json()}
 
     # -- the model call -------------------------------------------------------------------------
 

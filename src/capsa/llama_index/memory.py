@@ -40,6 +40,7 @@ from capsa.capsule import (
     estimate_tokens,
     groups_to_drop,
     pictures_needed,
+    prune_carried,
     recall,
     record_messages,
     stable_end,
@@ -312,10 +313,11 @@ class CapsuleMemory(BaseMemory):
     def _answered(self, history: list[ChatMessage]) -> None:
         if self.ledger.question is None:
             return
-        ledger = record_messages(
-            self.ledger, convert(history, self.owned_tools), owned_tools=self.owned_tools
-        )
-        self.ledger = ledger.end_question(len(history)) if ledger.in_progress else ledger
+        converted = convert(history, self.owned_tools)
+        ledger = record_messages(self.ledger, converted, owned_tools=self.owned_tools)
+        if ledger.in_progress:
+            ledger = ledger.end_question(len(history))
+        self.ledger = prune_carried(ledger, converted, owned_tools=self.owned_tools)
 
     def keep_whole(self, text: str, chunks: Sequence[Evidence]) -> None:
         """Remember a budgeted return's chunks whole until the return is stored.
