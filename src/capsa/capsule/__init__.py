@@ -47,6 +47,8 @@ from capsa.capsule.compaction import (
     groups_to_drop,
     pictures_needed,
     stable_end,
+    view_cut,
+    view_notice,
 )
 from capsa.capsule.ledger import (
     CARRIED_RECALLABLE,
@@ -114,4 +116,6 @@ __all__ = [
     "render_evidence",
     "resolve_citations",
     "stable_end",
+    "view_cut",
+    "view_notice",
 ]

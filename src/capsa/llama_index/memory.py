@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -38,12 +37,13 @@ from capsa.capsule import (
     as_tokenizer,
     cite_ids,
     estimate_tokens,
-    groups_to_drop,
     pictures_needed,
     prune_carried,
     recall,
     record_messages,
     stable_end,
+    view_cut,
+    view_notice,
 )
 from capsa.capsule.compaction import LOW_WATER
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
@@ -247,21 +247,15 @@ class CapsuleMemory(BaseMemory):
         if limit is None:
             return view
         count = as_tokenizer(self.tokenizer)
-        starts = [i for i, m in enumerate(view) if m.role == MessageRole.USER]
-        if len(starts) < 2:
+        roles = [m.role.value for m in view]
+        tokens = [count(_text_of(m)) for m in view]
+        notice = count(view_notice(sum(r == "user" for r in roles)))
+        cut = view_cut(roles, tokens, limit, notice_tokens=notice, low_water=self.low_water)
+        if cut.dropped == 0:
             return view
-        bounds = [*starts, len(view)]
-        sizes = [
-            sum(count(_text_of(m)) for m in view[a:b])
-            for a, b in itertools.pairwise(bounds)
-        ]
-        head = view[: starts[0]]
-        spare = limit - sum(count(_text_of(m)) for m in head) - count(_notice(len(starts)))
-        dropped = groups_to_drop(sizes, max(1, spare), low_water=self.low_water)
-        if dropped == 0:
-            return view
-        notice = ChatMessage(role=MessageRole.SYSTEM, content=_notice(dropped))
-        return [*head, notice, *view[starts[dropped]:]]
+        first = roles.index("user")
+        message = ChatMessage(role=MessageRole.SYSTEM, content=view_notice(cut.dropped))
+        return [*view[:first], message, *view[cut.start:]]
 
     def _wanted(self, history: list[ChatMessage]) -> Any:
         converted = convert(history, self.owned_tools)
@@ -453,13 +447,6 @@ class CapsuleMemory(BaseMemory):
 def _text_of(message: ChatMessage) -> str:
     """Every text block of a message; other blocks count as nothing."""
     return "".join(getattr(block, "text", "") or "" for block in message.blocks)
-
-
-def _notice(dropped: int) -> str:
-    return (
-        f'<not-shown questions="{dropped}" reason="token_limit"/> The oldest questions '
-        "left this view; the stored history keeps them and recall brings back any chunk by id."
-    )
 
 
 def _memory_options() -> frozenset[str]:
