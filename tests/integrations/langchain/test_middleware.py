@@ -1092,3 +1092,19 @@ def test_the_view_bound_without_a_profile_is_the_documented_default():
 def test_the_view_bound_refuses_a_bad_value():
     with pytest.raises(ValueError, match="max_view_tokens"):
         CitationCapsuleMiddleware(evidence_tools=[SEARCH], max_view_tokens=0)
+
+
+# -- carried is bounded ----------------------------------------------------------------------------
+
+
+def test_the_middleware_prunes_what_a_shortening_carried_when_a_question_ends():
+    chunks = [Evidence(chunk_id=f"old-{i}", content=f"Old clause {i}.", document_id="old")
+              for i in range(40)]
+    ledger = EvidenceLedger().begin_question(0).record_retrieval(chunks, tool="search")
+    ledger = ledger.record_citations([c.chunk_id for c in chunks]).end_question(4).reanchor(0)
+    model = ScriptedModel(messages=iter([_search("s1", HOTEL.question), AIMessage("EUR 230.")]))
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    agent = create_agent(model, tools=[SEARCH], middleware=[middleware])
+    out = agent.invoke({"messages": [HumanMessage(HOTEL.question)], LEDGER_KEY: ledger.to_json()})
+    carried = EvidenceLedger.from_json(out[LEDGER_KEY]).carried
+    assert len(ledger.carried) == 40 and carried == ledger.carried[8:]  # the newest 32

@@ -23,7 +23,7 @@ from llama_index.core.memory import BaseMemory, Memory
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import Field
 
-from capsa.capsule import CAPSULE_HEADER, EvidenceLedger, render_evidence
+from capsa.capsule import CAPSULE_HEADER, Evidence, EvidenceLedger, render_evidence
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
 from capsa.llama_index.capsule_conversion import WHOLE_EVIDENCE_KEY, evidence
 from capsa.llama_index.memory import (
@@ -945,3 +945,25 @@ async def test_budgeted_returns_keep_chunks_whole_in_storage_never_in_the_view(s
     assert [e["content"] for e in kept] == [n.text for n in found]
     sent = [m for run in seen for request in run for m in request]
     assert not any(WHOLE_EVIDENCE_KEY in m.additional_kwargs for m in sent)
+
+
+# -- carried is bounded ----------------------------------------------------------------------------
+
+
+def _carrying(count: int) -> EvidenceLedger:
+    """A ledger whose shortened history forgot `count` cited chunks (their returns gone)."""
+    chunks = [Evidence(chunk_id=f"old-{i}", content=f"Old clause {i}.", document_id="old")
+              for i in range(count)]
+    ledger = EvidenceLedger().begin_question(0).record_retrieval(chunks, tool="search")
+    return ledger.record_citations([c.chunk_id for c in chunks]).end_question(4).reanchor(0)
+
+
+@_workflow_warning
+async def test_capsule_memory_prunes_what_a_shortening_carried_when_a_question_ends():
+    before = _carrying(40).carried
+    memory = CapsuleMemory.from_defaults(ListMemory(), ledger=_carrying(40))
+    script = Script()
+    script.play(_call("s1", "search", query=HOTEL.question), _say("EUR 230."))
+    await _agent(memory, script).run(HOTEL.question, memory=memory)
+    assert len(before) == 40 and memory.ledger.carried == before[8:]  # the newest 32
+    assert memory.ledger.entry(before[7]) is None and memory.ledger.entry(before[8]) is not None
