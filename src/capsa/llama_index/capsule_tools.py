@@ -65,8 +65,9 @@ def capsule_retriever_tool(
         memory: The memory to act on when the run has no `CapsuleMemory`.
         budget: Return a budgeted packet of about this many tokens instead of every
             node whole (`capsa.capsule.render_budgeted`, the same packet as
-            LangChain's ``capsa_retriever_tool(budget=...)``): nodes that fit stay
-            whole, the rest appear in part or by id. The memory keeps every chunk
+            LangChain's ``capsa_retriever_tool(budget=...)``): the most relevant
+            nodes whole, as many as fit, the rest by id (parts only when not even
+            one fits). The memory keeps every chunk
             whole beside the stored return (an agent stores only the tool's text),
             so its recall tool brings any of them back whole, in this question or
             a later one. Less is written to the prompt cache each question; a
