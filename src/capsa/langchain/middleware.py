@@ -69,6 +69,7 @@ __all__ = [
     "CapsuleState",
     "CitationCapsuleEdit",
     "CitationCapsuleMiddleware",
+    "bound_messages",
     "capsa_retriever_tool",
     "capsule_messages",
     "cite_tool",
@@ -359,19 +360,9 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         return DEFAULT_VIEW_TOKENS
 
     def _bounded(self, messages: list[BaseMessage], limit: int | None) -> list[BaseMessage]:
-        """`messages` within `limit`, the oldest questions replaced by a notice, in steps."""
         if limit is None:
             return messages
-        count = as_tokenizer(self.tokenizer)
-        roles = [m.type for m in messages]
-        tokens = [count(_wire_text(m)) for m in messages]
-        notice = count(view_notice(roles.count("human")))
-        cut = view_cut(roles, tokens, limit, notice_tokens=notice, low_water=self.low_water)
-        if cut.dropped == 0:
-            return messages
-        first = roles.index("human")
-        message = HumanMessage(view_notice(cut.dropped), id=_NOTICE_ID)
-        return [*messages[:first], message, *messages[cut.start :]]
+        return bound_messages(messages, limit, tokenizer=self.tokenizer, low_water=self.low_water)
 
     def _wanted(self, request: ModelRequest[Any], ledger: EvidenceLedger | None) -> Any:
         observe = Observe.of(request.messages, self.owned_tools)
@@ -440,6 +431,32 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         compacted, report = await asyncio.to_thread(self._rewrite, request, ledger)
         await aannounce(report)
         return await handler(compacted)
+
+
+def bound_messages(
+    messages: list[BaseMessage],
+    max_tokens: int,
+    *,
+    tokenizer: TokenCounter = estimate_tokens,
+    low_water: float = LOW_WATER,
+) -> list[BaseMessage]:
+    """`messages` within `max_tokens`, the oldest questions replaced by a notice, in steps.
+
+    What `CitationCapsuleMiddleware` does to every request under its view bound
+    (`capsa.capsule.view_cut`): messages before the first question and the current
+    question stay; a question group leaves whole, so tool calls keep their
+    returns. The caller's list is never changed: a new list when anything leaves.
+    """
+    count = as_tokenizer(tokenizer)
+    roles = [m.type for m in messages]
+    tokens = [count(_wire_text(m)) for m in messages]
+    notice = count(view_notice(roles.count("human")))
+    cut = view_cut(roles, tokens, max_tokens, notice_tokens=notice, low_water=low_water)
+    if cut.dropped == 0:
+        return messages
+    first = roles.index("human")
+    message = HumanMessage(view_notice(cut.dropped), id=_NOTICE_ID)
+    return [*messages[:first], message, *messages[cut.start :]]
 
 
 def _wire_text(message: BaseMessage) -> str:
