@@ -167,3 +167,32 @@ def test_capsule_bench_wide_chat_shows_what_the_stable_breakpoint_recovers(repor
     assert question["billed"] < capsa["anthropic"]["billed"]
     recovered = question["cached_tokens"] - capsa["anthropic"]["cached_tokens"]
     assert recovered >= 0.95 * missed["tokens"]
+
+
+def test_capsule_bench_budgeted_evidence_covers_three_chats_and_keeps_every_citation(
+    report: dict,
+) -> None:
+    evidence = report["budgeted_evidence"]
+    assert {"benchmark_chat", "wide_chat", "setaside_chat"} <= set(evidence)
+    for chat in ("benchmark_chat", "wide_chat", "setaside_chat"):
+        rows = evidence[chat]
+        assert "capsa" in rows and any(name.startswith("budgeted_") for name in rows)
+        for name, row in rows.items():
+            seen = row["visibility"]
+            assert seen["visible"] == seen["cited"], (chat, name)  # whole, or recalled whole
+            assert set(row["provider_billed_ratio"]) == {
+                "openai_0.1", "anthropic", "anthropic_question_breakpoint"
+            }
+    aside = evidence["setaside_chat"]["capsa"]["visibility"]
+    assert aside["questions_with_answer"] == 20
+
+
+def test_capsule_bench_view_policies_bound_the_request_and_report_their_moves(
+    report: dict,
+) -> None:
+    views = report["view_policies"]
+    tight, stepped = views["view_tight"], views["view_stepped"]
+    assert stepped["questions_moving_the_prefix"] <= tight["questions_moving_the_prefix"]
+    for row in (tight, stepped):
+        assert row["visibility"]["visible"] <= row["visibility"]["cited"]
+        assert set(row["billed_ratio"]) == {"0.1/1.25", "0.5/1.0"}

@@ -47,8 +47,16 @@ from capsa.capsule.compaction import (
     groups_to_drop,
     pictures_needed,
     stable_end,
+    view_cut,
+    view_notice,
 )
-from capsa.capsule.ledger import EvidenceLedger, LedgerEntry, record_messages
+from capsa.capsule.ledger import (
+    CARRIED_RECALLABLE,
+    EvidenceLedger,
+    LedgerEntry,
+    prune_carried,
+    record_messages,
+)
 from capsa.capsule.messages import (
     CitationRef,
     Evidence,
@@ -66,6 +74,7 @@ from capsa.capsule.render import NO_RESULTS, parse_evidence, render_evidence
 __all__ = [
     "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
+    "CARRIED_RECALLABLE",
     "NO_RESULTS",
     "RECALL_HINT",
     "Capsule",
@@ -99,6 +108,7 @@ __all__ = [
     "parse_citations",
     "parse_evidence",
     "pictures_needed",
+    "prune_carried",
     "recall",
     "recallable",
     "record_messages",
@@ -106,4 +116,6 @@ __all__ = [
     "render_evidence",
     "resolve_citations",
     "stable_end",
+    "view_cut",
+    "view_notice",
 ]

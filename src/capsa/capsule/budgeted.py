@@ -3,10 +3,20 @@
 What a question writes to the prompt cache is mostly its retrieval returns,
 taken whole, and every later request carries them until the question ends.
 `render_budgeted` returns instead a packet (capsa's own `pack`) of the retrieved
-chunks for the query: chunks that fit stay whole (and citable as shown), the
-rest appear as their most relevant part or only by id, and the text says that
-`recall` brings any of them back whole. The host keeps the chunks whole beside
-the return (LangChain's tool artifact), so nothing is lost.
+chunks for the query: the most relevant chunks whole, as many as the budget
+holds, the rest only by id, and the text says that `recall` brings any of them
+back whole. The host keeps the chunks whole beside the return (LangChain's tool
+artifact, `CapsuleMemory`'s stored return), so nothing is lost.
+
+Whole chunks first, rather than the most relevant sentences of every chunk: a
+chunk the answer cites but the packet showed in part has to be recalled, and a
+recall is one more model call that reads the whole conversation again and
+writes the chunk anyway. On the capsule benchmark a packet of parts at 500
+tokens showed none of the 20 questions' chunks whole (18 recalls, 0.56x of full
+history's bill at 0.1/1.25); whole chunks first showed the cited chunk whole in
+13 of 22 citations at the same budget, and the number of whole chunks only grows
+with the budget (``benchmarks/capsule.py``, ``budgeted_evidence``). Only when
+not even the most relevant chunk fits whole does the packet show parts.
 """
 
 from __future__ import annotations
@@ -47,12 +57,14 @@ def render_budgeted(
 ) -> str:
     """Retrieved chunks packed for `query` into about `max_tokens`, the rest named by id.
 
-    Chunks `pack` keeps whole are rendered as usual ``<chunk>`` elements (the
-    cite tool accepts them and compaction treats them as shown). A chunk kept in
-    part is a ``<part id=...>`` element holding its most relevant sentences (or a
-    cut, with its marker); one left out is named in a ``<not-shown>`` receipt.
-    Parts are never parsed back as chunks, so nothing downstream mistakes a part
-    for the whole. Pure: same input, same text.
+    The most relevant chunks that fit stay whole, in relevance order (`pack`
+    with ``compress=False``), rendered as usual ``<chunk>`` elements (the cite
+    tool accepts them and compaction treats them as shown); the rest are named
+    in a ``<not-shown>`` receipt. When not even one chunk fits whole, the packet
+    holds parts instead: ``<part id=...>`` elements with the most relevant
+    sentences (or a cut, with its marker). Parts are never parsed back as
+    chunks, so nothing downstream mistakes a part for the whole. A larger
+    budget never shows fewer chunks whole. Pure: same input, same text.
 
     Args:
         query: What the question asked; ranks the chunks' sentences.
@@ -80,7 +92,10 @@ def render_budgeted(
         Passage(id=e.chunk_id, text=e.content, source=e.title or e.uri or e.document_id)
         for e in unique
     ]
-    packet = pack(query, passages, Budget(max_tokens=max_tokens), tokenizer=tokenizer)
+    budget = Budget(max_tokens=max_tokens)
+    packet = pack(query, passages, budget, tokenizer=tokenizer, compress=False)
+    if not any(r.whole for r in packet.receipts):  # nothing fits whole: the best parts
+        packet = pack(query, passages, budget, tokenizer=tokenizer)
     by_id = {e.chunk_id: e for e in unique}
     whole = {r.passage_id for r in packet.receipts if r.whole}
     lines: list[str] = []

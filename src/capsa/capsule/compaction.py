@@ -35,6 +35,7 @@ and output, which is safe because they are frozen.
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -63,6 +64,8 @@ __all__ = [
     "compact_with_report",
     "pictures_needed",
     "stable_end",
+    "view_cut",
+    "view_notice",
 ]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -500,6 +503,62 @@ def groups_to_drop(
             total -= sizes[dropped]
             dropped += 1
     return dropped
+
+
+def view_notice(dropped: int) -> str:
+    """What a bounded view says in place of the `dropped` oldest questions it left out."""
+    return (
+        f'<not-shown questions="{dropped}" reason="token_limit"/> The oldest questions '
+        "left this view; the stored history keeps them and recall brings back any chunk by id."
+    )
+
+
+@dataclass(frozen=True)
+class ViewCut:
+    """Where a bounded view starts again after the messages before the first question."""
+
+    start: int
+    """Index of the first message kept after the head; 0 when nothing was dropped."""
+    dropped: int
+    """Question groups left out (each from a question's message up to the next)."""
+
+
+def view_cut(
+    roles: Sequence[str],
+    tokens: Sequence[int],
+    max_tokens: int,
+    *,
+    notice_tokens: int = 0,
+    low_water: float = LOW_WATER,
+) -> ViewCut:
+    """Which oldest question groups a view of messages bounded by `max_tokens` leaves out.
+
+    The messages before the first question (``"user"`` or ``"human"`` role) are
+    the head and always stay, as does the current question; the groups between
+    are dropped oldest first, in steps (`groups_to_drop`), so the view's start,
+    and the prompt cache's prefix, moves rarely. Both adapters bound their views
+    with this, and put `view_notice` where the groups were.
+
+    Args:
+        roles: Each message's role, in order.
+        tokens: Each message's token count, in order.
+        max_tokens: The bound on the whole view, the notice included.
+        notice_tokens: Tokens of the notice that replaces dropped groups.
+        low_water: The fraction of the bound a step drops down to.
+
+    Examples:
+        >>> view_cut(["system", "user", "ai", "user", "ai", "user"], [5, 40, 40, 40, 40, 10],
+        ...          120, low_water=0.6)
+        ViewCut(start=3, dropped=1)
+    """
+    starts = [i for i, role in enumerate(roles) if role in ("user", "human")]
+    if len(starts) < 2:
+        return ViewCut(0, 0)
+    bounds = [*starts, len(roles)]
+    sizes = [sum(tokens[a:b]) for a, b in itertools.pairwise(bounds)]
+    spare = max_tokens - sum(tokens[: starts[0]]) - notice_tokens
+    dropped = groups_to_drop(sizes, max(1, spare), low_water=low_water)
+    return ViewCut(starts[dropped] if dropped else 0, dropped)
 
 
 def _rewrite(

@@ -22,9 +22,19 @@ from pydantic import BaseModel, ConfigDict, NonNegativeInt
 from capsa.capsule.citations import parse_citations, resolve_citations
 from capsa.capsule.messages import Evidence, Message
 
-__all__ = ["EvidenceLedger", "LedgerEntry", "record_messages"]
+__all__ = [
+    "CARRIED_RECALLABLE",
+    "EvidenceLedger",
+    "LedgerEntry",
+    "prune_carried",
+    "record_messages",
+]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+CARRIED_RECALLABLE = 32
+"""Cited chunks whose returns a shortening removed that `prune_carried` keeps recallable."""
 
 
 def _add(questions: tuple[int, ...], question: int) -> tuple[int, ...]:
@@ -83,11 +93,13 @@ class EvidenceLedger(BaseModel):
     """Every chunk an answer cited, and every chunk the current question retrieved, in
     order of first retrieval; `end_question` drops the ones never cited."""
     carried: tuple[str, ...] = ()
-    """Ids cited by questions a shortening (summarisation, removed messages) forgot.
+    """Ids cited by questions a shortening (summarisation, removed messages) forgot,
+    oldest first.
 
     Their entries stay in `entries`, so `recall` brings them back whole even when
     the shortening removed their returns; returns of theirs still in the history
-    show them whole, and they stay citable."""
+    show them whole, and they stay citable. `prune_carried` bounds it: ids still
+    held by a return stay; of the others, only the newest are kept."""
 
     def begin_question(self, boundary: int, *, anchor: str | None = None) -> EvidenceLedger:
         """Start a question that arrived when the history held `boundary` messages.
@@ -201,6 +213,47 @@ class EvidenceLedger(BaseModel):
             evidence_tools=self.evidence_tools,
             carried=carried,
         )
+
+    def prune_carried(
+        self, held: Iterable[str], *, keep: int = CARRIED_RECALLABLE
+    ) -> EvidenceLedger:
+        """This ledger with `carried` bounded: ids in `held`, and the newest `keep` others.
+
+        A carried id that a return still in the history holds (`held`) is on the
+        wire, shown whole, and always stays. One whose returns all left the history
+        is only recallable, from its entry; every shortening adds such ids, so
+        without a bound the ledger (stored on every update) would grow for the
+        whole life of the thread. The oldest of them leave `carried`, and their
+        entries leave too unless a question this ledger still knows cited or
+        retrieved them: they were already off the wire, and the summary that
+        replaced their question is all that remains of it.
+
+        Raises:
+            ValueError: `keep` is negative.
+
+        Examples:
+            >>> from capsa.capsule.messages import Evidence
+            >>> chunks = [Evidence(chunk_id=i, content=i, document_id="d") for i in "abc"]
+            >>> ledger = (EvidenceLedger().begin_question(0)
+            ...           .record_retrieval(chunks, tool="search")
+            ...           .record_citations("abc").end_question(4).reanchor(1))
+            >>> ledger.carried, ledger.prune_carried({"a"}, keep=1).carried
+            (('a', 'b', 'c'), ('a', 'c'))
+        """
+        if keep < 0:
+            raise ValueError(f"keep must not be negative, got {keep}")
+        on_wire = set(held)
+        gone = [i for i in self.carried if i not in on_wire]
+        dropped = set(gone[: max(len(gone) - keep, 0)])
+        if not dropped:
+            return self
+        carried = tuple(i for i in self.carried if i not in dropped)
+        entries = tuple(
+            e
+            for e in self.entries
+            if e.evidence.chunk_id not in dropped or e.cited_in or e.retrieved_in
+        )
+        return self.model_copy(update={"carried": carried, "entries": entries})
 
     def with_evidence_tools(self, names: Iterable[str]) -> EvidenceLedger:
         """The same ledger remembering these evidence tool names as well."""
@@ -380,6 +433,34 @@ class EvidenceLedger(BaseModel):
 
 def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
     return {call.id: call.name for m in messages for call in m.tool_calls}
+
+
+def prune_carried(
+    ledger: EvidenceLedger,
+    messages: Sequence[Message],
+    *,
+    owned_tools: Iterable[str],
+    keep: int = CARRIED_RECALLABLE,
+) -> EvidenceLedger:
+    """`ledger` with `carried` bounded against the stored history (see
+    `EvidenceLedger.prune_carried`): ids an owned return in `messages` still holds
+    stay, and of the rest only the newest `keep` stay recallable.
+
+    Adapters call it when a question ends, with the whole stored history.
+    """
+    if not ledger.carried:
+        return ledger
+    owned = frozenset(owned_tools)
+    names = _tool_names(messages)
+    held = {
+        chunk.chunk_id
+        for message in messages
+        if message.role == "tool"
+        and message.evidence
+        and (message.tool_name or names.get(message.tool_call_id or "")) in owned
+        for chunk in message.evidence
+    }
+    return ledger.prune_carried(held, keep=keep)
 
 
 def record_messages(

@@ -75,9 +75,10 @@ def capsa_retriever_tool(
         description: What the model is told about the tool.
         collection: Stamped as ``collection`` metadata when documents carry none.
         budget: Return a budgeted packet of about this many tokens instead of every
-            chunk whole (`capsa.capsule.render_budgeted`): chunks that fit stay
-            whole, the rest appear in part or by id, and the artifact keeps every
-            document whole, so the registered ``recall`` tool brings any back.
+            chunk whole (`capsa.capsule.render_budgeted`): the most relevant
+            chunks whole, as many as fit, the rest by id (parts only when not
+            even one fits), and the artifact keeps every document whole, so the
+            registered ``recall`` tool brings any back.
             Less is written to the cache each question; a chunk the answer needs
             but the packet cut costs a recall round.
         tokenizer: Counts tokens for `budget`.

@@ -17,10 +17,11 @@ Message conversion lives in `capsa.langchain.capsule_conversion`, the tools in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, NotRequired, cast
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Literal, NotRequired, cast
 
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 
 try:
@@ -37,10 +38,14 @@ from capsa.capsule import (
     EvidenceLedger,
     Message,
     TokenCounter,
+    as_tokenizer,
     estimate_tokens,
     pictures_needed,
+    prune_carried,
     record_messages,
     stable_end,
+    view_cut,
+    view_notice,
 )
 from capsa.capsule.compaction import LOW_WATER
 from capsa.capsule.session import AnyPictureFetcher, PictureCache, check_tools, start_question
@@ -58,10 +63,13 @@ from capsa.langchain.capsule_edits import CitationCapsuleEdit, capsule_messages
 from capsa.langchain.capsule_tools import capsa_retriever_tool, cite_tool, recall_tool
 
 __all__ = [
+    "DEFAULT_VIEW_TOKENS",
     "LEDGER_KEY",
+    "VIEW_SHARE",
     "CapsuleState",
     "CitationCapsuleEdit",
     "CitationCapsuleMiddleware",
+    "bound_messages",
     "capsa_retriever_tool",
     "capsule_messages",
     "cite_tool",
@@ -76,6 +84,15 @@ class CapsuleState(AgentState[Any]):
     """The `EvidenceLedger` as JSON; written by `CitationCapsuleMiddleware`. A stateless
     app passes the previous output's value back in its next input."""
 
+
+DEFAULT_VIEW_TOKENS = 64_000
+"""The view bound (``max_view_tokens="auto"``) for a model whose profile names no
+``max_input_tokens``."""
+VIEW_SHARE = 0.5
+"""Share of the model profile's ``max_input_tokens`` the messages may take by default;
+the rest is left to the system prompt, the tool schemas and the answer."""
+_NOTICE_ID = "capsa-view-notice"
+"""Id of the message a bounded request puts where the oldest questions were."""
 
 _EARLIER = Message(role="system")
 """Stands in for messages before the current question, which `record_messages` never reads."""
@@ -145,12 +162,22 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         fetch_picture: Fetches a cited picture's bytes (sync or async) for
             re-attachment; without it no pictures are attached. Each picture is
             fetched once per question.
+        max_view_tokens: Bound on the messages of every request, counted by
+            `tokenizer`; over it, the oldest questions leave the request (never the
+            stored history) in steps down to `low_water` of the bound
+            (`capsa.capsule.view_cut`, the policy `CapsuleMemory` follows too), so
+            the cached prefix moves at most once per several questions; a notice
+            stands where they were, and recall still finds their chunks. ``"auto"``
+            (the default): `VIEW_SHARE` of the model profile's ``max_input_tokens``
+            (``model.profile``, as `SummarizationMiddleware` reads it), else
+            `DEFAULT_VIEW_TOKENS`. None: unbounded, as before.
         max_capsule_tokens: Optional hard bound on everything the middleware writes
             into a request (rewritten returns, receipts, notices, picture labels).
             Over it, the oldest questions' cited chunks are shown by id, then by
             count, in steps down to `low_water` of the bound, so ended questions'
             wire forms change only at those steps.
-        low_water: The fraction of `max_capsule_tokens` a step degrades down to
+        low_water: The fraction of `max_view_tokens` or `max_capsule_tokens` a step
+            drops or degrades down to
             (0 < low_water <= 1; default 0.6). Lower moves the cached prefix less
             often; 1.0 frees just enough, moving it almost every question.
         tokenizer: Counts tokens for `max_capsule_tokens`: a counter returning an
@@ -187,6 +214,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         recall_tool_name: str | None = "recall",
         keep_cite_calls: bool = False,
         fetch_picture: AnyPictureFetcher | None = None,
+        max_view_tokens: int | Literal["auto"] | None = "auto",
         max_capsule_tokens: int | None = None,
         tokenizer: TokenCounter = estimate_tokens,
         cache_breakpoint: bool = False,
@@ -200,6 +228,12 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             raise ValueError(f"max_capsule_tokens must be positive, got {max_capsule_tokens}")
         if not 0 < low_water <= 1:
             raise ValueError(f"low_water must lie in (0, 1], got {low_water}")
+        if isinstance(max_view_tokens, int) and max_view_tokens < 1:
+            raise ValueError(f"max_view_tokens must be positive, got {max_view_tokens}")
+        if isinstance(max_view_tokens, str) and max_view_tokens != "auto":
+            raise ValueError(
+                f"max_view_tokens must be an int, 'auto' or None, got {max_view_tokens!r}"
+            )
         if cite_tool_name and cite_tool_name == recall_tool_name:
             raise ValueError(f"the cite and recall tools cannot share the name {cite_tool_name!r}")
         self.cite_tool_name = cite_tool_name
@@ -208,6 +242,7 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         self.keep_cite_calls = keep_cite_calls
         self.owned_tools = self.evidence_tools | ({recall_tool_name} if recall_tool_name else set())
         self.fetch_picture = fetch_picture
+        self.max_view_tokens = max_view_tokens
         self.max_capsule_tokens = max_capsule_tokens
         self.tokenizer = tokenizer
         self.cache_breakpoint = cache_breakpoint
@@ -268,7 +303,13 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         _, ledger = self._record(state)
         if ledger is None or ledger.question is None or not ledger.in_progress:
             return None
-        return {LEDGER_KEY: ledger.end_question(len(state["messages"])).to_json()}
+        messages = state["messages"]
+        ended = ledger.end_question(len(messages))
+        if ended.carried:  # bound what shortenings carry, against the whole history
+            observe = Observe.of(messages, self.owned_tools)
+            history = [to_core(m, i, observe) for i, m in enumerate(messages)]
+            ended = prune_carried(ended, history, owned_tools=self.owned_tools)
+        return {LEDGER_KEY: ended.to_json()}
 
     # -- the model call -------------------------------------------------------------------------
 
@@ -303,9 +344,25 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             cite_tools=() if self.keep_cite_calls else self.cite_tools,
             low_water=self.low_water,
         )
+        messages = self._bounded(messages, self.view_limit(request.model))
         if self.cache_breakpoint:
             messages = with_cache_breakpoint(messages)
         return request.override(messages=cast("list[AnyMessage]", messages)), report
+
+    def view_limit(self, model: Any) -> int | None:
+        """The bound on a request's messages for `model` (see `max_view_tokens`)."""
+        if self.max_view_tokens != "auto":
+            return self.max_view_tokens
+        profile = getattr(model, "profile", None)
+        limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        if isinstance(limit, int) and limit > 0:
+            return max(1, int(limit * VIEW_SHARE))
+        return DEFAULT_VIEW_TOKENS
+
+    def _bounded(self, messages: list[BaseMessage], limit: int | None) -> list[BaseMessage]:
+        if limit is None:
+            return messages
+        return bound_messages(messages, limit, tokenizer=self.tokenizer, low_water=self.low_water)
 
     def _wanted(self, request: ModelRequest[Any], ledger: EvidenceLedger | None) -> Any:
         observe = Observe.of(request.messages, self.owned_tools)
@@ -376,6 +433,40 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         return await handler(compacted)
 
 
+def bound_messages(
+    messages: list[BaseMessage],
+    max_tokens: int,
+    *,
+    tokenizer: TokenCounter = estimate_tokens,
+    low_water: float = LOW_WATER,
+) -> list[BaseMessage]:
+    """`messages` within `max_tokens`, the oldest questions replaced by a notice, in steps.
+
+    What `CitationCapsuleMiddleware` does to every request under its view bound
+    (`capsa.capsule.view_cut`): messages before the first question and the current
+    question stay; a question group leaves whole, so tool calls keep their
+    returns. The caller's list is never changed: a new list when anything leaves.
+    """
+    count = as_tokenizer(tokenizer)
+    roles = [m.type for m in messages]
+    tokens = [count(_wire_text(m)) for m in messages]
+    notice = count(view_notice(roles.count("human")))
+    cut = view_cut(roles, tokens, max_tokens, notice_tokens=notice, low_water=low_water)
+    if cut.dropped == 0:
+        return messages
+    first = roles.index("human")
+    message = HumanMessage(view_notice(cut.dropped), id=_NOTICE_ID)
+    return [*messages[:first], message, *messages[cut.start :]]
+
+
+def _wire_text(message: BaseMessage) -> str:
+    """What a message puts on the wire as text: its text, and its tool calls' arguments."""
+    calls = getattr(message, "tool_calls", None) or []
+    if not calls:
+        return message.text
+    return message.text + json.dumps([[c["name"], c["args"]] for c in calls], default=str)
+
+
 def with_cache_breakpoint(messages: list[BaseMessage]) -> list[BaseMessage]:
     """`messages` with the previous question's user message marked as an Anthropic breakpoint.
 
@@ -391,7 +482,7 @@ def with_cache_breakpoint(messages: list[BaseMessage]) -> list[BaseMessage]:
         >>> marked[0].content
         [{'type': 'text', 'text': 'q1', 'cache_control': {'type': 'ephemeral'}}]
     """
-    target = stable_end([message.type for message in messages])
+    target = stable_end(["notice" if m.id == _NOTICE_ID else m.type for m in messages])
     if target is None:
         return messages
     message = messages[target]

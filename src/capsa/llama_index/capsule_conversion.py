@@ -46,7 +46,27 @@ from capsa.capsule import (
 from capsa.capsule.compaction import LOW_WATER
 from capsa.guard.shapes import page_of
 
-__all__ = ["CapsuleCompactedEvent", "announce", "compact", "convert", "evidence", "keys", "to_core"]
+__all__ = [
+    "WHOLE_EVIDENCE_KEY",
+    "CapsuleCompactedEvent",
+    "announce",
+    "compact",
+    "convert",
+    "evidence",
+    "keys",
+    "to_core",
+    "with_whole_evidence",
+    "without_whole_evidence",
+]
+
+WHOLE_EVIDENCE_KEY = "capsa_evidence"
+"""``additional_kwargs`` key of a stored budgeted return: its chunks, whole, as JSON.
+
+A LlamaIndex agent stores only a tool's text, and a budgeted return shows some
+chunks in part or by id; `CapsuleMemory` keeps the chunks whole under this key
+(LangChain keeps them in the tool artifact), so compaction and `recall` work from
+the whole chunks. Views never carry it: providers' adapters copy
+``additional_kwargs`` onto the wire."""
 
 _dispatcher = get_dispatcher(__name__)
 
@@ -178,8 +198,13 @@ def to_core(
     tool = kwargs.get("name") or kwargs.get("tool_name") or (names or {}).get(call_id or "")
     shown = None
     if role == "tool" and tool in evidence_tools:
-        shown = parse_evidence(
-            "\n".join(b.text for b in message.blocks if isinstance(b, TextBlock))
+        kept = kwargs.get(WHOLE_EVIDENCE_KEY)
+        shown = (
+            tuple(Evidence.model_validate(e) for e in kept)
+            if isinstance(kept, list)
+            else parse_evidence(
+                "\n".join(b.text for b in message.blocks if isinstance(b, TextBlock))
+            )
         )
     return Message(
         role=role,
@@ -191,6 +216,30 @@ def to_core(
         evidence=shown,
         key=str(key),
     )
+
+
+def with_whole_evidence(message: ChatMessage, chunks: Sequence[Evidence]) -> ChatMessage:
+    """A copy of a stored tool return that also keeps `chunks` whole (`WHOLE_EVIDENCE_KEY`)."""
+    kept = [e.model_dump(mode="json") for e in chunks]
+    kwargs = {**message.additional_kwargs, WHOLE_EVIDENCE_KEY: kept}
+    return message.model_copy(update={"additional_kwargs": kwargs})
+
+
+def without_whole_evidence(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """`messages` with no `WHOLE_EVIDENCE_KEY`, copying only the messages that had it.
+
+    What a view sends must hold only what the model is shown: an adapter that
+    copies ``additional_kwargs`` onto the wire would otherwise send every chunk whole.
+    """
+    out: list[ChatMessage] = []
+    for message in messages:
+        if WHOLE_EVIDENCE_KEY in message.additional_kwargs:
+            kwargs = {
+                k: v for k, v in message.additional_kwargs.items() if k != WHOLE_EVIDENCE_KEY
+            }
+            message = message.model_copy(update={"additional_kwargs": kwargs})
+        out.append(message)
+    return out
 
 
 def convert(messages: Sequence[ChatMessage], evidence_tools: Iterable[str]) -> list[Message]:

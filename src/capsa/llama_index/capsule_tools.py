@@ -9,6 +9,7 @@ This module does not use ``from __future__ import annotations``: `FunctionTool`
 finds the ``ctx: Context`` parameter by its annotation object.
 """
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -16,7 +17,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
-from capsa.capsule import render_evidence
+from capsa.capsule import TokenCounter, estimate_tokens, render_budgeted, render_evidence
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.llama_index.capsule_conversion import evidence
 
@@ -47,20 +48,46 @@ def capsule_retriever_tool(
     description: str = SEARCH_DESCRIPTION,
     collection: str | None = None,
     memory: "CapsuleMemory | None" = None,
+    budget: int | None = None,
+    tokenizer: TokenCounter = estimate_tokens,
 ) -> FunctionTool:
     """An evidence tool over `retriever` that records what it returns in the run's memory.
 
     Its output shows each node as an escaped ``<chunk id=...>`` element, so the
     model can cite node ids; the run's `CapsuleMemory` (or `memory`) records the
     retrieval and learns `name` as an evidence tool.
+
+    Args:
+        retriever: Any LlamaIndex retriever.
+        name: The tool's name.
+        description: What the model is told about the tool.
+        collection: Stamped on chunks whose nodes carry no ``collection`` metadata.
+        memory: The memory to act on when the run has no `CapsuleMemory`.
+        budget: Return a budgeted packet of about this many tokens instead of every
+            node whole (`capsa.capsule.render_budgeted`, the same packet as
+            LangChain's ``capsa_retriever_tool(budget=...)``): the most relevant
+            nodes whole, as many as fit, the rest by id (parts only when not even
+            one fits). The memory keeps every chunk
+            whole beside the stored return (an agent stores only the tool's text),
+            so its recall tool brings any of them back whole, in this question or
+            a later one. Less is written to the prompt cache each question; a
+            chunk the answer needs but the packet cut costs a recall round.
+        tokenizer: Counts tokens for `budget`.
     """
+    if budget is not None and budget < 1:
+        raise ValueError(f"budget must be positive, got {budget}")
 
     async def search(query: str, ctx: Context) -> str:
         target = await _memory(ctx, memory, name)
         nodes: list[NodeWithScore] = await retriever.aretrieve(query)
         found = [evidence(n, collection) for n in nodes]
         target.record_retrieval(found, tool=name)
-        return render_evidence(found)
+        if budget is None:
+            return render_evidence(found)
+        # packing stays off the event loop
+        text = await asyncio.to_thread(render_budgeted, query, found, budget, tokenizer=tokenizer)
+        target.keep_whole(text, found)
+        return text
 
     return FunctionTool.from_defaults(async_fn=search, name=name, description=description)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -38,17 +37,26 @@ from capsa.capsule import (
     as_tokenizer,
     cite_ids,
     estimate_tokens,
-    groups_to_drop,
     pictures_needed,
+    prune_carried,
     recall,
     record_messages,
     stable_end,
+    view_cut,
+    view_notice,
 )
 from capsa.capsule.compaction import LOW_WATER
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
 from capsa.capsule.session import AnyPictureFetcher, PictureCache
 from capsa.llama_index.capsule_block import CitationCapsuleBlock
-from capsa.llama_index.capsule_conversion import CapsuleCompactedEvent, compact, convert, keys
+from capsa.llama_index.capsule_conversion import (
+    CapsuleCompactedEvent,
+    compact,
+    convert,
+    keys,
+    with_whole_evidence,
+    without_whole_evidence,
+)
 from capsa.llama_index.capsule_tools import (
     capsule_cite_tool,
     capsule_recall_tool,
@@ -141,6 +149,8 @@ class CapsuleMemory(BaseMemory):
     fraction of it a step degrades or drops down to. Lower moves the cached prefix
     less often; 1.0 frees just enough, moving it almost every question."""
     _pictures: PictureCache | None = PrivateAttr(default=None)
+    _whole: dict[str, tuple[Evidence, ...]] = PrivateAttr(default_factory=dict)
+    """Budgeted returns of the current run by text, with their chunks whole, until stored."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -211,7 +221,7 @@ class CapsuleMemory(BaseMemory):
             cite_tools=() if self.keep_cite_calls else (self.cite_tool_name,),
             low_water=self.low_water,
         )
-        view = self._bounded(view)
+        view = self._bounded(without_whole_evidence(view))
         return with_cache_point(view) if self.cache_breakpoint else view
 
     def view_token_limit(self) -> int | None:
@@ -237,21 +247,15 @@ class CapsuleMemory(BaseMemory):
         if limit is None:
             return view
         count = as_tokenizer(self.tokenizer)
-        starts = [i for i, m in enumerate(view) if m.role == MessageRole.USER]
-        if len(starts) < 2:
+        roles = [m.role.value for m in view]
+        tokens = [count(_text_of(m)) for m in view]
+        notice = count(view_notice(sum(r == "user" for r in roles)))
+        cut = view_cut(roles, tokens, limit, notice_tokens=notice, low_water=self.low_water)
+        if cut.dropped == 0:
             return view
-        bounds = [*starts, len(view)]
-        sizes = [
-            sum(count(_text_of(m)) for m in view[a:b])
-            for a, b in itertools.pairwise(bounds)
-        ]
-        head = view[: starts[0]]
-        spare = limit - sum(count(_text_of(m)) for m in head) - count(_notice(len(starts)))
-        dropped = groups_to_drop(sizes, max(1, spare), low_water=self.low_water)
-        if dropped == 0:
-            return view
-        notice = ChatMessage(role=MessageRole.SYSTEM, content=_notice(dropped))
-        return [*head, notice, *view[starts[dropped]:]]
+        first = roles.index("user")
+        message = ChatMessage(role=MessageRole.SYSTEM, content=view_notice(cut.dropped))
+        return [*view[:first], message, *view[cut.start:]]
 
     def _wanted(self, history: list[ChatMessage]) -> Any:
         converted = convert(history, self.owned_tools)
@@ -303,29 +307,52 @@ class CapsuleMemory(BaseMemory):
     def _answered(self, history: list[ChatMessage]) -> None:
         if self.ledger.question is None:
             return
-        ledger = record_messages(
-            self.ledger, convert(history, self.owned_tools), owned_tools=self.owned_tools
-        )
-        self.ledger = ledger.end_question(len(history)) if ledger.in_progress else ledger
+        converted = convert(history, self.owned_tools)
+        ledger = record_messages(self.ledger, converted, owned_tools=self.owned_tools)
+        if ledger.in_progress:
+            ledger = ledger.end_question(len(history))
+        self.ledger = prune_carried(ledger, converted, owned_tools=self.owned_tools)
+
+    def keep_whole(self, text: str, chunks: Sequence[Evidence]) -> None:
+        """Remember a budgeted return's chunks whole until the return is stored.
+
+        An agent stores only a tool's text; when a tool message with exactly this
+        text is put into the memory, it is stored (as a copy) with `chunks` in
+        ``additional_kwargs`` (`WHOLE_EVIDENCE_KEY`), so compaction shows cited
+        chunks whole once the question ends and `recall` finds every chunk later.
+        Views never carry that key.
+        """
+        self._whole[text] = tuple(chunks)
+
+    def _with_whole(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        out: list[ChatMessage] = []
+        for message in messages:
+            chunks = (
+                self._whole.pop(_text_of(message), None)
+                if message.role == MessageRole.TOOL and self._whole
+                else None
+            )
+            out.append(message if chunks is None else with_whole_evidence(message, chunks))
+        return out
 
     def put(self, message: ChatMessage) -> None:
         """Store a message; a user message begins a question."""
         self._arrived(message, len(self.memory.get_all()))
-        self.memory.put(message)
+        self.memory.put(self._with_whole([message])[0])
 
     async def aput(self, message: ChatMessage) -> None:
         """Async twin of `put`."""
         self._arrived(message, len(await self.memory.aget_all()))
-        await self.memory.aput(message)
+        await self.memory.aput(self._with_whole([message])[0])
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Store a finished step's messages (the agent's scratchpad) and end the question."""
-        self.memory.put_messages(messages)
+        self.memory.put_messages(self._with_whole(messages))
         self._answered(self.memory.get_all())
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async twin of `put_messages`."""
-        await self.memory.aput_messages(messages)
+        await self.memory.aput_messages(self._with_whole(messages))
         await asyncio.to_thread(self._answered, await self.memory.aget_all())
 
     def set(self, messages: list[ChatMessage]) -> None:
@@ -342,11 +369,13 @@ class CapsuleMemory(BaseMemory):
         """Clear the history and the ledger: nothing crosses into the next conversation."""
         self.memory.reset()
         self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
+        self._whole.clear()
 
     async def areset(self) -> None:
         """Async twin of `reset`."""
         await self.memory.areset()
         self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
+        self._whole.clear()
 
     # -- what the tools do --------------------------------------------------------------------
 
@@ -384,11 +413,22 @@ class CapsuleMemory(BaseMemory):
         name: str = "search_knowledge_base",
         description: str = SEARCH_DESCRIPTION,
         collection: str | None = None,
+        budget: int | None = None,
     ) -> FunctionTool:
-        """`capsule_retriever_tool` falling back to this memory; registers `name`."""
+        """`capsule_retriever_tool` falling back to this memory; registers `name`.
+
+        With `budget`, returns are budgeted packets counted by this memory's
+        `tokenizer`, every chunk kept whole beside the stored return (recallable).
+        """
         self.ledger = self.ledger.with_evidence_tools([name])
         return capsule_retriever_tool(
-            retriever, name=name, description=description, collection=collection, memory=self
+            retriever,
+            name=name,
+            description=description,
+            collection=collection,
+            memory=self,
+            budget=budget,
+            tokenizer=self.tokenizer,
         )
 
     def cite_tool(
@@ -407,13 +447,6 @@ class CapsuleMemory(BaseMemory):
 def _text_of(message: ChatMessage) -> str:
     """Every text block of a message; other blocks count as nothing."""
     return "".join(getattr(block, "text", "") or "" for block in message.blocks)
-
-
-def _notice(dropped: int) -> str:
-    return (
-        f'<not-shown questions="{dropped}" reason="token_limit"/> The oldest questions '
-        "left this view; the stored history keeps them and recall brings back any chunk by id."
-    )
 
 
 def _memory_options() -> frozenset[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import re
 import sqlite3
 from typing import Any
@@ -22,11 +23,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import PrivateAttr
 
-from capsa.capsule import Evidence, EvidenceLedger
+from capsa.capsule import Evidence, EvidenceLedger, estimate_tokens
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
 from capsa.errors import CompactionRefused
 from capsa.langchain.middleware import (
+    DEFAULT_VIEW_TOKENS,
     LEDGER_KEY,
+    VIEW_SHARE,
     CitationCapsuleEdit,
     CitationCapsuleMiddleware,
     capsa_retriever_tool,
@@ -1030,3 +1033,78 @@ def test_a_budgeted_search_returns_a_packet_and_recall_brings_every_chunk_back_w
             assert doc.page_content in recalled  # every other chunk back whole
     stored = agent.get_state(CONFIG).values
     assert hold.id in EvidenceLedger.from_json(stored[LEDGER_KEY]).cited_ids()
+
+
+# -- a request bounded by default ------------------------------------------------------------------
+
+
+def _request_tokens(messages: list[BaseMessage]) -> int:
+    return sum(
+        estimate_tokens(m.text + json.dumps([[c["name"], c["args"]] for c in m.tool_calls]))
+        if isinstance(m, AIMessage) and m.tool_calls
+        else estimate_tokens(m.text)
+        for m in messages
+    )
+
+
+def _profiled_chat(max_input_tokens: int) -> list[list[BaseMessage]]:
+    """A 20-question chat with the default view bound and a model profile; first requests."""
+    saver = InMemorySaver()
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    firsts: list[list[BaseMessage]] = []
+    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    for n, question in enumerate(questions):
+        chunk = _answer_chunk(question)
+        replies = [_search(f"s{n}", question.question), _cite(f"c{n}", chunk.id), AIMessage("ok")]
+        model = ScriptedModel(
+            messages=iter(replies), profile={"max_input_tokens": max_input_tokens}
+        )
+        agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage(question.question)]}, CONFIG)
+        firsts.append(model.seen[0])
+    return firsts
+
+
+def test_the_default_view_bound_follows_the_model_profile():
+    firsts = _profiled_chat(2400)
+    limit = int(2400 * VIEW_SHARE)
+    assert all(_request_tokens(r) <= limit for r in firsts)
+    assert any(m.text.startswith('<not-shown questions="') for m in firsts[-1])
+
+
+def test_the_default_view_bound_drops_old_questions_in_steps():
+    firsts = _profiled_chat(2400)
+    starts = [r[0].text for r in firsts]
+    moved = [n for n in range(1, len(starts)) if starts[n] != starts[n - 1]]
+    assert moved and len(moved) <= 20 // 3
+
+
+def test_the_view_bound_without_a_profile_is_the_documented_default():
+    plain = GenericFakeChatModel(messages=iter([]))
+    profiled = GenericFakeChatModel(messages=iter([]), profile={"max_input_tokens": 200_000})
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    assert middleware.view_limit(plain) == DEFAULT_VIEW_TOKENS
+    assert middleware.view_limit(profiled) == 100_000
+    unbounded = CitationCapsuleMiddleware(evidence_tools=[SEARCH], max_view_tokens=None)
+    assert unbounded.view_limit(profiled) is None
+
+
+def test_the_view_bound_refuses_a_bad_value():
+    with pytest.raises(ValueError, match="max_view_tokens"):
+        CitationCapsuleMiddleware(evidence_tools=[SEARCH], max_view_tokens=0)
+
+
+# -- carried is bounded ----------------------------------------------------------------------------
+
+
+def test_the_middleware_prunes_what_a_shortening_carried_when_a_question_ends():
+    chunks = [Evidence(chunk_id=f"old-{i}", content=f"Old clause {i}.", document_id="old")
+              for i in range(40)]
+    ledger = EvidenceLedger().begin_question(0).record_retrieval(chunks, tool="search")
+    ledger = ledger.record_citations([c.chunk_id for c in chunks]).end_question(4).reanchor(0)
+    model = ScriptedModel(messages=iter([_search("s1", HOTEL.question), AIMessage("EUR 230.")]))
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    agent = create_agent(model, tools=[SEARCH], middleware=[middleware])
+    out = agent.invoke({"messages": [HumanMessage(HOTEL.question)], LEDGER_KEY: ledger.to_json()})
+    carried = EvidenceLedger.from_json(out[LEDGER_KEY]).carried
+    assert len(ledger.carried) == 40 and carried == ledger.carried[8:]  # the newest 32

@@ -23,9 +23,9 @@ from llama_index.core.memory import BaseMemory, Memory
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import Field
 
-from capsa.capsule import CAPSULE_HEADER, EvidenceLedger, render_evidence
+from capsa.capsule import CAPSULE_HEADER, Evidence, EvidenceLedger, render_evidence
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
-from capsa.llama_index.capsule_conversion import evidence
+from capsa.llama_index.capsule_conversion import WHOLE_EVIDENCE_KEY, evidence
 from capsa.llama_index.memory import (
     CapsuleMemory,
     CitationCapsuleBlock,
@@ -865,3 +865,105 @@ async def test_a_question_a_summarising_memory_splits_keeps_its_citations():
 
     found = recall([hotel.node_id], [], memory.ledger, owned_tools=memory.owned_tools)
     assert [e.content for e in found.evidence] == [hotel.text]  # whole, from the ledger
+
+
+# -- budgeted evidence -----------------------------------------------------------------------------
+
+
+def _budgeted_agent(memory: CapsuleMemory, script: Script) -> FunctionAgent:
+    tools = [
+        memory.retriever_tool(LexicalRetriever(), name="search", budget=60),
+        memory.cite_tool(),
+        memory.recall_tool(),
+    ]
+    llm = MockFunctionCallingLLM(response_generator=script)
+    return FunctionAgent(tools=tools, llm=llm, streaming=False)
+
+
+async def _budgeted_chat(memory: CapsuleMemory) -> tuple[list[list[list[ChatMessage]]], list[Any]]:
+    """Q1 searches (a packet), recalls a named chunk, cites; Q2 recalls another; Q3 reads."""
+    script, seen = Script(), []
+    agent = _budgeted_agent(memory, script)
+    found = [n.node for n in LexicalRetriever().retrieve(HOTEL.question)]
+    answer, other, third = found[0], found[1], found[2]
+    script.play(
+        _call("s1", "search", query=HOTEL.question),
+        _call("r1", "recall", chunk_ids=[other.node_id]),
+        _call("c1", "cite", chunk_ids=[answer.node_id, other.node_id]),
+        _say("EUR 230."),
+    )
+    await agent.run(HOTEL.question, memory=memory)
+    seen.append(script.seen)
+    script.play(
+        _call("r2", "recall", chunk_ids=[third.node_id]),
+        _call("c2", "cite", chunk_ids=[third.node_id]),
+        _say("From 1 April."),
+    )
+    await agent.run("What changed in April?", memory=memory)
+    seen.append(script.seen)
+    script.play(_say("ok"))
+    await agent.run("thanks", memory=memory)
+    seen.append(script.seen)
+    return seen, found
+
+
+@_workflow_warning
+async def test_budgeted_search_returns_a_packet_smaller_than_every_chunk_whole(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="budgeted-packet"))
+    seen, found = await _budgeted_chat(memory)
+    packet = _tool_texts(seen[0][1])[-1]
+    whole = render_evidence([evidence(NodeWithScore(node=n)) for n in found])
+    assert len(packet) < len(whole) / 2
+    assert f'<part id="{found[0].node_id}"' in packet and found[0].text not in packet
+    assert all(n.node_id in packet for n in found)  # every chunk named, so recallable
+
+
+@_workflow_warning
+async def test_budgeted_chunks_come_back_whole_through_recall_now_and_later(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="budgeted-recall"))
+    seen, found = await _budgeted_chat(memory)
+    assert found[1].text in _tool_texts(seen[0][2])[-1]  # same question: from the ledger
+    assert found[2].text in _tool_texts(seen[1][1])[-1]  # next question: from storage
+    assert _tool_texts(seen[1][2])[-1] == f"Recorded 1 citation: {found[2].node_id}."
+
+
+@_workflow_warning
+async def test_a_cited_part_shows_whole_once_its_question_ended(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="budgeted-ended"))
+    seen, found = await _budgeted_chat(memory)
+    later = "\n".join(_tool_texts(seen[2][0]))
+    assert found[0].text in later  # cited as a part in Q1, whole on the wire since
+    assert found[1].text in later
+
+
+@_workflow_warning
+async def test_budgeted_returns_keep_chunks_whole_in_storage_never_in_the_view(sql_memory):
+    memory = CapsuleMemory.from_defaults(sql_memory(session_id="budgeted-storage"))
+    seen, found = await _budgeted_chat(memory)
+    stored = next(m for m in memory.get_all() if m.role == MessageRole.TOOL)
+    kept = stored.additional_kwargs[WHOLE_EVIDENCE_KEY]
+    assert [e["content"] for e in kept] == [n.text for n in found]
+    sent = [m for run in seen for request in run for m in request]
+    assert not any(WHOLE_EVIDENCE_KEY in m.additional_kwargs for m in sent)
+
+
+# -- carried is bounded ----------------------------------------------------------------------------
+
+
+def _carrying(count: int) -> EvidenceLedger:
+    """A ledger whose shortened history forgot `count` cited chunks (their returns gone)."""
+    chunks = [Evidence(chunk_id=f"old-{i}", content=f"Old clause {i}.", document_id="old")
+              for i in range(count)]
+    ledger = EvidenceLedger().begin_question(0).record_retrieval(chunks, tool="search")
+    return ledger.record_citations([c.chunk_id for c in chunks]).end_question(4).reanchor(0)
+
+
+@_workflow_warning
+async def test_capsule_memory_prunes_what_a_shortening_carried_when_a_question_ends():
+    before = _carrying(40).carried
+    memory = CapsuleMemory.from_defaults(ListMemory(), ledger=_carrying(40))
+    script = Script()
+    script.play(_call("s1", "search", query=HOTEL.question), _say("EUR 230."))
+    await _agent(memory, script).run(HOTEL.question, memory=memory)
+    assert len(before) == 40 and memory.ledger.carried == before[8:]  # the newest 32
+    assert memory.ledger.entry(before[7]) is None and memory.ledger.entry(before[8]) is not None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from capsa.capsule import (
     NO_RESULTS,
     RECALL_HINT,
@@ -53,3 +56,39 @@ def test_a_budget_that_holds_everything_changes_nothing_but_the_form():
 def test_no_chunks_is_no_results_and_the_same_input_the_same_text():
     assert render_budgeted("q", [], 100) == NO_RESULTS
     assert render_budgeted("rule 1", _chunks(), 150) == render_budgeted("rule 1", _chunks(), 150)
+
+
+def _whole_ids(text: str) -> set[str]:
+    return {e.chunk_id for e in parse_evidence(text) or ()}
+
+
+def test_a_packet_shows_the_most_relevant_chunk_whole_rather_than_parts_of_all():
+    chunks = _chunks()
+    text = render_budgeted("rule 2.5 limit 25", chunks, 200)
+    assert _whole_ids(text) == {"c2"}
+    assert "<part" not in text
+
+
+def test_a_packet_falls_back_to_parts_when_no_chunk_fits_whole():
+    text = render_budgeted("rule 0.3 limit", _chunks(), 60)
+    assert _whole_ids(text) == set() and '<part id="c0"' in text
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=6),
+    st.integers(min_value=20, max_value=900),
+    st.integers(min_value=1, max_value=400),
+)
+def test_a_larger_budget_never_shows_fewer_chunks_whole(lengths, budget, more):
+    chunks = [
+        Evidence(
+            chunk_id=f"c{i}",
+            content=" ".join(f"Clause {i}.{j} caps item {j}." for j in range(n)),
+            document_id="d",
+        )
+        for i, n in enumerate(lengths)
+    ]
+    smaller = _whole_ids(render_budgeted("clause caps item", chunks, budget))
+    larger = _whole_ids(render_budgeted("clause caps item", chunks, budget + more))
+    assert len(larger) >= len(smaller)

@@ -17,6 +17,8 @@ from capsa.capsule import (
     estimate_tokens,
     groups_to_drop,
     render_evidence,
+    view_cut,
+    view_notice,
 )
 from capsa.errors import CompactionRefused
 
@@ -685,3 +687,20 @@ def test_a_return_kept_after_a_shortening_shows_what_its_forgotten_question_cite
     (kept,) = [m.text for m, old in zip(view, shortened, strict=True)
                if old.role == "tool" and old.tool_name == "search"]
     assert "Body of a1" in kept and "b1" in kept and "Body of b1" not in kept
+
+
+def test_view_cut_keeps_the_head_and_the_current_question():
+    roles = ["system", *(["user", "assistant", "tool", "assistant"] * 6)]
+    tokens = [30, *([10, 5, 60, 5] * 6)]
+    cut = view_cut(roles, tokens, 200, notice_tokens=20, low_water=0.6)
+    assert cut.dropped >= 1 and roles[cut.start] == "user"
+    kept = 30 + 20 + sum(tokens[cut.start :])
+    assert kept <= 200 and cut.start <= len(roles) - 4  # the current question stays
+
+
+def test_view_cut_within_the_bound_drops_nothing():
+    assert view_cut(["human", "ai", "human", "ai"], [10, 10, 10, 10], 100).dropped == 0
+
+
+def test_view_notice_names_how_many_questions_left():
+    assert view_notice(3).startswith('<not-shown questions="3" reason="token_limit"/>')

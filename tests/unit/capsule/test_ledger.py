@@ -8,6 +8,8 @@ from capsa.capsule import (
     Message,
     TextPart,
     ToolCall,
+    compact,
+    prune_carried,
     record_messages,
 )
 
@@ -284,3 +286,63 @@ def test_record_retrieval_read_back_from_text_keeps_the_fuller_record(make_chunk
     plain = full.model_copy(update={"picture_refs": (), "document_id": "T"})
     ledger = EvidenceLedger().begin_question(0).record_retrieval([full], tool="s")
     assert ledger.record_retrieval([plain], tool="s").entry("a").evidence == full
+
+
+# -- carried is bounded ------------------------------------------------------------------------
+
+
+def _question(k: int, make_chunk) -> list[Message]:
+    chunks = (make_chunk(f"q{k}-a"), make_chunk(f"q{k}-b"))
+    call = ToolCall(id=f"s{k}", name="search", args={"query": f"q{k}"})
+    return [
+        Message(role="user", parts=(TextPart(text=f"Question {k}?"),)),
+        Message(role="assistant", tool_calls=(call,)),
+        Message(role="tool", tool_call_id=f"s{k}", parts=(TextPart(text="..."),), evidence=chunks),
+        Message(role="assistant", parts=(TextPart(text=f"Answer {k} [q{k}-a]."),)),
+    ]
+
+
+def _long_chat(make_chunk, *, questions: int, keep: int):
+    """Yield (history, ledger) after each question; every third one summarises all but
+    the last question, as SummarizationMiddleware does."""
+    history: list[Message] = []
+    ledger = EvidenceLedger()
+    for k in range(questions):
+        ledger = ledger.begin_question(len(history))
+        history += _question(k, make_chunk)
+        ledger = record_messages(ledger, history, owned_tools={"search"})
+        ledger = ledger.end_question(len(history))
+        ledger = prune_carried(ledger, history, owned_tools={"search"}, keep=keep)
+        yield history, ledger
+        if k % 3 == 2:
+            summary = Message(role="system", parts=(TextPart(text="Summary so far."),))
+            history = [summary, *history[-4:]]
+            ledger = ledger.locate([None] * len(history))
+
+
+def test_prune_carried_keeps_a_long_summarised_chat_bounded(make_chunk):
+    sizes = [len(ledger.carried) for _, ledger in _long_chat(make_chunk, questions=60, keep=4)]
+    assert max(sizes) <= 4 + 1  # the newest four gone from the history, and one still held
+    assert sizes[-1] > 0
+
+
+def test_prune_carried_never_hides_a_cited_chunk_a_return_still_holds(make_chunk):
+    for history, ledger in _long_chat(make_chunk, questions=30, keep=0):
+        view = "\n".join(m.text for m in compact(history, ledger.begin_question(len(history)),
+                                                   owned_tools={"search"}))
+        held = [e for m in history if m.evidence for e in m.evidence if e.chunk_id.endswith("-a")]
+        assert all(e.content in view for e in held)
+
+
+def test_prune_carried_keeps_the_newest_recallable_and_drops_their_entries(make_chunk):
+    chunks = [make_chunk(i) for i in ("a", "b", "c")]
+    ledger = EvidenceLedger().begin_question(0).record_retrieval(chunks, tool="s")
+    ledger = ledger.record_citations(["a", "b", "c"]).end_question(4).reanchor(1)
+    pruned = ledger.prune_carried((), keep=1)
+    assert pruned.carried == ("c",)
+    assert [e.evidence.chunk_id for e in pruned.entries] == ["c"]
+
+
+def test_prune_carried_refuses_a_negative_keep():
+    with pytest.raises(ValueError, match="keep"):
+        EvidenceLedger().prune_carried((), keep=-1)
