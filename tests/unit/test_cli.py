@@ -116,8 +116,8 @@ def test_extract_writes_omissions_as_json_lines_with_their_source(tmp_path: Path
     by_label = {line["label"]: line for line in _lines(out)}
     assert by_label["good.txt"]["outcome"] == "extracted"
     assert by_label["empty.txt"] == {"outcome": "omitted", "source": str(tmp_path / "empty.txt"),
-                                     "label": "empty.txt", "stage": "size", "reason": "empty",
-                                     "detail": "the file is empty"}
+                                     "label": "empty.txt", "parent": None, "stage": "size",
+                                     "reason": "empty", "detail": "the file is empty"}
 
 
 def test_extract_reports_a_missing_path_and_carries_on(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
+from capsa.guard.bulk import map_streaming, pool_width
 from capsa.guard.pools import shared_pool
 from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.walk import LinkRule, check_link, walk_files
@@ -45,6 +46,8 @@ class CapsaOmissionEvent(BaseEvent):
     reason: str
     detail: str
     source: str | None = None
+    parent: str | None = None
+    """The label of the file this one was found in (an e-mail's); None for a top-level file."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -121,6 +124,11 @@ class CapsaReader(BasePydanticReader):
     """The link rule (`capsa.guard.walk`): refuse links, follow those inside `root`, or all."""
     root: str | None = None
     """The folder links must stay inside with ``symlinks="within_root"``."""
+    workers: int | None = Field(default=None, ge=1)
+    """Files parsed at once by one call; None for the pool's width
+    (`capsa.guard.bulk.pool_width`: two for the default pool)."""
+    ordered: bool = True
+    """Yield in input order (True) or each file's documents as it finishes (False)."""
     _extractor: TextExtractor | None = PrivateAttr(default=None)
     _omitted: list[Omission] = PrivateAttr(default_factory=list)
     _spool: str | None = PrivateAttr(default=None)
@@ -183,38 +191,58 @@ class CapsaReader(BasePydanticReader):
         if target is None:
             raise ValueError("CapsaReader needs a file path")
         paths = [target] if isinstance(target, (str, os.PathLike)) else list(target)
-        for index, path in enumerate(paths):
-            label = safe_label(Path(path).name, index=index)
-            try:
-                if fs is None:
-                    refusal = check_link(path, symlinks=self.symlinks, root=self.root)
-                    if refusal is not None:
-                        raise refusal
-                payload = self._read(Path(path), label, fs)
-                declared = media_type_for_name(label)
-                item = extract_attachment(Attachment(label=label, media_type=declared,
-                                                     payload=payload),
-                                          self._extractor, self.limits, index=index)
-            except (IngestionRejected, ExtractionFailed) as error:
-                if self.on_rejection == "raise":
-                    raise
-                self._record(Omission.from_error(error).model_copy(
-                    update={"source": str(path)}))
+        yield from self._stream(((Path(path), extra_info) for path in paths), fs)
+
+    def _stream(self, jobs: Iterable[tuple[Path, dict[str, Any] | None]], fs: Any = None,
+                *, workers: int | None = None, ordered: bool | None = None
+                ) -> Iterator[Document]:
+        """Each job's documents, `workers` files at once; omissions recorded as they arrive."""
+        width = workers if workers is not None else self.workers
+        if width is None:
+            width = pool_width(self._extractor)
+        in_order = self.ordered if ordered is None else ordered
+        for outcomes in map_streaming(lambda index, job: self._outcomes(index, *job, fs),
+                                      jobs, workers=width, ordered=in_order):
+            for outcome in outcomes:
+                if isinstance(outcome, Document):
+                    yield outcome
+                else:
+                    self._record(outcome)
+
+    def _outcomes(self, index: int, path: Path, extra_info: dict[str, Any] | None,
+                  fs: Any) -> list[Document | Omission]:
+        """One file's documents and omissions, recording nothing: safe in any thread."""
+        label = safe_label(path.name, index=index)
+        try:
+            if fs is None:
+                refusal = check_link(path, symlinks=self.symlinks, root=self.root)
+                if refusal is not None:
+                    raise refusal
+            payload = self._read(path, label, fs)
+            declared = media_type_for_name(label)
+            item = extract_attachment(Attachment(label=label, media_type=declared,
+                                                 payload=payload),
+                                      self._extractor, self.limits, index=index)
+        except (IngestionRejected, ExtractionFailed) as error:
+            if self.on_rejection == "raise":
+                raise
+            return [Omission.from_error(error).model_copy(update={"source": str(path)})]
+        outcomes: list[Document | Omission] = []
+        for found in item.flattened():  # the file, then any file found inside it
+            if isinstance(found, Omission):
+                outcomes.append(found.model_copy(update={"source": str(path)}))
                 continue
-            for found in item.flattened():  # the file, then any file found inside it
-                if isinstance(found, Omission):
-                    self._record(found.model_copy(update={"source": str(path)}))
-                    continue
-                metadata = {**(extra_info or {}), "capsa_label": found.label,
-                            "capsa_kind": found.kind, "capsa_sha256": found.sha256,
-                            "capsa_bytes": found.byte_size}
-                if found.parent is not None:
-                    metadata["capsa_parent"] = found.parent
-                hidden = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes",
-                          "capsa_parent"]
-                yield Document(text=found.text, id_=found.sha256, metadata=metadata,
-                               excluded_llm_metadata_keys=hidden,
-                               excluded_embed_metadata_keys=hidden)
+            metadata = {**(extra_info or {}), "capsa_label": found.label,
+                        "capsa_kind": found.kind, "capsa_sha256": found.sha256,
+                        "capsa_bytes": found.byte_size}
+            if found.parent is not None:
+                metadata["capsa_parent"] = found.parent
+            hidden = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes",
+                      "capsa_parent"]
+            outcomes.append(Document(text=found.text, id_=found.sha256, metadata=metadata,
+                                     excluded_llm_metadata_keys=hidden,
+                                     excluded_embed_metadata_keys=hidden))
+        return outcomes
 
     async def alazy_load_data(self, *args: Any, **load_kwargs: Any) -> Iterable[Document]:
         """Every document of `lazy_load_data`, read and parsed in a worker thread.
@@ -348,6 +376,10 @@ class CapsaDirectoryReader(BasePydanticReader):
     """The link rule (`capsa.guard.walk`)."""
     defer: bool = False
     """Yield unparsed placeholders for `CapsaTransform` instead of parsing here."""
+    workers: int | None = Field(default=None, ge=1)
+    """Files parsed at once; None for the reader's own setting, then the pool's width."""
+    ordered: bool | None = None
+    """Input (sorted walk) order, or as files finish; None for the reader's own setting."""
     _reader: CapsaReader = PrivateAttr()
 
     def __init__(self, input_dir: str | os.PathLike[str] | None = None, *,
@@ -373,17 +405,33 @@ class CapsaDirectoryReader(BasePydanticReader):
         return self._reader.omitted
 
     def lazy_load_data(self, *args: Any, **load_kwargs: Any) -> Iterable[Document]:
-        """Yield the documents of every file of the folder that passes the guard."""
+        """Yield the documents of every file of the folder that passes the guard.
+
+        Files are parsed `workers` at once; the order follows `ordered`
+        (sorted walk order, or as files finish).
+        """
+        if self.defer:
+            for path, refusal in self._walk():
+                if refusal is not None:
+                    self._reader.refuse(refusal, str(path))
+                else:
+                    yield _pending(path, {"file_path": str(path), "file_name": path.name})
+            return
+        yield from self._reader._stream(self._jobs(), workers=self.workers,
+                                        ordered=self.ordered)
+
+    def _walk(self) -> Iterator[tuple[Path, IngestionRejected | None]]:
         pattern = "**/*" if self.recursive else "*"
-        for path, refusal in walk_files(self.input_dir, pattern, symlinks=self.symlinks,
-                                        hidden=self.load_hidden):
-            info = {"file_path": str(path), "file_name": path.name}
+        return walk_files(self.input_dir, pattern, symlinks=self.symlinks,
+                          hidden=self.load_hidden)
+
+    def _jobs(self) -> Iterator[tuple[Path, dict[str, Any] | None]]:
+        """Every walked file with its metadata; a refused link is recorded as it is met."""
+        for path, refusal in self._walk():
             if refusal is not None:
                 self._reader.refuse(refusal, str(path))
-            elif self.defer:
-                yield _pending(path, info)
             else:
-                yield from self._reader.lazy_load_data(path, extra_info=info)
+                yield path, {"file_path": str(path), "file_name": path.name}
 
     async def aload_data(self, *args: Any, **load_kwargs: Any) -> list[Document]:
         """`load_data` in a worker thread; the event loop keeps running."""
