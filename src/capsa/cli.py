@@ -347,7 +347,7 @@ class _Report:
         from capsa.guard.bulk import display_name
 
         status = 2 if self.omitted and strict else 0
-        console.print(Text(self.summary()))
+        console.print(Text(self.summary()), soft_wrap=True)
         if self.omitted and not console.is_terminal:
             # Logs and CI: one whole line per omission, so a long path is never
             # folded or cut and `grep` finds the file by name.
