@@ -191,7 +191,9 @@ class CapsaReader(BasePydanticReader):
         if target is None:
             raise ValueError("CapsaReader needs a file path")
         paths = [target] if isinstance(target, (str, os.PathLike)) else list(target)
-        yield from self._stream(((Path(path), extra_info) for path in paths), fs)
+        # SimpleDirectoryReader calls once per file: one file needs no threads
+        width = 1 if len(paths) == 1 else None
+        yield from self._stream(((Path(path), extra_info) for path in paths), fs, workers=width)
 
     def _stream(self, jobs: Iterable[tuple[Path, dict[str, Any] | None]], fs: Any = None,
                 *, workers: int | None = None, ordered: bool | None = None

@@ -493,8 +493,9 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
         "cgroups": roots, "lazy": lazy, "kinds": sorted(_kinds(extractor))})
     spare = zygote.fork_spare()
     # lazy: the kinds not yet tested, cheapest first, warmed whenever no file is waiting
-    idle = [k for k in _WARM_ORDER if k in _kinds(extractor)] + \
-        sorted(_kinds(extractor) - set(_WARM_ORDER)) if lazy else []
+    kinds = _kinds(extractor)
+    idle = [k for k in _WARM_ORDER if k in kinds] + sorted(kinds - set(_WARM_ORDER)) \
+        if lazy else []
     try:
         while True:
             while idle and not select.select([control], [], [], 0)[0]:
@@ -524,7 +525,7 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
                 spare = _refork(zygote, spare)
                 protocol.send_control(control, {"warmed": self_test})
                 continue
-            if isinstance(asked, str) and asked not in self_test:
+            if isinstance(asked, str) and asked in kinds and asked not in self_test:
                 # Lazy start: this kind's parser is imported and self-tested now, in the
                 # zygote, so its children inherit it warm; the spare forked before is stale.
                 self_test.update(_self_test(extractor, asked))
