@@ -9,6 +9,7 @@ run killed half-way resumes where it stopped instead of starting over.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -149,9 +150,10 @@ def pool_width(extractor: TextExtractor | None) -> int:
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
-        >>> pool_width(IsolatedExtractor(PlainTextExtractor(), workers=3)), \
-        ...     pool_width(PlainTextExtractor())
-        (3, 1)
+        >>> pool_width(IsolatedExtractor(PlainTextExtractor(), workers=3))
+        3
+        >>> pool_width(PlainTextExtractor())
+        1
     """
     if isinstance(extractor, IsolatedExtractor):
         return extractor.workers
@@ -172,6 +174,8 @@ def map_streaming(work: Callable[[int, T], R], items: Iterable[T], *, workers: i
     yielded; results come out as they finish (results finishing together in
     input order), or exactly in input order with ``ordered=True``, where the
     files behind a slow one are parsed meanwhile and held until it is done.
+    Each call runs in a copy of the caller's context (`contextvars`), as it
+    would in the caller's thread.
     An exception raised by `work` is raised where its result would have been
     yielded; work not yet started is then cancelled. Closing the iterator
     early cancels what has not started and waits for what has.
@@ -223,7 +227,9 @@ def map_streaming(work: Callable[[int, T], R], items: Iterable[T], *, workers: i
             while len(pending) + len(held) >= limit:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 yield from release(finished)
-            future = pool.submit(work, index, item)
+            # each item runs in a copy of the caller's context, so a tracing span or
+            # a tenant's context variable open around the loop reaches the work
+            future = pool.submit(contextvars.copy_context().run, work, index, item)
             order[future] = index
             pending.add(future)
         while pending:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import threading
@@ -518,3 +519,10 @@ def test_display_name_names_a_refused_attachment_inside_its_parents() -> None:
     assert display_name(nested) == "photo.png in fwd.eml in inbox/mail.eml"
     assert display_name(nested.model_copy(update={"source": None})) == \
         "photo.png in fwd.eml in mail.eml"
+
+
+def test_map_streaming_runs_each_item_in_the_callers_context() -> None:
+    tenant: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="none")
+    tenant.set("acme")
+    seen = list(map_streaming(lambda index, item: tenant.get(), range(6), workers=3))
+    assert seen == ["acme"] * 6
