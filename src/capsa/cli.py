@@ -282,6 +282,8 @@ class _Report:
         """Top-level files extracted."""
         self.inside_extracted = 0
         """Files found inside others, extracted."""
+        self.inside_omitted = 0
+        """Files found inside others, omitted."""
         self.used_chars = 0
         self.omitted: list[Omission] = []
 
@@ -290,11 +292,6 @@ class _Report:
         found = f"; {inside} found inside them" if inside else ""
         return f"{self.extracted} extracted, {len(self.omitted) - self.inside_omitted} omitted" \
                f"{found}"
-
-    @property
-    def inside_omitted(self) -> int:
-        """Files found inside others, omitted."""
-        return sum(1 for item in self.omitted if item.parent is not None)
 
     def write(self, outcome: Extracted | Omission, out: IO[str],
               limits: ExtractionLimits) -> None:
@@ -324,6 +321,8 @@ class _Report:
                 detail=f"{chars} characters would take the set to {self.used_chars + chars}, "
                        f"over the set-wide limit of {limits.max_total_chars}")
         self.omitted.append(outcome)
+        if outcome.parent is not None:
+            self.inside_omitted += 1
         out.write(json.dumps({"outcome": "omitted", "source": outcome.source,
                               "label": outcome.label, "parent": outcome.parent,
                               "stage": outcome.stage, "reason": outcome.reason,

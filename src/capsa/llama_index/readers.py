@@ -80,7 +80,12 @@ class CapsaReader(BasePydanticReader):
 
     The default limits are the ingestion preset
     (`ExtractionLimits.for_ingestion`). `aload_data` and `alazy_load_data`
-    do all their reading and parsing in a worker thread.
+    do all their reading and parsing in worker threads.
+
+    A call with several files parses `workers` of them at once (by default
+    the pool's width: two for the default pool), so one long report does not
+    hold the others; documents come in input order (``ordered=True``, the
+    default) or as each file finishes (``ordered=False``).
 
     Symbolic links follow capsa's one link rule (`capsa.guard.walk`):
     ``symlinks="refuse"`` (the default) refuses a file that is a link as
@@ -349,6 +354,8 @@ class CapsaDirectoryReader(BasePydanticReader):
     `IngestionPipeline`, in parallel (``num_workers``).
 
     Refusals are in `omitted` (the inner reader's) and fire `CapsaOmissionEvent`.
+    Files are parsed `workers` at once, in sorted walk order or, with
+    ``ordered=False``, as each finishes; both default to the inner reader's.
 
     Usage:
         .. code-block:: python
