@@ -179,17 +179,27 @@ class _Worker:
         return self.lazy and not (isinstance(kinds, list)
                                   and set(kinds) <= set(self.health["self_test"]))
 
-    def warm(self, kind: str = "*") -> bool:
-        """Have a lazy zygote self-test `kind` (``"*"``: every kind) now; False if it died."""
+    def warm(self) -> bool:
+        """Have a lazy zygote self-test every kind not yet tested; False if it died."""
+        return self.ask_warm() and self.await_warm()
+
+    def ask_warm(self) -> bool:
+        """Ask a lazy zygote to self-test every kind not yet tested (see `await_warm`)."""
         if not self.lazy:
             return True
         if not self.settle():
             return False
         try:
-            protocol.send_control(self.control, {"warm": kind})
+            protocol.send_control(self.control, {"warm": "*"})
         except (OSError, ProtocolError):
             self.closed = True
             return False
+        return True
+
+    def await_warm(self) -> bool:
+        """Wait for the answer to `ask_warm`; False if the worker died or never answered."""
+        if not self.lazy:
+            return True
         deadline = time.monotonic() + _START_TIMEOUT_S
         while True:
             message = self._receive(max(deadline - time.monotonic(), 0.0))
@@ -441,7 +451,7 @@ class IsolatedExtractor:
     def health(self) -> WorkerHealth:
         """The first worker's start-up report (starting it if needed), every kind self-tested."""
         worker = self._acquire()
-        if not worker.warm("*"):
+        if not worker.warm():
             self._replace(worker)
             return worker.health
         self._idle.put(worker)
@@ -472,8 +482,9 @@ class IsolatedExtractor:
                              name="capsa-pool-start").start()
             return
         started = [self._acquire() for _ in range(self.workers)]
-        for worker in started:
-            if worker.warm("*"):
+        asked = [worker.ask_warm() for worker in started]  # the workers warm in parallel
+        for worker, ok in zip(started, asked, strict=True):
+            if ok and worker.await_warm():
                 self._idle.put(worker)
             else:
                 self._replace(worker)
