@@ -15,7 +15,8 @@ Two parts, each printed as a table and written to ``benchmarks/results/ingestion
   default pool, with the workers self-testing every kind before they serve
   (``eager``: how capsa started before lazy start) and with each kind
   self-tested on its first file (``lazy``, today's default), for a PDF and
-  for a DOCX.
+  for a DOCX; and ``warm_up()`` of a two-worker pool both ways (lazy workers
+  answer at once and self-test in parallel).
 
 The machine may be shared: the load average before and after is recorded,
 and only ratios measured in the same run should be compared. Nothing here
@@ -55,6 +56,20 @@ from capsa.langchain import CapsaLoader
 doc = next(iter(CapsaLoader(sys.argv[2]).lazy_load()))
 print(json.dumps({"seconds": time.perf_counter() - start,
                   "label": doc.metadata["capsa_label"]}))
+"""
+
+
+_WARM = r"""
+import json, sys, time
+import capsa.guard.sandbox.pool as pool_module
+if sys.argv[1] == "eager":
+    pool_module._warms_lazily = lambda inner: False
+from capsa.guard.extractors import default_router
+start = time.perf_counter()
+pool = pool_module.IsolatedExtractor(default_router(), workers=2)
+pool.warm_up()
+print(json.dumps({"seconds": time.perf_counter() - start}))
+pool.close()
 """
 
 
@@ -134,6 +149,14 @@ def measure_cold_start(pdf: Path, docx: Path, repeats: int) -> list[dict[str, An
                 runs.append(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
             rows.append({"file": path.name, "start": mode,
                          "seconds": round(sorted(runs)[len(runs) // 2], 2), "runs": len(runs)})
+    for mode in ("eager", "lazy"):  # warm_up() of a two-worker pool, every kind tested
+        runs = []
+        for _ in range(repeats):
+            done = subprocess.run([sys.executable, "-c", _WARM, mode], capture_output=True,
+                                  text=True, check=True, cwd=ROOT)
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+        rows.append({"file": "warm_up(), 2 workers", "start": mode,
+                     "seconds": round(sorted(runs)[len(runs) // 2], 2), "runs": len(runs)})
     for row in rows:
         eager = next(r for r in rows if r["file"] == row["file"] and r["start"] == "eager")
         row["ratio_to_eager"] = round(row["seconds"] / eager["seconds"], 2)
