@@ -394,8 +394,12 @@ class IsolatedExtractor:
     `health.sandbox` says which layers a worker got; ``capsa doctor`` prints
     the same for this machine.
 
-    Workers start on first use (or on ``with``); `inner` must be picklable
-    and importable by the worker's interpreter. Safe to share across threads.
+    Workers start on first use (or on ``with``, `start`, `warm_up`); `inner`
+    must be picklable and importable by the worker's interpreter. A worker
+    started on first use over capsa's own parsers (`default_router`) self-tests
+    each kind on its first file and the rest while idle, so that file waits
+    for its own kind's parser only; `start` and `warm_up` return with every
+    kind tested. Safe to share across threads.
     Modules `inner` needs are imported when the worker starts: the parse child
     can read only the interpreter's own directories, its installed packages
     and system data, never the application's working directory.
