@@ -77,6 +77,7 @@ def _load_sibling(name: str) -> Any:
 
 sandbox_cost = _load_sibling("sandbox_cost")
 first_file = _load_sibling("first_file")
+ingestion = _load_sibling("ingestion")
 preparse = _load_sibling("preparse")
 TARGET_RATIO = 1.15
 """Guarded time over raw time allowed on files over `SIZE_THRESHOLD` bytes."""
@@ -1057,6 +1058,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "real_documents": real_documents,
         "sandbox_cost": sandbox_cost.measure(100 if settings.quick else 300),
         "first_file": first_file.measure(),
+        "ingestion": ingestion.measure(quick=settings.quick),
         "preparse": preparse.measure(quick=settings.quick),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -1064,6 +1066,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_report(report, plain=args.plain)
     sandbox_cost.print_table(report["sandbox_cost"])
     first_file.print_table(report["first_file"])
+    ingestion.print_table(report["ingestion"])
     preparse.print_table(report["preparse"])
     print(f"wrote {args.out}")
     return 0

@@ -49,6 +49,78 @@ def loop_probe() -> tuple[_WaitsForTheLoop, Callable[[], Awaitable[None]]]:
     return extractor, other_coroutine
 
 
+class GatedExtractor:
+    """Plain text; the payload ``b"slow"`` waits until `release` is set (at most 10 s).
+
+    The tests of streaming set `release` only once the other files arrived, so
+    a stream that waited for the slow file first would take the full 10 s and
+    come out in the wrong order, never pass by luck of timing.
+    """
+
+    kinds = frozenset({"text", "markdown"})
+
+    def __init__(self) -> None:
+        import threading
+
+        self.release = threading.Event()
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str:
+        if payload == b"slow":
+            self.release.wait(timeout=10)
+        return payload.decode()
+
+
+@pytest.fixture
+def gated() -> GatedExtractor:
+    """An in-process extractor whose ``b"slow"`` file finishes only when released."""
+    return GatedExtractor()
+
+
+class PhotoMailExtractor:
+    """A trusted test parser: a ``MAIL:`` text file carries ``profilephoto.png``, which
+    has no text, as an e-mail with a profile photo attached does."""
+
+    kinds = frozenset({"text", "png"})
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> object:
+        from capsa.guard import EmbeddedFile, Parsed
+
+        if kind == "png":
+            return ""
+        if not payload.startswith(b"MAIL:"):
+            return payload.decode()
+        photo = EmbeddedFile(name="profilephoto.png", media_type="image/png",
+                             payload=b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+        return Parsed(payload[5:].decode(), embedded=(photo,))
+
+
+@pytest.fixture
+def photo_mail() -> PhotoMailExtractor:
+    """An in-process extractor over text files, some of which carry a photo without text."""
+    return PhotoMailExtractor()
+
+
+@pytest.fixture
+def photo_eml() -> bytes:
+    """A real e-mail whose only attachment, ``profilephoto.png``, is a blank image: no text."""
+    import io
+    from email.message import EmailMessage
+
+    from PIL import Image
+
+    image = io.BytesIO()
+    Image.new("RGB", (64, 64), "white").save(image, "PNG")
+    message = EmailMessage()
+    message["From"], message["To"] = "ana@example.org", "staff@example.org"
+    message["Subject"] = "New photo"
+    message.set_content("Here is my new profile photo for the staff page.")
+    message.add_attachment(image.getvalue(), maintype="image", subtype="png",
+                           filename="profilephoto.png")
+    return bytes(message)
+
+
 class Otel:
     """What capsa sent to OpenTelemetry during one test: finished spans and counter totals."""
 

@@ -129,13 +129,20 @@ def _parser() -> argparse.ArgumentParser:
         "extract", help="extract text from files through the guard",
         description="Extract text from untrusted files under the ingestion limits: one JSON "
                     "line per file on stdout (or --out), extracted or omitted, in the order "
-                    "files finish; a progress bar and a table of omitted files on stderr.")
+                    "files finish (or input order with --ordered); files found inside "
+                    "others (e-mail attachments) get lines of their own, after their parent's, "
+                    "and are counted apart; a progress bar and a table of omitted files on "
+                    "stderr.")
     extract.add_argument("paths", nargs="+", type=Path, help="files or directories")
     extract.add_argument("--out", type=Path, help="write JSON lines here instead of stdout")
     extract.add_argument("--strict", action="store_true",
                          help="exit with status 2 when any file was omitted")
-    extract.add_argument("--workers", type=_positive, default=2,
-                         help="files parsed at once, each in its own isolated worker")
+    extract.add_argument("--workers", type=_positive, default=None,
+                         help="files parsed at once, each in its own isolated worker "
+                              "(default: the default pool's width, two; one on a single core)")
+    extract.add_argument("--ordered", action="store_true",
+                         help="write lines in input order (walked folders sorted) instead of "
+                              "as files finish; a slow file then holds back the lines after it")
     extract.add_argument("--symlinks", choices=("refuse", "within_root", "follow"),
                          default="refuse",
                          help="symbolic links met in a directory: refuse them (default), "
@@ -176,7 +183,7 @@ def _extract(options: argparse.Namespace) -> int:
     try:
         if options.dask:
             outcomes = _outcomes_on_dask(options, limits, console)
-            report.total = len(outcomes)
+            report.total = sum(1 for outcome in outcomes if outcome.parent is None)
             for outcome in outcomes:
                 report.write(outcome, out, limits)
         else:
@@ -204,19 +211,22 @@ def _extract_locally(options: argparse.Namespace, limits: ExtractionLimits, cons
                      report: _Report, out: IO[str]) -> None:
     from rich.progress import Progress
 
-    from capsa.guard.bulk import extract_many
+    from capsa.guard.bulk import default_width, extract_many
 
     report.total = sum(_count(path, options.symlinks) for path in options.paths)
-    pool = _pool(options.workers, limits)
+    workers = options.workers if options.workers is not None else default_width()
+    pool = _pool(workers, limits)
     try:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(report.counts(), total=report.total)
-            for outcome in extract_many(options.paths, workers=options.workers,
+            for outcome in extract_many(options.paths, workers=workers,
                                         limits=limits, extractor=pool,
-                                        symlinks=options.symlinks):
+                                        symlinks=options.symlinks, ordered=options.ordered):
                 if isinstance(outcome, (Extracted, Omission)):
                     report.write(outcome, out, limits)
-                progress.update(task, advance=1, description=report.counts())
+                top_level = getattr(outcome, "parent", None) is None
+                progress.update(task, advance=1 if top_level else 0,
+                                description=report.counts())
     finally:
         close = getattr(pool, "close", None)
         if close is not None:
@@ -258,17 +268,30 @@ def _fields(record: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Report:
-    """Counts, the set-wide ceiling and the omissions of one `capsa extract` run."""
+    """Counts, the set-wide ceiling and the omissions of one `capsa extract` run.
+
+    Files found inside others (an e-mail's attachments) are counted apart
+    from the files given, so the summary never reads "60 of 51 files".
+    """
 
     def __init__(self, *, own_output: Path | None = None) -> None:
         self.own_output = own_output.resolve() if own_output is not None else None
         self.total = 0
+        """Top-level files: the paths given and the files walked under them."""
         self.extracted = 0
+        """Top-level files extracted."""
+        self.inside_extracted = 0
+        """Files found inside others, extracted."""
+        self.inside_omitted = 0
+        """Files found inside others, omitted."""
         self.used_chars = 0
         self.omitted: list[Omission] = []
 
     def counts(self) -> str:
-        return f"{self.extracted} extracted, {len(self.omitted)} omitted"
+        inside = self.inside_extracted + self.inside_omitted
+        found = f"; {inside} found inside them" if inside else ""
+        return f"{self.extracted} extracted, {len(self.omitted) - self.inside_omitted} omitted" \
+               f"{found}"
 
     def write(self, outcome: Extracted | Omission, out: IO[str],
               limits: ExtractionLimits) -> None:
@@ -278,6 +301,7 @@ class _Report:
         not an input: its outcome is dropped and it leaves the count.
         """
         if (self.own_output is not None and outcome.source is not None
+                and outcome.parent is None
                 and Path(outcome.source).resolve() == self.own_output):
             self.total -= 1
             return
@@ -285,32 +309,50 @@ class _Report:
             chars = len(outcome.text)
             if self.used_chars + chars <= limits.max_total_chars:
                 self.used_chars += chars
-                self.extracted += 1
+                if outcome.parent is None:
+                    self.extracted += 1
+                else:
+                    self.inside_extracted += 1
                 out.write(json.dumps(_extracted_record(outcome)) + "\n")
                 return
             outcome = Omission(
                 label=outcome.label, stage="set", reason="set_ceiling", source=outcome.source,
+                parent=outcome.parent,
                 detail=f"{chars} characters would take the set to {self.used_chars + chars}, "
                        f"over the set-wide limit of {limits.max_total_chars}")
         self.omitted.append(outcome)
+        if outcome.parent is not None:
+            self.inside_omitted += 1
         out.write(json.dumps({"outcome": "omitted", "source": outcome.source,
-                              "label": outcome.label, "stage": outcome.stage,
-                              "reason": outcome.reason, "detail": outcome.detail}) + "\n")
+                              "label": outcome.label, "parent": outcome.parent,
+                              "stage": outcome.stage, "reason": outcome.reason,
+                              "detail": outcome.detail}) + "\n")
+
+    def summary(self) -> str:
+        """The last line: top-level files, then the files found inside them, if any."""
+        line = (f"extracted {self.extracted} of {self.total} files; "
+                f"omitted {len(self.omitted) - self.inside_omitted}")
+        inside = self.inside_extracted + self.inside_omitted
+        if inside:
+            line += (f"; found {inside} file{'s' if inside != 1 else ''} inside them: "
+                     f"extracted {self.inside_extracted}, omitted {self.inside_omitted}")
+        return line
 
     def finish(self, console: Any, *, strict: bool) -> int:
         """Print the summary and the table of omissions; the exit status."""
         from rich.table import Table
         from rich.text import Text
 
+        from capsa.guard.bulk import display_name
+
         status = 2 if self.omitted and strict else 0
-        console.print(Text(f"extracted {self.extracted} of {self.total} files; "
-                           f"omitted {len(self.omitted)}"))
+        console.print(Text(self.summary()), soft_wrap=True)
         if self.omitted and not console.is_terminal:
             # Logs and CI: one whole line per omission, so a long path is never
             # folded or cut and `grep` finds the file by name.
             for item in self.omitted:
                 line = Text("omitted ")
-                line.append_text(_printable(item.source or item.label))
+                line.append_text(_printable(display_name(item)))
                 line.append(": ")
                 line.append_text(_printable(f"{item.stage}/{item.reason}: {item.detail}"))
                 console.print(line, soft_wrap=True)
@@ -319,7 +361,7 @@ class _Report:
             for column in table.columns:
                 column.overflow = "fold"
             for item in self.omitted:
-                table.add_row(_printable(item.source or item.label), _printable(item.stage),
+                table.add_row(_printable(display_name(item)), _printable(item.stage),
                               _printable(item.reason), _printable(item.detail))
             console.print(table)
         return status
@@ -340,7 +382,7 @@ def _printable(value: str) -> Text:
 
 def _extracted_record(item: Extracted) -> dict[str, object]:
     return {"outcome": "extracted", "id": item.sha256, "source": item.source,
-            "label": item.label, "kind": item.kind, "bytes": item.byte_size,
+            "label": item.label, "parent": item.parent, "kind": item.kind, "bytes": item.byte_size,
             "sha256": item.sha256, "text": item.text}
 
 

@@ -116,7 +116,7 @@ def test_aggregate_judges_only_files_over_the_threshold(bench: ModuleType) -> No
 def test_quick_run_writes_every_section(quick_run: tuple[dict[str, Any], str]) -> None:
     report, _ = quick_run
     assert set(report) == {"meta", "overhead", "zip_bombs", "throughput", "real_documents",
-                           "sandbox_cost", "first_file", "preparse"}
+                           "sandbox_cost", "first_file", "ingestion", "preparse"}
     assert [row["kind"] for row in report["preparse"]["rows"]] == [
         "docx", "pptx", "xlsx", "epub", "html", "pdf"]
     for row in report["preparse"]["rows"]:
@@ -270,3 +270,27 @@ def test_quick_run_reports_isolations_cost_on_small_office_files(
             row["guarded"]["median_ms"] - row["raw_in_fresh_fork"]["median_ms"], abs=1e-2)
     assert cost["isolation_fixed_meets_target"] is (cost["isolation_fixed_ms"] < 20.0)
     assert cost["target_ms"] == 20.0
+
+
+@pytest.mark.slow
+def test_quick_run_loads_the_same_documents_with_one_and_two_workers_through_both_adapters(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    rows = quick_run[0]["ingestion"]["throughput"]
+    assert [(r["adapter"], r["workers"], r["order"]) for r in rows] == [
+        (adapter, workers, order) for adapter in ("CapsaLoader", "CapsaReader")
+        for workers, order in ((1, "input"), (2, "input"), (2, "as finished"))]
+    assert len({(r["documents"], r["omitted"]) for r in rows}) == 1
+    for row in rows:
+        base = next(r for r in rows if r["adapter"] == row["adapter"] and r["workers"] == 1)
+        assert row["ratio_to_one_worker"] == round(row["seconds"] / base["seconds"], 2)
+        if row["order"] == "input":  # the slow file is first: nothing comes before it
+            assert row["documents_before_slow_file"] == 0
+
+
+@pytest.mark.slow
+def test_quick_run_times_the_first_document_from_a_cold_start_both_ways(
+        quick_run: tuple[dict[str, Any], str]) -> None:
+    cold = quick_run[0]["ingestion"]["cold_start"]
+    assert [row["start"] for row in cold] == ["eager", "lazy"] * 3
+    assert cold[-1]["file"] == "warm_up(), 2 workers"
+    assert all(row["seconds"] > 0 for row in cold)

@@ -13,6 +13,7 @@ from capsa import cli
 from capsa.cli import main
 from capsa.demo.corpus_source import CORPUS_DIR, DOCUMENTS
 from capsa.guard import ExtractionLimits
+from capsa.guard.bulk import default_width
 from capsa.guard.extractors import PlainTextExtractor
 
 pytestmark = pytest.mark.slow
@@ -116,8 +117,8 @@ def test_extract_writes_omissions_as_json_lines_with_their_source(tmp_path: Path
     by_label = {line["label"]: line for line in _lines(out)}
     assert by_label["good.txt"]["outcome"] == "extracted"
     assert by_label["empty.txt"] == {"outcome": "omitted", "source": str(tmp_path / "empty.txt"),
-                                     "label": "empty.txt", "stage": "size", "reason": "empty",
-                                     "detail": "the file is empty"}
+                                     "label": "empty.txt", "parent": None, "stage": "size",
+                                     "reason": "empty", "detail": "the file is empty"}
 
 
 def test_extract_reports_a_missing_path_and_carries_on(tmp_path: Path) -> None:
@@ -280,3 +281,61 @@ def test_extract_never_reads_its_own_output_file(tmp_path: Path,
     assert main(["extract", str(tmp_path), "--out", str(out), "--workers", "1"]) == 0
     assert [line["label"] for line in _lines(out)] == ["a.txt"]
     assert "extracted 1 of 1 files" in capsys.readouterr().err
+
+
+def test_extract_counts_files_found_inside_others_apart_and_names_them(
+        tmp_path: Path, photo_eml: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    mail = tmp_path / "message.eml"
+    mail.write_bytes(photo_eml)
+    (tmp_path / "notes.txt").write_text("alpha")
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    assert main(["extract", str(tmp_path), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert ("extracted 2 of 2 files; omitted 0; found 1 file inside them: extracted 0, "
+            "omitted 1") in err
+    assert f"omitted profilephoto.png in {mail}: text/no_text" in err
+    lines = {line["label"]: line for line in _lines(out)}
+    assert lines["message.eml/profilephoto.png"]["parent"] == "message.eml"
+
+
+def test_extract_summary_counts_only_the_files_given_when_nothing_is_inside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, photo_mail: Any,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _in_process(monkeypatch, photo_mail)
+    (tmp_path / "a.txt").write_text("alpha")
+    (tmp_path / "b.txt").write_text("MAIL:with a photo")
+    assert main(["extract", str(tmp_path), "--out", str(tmp_path.parent / "o.jsonl")]) == 0
+    err = capsys.readouterr().err
+    assert "extracted 2 of 2 files; omitted 0; found 1 file inside them" in err
+    assert "omitted profilephoto.png in " in err and "b.txt: text/no_text" in err
+
+
+def test_extract_workers_default_to_the_default_pools_width(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _in_process(monkeypatch, PlainTextExtractor())
+    (tmp_path / "a.txt").write_text("alpha")
+    assert main(["extract", str(tmp_path / "a.txt"), "--out", str(tmp_path / "o.jsonl")]) == 0
+    assert asked == [default_width()]
+
+
+def test_extract_ordered_writes_lines_in_input_order_behind_a_slow_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gated: Any) -> None:
+    _in_process(monkeypatch, gated)
+    for name, data in (("0-slow.txt", "slow"), ("a.txt", "alpha"), ("b.txt", "beta")):
+        (tmp_path / name).write_text(data)
+    threading.Timer(0.3, gated.release.set).start()
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    assert main(["extract", str(tmp_path), "--ordered", "--workers", "2", "--out",
+                 str(out)]) == 0
+    assert [line["label"] for line in _lines(out)] == ["0-slow.txt", "a.txt", "b.txt"]
+
+
+def test_extract_writes_each_line_as_its_file_finishes_by_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gated: Any) -> None:
+    _in_process(monkeypatch, gated)
+    for name, data in (("0-slow.txt", "slow"), ("a.txt", "alpha"), ("b.txt", "beta")):
+        (tmp_path / name).write_text(data)
+    threading.Timer(1.0, gated.release.set).start()  # a and b take microseconds
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    assert main(["extract", str(tmp_path), "--workers", "2", "--out", str(out)]) == 0
+    assert [line["label"] for line in _lines(out)] == ["a.txt", "b.txt", "0-slow.txt"]

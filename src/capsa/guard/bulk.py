@@ -9,15 +9,16 @@ run killed half-way resumes where it stopped instead of starting over.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,7 +37,13 @@ from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.sniff import media_type_for_name
 from capsa.guard.walk import LinkRule, walk_files
 
-__all__ = ["BulkSource", "Skipped", "extract_many"]
+__all__ = [
+    "BulkSource", "Skipped", "default_width", "display_name", "extract_many", "map_streaming",
+    "pool_width",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 BulkSource = str | os.PathLike[str] | tuple[str, bytes]
 """A path (a directory is walked), or a ``(name, bytes)`` pair."""
@@ -58,28 +65,33 @@ class Skipped(BaseModel):
     """The path it was read from; None for bytes handed in."""
 
 
-def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
+def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
                  limits: ExtractionLimits | None = None,
                  extractor: TextExtractor | None = None,
                  manifest: str | os.PathLike[str] | None = None,
                  progress: bool = False, symlinks: LinkRule = "refuse",
+                 ordered: bool = False,
                  ) -> Iterator[Extracted | Omission | Skipped]:
     """Stream many files through the guard; yield each outcome as it finishes.
 
-    At most ``2 * workers`` files are held in memory at once; sources are
-    consumed lazily, so a generator over a huge tree works. With `manifest`
-    (a JSON-lines file, created if missing, appended as outcomes arrive), a
-    rerun skips every file whose sha256 is recorded as extracted or refused by
-    a guard, and retries those whose parser timed out, crashed or ran out of
-    memory. Every input yields exactly one outcome, followed by one for each
-    file found inside it (an e-mail's attachments, labelled
-    ``mail.eml/invoice.pdf``); order is completion order. Outcomes of files
-    read from a path carry it as `source`, so two ``report.pdf`` in different
-    folders stay apart.
+    At most ``2 * workers`` files (``8 * workers`` when ordered) are held in
+    memory at once; sources are consumed lazily, so a generator over a huge
+    tree works. With `manifest` (a JSON-lines file, created if missing,
+    appended as outcomes arrive), a rerun skips every file whose sha256 is
+    recorded as extracted or refused by a guard, and retries those whose
+    parser timed out, crashed or ran out of memory. Every input yields exactly
+    one outcome, followed by one for each file found inside it (an e-mail's
+    attachments, labelled ``mail.eml/invoice.pdf``); order is completion order
+    (files finishing together keep input order), or input order with
+    ``ordered=True``. Outcomes of files read from a path carry it as `source`,
+    so two ``report.pdf`` in different folders stay apart.
 
     Args:
         sources: paths (directories are walked, sorted) or ``(name, bytes)`` pairs.
-        workers: parallel isolated workers (and feeding threads).
+        workers: files parsed at once (feeding threads); None for the pool's
+            width (`pool_width`): the workers of `extractor` when it is an
+            `IsolatedExtractor`, `default_width()` for the private pool, one
+            for an in-process extractor.
         limits: `ExtractionLimits.for_ingestion()` when None: a folder holds
             books and long reports, not chat attachments.
         extractor: when None, a private `IsolatedExtractor` over the default
@@ -90,6 +102,9 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
             ``"refuse"`` (default) reports each link as ``symlink``,
             ``"within_root"`` follows links that stay inside the directory,
             ``"follow"`` follows every link.
+        ordered: yield in input order (a slow file then holds back the
+            outcomes behind it, though they are parsed meanwhile); False
+            (the default) yields each file as it finishes.
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -98,36 +113,155 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int = 2,
         >>> sorted(type(o).__name__ for o in outcomes)
         ['Extracted', 'Omission']
     """
-    if workers < 1:
+    if workers is not None and workers < 1:
         raise ValueError("workers must be at least 1")
+    width = workers if workers is not None else pool_width(extractor)
     limits = limits or INGESTION_LIMITS
     own_pool = extractor is None
-    pool: TextExtractor = extractor if extractor is not None else _default_pool(workers, limits)
+    pool: TextExtractor = extractor if extractor is not None else _default_pool(width, limits)
     book = _Manifest(Path(manifest)) if manifest is not None else None
     skip = Path(manifest).resolve() if manifest is not None else None
     bar = _Progress() if progress else None
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="capsa-bulk") as threads:
-            pending: set[Future[Extracted | Omission | Skipped]] = set()
-            # files that finish together come out in the order they went in, so
-            # one worker streams its outcomes in input order
-            order: dict[Future[Extracted | Omission | Skipped], int] = {}
-            # at most 2 * workers files are read and waiting at any moment
-            for index, source in enumerate(_expand(sources, skip, symlinks)):
-                if len(pending) >= 2 * workers:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    yield from _finish(sorted(done, key=order.pop), bar)
-                future = threads.submit(_one, index, source, pool, limits, book)
-                order[future] = index
-                pending.add(future)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                yield from _finish(sorted(done, key=order.pop), bar)
+        def work(index: int, source: BulkSource | _Walked) -> Extracted | Omission | Skipped:
+            return _one(index, source, pool, limits, book)
+
+        for outcome in map_streaming(work, _expand(sources, skip, symlinks), workers=width,
+                                     ordered=ordered, threads=True):
+            yield from _finish(outcome, bar)
     finally:
         if bar is not None:
             bar.close()
         if own_pool and isinstance(pool, IsolatedExtractor):
             pool.close()
+
+
+def default_width() -> int:
+    """The width of `default_extractor()`'s pool: two workers, or one on a single core."""
+    return min(2, os.cpu_count() or 1)
+
+
+def pool_width(extractor: TextExtractor | None) -> int:
+    """How many files `extractor` can parse at once: what ``workers=None`` means everywhere.
+
+    An `IsolatedExtractor` parses one file per worker; None stands for the
+    default pool (`default_width`); any other extractor runs in this
+    process, where capsa does not assume it is safe to call from two threads.
+
+    Examples:
+        >>> from capsa.guard.extractors import PlainTextExtractor
+        >>> pool_width(IsolatedExtractor(PlainTextExtractor(), workers=3))
+        3
+        >>> pool_width(PlainTextExtractor())
+        1
+    """
+    if isinstance(extractor, IsolatedExtractor):
+        return extractor.workers
+    if extractor is None:
+        return default_width()
+    return 1
+
+
+def map_streaming(work: Callable[[int, T], R], items: Iterable[T], *, workers: int,
+                  ordered: bool = False, window: int | None = None,
+                  threads: bool | None = None) -> Iterator[R]:
+    """Run ``work(index, item)`` for each item on `workers` threads; yield each result.
+
+    The engine behind `extract_many` and the loaders' and readers' `workers`
+    option: a file that takes a minute to parse must not hold every other
+    file behind it, and a folder of ten thousand files must not be read into
+    memory first. Items are pulled lazily, at most `window` ahead of what was
+    yielded; results come out as they finish (results finishing together in
+    input order), or exactly in input order with ``ordered=True``, where the
+    files behind a slow one are parsed meanwhile and held until it is done.
+    Each call runs in a copy of the caller's context (`contextvars`), as it
+    would in the caller's thread.
+    An exception raised by `work` is raised where its result would have been
+    yielded; work not yet started is then cancelled. Closing the iterator
+    early cancels what has not started and waits for what has.
+
+    Args:
+        work: called with the item's position and the item, in a worker thread.
+        items: consumed lazily.
+        workers: threads; with one (and `threads` not True) everything runs in
+            the caller's thread, one item at a time, nothing read ahead.
+        ordered: yield in input order instead of completion order.
+        window: most items pulled but not yet yielded; ``2 * workers`` by
+            default, ``8 * workers`` when ordered (so a slow first file does
+            not leave the other workers idle after a few files).
+        threads: force a thread pool even for one worker (so the next item is
+            read while this one parses).
+
+    Examples:
+        >>> list(map_streaming(lambda i, x: x * 10, [1, 2, 3], workers=2, ordered=True))
+        [10, 20, 30]
+    """
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    if workers == 1 and not threads:
+        for index, item in enumerate(items):
+            yield work(index, item)
+        return
+    limit = window if window is not None else (8 if ordered else 2) * workers
+    if limit < 1:
+        raise ValueError("window must be at least 1")
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="capsa-stream")
+    pending: set[Future[R]] = set()
+    held: dict[int, Future[R]] = {}  # ordered: finished, waiting for an earlier item
+    order: dict[Future[R], int] = {}
+    next_out = 0
+
+    def release(finished: set[Future[R]]) -> Iterator[R]:
+        nonlocal next_out
+        if not ordered:
+            for future in sorted(finished, key=order.pop):
+                yield future.result()
+            return
+        held.update((order.pop(future), future) for future in finished)
+        while next_out in held:
+            yield held.pop(next_out).result()
+            next_out += 1
+
+    try:
+        for index, item in enumerate(items):
+            while len(pending) + len(held) >= limit:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                yield from release(finished)
+            # each item runs in a copy of the caller's context, so a tracing span or
+            # a tenant's context variable open around the loop reaches the work
+            future = pool.submit(contextvars.copy_context().run, work, index, item)
+            order[future] = index
+            pending.add(future)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            yield from release(finished)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def display_name(outcome: Extracted | Omission | Skipped) -> str:
+    """The file an outcome is about, as a person should read it, with what it was found in.
+
+    A file found inside another is named by its own name and then its
+    parents', the outermost by its path when it was read from one, so a
+    refused attachment is never mistaken for the e-mail that carried it.
+
+    Examples:
+        >>> display_name(Omission(label="message.eml/profilephoto.png", parent="message.eml",
+        ...                       stage="text", reason="no_text", detail="",
+        ...                       source="inbox/message.eml"))
+        'profilephoto.png in inbox/message.eml'
+        >>> display_name(Omission(label="q3.pdf", stage="sniff", reason="type_mismatch",
+        ...                       detail=""))
+        'q3.pdf'
+    """
+    parent = getattr(outcome, "parent", None)
+    if parent is None or not outcome.label.startswith(f"{parent}/"):
+        return outcome.source or outcome.label
+    names = outcome.label.split("/")
+    outer = parent.split("/")
+    top = outcome.source or outer[0]
+    return " in ".join([*reversed(names[len(outer):]), *reversed(outer[1:]), top])
 
 
 def _default_pool(workers: int, limits: ExtractionLimits) -> IsolatedExtractor:
@@ -201,17 +335,15 @@ def _read_one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
     return outcome
 
 
-def _finish(done: list[Future[Extracted | Omission | Skipped]], bar: _Progress | None
+def _finish(outcome: Extracted | Omission | Skipped, bar: _Progress | None
             ) -> Iterator[Extracted | Omission | Skipped]:
-    for future in done:
-        outcome = future.result()
-        found = outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
-        for item in found:
-            if item is not outcome and outcome.source is not None:
-                item = item.model_copy(update={"source": outcome.source})
-            if bar is not None:
-                bar.advance(item)
-            yield item
+    found = outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
+    for item in found:
+        if item is not outcome and outcome.source is not None:
+            item = item.model_copy(update={"source": outcome.source})
+        if bar is not None:
+            bar.advance(item)
+        yield item
 
 
 class _Manifest:

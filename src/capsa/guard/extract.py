@@ -48,6 +48,7 @@ __all__ = [
     "Extracted",
     "ExtractionResult",
     "Omission",
+    "awarm_up",
     "default_extractor",
     "extract_all",
     "extract_attachment",
@@ -520,17 +521,45 @@ def default_extractor() -> IsolatedExtractor:
         return _DEFAULT[0]
 
 
-def warm_up() -> IsolatedExtractor:
+def warm_up(*, wait: bool = True) -> IsolatedExtractor:
     """Start the process-wide pool now, so the first user's file does not wait for it.
 
     Starting a worker imports every parser and self-tests each on a trusted
     sample: seconds, once. Call this when the application starts (a web
     app's start-up hook, a notebook's first cell). Text, Markdown, CSV and
     JSON take the light path and never need the pool.
+
+    Args:
+        wait: return once every parser passed its self-test (True), or at
+            once, with the pool starting in a background thread (False): a
+            file that arrives meanwhile waits only for a worker to answer
+            and for its own kind's parser, not for every kind's.
     """
     pool = default_extractor()
-    pool.warm_up()
+    if wait:
+        pool.warm_up()
+    else:
+        pool.start(wait=False)
     return pool
+
+
+async def awarm_up() -> IsolatedExtractor:
+    """`warm_up` for an async application: the start runs in a thread, off the event loop.
+
+    ``await awarm_up()`` in a start-up hook returns once every parser is
+    ready while the loop keeps serving; ``warm_up(wait=False)`` returns at
+    once instead.
+
+    Usage:
+        .. code-block:: python
+
+            @app.on_event("startup")
+            async def start_parsers() -> None:
+                await awarm_up()
+    """
+    import asyncio
+
+    return await asyncio.to_thread(warm_up)
 
 
 def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionRejected:

@@ -25,6 +25,7 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
+from capsa.guard.bulk import map_streaming, pool_width
 from capsa.guard.shapes import DocumentPart, Shape, check_shape, document_parts
 from capsa.guard.walk import LinkRule, walk_files
 
@@ -96,7 +97,25 @@ class CapsaBlobParser(BaseBlobParser):
 
     def lazy_parse(self, blob: Blob) -> Iterator[Document]:
         """Yield the blob's document, or nothing (and record why)."""
+        for outcome in self.outcomes(blob):
+            if isinstance(outcome, Document):
+                yield outcome
+            else:
+                self.record(outcome)
+
+    def outcomes(self, blob: Blob) -> list[Document | Omission]:
+        """The blob's documents and omissions, recording nothing: safe in any thread.
+
+        `CapsaLoader` calls this from its worker threads and records the
+        omissions as each file's outcomes reach the caller, so `omitted`
+        follows the order documents are yielded in.
+
+        Raises:
+            IngestionRejected: with ``on_rejection="raise"``, a guard refused the blob.
+            ExtractionFailed: with ``on_rejection="raise"``, the parser lost.
+        """
         label = _blob_label(blob)
+        where = str(blob.path) if blob.path is not None else None
         try:
             payload = _blob_bytes(blob, self.limits, label)
             declared = blob.mimetype or media_type_for_name(label)
@@ -104,21 +123,27 @@ class CapsaBlobParser(BaseBlobParser):
                                                  payload=payload),
                                       self.extractor, self.limits)
         except (IngestionRejected, ExtractionFailed) as error:
-            self.refuse(error, where=str(blob.path) if blob.path is not None else None)
-            return
-        where = str(blob.path) if blob.path is not None else None
+            return [self.refusal(error, where=where)]
+        outcomes: list[Document | Omission] = []
         for found in item.flattened():  # the file, then any file found inside it
             if isinstance(found, Extracted):
-                for part in document_parts(found, self.shape):
-                    yield _to_document(found, blob, part)
+                outcomes.extend(_to_document(found, blob, part)
+                                for part in document_parts(found, self.shape))
             else:
-                self.record(found.model_copy(update={"source": where}))
+                outcomes.append(found.model_copy(update={"source": where}))
+        return outcomes
 
     def refuse(self, error: IngestionRejected | ExtractionFailed, *, where: str | None) -> None:
         """Record (or, with ``on_rejection="raise"``, raise) a refusal for the source `where`."""
+        self.record(self.refusal(error, where=where))
+
+    def refusal(self, error: IngestionRejected | ExtractionFailed, *,
+                where: str | None) -> Omission:
+        """The omission for a refusal of the source `where`, unrecorded; with
+        ``on_rejection="raise"`` the error is raised instead."""
         if self.on_rejection == "raise":
             raise error
-        self.record(Omission.from_error(error).model_copy(update={"source": where}))
+        return Omission.from_error(error).model_copy(update={"source": where})
 
     def record(self, omission: Omission) -> None:
         """Keep `omission` in `omitted` and report it through the callbacks."""
@@ -140,9 +165,14 @@ class CapsaLoader(BaseLoader):
     rule refuses (`symlinks`, `capsa.guard.walk`: by default every link met
     in a walk, as ``symlink``) and every refused file are listed in `omitted`.
 
-    Documents stream out one file at a time (`lazy_load`); nothing is read
-    before its turn, and a path is stat-ed before it is opened. `alazy_load`
-    does the same work in a thread, so an event loop keeps running. The
+    Documents stream out as files are parsed (`lazy_load`), `workers` files
+    at once (by default the pool's width: two for the default pool), so a
+    900-page report does not hold every other file; sources are read only
+    a few files ahead of the stream, and a path is stat-ed before it is
+    opened. ``ordered=True`` (the default, and what `load` returns) keeps
+    input order; ``ordered=False`` yields each file's documents as soon as
+    it finishes. `alazy_load` does the same work in threads, so an event
+    loop keeps running. The
     default limits are the ingestion preset (`ExtractionLimits.for_ingestion`):
     a loader reads a corpus, not a chat attachment.
 
@@ -156,6 +186,7 @@ class CapsaLoader(BaseLoader):
             loader = CapsaLoader(["a.pdf", "b.docx"])          # several paths
             loader = CapsaLoader("inbox/", glob="**/*.pdf")   # only PDFs
             loader = CapsaLoader("inbox/", shape="page")      # one document per page
+            loader = CapsaLoader("inbox/", ordered=False)     # as files finish
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -173,7 +204,14 @@ class CapsaLoader(BaseLoader):
                  glob: str = "**/[!.]*", recursive: bool = False, load_hidden: bool = False,
                  on_rejection: Literal["omit", "raise"] = "omit",
                  callbacks: Sequence[BaseCallbackHandler] | None = None,
-                 symlinks: LinkRule = "refuse", shape: Shape = "file") -> None:
+                 symlinks: LinkRule = "refuse", shape: Shape = "file",
+                 workers: int | None = None, ordered: bool = True) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        """Files parsed at once; None for the pool's width (`capsa.guard.bulk.pool_width`)."""
+        self.ordered = ordered
+        """Yield in input order (True) or as files finish (False)."""
         self.sources: tuple[Source, ...] = _sources(sources)
         self.symlinks = symlinks
         self.glob = glob
@@ -193,20 +231,47 @@ class CapsaLoader(BaseLoader):
         return self.parser.omitted
 
     def lazy_load(self) -> Iterator[Document]:
-        """Yield one document per extracted source, in order (a walked folder sorted)."""
+        """Yield the documents of every source, `workers` files parsed at once.
+
+        With ``ordered=True`` (the default) documents come in input order (a
+        walked folder sorted); with ``ordered=False`` each file's documents
+        come as soon as it is parsed, so a slow file holds nothing back.
+        `omitted` grows in the same order, as each file's outcome arrives.
+        """
         self.parser.omitted = []
+        for outcomes in map_streaming(self._outcomes, self._jobs(), workers=self._width(),
+                                      ordered=self.ordered):
+            for outcome in outcomes:
+                if isinstance(outcome, Document):
+                    yield outcome
+                else:
+                    self.parser.record(outcome)
+
+    def _width(self) -> int:
+        return self.workers if self.workers is not None else pool_width(self.parser.extractor)
+
+    def _jobs(self) -> Iterator[Blob | tuple[Path, IngestionRejected]]:
+        """Every file to parse, as a blob, or a walked path the link rule refused."""
         for source in self.sources:
             if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
                 for path, refusal in self._walk(Path(source)):
-                    if refusal is not None:
-                        self.parser.refuse(refusal, where=str(path))
-                    else:
-                        yield from self.parser.lazy_parse(_to_blob(path))
+                    yield (path, refusal) if refusal is not None else _to_blob(path)
             else:
-                yield from self.parser.lazy_parse(_to_blob(source))
+                yield _to_blob(source)
+
+    def _outcomes(self, index: int, job: Blob | tuple[Path, IngestionRejected]
+                  ) -> list[Document | Omission]:
+        if isinstance(job, Blob):
+            return self.parser.outcomes(job)
+        path, refusal = job
+        return [self.parser.refusal(refusal, where=str(path))]
 
     async def alazy_load(self) -> AsyncIterator[Document]:
-        """`lazy_load` with every read and parse in a worker thread; the loop never waits."""
+        """`lazy_load` with every read and parse in worker threads; the loop never waits.
+
+        Documents arrive as `lazy_load` yields them: as files finish with
+        ``ordered=False``, in input order otherwise.
+        """
         documents = self.lazy_load()
         done = object()
         while (document := await asyncio.to_thread(next, documents, done)) is not done:

@@ -30,6 +30,7 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
+from capsa.guard.bulk import map_streaming, pool_width
 from capsa.guard.pools import shared_pool
 from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.shapes import DocumentPart, Shape, document_parts
@@ -48,6 +49,8 @@ class CapsaOmissionEvent(BaseEvent):
     reason: str
     detail: str
     source: str | None = None
+    parent: str | None = None
+    """The label of the file this one was found in (an e-mail's); None for a top-level file."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -80,7 +83,12 @@ class CapsaReader(BasePydanticReader):
 
     The default limits are the ingestion preset
     (`ExtractionLimits.for_ingestion`). `aload_data` and `alazy_load_data`
-    do all their reading and parsing in a worker thread.
+    do all their reading and parsing in worker threads.
+
+    A call with several files parses `workers` of them at once (by default
+    the pool's width: two for the default pool), so one long report does not
+    hold the others; documents come in input order (``ordered=True``, the
+    default) or as each file finishes (``ordered=False``).
 
     Symbolic links follow capsa's one link rule (`capsa.guard.walk`):
     ``symlinks="refuse"`` (the default) refuses a file that is a link as
@@ -132,6 +140,11 @@ class CapsaReader(BasePydanticReader):
     shape: Shape = "file"
     """One document per file, per page (``page_label``) or per element (``category``,
     ``element_id``, ``parent_id``, a table's ``text_as_html``): `capsa.guard.document_parts`."""
+    workers: int | None = Field(default=None, ge=1)
+    """Files parsed at once by one call; None for the pool's width
+    (`capsa.guard.bulk.pool_width`: two for the default pool)."""
+    ordered: bool = True
+    """Yield in input order (True) or each file's documents as it finishes (False)."""
     _extractor: TextExtractor | None = PrivateAttr(default=None)
     _omitted: list[Omission] = PrivateAttr(default_factory=list)
     _spool: str | None = PrivateAttr(default=None)
@@ -194,30 +207,52 @@ class CapsaReader(BasePydanticReader):
         if target is None:
             raise ValueError("CapsaReader needs a file path")
         paths = [target] if isinstance(target, (str, os.PathLike)) else list(target)
-        for index, path in enumerate(paths):
-            label = safe_label(Path(path).name, index=index)
-            try:
-                if fs is None:
-                    refusal = check_link(path, symlinks=self.symlinks, root=self.root)
-                    if refusal is not None:
-                        raise refusal
-                payload = self._read(Path(path), label, fs)
-                declared = media_type_for_name(label)
-                item = extract_attachment(Attachment(label=label, media_type=declared,
-                                                     payload=payload),
-                                          self._extractor, self.limits, index=index)
-            except (IngestionRejected, ExtractionFailed) as error:
-                if self.on_rejection == "raise":
-                    raise
-                self._record(Omission.from_error(error).model_copy(
-                    update={"source": str(path)}))
+        # SimpleDirectoryReader calls once per file: one file needs no threads
+        width = 1 if len(paths) == 1 else None
+        yield from self._stream(((Path(path), extra_info) for path in paths), fs, workers=width)
+
+    def _stream(self, jobs: Iterable[tuple[Path, dict[str, Any] | None]], fs: Any = None,
+                *, workers: int | None = None, ordered: bool | None = None
+                ) -> Iterator[Document]:
+        """Each job's documents, `workers` files at once; omissions recorded as they arrive."""
+        width = workers if workers is not None else self.workers
+        if width is None:
+            width = pool_width(self._extractor)
+        in_order = self.ordered if ordered is None else ordered
+        for outcomes in map_streaming(lambda index, job: self._outcomes(index, *job, fs),
+                                      jobs, workers=width, ordered=in_order):
+            for outcome in outcomes:
+                if isinstance(outcome, Document):
+                    yield outcome
+                else:
+                    self._record(outcome)
+
+    def _outcomes(self, index: int, path: Path, extra_info: dict[str, Any] | None,
+                  fs: Any) -> list[Document | Omission]:
+        """One file's documents and omissions, recording nothing: safe in any thread."""
+        label = safe_label(path.name, index=index)
+        try:
+            if fs is None:
+                refusal = check_link(path, symlinks=self.symlinks, root=self.root)
+                if refusal is not None:
+                    raise refusal
+            payload = self._read(path, label, fs)
+            declared = media_type_for_name(label)
+            item = extract_attachment(Attachment(label=label, media_type=declared,
+                                                 payload=payload),
+                                      self._extractor, self.limits, index=index)
+        except (IngestionRejected, ExtractionFailed) as error:
+            if self.on_rejection == "raise":
+                raise
+            return [Omission.from_error(error).model_copy(update={"source": str(path)})]
+        outcomes: list[Document | Omission] = []
+        for found in item.flattened():  # the file, then any file found inside it
+            if isinstance(found, Omission):
+                outcomes.append(found.model_copy(update={"source": str(path)}))
                 continue
-            for found in item.flattened():  # the file, then any file found inside it
-                if isinstance(found, Omission):
-                    self._record(found.model_copy(update={"source": str(path)}))
-                    continue
-                for part in document_parts(found, self.shape):
-                    yield _to_document(found, part, extra_info)
+            outcomes.extend(_to_document(found, part, extra_info)
+                            for part in document_parts(found, self.shape))
+        return outcomes
 
     async def alazy_load_data(self, *args: Any, **load_kwargs: Any) -> Iterable[Document]:
         """Every document of `lazy_load_data`, read and parsed in a worker thread.
@@ -347,6 +382,8 @@ class CapsaDirectoryReader(BasePydanticReader):
     `IngestionPipeline`, in parallel (``num_workers``).
 
     Refusals are in `omitted` (the inner reader's) and fire `CapsaOmissionEvent`.
+    Files are parsed `workers` at once, in sorted walk order or, with
+    ``ordered=False``, as each finishes; both default to the inner reader's.
 
     Usage:
         .. code-block:: python
@@ -378,6 +415,10 @@ class CapsaDirectoryReader(BasePydanticReader):
     """Yield unparsed placeholders for `CapsaTransform` instead of parsing here."""
     shape: Shape | None = None
     """One document per file, page or element; None keeps the given reader's `shape`."""
+    workers: int | None = Field(default=None, ge=1)
+    """Files parsed at once; None for the reader's own setting, then the pool's width."""
+    ordered: bool | None = None
+    """Input (sorted walk) order, or as files finish; None for the reader's own setting."""
     _reader: CapsaReader = PrivateAttr()
 
     def __init__(self, input_dir: str | os.PathLike[str] | None = None, *,
@@ -404,17 +445,33 @@ class CapsaDirectoryReader(BasePydanticReader):
         return self._reader.omitted
 
     def lazy_load_data(self, *args: Any, **load_kwargs: Any) -> Iterable[Document]:
-        """Yield the documents of every file of the folder that passes the guard."""
+        """Yield the documents of every file of the folder that passes the guard.
+
+        Files are parsed `workers` at once; the order follows `ordered`
+        (sorted walk order, or as files finish).
+        """
+        if self.defer:
+            for path, refusal in self._walk():
+                if refusal is not None:
+                    self._reader.refuse(refusal, str(path))
+                else:
+                    yield _pending(path, {"file_path": str(path), "file_name": path.name})
+            return
+        yield from self._reader._stream(self._jobs(), workers=self.workers,
+                                        ordered=self.ordered)
+
+    def _walk(self) -> Iterator[tuple[Path, IngestionRejected | None]]:
         pattern = "**/*" if self.recursive else "*"
-        for path, refusal in walk_files(self.input_dir, pattern, symlinks=self.symlinks,
-                                        hidden=self.load_hidden):
-            info = {"file_path": str(path), "file_name": path.name}
+        return walk_files(self.input_dir, pattern, symlinks=self.symlinks,
+                          hidden=self.load_hidden)
+
+    def _jobs(self) -> Iterator[tuple[Path, dict[str, Any] | None]]:
+        """Every walked file with its metadata; a refused link is recorded as it is met."""
+        for path, refusal in self._walk():
             if refusal is not None:
                 self._reader.refuse(refusal, str(path))
-            elif self.defer:
-                yield _pending(path, info)
             else:
-                yield from self._reader.lazy_load_data(path, extra_info=_file_info(path, info))
+                yield path, _file_info(path, {"file_path": str(path), "file_name": path.name})
 
     async def aload_data(self, *args: Any, **load_kwargs: Any) -> list[Document]:
         """`load_data` in a worker thread; the event loop keeps running."""

@@ -25,6 +25,7 @@ from capsa.guard import (
     read_bounded,
     safe_label,
 )
+from capsa.guard.bulk import display_name
 from capsa.guard.pools import shared_pool
 from capsa.llama_index.readers import CapsaOmissionEvent
 
@@ -198,6 +199,8 @@ def _merged(keys: list[str]) -> list[str]:
 
 
 def _report(omission: Omission, path: str) -> None:
-    _logger.warning("capsa refused %s at %s (%s): %s", path, omission.stage, omission.reason,
+    # name the file that was refused: an e-mail's attachment, not the e-mail
+    where = display_name(omission.model_copy(update={"source": path}))
+    _logger.warning("capsa refused %s at %s (%s): %s", where, omission.stage, omission.reason,
                     omission.detail)
     _dispatcher.event(CapsaOmissionEvent(**omission.model_dump(mode="json")))

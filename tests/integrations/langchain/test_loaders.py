@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -16,6 +17,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from capsa.demo.corpus_source import CORPUS_DIR, DOCUMENTS, HOSTILE_FILES
 from capsa.errors import IngestionRejected
 from capsa.guard import ExtractionLimits
+from capsa.guard.bulk import display_name
 from capsa.guard.extractors import PlainTextExtractor
 from capsa.langchain import CapsaBlobParser, CapsaLoader
 
@@ -203,3 +205,66 @@ def test_retriever_tool_over_loader_documents_shows_names_not_paths_or_digests(
     assert 'uri="fake-text.txt"' in text
     assert str(tmp_path) not in text
     assert docs[0].id not in text and f'id="{docs[0].id[:12]}"' in text
+
+
+_SLOW_FIRST = [("slow.txt", b"slow"), ("a.txt", b"alpha"), ("b.txt", b"beta"),
+               ("c.txt", b"gamma")]
+
+
+def test_loader_unordered_yields_other_files_while_a_slow_first_file_parses(gated: Any) -> None:
+    loader = CapsaLoader(_SLOW_FIRST, extractor=gated, workers=2, ordered=False)
+    arrived: list[str] = []
+    for document in loader.lazy_load():
+        arrived.append(document.metadata["capsa_label"])
+        if len(arrived) == 3:
+            gated.release.set()  # only now may the slow file finish
+    assert arrived == ["a.txt", "b.txt", "c.txt", "slow.txt"]
+
+
+def test_loader_load_keeps_exactly_the_input_order_by_default(gated: Any) -> None:
+    threading.Timer(0.3, gated.release.set).start()
+    loader = CapsaLoader(_SLOW_FIRST, extractor=gated, workers=2)
+    assert [d.metadata["capsa_label"] for d in loader.load()] == [
+        "slow.txt", "a.txt", "b.txt", "c.txt"]
+
+
+def test_loader_parses_workers_files_at_once() -> None:
+    class Together(PlainTextExtractor):
+        barrier = threading.Barrier(3, timeout=10)
+
+        def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                    max_pages: int) -> str:
+            self.barrier.wait()  # broken (an omission) unless three parse at once
+            return super().extract(kind, media_type, payload, max_pages=max_pages)
+
+    loader = CapsaLoader([(f"{n}.txt", n.encode()) for n in "abc"], extractor=Together(),
+                         workers=3)
+    assert [d.page_content for d in loader.load()] == ["a", "b", "c"]
+    assert loader.omitted == []
+
+
+def test_loader_rejects_fewer_than_one_worker() -> None:
+    with pytest.raises(ValueError, match="workers"):
+        CapsaLoader([("a.txt", b"a")], workers=0)
+
+
+async def test_loader_alazy_load_unordered_streams_files_as_they_finish(gated: Any) -> None:
+    loader = CapsaLoader(_SLOW_FIRST, extractor=gated, workers=2, ordered=False)
+    arrived: list[str] = []
+    async for document in loader.alazy_load():
+        arrived.append(document.metadata["capsa_label"])
+        if len(arrived) == 3:
+            gated.release.set()
+    assert arrived == ["a.txt", "b.txt", "c.txt", "slow.txt"]
+
+
+def test_loader_omission_names_the_refused_attachment_and_its_parent(
+        photo_mail: Any, tmp_path: Path) -> None:
+    mail = tmp_path / "message.txt"
+    mail.write_bytes(b"MAIL:Here is my new profile photo.")
+    loader = CapsaLoader(mail, extractor=photo_mail)
+    assert [d.metadata["capsa_label"] for d in loader.load()] == ["message.txt"]
+    (omission,) = loader.omitted
+    assert (omission.label, omission.parent, omission.reason) == (
+        "message.txt/profilephoto.png", "message.txt", "no_text")
+    assert display_name(omission) == f"profilephoto.png in {mail}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ from llama_index.core.instrumentation.events import BaseEvent
 
 from capsa.demo.corpus_source import CORPUS_DIR, DOCUMENTS, HOSTILE_FILES
 from capsa.errors import IngestionRejected
+from capsa.guard.bulk import display_name
 from capsa.guard.extractors import PlainTextExtractor
-from capsa.llama_index import CapsaReader
+from capsa.llama_index import CapsaDirectoryReader, CapsaReader
 from capsa.llama_index.readers import CapsaOmissionEvent
 
 pytestmark = pytest.mark.slow
@@ -182,3 +184,81 @@ def test_reader_reports_a_file_missing_from_an_fsspec_filesystem(tmp_path: Path)
     reader = CapsaReader(extractor=PlainTextExtractor())
     assert reader.load_data(tmp_path / "gone.txt", fs=fsspec.filesystem("file")) == []
     assert [(o.label, o.reason) for o in reader.omitted] == [("gone.txt", "corrupt")]
+
+
+def _slow_first(folder: Path) -> list[Path]:
+    paths = []
+    for name, data in (("0-slow.txt", "slow"), ("a.txt", "alpha"), ("b.txt", "beta"),
+                       ("c.txt", "gamma")):
+        (folder / name).write_text(data)
+        paths.append(folder / name)
+    return paths
+
+
+def test_reader_unordered_yields_other_files_while_a_slow_first_file_parses(
+        tmp_path: Path, gated: Any) -> None:
+    reader = CapsaReader(extractor=gated, workers=2, ordered=False)
+    arrived: list[str] = []
+    for document in reader.lazy_load_data(_slow_first(tmp_path)):
+        arrived.append(document.metadata["capsa_label"])
+        if len(arrived) == 3:
+            gated.release.set()  # only now may the slow file finish
+    assert arrived == ["a.txt", "b.txt", "c.txt", "0-slow.txt"]
+
+
+def test_reader_load_data_keeps_exactly_the_input_order_by_default(
+        tmp_path: Path, gated: Any) -> None:
+    threading.Timer(0.3, gated.release.set).start()
+    docs = CapsaReader(extractor=gated, workers=2).load_data(_slow_first(tmp_path))
+    assert [d.metadata["capsa_label"] for d in docs] == ["0-slow.txt", "a.txt", "b.txt", "c.txt"]
+
+
+def test_directory_reader_unordered_streams_a_walked_folder_as_files_finish(
+        tmp_path: Path, gated: Any) -> None:
+    _slow_first(tmp_path)
+    reader = CapsaDirectoryReader(tmp_path, reader=CapsaReader(extractor=gated), workers=2,
+                                  ordered=False)
+    arrived: list[str] = []
+    for document in reader.lazy_load_data():
+        arrived.append(document.metadata["file_name"])
+        if len(arrived) == 3:
+            gated.release.set()
+    assert arrived == ["a.txt", "b.txt", "c.txt", "0-slow.txt"]
+
+
+def test_directory_reader_keeps_the_sorted_walk_order_by_default(
+        tmp_path: Path, gated: Any) -> None:
+    _slow_first(tmp_path)
+    threading.Timer(0.3, gated.release.set).start()
+    reader = CapsaDirectoryReader(tmp_path, reader=CapsaReader(extractor=gated, workers=2))
+    assert [d.metadata["file_name"] for d in reader.load_data()] == [
+        "0-slow.txt", "a.txt", "b.txt", "c.txt"]
+
+
+async def test_reader_aload_data_parses_workers_files_at_once(tmp_path: Path) -> None:
+    class Together(PlainTextExtractor):
+        barrier = threading.Barrier(3, timeout=10)
+
+        def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                    max_pages: int) -> str:
+            self.barrier.wait()  # broken (an omission) unless three parse at once
+            return super().extract(kind, media_type, payload, max_pages=max_pages)
+
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text(name)
+    reader = CapsaReader(extractor=Together(), workers=3)
+    docs = await reader.aload_data([tmp_path / f"{name}.txt" for name in "abc"])
+    assert [d.text for d in docs] == ["a", "b", "c"]
+    assert reader.omitted == []
+
+
+def test_reader_omission_names_the_refused_attachment_and_its_parent(
+        tmp_path: Path, photo_mail: Any) -> None:
+    mail = tmp_path / "message.txt"
+    mail.write_bytes(b"MAIL:Here is my new profile photo.")
+    reader = CapsaReader(extractor=photo_mail)
+    assert [d.metadata["capsa_label"] for d in reader.load_data(mail)] == ["message.txt"]
+    (omission,) = reader.omitted
+    assert (omission.label, omission.parent, omission.source) == (
+        "message.txt/profilephoto.png", "message.txt", str(mail))
+    assert display_name(omission) == f"profilephoto.png in {mail}"

@@ -252,3 +252,15 @@ def test_transform_omission_names_the_file_it_came_from(tmp_path: Path) -> None:
         get_dispatcher().event_handlers.remove(handler)
     (event,) = [e for e in handler.events if isinstance(e, CapsaOmissionEvent)]
     assert (event.reason, event.source) == ("empty", str(empty))
+
+
+def test_transform_warning_names_the_refused_attachment_not_its_e_mail(
+        tmp_path: Path, photo_eml: bytes, caplog: pytest.LogCaptureFixture) -> None:
+    mail = tmp_path / "message.eml"
+    mail.write_bytes(photo_eml)
+    node = Document(text="", metadata={"file_path": str(mail), "capsa_pending": True})
+    with caplog.at_level(logging.WARNING, logger="capsa.llama_index.transforms"):
+        docs = list(CapsaTransform()([node]))
+    assert [d.metadata["capsa_label"] for d in docs] == ["message.eml"]
+    (warning,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert warning.startswith(f"capsa refused profilephoto.png in {mail} at text (no_text)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import threading
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from capsa.guard import (
     EmbeddedFile,
@@ -22,7 +25,7 @@ from capsa.guard import (
     Skipped,
     extract_many,
 )
-from capsa.guard.bulk import BulkSource
+from capsa.guard.bulk import BulkSource, default_width, display_name, map_streaming, pool_width
 from capsa.guard.extractors import PlainTextExtractor
 from capsa.guard.testing import MisbehavingExtractor
 
@@ -392,3 +395,134 @@ def test_extract_many_yields_files_found_inside_a_file_after_it_with_its_source(
     assert [o.text for o in outcomes] == [  # type: ignore[union-attr]
         "wrapper text\n\nAttached:\n- inner.txt (11 bytes, text/plain; extracted separately)",
         "inner words"]
+
+
+class _Gated(PlainTextExtractor):
+    """Plain text; the payload ``b"slow"`` waits until `release` is set (at most 10 s)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def extract(self, kind: str, media_type: str | None, payload: bytes, *,
+                max_pages: int) -> str:
+        if payload == b"slow":
+            self.release.wait(10)
+        return super().extract(kind, media_type, payload, max_pages=max_pages)
+
+
+_SLOW_FIRST: list[BulkSource] = [("slow.txt", b"slow"), ("a.txt", b"alpha"),
+                                 ("b.txt", b"beta"), ("c.txt", b"gamma")]
+
+
+def test_extract_many_yields_other_files_while_a_slow_first_file_parses() -> None:
+    gated = _Gated()
+    arrived: list[str] = []
+    for outcome in extract_many(_SLOW_FIRST, extractor=gated, workers=2):
+        arrived.append(outcome.label)
+        if len(arrived) == 3:
+            gated.release.set()  # only now may the slow file finish
+    assert arrived == ["a.txt", "b.txt", "c.txt", "slow.txt"]
+
+
+def test_extract_many_ordered_keeps_input_order_behind_a_slow_file() -> None:
+    gated = _Gated()
+    threading.Timer(0.3, gated.release.set).start()
+    outcomes = list(extract_many(_SLOW_FIRST, extractor=gated, workers=2, ordered=True))
+    assert [o.label for o in outcomes] == ["slow.txt", "a.txt", "b.txt", "c.txt"]
+
+
+def test_extract_many_ordered_parses_the_files_behind_a_slow_one_meanwhile() -> None:
+    gated = _Gated()
+    parsed: list[str] = []
+
+    def sources() -> Iterator[tuple[str, bytes]]:
+        yield "slow.txt", b"slow"
+        for i in range(6):
+            yield f"f{i}.txt", f"file {i}".encode()
+        gated.release.set()  # every other file was pulled while the slow one still parses
+
+    for outcome in extract_many(sources(), extractor=gated, workers=2, ordered=True):
+        parsed.append(outcome.label)
+    assert parsed == ["slow.txt", *(f"f{i}.txt" for i in range(6))]
+
+
+def test_pool_width_is_the_pools_worker_count_and_one_in_process() -> None:
+    assert pool_width(IsolatedExtractor(PlainTextExtractor(), workers=3)) == 3
+    assert pool_width(None) == default_width()
+    assert pool_width(PlainTextExtractor()) == 1
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_map_streaming_raises_the_error_of_an_item_where_its_result_would_come(
+        ordered: bool) -> None:
+    def work(index: int, item: int) -> int:
+        if item == 3:
+            raise KeyError(item)
+        return item
+
+    seen: list[int] = []
+    stream = map_streaming(work, range(6), workers=2, ordered=ordered)
+    with pytest.raises(KeyError):
+        seen.extend(stream)
+    assert set(seen) <= {0, 1, 2, 4, 5} and (not ordered or seen == [0, 1, 2])
+
+
+def test_map_streaming_with_one_worker_runs_in_the_callers_thread_reading_nothing_ahead(
+        ) -> None:
+    pulled: list[int] = []
+    threads: set[int] = set()
+
+    def items() -> Iterator[int]:
+        for i in range(4):
+            pulled.append(i)
+            yield i
+
+    for result in map_streaming(lambda index, item: threads.add(threading.get_ident()) or item,
+                                items(), workers=1):
+        assert pulled[-1] == result  # nothing was pulled past the item just yielded
+    assert threads == {threading.get_ident()}
+
+
+def test_map_streaming_closed_early_cancels_work_not_yet_started() -> None:
+    started: list[int] = []
+
+    def work(index: int, item: int) -> int:
+        started.append(item)
+        time.sleep(0.01)
+        return item
+
+    stream = map_streaming(work, range(100), workers=2)
+    assert next(stream) in (0, 1)
+    stream.close()
+    assert len(started) <= 4  # the window, never the whole input
+
+
+@given(st.lists(st.integers(min_value=0, max_value=3), max_size=12),
+       st.integers(min_value=1, max_value=4), st.booleans())
+@settings(max_examples=25, deadline=None)
+def test_map_streaming_yields_each_result_once_and_in_input_order_when_ordered(
+        delays: list[int], workers: int, ordered: bool) -> None:
+    def work(index: int, delay: int) -> int:
+        time.sleep(delay / 1000)
+        return index
+
+    results = list(map_streaming(work, delays, workers=workers, ordered=ordered))
+    assert sorted(results) == list(range(len(delays)))
+    if ordered:
+        assert results == list(range(len(delays)))
+
+
+def test_display_name_names_a_refused_attachment_inside_its_parents() -> None:
+    nested = Omission(label="mail.eml/fwd.eml/photo.png", parent="mail.eml/fwd.eml",
+                      stage="text", reason="no_text", detail="the parser found no text",
+                      source="inbox/mail.eml")
+    assert display_name(nested) == "photo.png in fwd.eml in inbox/mail.eml"
+    assert display_name(nested.model_copy(update={"source": None})) == \
+        "photo.png in fwd.eml in mail.eml"
+
+
+def test_map_streaming_runs_each_item_in_the_callers_context() -> None:
+    tenant: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="none")
+    tenant.set("acme")
+    seen = list(map_streaming(lambda index, item: tenant.get(), range(6), workers=3))
+    assert seen == ["acme"] * 6

@@ -72,7 +72,8 @@ class WorkerHealth(dict[str, Any]):
 class _Worker:
     """One warm zygote process, seen from the application: its control socket."""
 
-    def __init__(self, extractor: TextExtractor, pool_scratch: str, sandbox: SandboxMode) -> None:
+    def __init__(self, extractor: TextExtractor, pool_scratch: str, sandbox: SandboxMode,
+                 *, lazy: bool = False) -> None:
         # Each worker has its own directory, removed when it dies. Its children
         # mount their own tmpfs over it, so nothing a parser writes lands here.
         scratch = tempfile.mkdtemp(prefix="worker-", dir=pool_scratch)
@@ -112,7 +113,8 @@ class _Worker:
         extras = [p for p in sys.path if p and os.path.isdir(p)]
         try:
             write_frame(self.process.stdin, pickle.dumps({
-                "extractor": pickle.dumps(extractor), "sys_path": extras, "sandbox": sandbox}))
+                "extractor": pickle.dumps(extractor), "sys_path": extras, "sandbox": sandbox,
+                "warm": "lazy" if lazy else "eager"}))
             self.process.stdin.close()
         except OSError:
             pass
@@ -122,6 +124,11 @@ class _Worker:
             raise RuntimeError("the extraction worker did not start; is capsa installed "
                                "in this interpreter's environment?")
         self.health = WorkerHealth(hello)
+        self.lazy = hello.get("lazy") is True
+        """The zygote answered before self-testing its parsers: it tests each kind on
+        its first file and the rest while idle, reporting as it goes (`note`)."""
+        if not isinstance(self.health.get("self_test"), dict):
+            self.health["self_test"] = {}
         roots = hello.get("cgroups")
         if isinstance(roots, list):
             self.cgroups = [r for r in roots if isinstance(r, str) and
@@ -156,7 +163,54 @@ class _Worker:
             os.close(fd)
         if message is None:
             self.closed = True
+        else:
+            self.note(message)
         return message
+
+    def note(self, message: dict[str, Any]) -> None:
+        """Keep the self-test results a lazy zygote reports, whatever message carries them."""
+        found = message.get("tested", message.get("warmed"))
+        done = message.get("done")
+        if found is None and isinstance(done, dict):
+            found = done.get("self_test")
+        if isinstance(found, dict) and hasattr(self, "health"):
+            report = self.health["self_test"]
+            report.update({str(k)[:64]: str(v)[:1000] for k, v in list(found.items())[:256]})
+
+    def warming(self) -> bool:
+        """Whether a lazy zygote may still be self-testing a kind before it serves a file."""
+        kinds = self.health.get("kinds")
+        return self.lazy and not (isinstance(kinds, list)
+                                  and set(kinds) <= set(self.health["self_test"]))
+
+    def warm(self) -> bool:
+        """Have a lazy zygote self-test every kind not yet tested; False if it died."""
+        return self.ask_warm() and self.await_warm()
+
+    def ask_warm(self) -> bool:
+        """Ask a lazy zygote to self-test every kind not yet tested (see `await_warm`)."""
+        if not self.lazy:
+            return True
+        if not self.settle():
+            return False
+        try:
+            protocol.send_control(self.control, {"warm": "*"})
+        except (OSError, ProtocolError):
+            self.closed = True
+            return False
+        return True
+
+    def await_warm(self) -> bool:
+        """Wait for the answer to `ask_warm`; False if the worker died or never answered."""
+        if not self.lazy:
+            return True
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:
+            message = self._receive(max(deadline - time.monotonic(), 0.0))
+            if message is None:
+                return False
+            if "warmed" in message:
+                return True
 
     def settle(self) -> bool:
         """Take the report of the last file's end, if it is still due; False if it never came.
@@ -176,8 +230,9 @@ class _Worker:
                 self.settle_by = None
                 return True
 
-    def parse(self, frame: bytes, limits: ExtractionLimits, reader: ReplyReader, *,
-              unix_listen: bool = False) -> tuple[dict[str, Any] | None, ProtocolError | None]:
+    def parse(self, frame: bytes, limits: ExtractionLimits, reader: ReplyReader,
+              kind: str | None = None, *, unix_listen: bool = False
+              ) -> tuple[dict[str, Any] | None, ProtocolError | None]:
         """Run one file: returns how its child ended (None if the worker failed, and an
         empty report while the end is still to be settled) and any protocol problem
         with its reply. The reply itself is left in `reader`. `unix_listen` gives the
@@ -190,7 +245,7 @@ class _Worker:
                 "memory_bytes": limits.memory_bytes,
                 "max_file_write_bytes": limits.max_file_write_bytes,
                 "max_scratch_files": limits.max_scratch_files,
-                "unix_listen": unix_listen}}, [request_read, reply_write])
+                "unix_listen": unix_listen}, "kind": kind}, [request_read, reply_write])
         except OSError:
             self.closed = True
             for fd in (request_write, reply_read):
@@ -200,7 +255,9 @@ class _Worker:
             os.close(request_read)
             os.close(reply_write)
         try:
-            deadline = time.monotonic() + limits.timeout_s + _GRACE_S
+            # a lazy zygote may first import and self-test this kind's parser
+            warming = _START_TIMEOUT_S if self.warming() else 0.0
+            deadline = time.monotonic() + limits.timeout_s + _GRACE_S + warming
             ended, problem = self._exchange(frame, request_write, reply_read, reader, deadline)
             if ended == {}:  # a whole reply: the child's end is settled before the next file
                 self.settle_by = deadline
@@ -261,6 +318,9 @@ class _Worker:
                 if message is None:
                     self.closed = True
                     return None, problem
+                self.note(message)
+                if "tested" in message:  # a lazy zygote's report between files
+                    continue
                 done = message.get("done")
                 ended = done if isinstance(done, dict) else {"cause": "malformed"}
         return ended, problem
@@ -277,6 +337,47 @@ class _Worker:
             self.control.close()
         remove_tree(self.scratch)
         _remove_cgroups(self.cgroups)
+
+
+def _check_self_test(health: WorkerHealth, kind: str, label: str) -> None:
+    """Refuse `kind` at once when this worker's self-test of its parser failed.
+
+    A lazy worker that has not tested `kind` yet passes here; its zygote
+    tests the kind before it serves the file, and refuses it the same way.
+    """
+    report = health.get("self_test", {})
+    problem = _self_test_refusal(kind, report.get(kind, report.get("*")), label)
+    if problem is not None:
+        raise problem
+
+
+def _self_test_refusal(kind: str, status: object, label: str
+                       ) -> IngestionRejected | ExtractionFailed | None:
+    """The refusal a failed self-test of `kind` means: a missing extra, or a parser that raised."""
+    if status is None or status == "ok":
+        return None
+    status = str(status)[:1000]
+    if status.startswith(MISSING_EXTRA):
+        return IngestionRejected(
+            f"the {kind} parser is not installed here: {status[len(MISSING_EXTRA):]}",
+            label=label, stage="parser", reason="missing_extra")
+    return ExtractionFailed(f"the {kind} parser failed its start-up self-test: {status}",
+                            label=label, cause="raised")
+
+
+def _warms_lazily(inner: TextExtractor) -> bool:
+    """Whether workers over `inner` may answer before self-testing every kind.
+
+    Only capsa's own parsers behind a `Router`: a lazy zygote tests a kind by
+    parsing its trusted sample (`capsa.guard.samples`) with `inner`, which is
+    known to be safe only for those; any other extractor is self-tested
+    whole, before its worker serves, as it always was.
+    """
+    from capsa.guard.extractors import Router
+
+    return type(inner) is Router and all(
+        type(extractor).__module__.startswith("capsa.guard.extractors.")
+        for extractor in inner.extractors)
 
 
 def _remove_cgroups(roots: list[str], wait_s: float = 2.0) -> None:
@@ -311,8 +412,12 @@ class IsolatedExtractor:
     `health.sandbox` says which layers a worker got; ``capsa doctor`` prints
     the same for this machine.
 
-    Workers start on first use (or on ``with``); `inner` must be picklable
-    and importable by the worker's interpreter. Safe to share across threads.
+    Workers start on first use (or on ``with``, `start`, `warm_up`); `inner`
+    must be picklable and importable by the worker's interpreter. A worker
+    started on first use over capsa's own parsers (`default_router`) self-tests
+    each kind on its first file and the rest while idle, so that file waits
+    for its own kind's parser only; `start` and `warm_up` return with every
+    kind tested. Safe to share across threads.
     Modules `inner` needs are imported when the worker starts: the parse child
     can read only the interpreter's own directories, its installed packages
     and system data, never the application's working directory.
@@ -355,6 +460,7 @@ class IsolatedExtractor:
         self._scratch: str | None = None
         self._closed = False
         self._starting = 0
+        self._lazy = _warms_lazily(inner)
         self.restarts = 0
         """How many workers were killed and replaced (hung or broken workers)."""
 
@@ -365,12 +471,13 @@ class IsolatedExtractor:
 
     @property
     def health(self) -> WorkerHealth:
-        """The first worker's start-up report (starting it if needed)."""
+        """The first worker's start-up report (starting it if needed), every kind self-tested."""
         worker = self._acquire()
-        try:
+        if not worker.warm():
+            self._replace(worker)
             return worker.health
-        finally:
-            self._idle.put(worker)
+        self._idle.put(worker)
+        return worker.health
 
     def __enter__(self) -> Self:
         self.start()
@@ -380,9 +487,35 @@ class IsolatedExtractor:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def start(self) -> None:
-        """Start every worker now instead of on first use."""
+    def start(self, *, wait: bool = True) -> None:
+        """Start every worker now instead of on first use, each with every parser self-tested.
+
+        With ``wait=False`` the workers start in a background thread and this
+        returns at once: a file that arrives meanwhile waits for the first
+        worker to answer, not for all of them. Workers over capsa's own
+        parsers (`default_router`) answer before their self-tests and test
+        each kind on its first file, warming the rest while idle, so that
+        file waits for its own kind's parser only. A worker that fails to
+        start in the background is started again by the next file, which
+        then sees the error.
+        """
+        if not wait:
+            threading.Thread(target=self._start_in_background, daemon=True,
+                             name="capsa-pool-start").start()
+            return
         started = [self._acquire() for _ in range(self.workers)]
+        asked = [worker.ask_warm() for worker in started]  # the workers warm in parallel
+        for worker, ok in zip(started, asked, strict=True):
+            if ok and worker.await_warm():
+                self._idle.put(worker)
+            else:
+                self._replace(worker)
+
+    def _start_in_background(self) -> None:
+        try:
+            started = [self._acquire() for _ in range(self.workers)]
+        except Exception:  # noqa: BLE001 - the next file starts a worker and sees why
+            return
         for worker in started:
             self._idle.put(worker)
 
@@ -439,7 +572,6 @@ class IsolatedExtractor:
             from capsa.guard.extract import run_in_process
 
             return run_in_process(light, kind, media_type, payload, limits, label)
-        self._check_self_test(kind, label)
         frame = protocol.encode_request({"kind": kind, "media_type": media_type,
                                          "payload": payload,
                                          "limits": limits.model_dump_json()})
@@ -450,7 +582,12 @@ class IsolatedExtractor:
                              max_meta_bytes=protocol.meta_limit(limits.max_elements))
         worker = self._acquire()
         try:
-            ended, problem = worker.parse(frame, limits, reader,
+            _check_self_test(worker.health, kind, label)
+        except (ExtractionFailed, IngestionRejected):
+            self._idle.put(worker)
+            raise
+        try:
+            ended, problem = worker.parse(frame, limits, reader, kind,
                                           unix_listen=kind in UNIX_LISTEN_KINDS)
         except BaseException:
             self._replace(worker)
@@ -483,9 +620,10 @@ class IsolatedExtractor:
         """Start every worker now and return the first one's health.
 
         A worker imports every parser and runs its self-tests on trusted
-        samples before it serves (a few seconds, once). Call this at
+        samples before this returns (a few seconds, once). Call this at
         application start-up so the first user's file does not pay for it;
         plain text, Markdown, CSV and JSON never wait for a worker at all.
+        ``start(wait=False)`` does the same in the background.
         """
         self.start()
         return self.health
@@ -498,17 +636,6 @@ class IsolatedExtractor:
         route = getattr(self.inner, "in_process_route", None)
         found: TextExtractor | None = route(kind) if route is not None else None
         return found
-
-    def _check_self_test(self, kind: str, label: str) -> None:
-        report = self.health.get("self_test", {})
-        status = report.get(kind, report.get("*"))
-        if status is not None and status.startswith(MISSING_EXTRA):
-            raise IngestionRejected(
-                f"the {kind} parser is not installed here: {status[len(MISSING_EXTRA):]}",
-                label=label, stage="parser", reason="missing_extra")
-        if status is not None and status != "ok":
-            raise ExtractionFailed(f"the {kind} parser failed its start-up self-test: {status}",
-                                   label=label, cause="raised")
 
     def _acquire(self) -> _Worker:
         """An idle live worker, a newly started one if the pool is short, or wait for one.
@@ -544,7 +671,7 @@ class IsolatedExtractor:
 
     def _start(self, scratch: str) -> _Worker:
         try:
-            worker = _Worker(self.inner, scratch, self.sandbox)
+            worker = _Worker(self.inner, scratch, self.sandbox, lazy=self._lazy)
         finally:
             with self._lock:
                 self._starting -= 1
@@ -578,9 +705,16 @@ _MEDIA_TYPE = re.compile(f"{_TOKEN}/{_TOKEN}")
 
 
 def _ended(ended: dict[str, Any], reader: ReplyReader, label: str,
-           limits: ExtractionLimits) -> ExtractionFailed:
+           limits: ExtractionLimits) -> ExtractionFailed | IngestionRejected:
     """The typed failure for a child that ended without a whole reply."""
     cause, signum = ended.get("cause"), ended.get("signal")
+    if cause == "self_test":  # a lazy zygote tested this kind's parser on its first file
+        report = ended.get("self_test")
+        status = next(iter(report.values()), "") if isinstance(report, dict) else ""
+        kind = next(iter(report), "") if isinstance(report, dict) else ""
+        return _self_test_refusal(str(kind)[:64], status or "unknown", label) \
+            or ExtractionFailed("the parser failed its start-up self-test", label=label,
+                                cause="raised")
     if cause == "timeout":
         return ExtractionFailed(f"ran past the wall-clock limit of {limits.timeout_s:g} s "
                                 "(timeout_s)", label=label, cause="timeout")

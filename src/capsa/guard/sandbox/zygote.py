@@ -410,6 +410,54 @@ def _next_directory(directory: int, stuck: set[tuple[int, int]]) -> str | None:
     return None
 
 
+_WARM_ORDER = ("pdf", "png", "html", "rtf", "pptx", "epub", "eml", "docx", "xlsx")
+"""The order a lazy zygote warms kinds in while idle: quickest to import first."""
+
+
+def _kinds(extractor: Any) -> frozenset[str]:
+    return frozenset(str(kind) for kind in getattr(extractor, "kinds", ()))
+
+
+def _refork(zygote: _Zygote, spare: _Spare) -> _Spare:
+    """A spare forked after the zygote warmed another parser (the old one lacks it)."""
+    # what the test imported is shared copy-on-write from now on; frozen, as at start
+    gc.collect()
+    gc.freeze()
+    spare.retire()
+    return zygote.fork_spare()
+
+
+def _self_test(extractor: Any, kind: str | None) -> dict[str, str]:
+    """Import and self-test `extractor` (every kind, or only `kind`); never raises.
+
+    One kind is tested on its trusted sample, as the extractors' own
+    self-tests do; a kind without a sample runs the self-test of the
+    extractor its router sends it to (or of `extractor` itself).
+    """
+    try:
+        if kind is not None:
+            from capsa.guard.samples import SAMPLES
+
+            sample = SAMPLES.get(kind)
+            if sample is not None:
+                parsed = extractor.extract(kind, None, sample(), max_pages=5)
+                text = parsed if isinstance(parsed, str) else parsed.text
+                return {kind: "ok" if "capsa" in text.lower()
+                        else f"sample text missing: {text[:200]!r}"}
+            extractor = getattr(extractor, "routes", {}).get(kind, extractor)
+        test = getattr(extractor, "self_test", None)
+        if test is None:
+            return {} if kind is None else {kind: "ok"}
+        report = {str(k): str(v) for k, v in test().items()}
+        return report if kind is None or kind in report else {**report, kind: "ok"}
+    except ImportError as exc:  # an extra not installed, not a parser that lost
+        return {kind or "*": f"missing_extra: {exc}"}
+    except BaseException as exc:  # noqa: BLE001 - a self-test reports, never raises
+        if getattr(exc, "reason", None) == "missing_extra":  # IngestionRejected, by duck type
+            return {kind or "*": f"missing_extra: {getattr(exc, 'detail', exc)}"}
+        return {kind or "*": f"{type(exc).__name__}: {exc}"}
+
+
 def serve(start: IO[bytes], control: socket.socket) -> None:
     """Read the start frame, warm up, then broker one file per control message until EOF."""
     frame = read_frame(start)
@@ -431,13 +479,8 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
         lib.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     sys.path.extend(p for p in config["sys_path"] if p not in sys.path)
     extractor = pickle.loads(config["extractor"])
-    self_test: dict[str, str] = {}
-    test = getattr(extractor, "self_test", None)
-    if test is not None:
-        try:
-            self_test = {str(k): str(v) for k, v in test().items()}
-        except BaseException as exc:  # noqa: BLE001
-            self_test = {"*": f"{type(exc).__name__}: {exc}"}
+    lazy = config.get("warm") == "lazy"
+    self_test: dict[str, str] = {} if lazy else _self_test(extractor, None)
     del config, frame
     # Everything imported and warmed so far is shared copy-on-write with every
     # child. Frozen, it is never walked by a child's garbage collector: a full
@@ -451,10 +494,22 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
     protocol.send_control(control, {
         "ready": True, "pid": int(policy.namespaces.get("host_pid", os.getpid())),
         "network": network, "self_test": self_test, "sandbox": layers_state,
-        "cgroups": roots})
+        "cgroups": roots, "lazy": lazy, "kinds": sorted(_kinds(extractor))})
     spare = zygote.fork_spare()
+    # lazy: the kinds not yet tested, cheapest first, warmed whenever no file is waiting
+    kinds = _kinds(extractor)
+    idle = [k for k in _WARM_ORDER if k in kinds] + sorted(kinds - set(_WARM_ORDER)) \
+        if lazy else []
     try:
         while True:
+            while idle and not select.select([control], [], [], 0)[0]:
+                kind = idle.pop(0)
+                if kind in self_test:
+                    continue
+                tested = _self_test(extractor, kind)
+                self_test.update(tested)
+                spare = _refork(zygote, spare)
+                protocol.send_control(control, {"tested": tested})
             message, fds = protocol.receive_control(control)
             if message is None:
                 return
@@ -462,6 +517,31 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
             if message.get("abandon"):  # late: that file's child has already ended
                 for fd in fds:
                     os.close(fd)
+                continue
+            asked = message.get("kind") if lazy else None
+            if lazy and message.get("warm") is not None:  # warm every kind not yet tested
+                for fd in fds:
+                    os.close(fd)
+                while idle:
+                    kind = idle.pop(0)
+                    if kind not in self_test:
+                        self_test.update(_self_test(extractor, kind))
+                spare = _refork(zygote, spare)
+                protocol.send_control(control, {"warmed": self_test})
+                continue
+            if isinstance(asked, str) and asked in kinds and asked not in self_test:
+                # Lazy start: this kind's parser is imported and self-tested now, in the
+                # zygote, so its children inherit it warm; the spare forked before is stale.
+                self_test.update(_self_test(extractor, asked))
+                spare = _refork(zygote, spare)
+                protocol.send_control(control, {"tested": {asked: self_test.get(asked, "ok")}})
+            failed = self_test.get(asked, self_test.get("*", "ok")) \
+                if isinstance(asked, str) else "ok"
+            if failed != "ok":
+                for fd in fds:
+                    os.close(fd)
+                protocol.send_control(control, {"done": {
+                    "cause": "self_test", "self_test": {asked: failed}}})
                 continue
             if not isinstance(limits, dict) or len(fds) != 2:
                 for fd in fds:
