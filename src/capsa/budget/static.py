@@ -13,6 +13,7 @@ needs numpy only (``pip install 'capsa[static]'``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -115,14 +116,29 @@ class StaticScorer(BaseModel):
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         """Return each text's BM25 score plus its stand-ins' credit (see the class)."""
-        if not texts:
+        return self._score(query, [_content_words(text) for text in texts])
+
+    def score_passages(self, query: str, passages: Sequence[str],
+                       sentences: Sequence[Sequence[str]]) -> list[float]:
+        """`score` of whole passages, from the words of their sentences.
+
+        The packer calls this after `score` has split every sentence into
+        words (see `capsa.budget.compress.prepare`); those splits are cached,
+        so a passage is not read a second time. `passages` is unused: a
+        passage's words are its sentences' words.
+        """
+        del passages
+        return self._score(query, [tuple(itertools.chain.from_iterable(map(_content_words, group)))
+                                   for group in sentences])
+
+    def _score(self, query: str, words: Sequence[tuple[str, ...]]) -> list[float]:
+        if not words:
             return []
         model = _load(self.path)
-        words = [_content_words(text) for text in texts]
         docs = [terms_of(text_words) for text_words in words]  # analyze(text), from its words
         query_terms = set(analyze_query(query))
         exact = (self.lexical.score_terms(idf(query_terms, docs), docs) if query_terms
-                 else [0.0] * len(texts))  # what self.lexical.score(query, texts) returns
+                 else [0.0] * len(words))  # what self.lexical.score(query, texts) returns
         asked = {word: terms[0] for word in _content_words(_HOW_TO.sub(r"\1", query))
                  if (terms := terms_of([word]))}
         if self.strength == 0.0 or not asked:
