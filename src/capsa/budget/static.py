@@ -53,6 +53,9 @@ _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
 _MAX_WORD_CHARS = 100
 """BERT's limit: a longer word is one unknown piece."""
 _WORD_CACHE_SIZE = 200_000
+"""Most words whose word pieces are kept."""
+_TABLE_ROWS = 50_000
+"""Most word vectors kept: 26 MB at 128 float32 dimensions; then the table starts afresh."""
 
 
 class StaticScorer(BaseModel):
@@ -202,7 +205,7 @@ class _StaticModel:
     def rows(self, words: Sequence[str]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp]]:
         """A table of unit word vectors and each word's row in it; each word is embedded once.
 
-        The table grows as words arrive (at most `_WORD_CACHE_SIZE` rows, then
+        The table grows as words arrive (at most `_TABLE_ROWS` rows, then
         it starts afresh), so a call gathers its words' vectors in one step
         rather than stacking one array per word.
         """
@@ -211,8 +214,12 @@ class _StaticModel:
         with self._lock:
             missing = [word for word in dict.fromkeys(words) if word not in self._rows]
             if missing:
-                if len(self._rows) + len(missing) > _WORD_CACHE_SIZE:
+                if len(self._rows) + len(missing) > _TABLE_ROWS:
+                    # a new table, not the old one overwritten: a caller may still be
+                    # reading rows of the old one outside the lock
                     self._rows = {}
+                    self._table = np.zeros_like(self._table)
+                    missing = list(dict.fromkeys(words))
                 fresh = self.embed(missing)
                 used = len(self._rows)
                 if used + len(missing) > len(self._table):

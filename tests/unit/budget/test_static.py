@@ -137,6 +137,17 @@ def test_static_scorer_scores_alike_from_many_threads_sharing_new_words() -> Non
     assert results == [expected] * 6
 
 
+def test_static_scorer_scores_alike_when_its_word_table_starts_afresh(
+        fresh_models: dict[Path, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = StaticScorer().score(RENT, OFFICE)
+    fresh_models.clear()
+    monkeypatch.setattr(static_module, "_TABLE_ROWS", 8)  # fewer than one call's words
+    scorer = StaticScorer()
+    other = ["A car for hire costs little.", "Staff meet on Mondays."]  # old words and new
+    scores = [scorer.score(RENT, texts) for texts in (OFFICE, other, OFFICE)]
+    assert scores[0] == scores[2] == expected
+
+
 def test_static_scorer_names_the_extra_when_numpy_is_missing(
         fresh_models: dict[Path, object], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "numpy", None)
