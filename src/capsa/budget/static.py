@@ -160,7 +160,7 @@ class StaticScorer(BaseModel):
         if not held.any():
             return [0.0] * len(docs)
         query_words = list(asked)
-        table, rows = model.rows([*query_words, *(w for text_words in words for w in text_words)])
+        table, rows = model.rows([*query_words, *itertools.chain.from_iterable(words)])
         held_words = table[rows[len(query_words):]]
         # one matrix-vector product per query word: a small matrix-matrix product
         # costs more, since BLAS starts its threads for it
@@ -170,9 +170,10 @@ class StaticScorer(BaseModel):
         best[:, held] = np.maximum.reduceat(cosines, starts, axis=1)
         credit = np.clip((best - self.threshold) / (1.0 - self.threshold), 0.0, None)
         terms = [asked[word] for word in query_words]
-        for row, column in zip(*np.nonzero(credit), strict=True):
-            if terms[row] in docs[column]:  # a word the text holds is BM25's, not a stand-in's
-                credit[row, column] = 0.0
+        candidates = np.nonzero(credit)
+        exact = [n for n, (row, column) in enumerate(zip(*map(list, candidates), strict=True))
+                 if terms[row] in docs[column]]  # a word the text holds is BM25's, not a stand-in's
+        credit[candidates[0][exact], candidates[1][exact]] = 0.0
         scale = np.asarray([weights[term] for term in terms], dtype=np.float32) * self.strength
         return [float(value) for value in scale @ credit]
 
@@ -212,14 +213,14 @@ class _StaticModel:
         import numpy as np
 
         with self._lock:
-            missing = [word for word in dict.fromkeys(words) if word not in self._rows]
+            missing = sorted(set(words).difference(self._rows))  # sorted: the same layout each run
             if missing:
                 if len(self._rows) + len(missing) > _TABLE_ROWS:
                     # a new table, not the old one overwritten: a caller may still be
                     # reading rows of the old one outside the lock
                     self._rows = {}
                     self._table = np.zeros_like(self._table)
-                    missing = list(dict.fromkeys(words))
+                    missing = sorted(set(words))
                 fresh = self.embed(missing)
                 used = len(self._rows)
                 if used + len(missing) > len(self._table):
@@ -229,9 +230,7 @@ class _StaticModel:
                     self._table = grown
                 self._table[used:used + len(missing)] = fresh
                 self._rows.update(zip(missing, range(used, used + len(missing)), strict=True))
-            found = self._rows
-            return self._table, np.fromiter((found[w] for w in words), dtype=np.intp,
-                                            count=len(words))
+            return self._table, np.array(list(map(self._rows.__getitem__, words)), dtype=np.intp)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit vectors, one per text: the normalised sum of its pieces' vectors."""
@@ -301,7 +300,7 @@ _CACHED_TEXT_CHARS = 2000
 
 @lru_cache(maxsize=8192)
 def _content_words_cached(text: str) -> tuple[str, ...]:
-    return tuple(w for w in _WORD.findall(mend(text.lower())) if w not in _STOPWORDS)
+    return tuple([w for w in _WORD.findall(mend(text.lower())) if w not in _STOPWORDS])
 
 
 def _normalised(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
