@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capsa.budget import Budget, LexicalScorer, Passage, Scorer, StaticScorer, pack
+from capsa.budget import (
+    Budget,
+    LexicalScorer,
+    Passage,
+    Scorer,
+    StaticScorer,
+    compress_text,
+    pack,
+)
 from capsa.budget import static as static_module
 from capsa.budget.static import MODEL_PATH, _load
 
@@ -75,6 +83,12 @@ def test_pack_with_the_static_scorer_keeps_a_paraphrased_answer() -> None:
     static = pack(RENT, passages, Budget(max_tokens=30), scorer=StaticScorer())
     assert "EUR 40" not in "".join(lexical.texts)
     assert "EUR 40" in "".join(static.texts) and static.used_tokens <= 30
+
+
+def test_compress_text_with_the_static_scorer_keeps_a_paraphrased_answer() -> None:
+    text = " ".join(OFFICE)
+    assert "EUR 40" not in compress_text(text, RENT, 12)
+    assert "EUR 40" in compress_text(text, RENT, 12, scorer=StaticScorer())
 
 
 def test_static_model_splits_words_as_the_models_tokenizer_does() -> None:
