@@ -23,6 +23,7 @@ interpreters: the model file's size, resident memory and wall time of
 ``import capsa.budget`` and of the first score (which reads the model), and
 the installed size of the extra's one dependency, numpy.
 
+``--data DIR`` adds the ``*-qa.jsonl`` sets of another folder.
 ``--variant NAME=PATH`` adds `StaticScorer(path=PATH)` on the ``dev`` halves,
 to compare distillations (``scripts/distil_static.py --dims N --out PATH``).
 
@@ -55,8 +56,8 @@ GOAL_POINTS = 3.0
 DATA = Path(__file__).resolve().parent / "data"
 
 
-def sets(limit: int | None) -> dict[str, list[bench.Question]]:
-    """Every question set, by name: HotpotQA, then ``benchmarks/data/*-qa.jsonl`` by name."""
+def sets(limit: int | None, extra: Sequence[Path] = ()) -> dict[str, list[bench.Question]]:
+    """Every set by name: HotpotQA, then the ``*-qa.jsonl`` in ``benchmarks/data`` and `extra`."""
     data = Path(os.environ.get("CAPSA_EVAL_DATA", bench.ROOT.parent / "shared" / "eval-data"))
     hotpot = data / bench.DATASET / bench.FILE
     found = {}
@@ -64,7 +65,7 @@ def sets(limit: int | None) -> dict[str, list[bench.Question]]:
         found["hotpotqa"] = bench.load(hotpot, limit)
     else:
         print(f"note: {hotpot} not found (set CAPSA_EVAL_DATA); HotpotQA skipped")
-    for path in sorted(DATA.glob("*-qa.jsonl")):
+    for path in sorted(p for folder in (DATA, *extra) for p in folder.glob("*-qa.jsonl")):
         found[path.name.removesuffix("-qa.jsonl")] = bench.load(path, limit)
     return found
 
@@ -194,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-embeddings", action="store_true", help="skip the MiniLM methods")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=PATH",
                         help="another distilled model, scored on the dev halves")
+    parser.add_argument("--data", type=Path, action="append", default=[], metavar="DIR",
+                        help="another folder of *-qa.jsonl sets (compression.py's format)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     methods: dict[str, bench.Method] = {"capsa": bench.capsa_method(True)}
@@ -205,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     size = footprint()
     print("footprint: " + ", ".join(f"{k}={v}" for k, v in size.items() if k != "how"))
     rows: list[dict[str, Any]] = []
-    found = sets(args.limit)
+    found = sets(args.limit, args.data)
     for name in sorted(found, key=lambda key: len(found[key])):  # smallest first
         for part in ("dev", "held-out"):
             chosen = [q for q in found[name] if half(q) == part]
