@@ -194,8 +194,10 @@ class _StaticModel:
             rows, scales = data["vectors"], data["scales"]
             vocab = bytes(data["vocab"]).decode("utf-8").split("\n")
             self.meta: dict[str, Any] = json.loads(bytes(data["meta"]).decode("utf-8"))
-        self.vectors = (rows.astype(np.float32) * scales[:, None]).astype(np.float32)
-        self.dims = int(self.vectors.shape[1])
+        # kept as stored, int8 and a scale per row (3.9 MB, not 15.6 as float32):
+        # only the pieces of words not seen yet are ever scaled
+        self.pieces_int8, self.scales = rows, scales.astype(np.float32)
+        self.dims = int(rows.shape[1])
         self.ids = {piece: n for n, piece in enumerate(vocab)}
         self.unknown = self.ids["[UNK]"]
         self._words: dict[str, tuple[int, ...]] = {}
@@ -244,7 +246,9 @@ class _StaticModel:
         if not ids:
             return np.zeros((len(texts), self.dims), dtype=np.float32)
         running = np.zeros((len(ids) + 1, self.dims), dtype=np.float64)
-        np.cumsum(self.vectors[np.asarray(ids)], axis=0, out=running[1:])
+        chosen = np.asarray(ids)
+        vectors = self.pieces_int8[chosen].astype(np.float32) * self.scales[chosen, None]
+        np.cumsum(vectors, axis=0, out=running[1:])
         bounds = np.asarray([0, *ends])
         sums = (running[bounds[1:]] - running[bounds[:-1]]).astype(np.float32)
         return _normalised(sums)
