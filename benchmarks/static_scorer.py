@@ -181,10 +181,10 @@ def footprint() -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'set':<10}{'half':<10}{'n':>4}  {'method':<18}{'10%':>6}{'25%':>6}{'50%':>6}"
+    print(f"\n{'set':<16}{'half':<10}{'n':>4}  {'method':<18}{'10%':>6}{'25%':>6}{'50%':>6}"
           f"{'q p50':>8}{'q p95':>8}")
     for row in rows:
-        print(f"{row['set']:<10}{row['half']:<10}{row['questions']:>4}  {row['method']:<18}"
+        print(f"{row['set']:<16}{row['half']:<10}{row['questions']:>4}  {row['method']:<18}"
               + "".join(f"{row[f]:>6.1f}" for f in ("0.10", "0.25", "0.50"))
               + f"{row['question_p50_ms']:>8.2f}{row['question_p95_ms']:>8.2f}")
 
