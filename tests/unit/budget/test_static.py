@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -202,3 +203,11 @@ def test_static_scores_are_finite_non_negative_and_one_per_text(query: str,
     scores = StaticScorer().score(query, texts)
     assert len(scores) == len(texts)
     assert all(math.isfinite(s) and s >= 0.0 for s in scores)
+
+
+def test_importing_the_budget_package_loads_neither_numpy_nor_the_model() -> None:
+    code = ("import sys, capsa.budget, capsa.budget.static as s; "
+            "print('numpy' in sys.modules, len(s._MODELS))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["False", "0"]
