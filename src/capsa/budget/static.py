@@ -1,14 +1,15 @@
-"""Static word-piece embeddings: paraphrase matching at about the cost of term matching.
+"""Static word embeddings: paraphrase matching at about the cost of term matching.
 
-A sentence transformer places a sentence by reading all of it, which costs
-a hundred milliseconds and torch per question on a CPU. `StaticScorer`
-places it by averaging fixed vectors, one per word piece, that were distilled
-once from all-MiniLM-L6-v2 (``scripts/distil_static.py``: each piece embedded
-alone by the model, reduced by PCA, weighted down by how common it is). It
-loses word order and context, but keeps what lexical matching lacks: "car"
-lies near "automobile", "compress" near "zip". The vectors ship inside capsa
-(``capsa/budget/data``, Apache-2.0, as the model they come from); scoring
-needs numpy only (``pip install 'capsa[static]'``).
+A sentence transformer reads a whole sentence to place it, which costs a
+hundred milliseconds and torch per question on a CPU. `StaticScorer` keeps
+BM25's term matching and adds what it lacks: a question word the text does
+not contain can be stood in for by one it does ("car" for "automobile",
+"movie" for "film"), judged by the cosine of fixed word vectors distilled
+once from all-MiniLM-L6-v2 (``scripts/distil_static.py``: each of the
+model's word pieces embedded alone, reduced by PCA, weighted down by how
+common it is). The vectors ship inside capsa (``capsa/budget/data``,
+Apache-2.0, as the model they come from); scoring needs numpy only
+(``pip install 'capsa[static]'``), and `import capsa.budget` loads neither.
 """
 
 from __future__ import annotations
