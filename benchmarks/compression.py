@@ -88,6 +88,7 @@ MANPAGES = DATA / "manpages-qa.jsonl"
 HOTPOT_SINGLE = DATA / "hotpot-single-qa.jsonl"
 DOCSTRINGS = DATA / "docstrings-qa.jsonl"
 DOCSTRINGS_LONG = DATA / "docstrings-long-qa.jsonl"
+RELEASENOTES = DATA / "releasenotes-qa.jsonl"
 SETS: dict[str, tuple[str, Path]] = {
     "hotpotqa": (DATASET, Path(DATASET) / FILE),
     "pydocs": ("pydocs-qa", PYDOCS),
@@ -96,6 +97,7 @@ SETS: dict[str, tuple[str, Path]] = {
     "hotpot-single": ("hotpot-single-qa", HOTPOT_SINGLE),
     "docstrings": ("docstrings-qa", DOCSTRINGS),
     "docstrings-long": ("docstrings-long-qa", DOCSTRINGS_LONG),
+    "releasenotes": ("releasenotes-qa", RELEASENOTES),
 }
 """Every set the run reports: its name and file (HotpotQA's under ``CAPSA_EVAL_DATA``)."""
 ASIDE_SHARE = 86

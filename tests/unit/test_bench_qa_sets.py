@@ -1,12 +1,12 @@
 """The QA sets built here: every answer can be kept only by keeping its gold chunk.
 
-``licenses-qa.jsonl``, ``manpages-qa.jsonl``, ``docstrings-qa.jsonl`` and
-``docstrings-long-qa.jsonl`` (``benchmarks/data``) are built once by their
-``make_*_qa.py`` from text installed on the build machine and committed; this
-checks the committed rows with the benchmark's own normalisation, so a rebuild
-against other package versions cannot quietly give a question a second chunk
-that holds its answer, or an answer that a chunk's opening words, or the
-question itself, already give away.
+The hand-written sets (``licenses``, ``manpages``, ``docstrings``,
+``docstrings-long``, ``releasenotes``) are built once by their ``make_*_qa.py``
+from text installed on the build machine and committed, and ``hotpot-single``
+from the shared HotpotQA file; this checks the committed rows with the
+benchmark's own normalisation, so a rebuild against other package versions
+cannot quietly give a question a second chunk that holds its answer, or an
+answer that a chunk's opening words, or the question itself, already give away.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = {"licenses": ("LICENSES", 12, 48), "manpages": ("MANPAGES", 12, 48),
-        "docstrings": ("DOCSTRINGS", 15, 46), "docstrings-long": ("DOCSTRINGS_LONG", 15, 46)}
+        "docstrings": ("DOCSTRINGS", 15, 46), "docstrings-long": ("DOCSTRINGS_LONG", 15, 46),
+        "releasenotes": ("RELEASENOTES", 4, 32)}
 """Each hand-written set: the benchmark's name for its file; the fewest sources its
 gold chunks span; how many questions it holds."""
 
