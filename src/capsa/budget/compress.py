@@ -84,6 +84,9 @@ _DENSE_BONUS = 0.2
 """Added to the utility of every sentence of a passage already kept from, at tight budgets."""
 _DENSE_BELOW = 0.15
 """The budget, as a share of the competing passages' tokens, under which `_DENSE_BONUS` applies."""
+_DENSE_REACH = 64
+"""Most sentences of a passage re-queued whole when it is opened; a longer one (a large
+document) re-queues only the neighbours of each sentence kept, so packing stays linear."""
 _FILL_WORDS = 3
 """Fewest words of a sentence worth cutting it for: fewer rarely state anything."""
 _FILL_TRIES = 3
@@ -597,11 +600,11 @@ class _State:
             self.version += 1
         for waiting in self.deferred.pop(n, []):
             heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting, self.version))
-        if self.dense and not opened:
-            self.densify(n)
+        if self.dense:
+            self.densify(n, k, opened)
 
-    def densify(self, n: int) -> None:
-        """Passage `n` was just opened: its other sentences gain `dense` and are queued again.
+    def densify(self, n: int, k: int, opened: bool) -> None:
+        """Sentence `k` of passage `n` was kept: the passage's sentences gain `dense`.
 
         At a tenth of a retrieval's length the greedy pass otherwise spends the
         room on the single best sentence of many passages, fragments that each
@@ -611,16 +614,29 @@ class _State:
         excerpts; above `_DENSE_BELOW` of the inputs there is room for both, and
         a multi-hop question needs the spread (measured in
         ``benchmarks/compression.py``: docs/benchmarks.md). Utilities rise
-        here, which the lazy heap cannot see, so the passage's waiting
-        sentences are pushed again at their new utility; `run` skips the
-        stale copies once a sentence is kept. Like `complete`, this reaches the
-        passage's sentences at or below the relevance floor too: they are
-        chosen for their passage's sake, beside the evidence, not their own.
+        here, which the lazy heap cannot see, so the passage's sentences are
+        pushed again at their new utility when it is opened, and `run` skips
+        the stale copies once a sentence is kept. A passage longer than
+        `_DENSE_REACH` sentences has only the neighbours of each kept sentence
+        pushed (its others are re-scored when the heap reaches them), which
+        keeps a large document's packing linear. Like `complete`, this reaches
+        sentences at or below the relevance floor too: they are chosen for
+        their passage's sake, beside the evidence, not their own.
         """
-        self.version += 1
-        for k in range(len(self.docs[n].units)):
-            if k not in self.kept[n]:
-                heapq.heappush(self.heap, (-self.utility(n, k), n, k, self.version))
+        kept, units = self.kept[n], len(self.docs[n].units)
+        if not opened:
+            self.version += 1  # the passage's other queued sentences are now worth more
+            if units <= _DENSE_REACH:
+                others: Sequence[int] = range(units)
+            else:
+                others = (k - 1, k + 1)
+        elif units <= _DENSE_REACH:
+            return  # every sentence was pushed when the passage was opened
+        else:
+            others = (k - 1, k + 1)
+        for j in others:
+            if 0 <= j < units and j not in kept:
+                heapq.heappush(self.heap, (-self.utility(n, j), n, j, self.version))
 
     def added_cost(self, doc: Doc, kept: set[int], k: int) -> int:
         """``_body_cost(kept | {k}) - _body_cost(kept)``, from `k`'s neighbours alone."""

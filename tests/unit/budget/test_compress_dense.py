@@ -86,3 +86,19 @@ def test_a_densified_packet_stays_in_budget_and_keeps_no_sentence_twice() -> Non
     sentences = [s for text in packet.texts for s in re.split(r"(?<=[.!?])\s+", text)
                  if len(s) > 20]
     assert len(sentences) == len(set(sentences))
+
+
+def test_a_long_passage_is_densified_around_its_kept_sentences() -> None:
+    # Over `_DENSE_REACH` sentences only the neighbours of what is kept are
+    # queued again: the room stays beside the best sentence, in its passage,
+    # instead of going to another passage's weaker match.
+    filler = [f"Filler sentence number {n} talks about weather and gardens." for n in range(80)]
+    filler[40] = "The widget timeout setting limits how long each request may wait."
+    other = "A widget timeout is also mentioned here. " + " ".join(
+        f"Other note {n} about rain." for n in range(60))
+    passages = [Passage(id="long", text=" ".join(filler)), Passage(id="other", text=other)]
+    packet = pack("What is the widget timeout setting?", passages, Budget(max_tokens=60))
+    text = "\n".join(packet.texts)
+    assert [p.id for p in packet.passages] == ["long"]
+    assert "Filler sentence number 39 talks" in text and "The widget timeout setting" in text
+    assert estimate_tokens(packet.render()) <= 60
