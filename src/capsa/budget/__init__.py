@@ -29,6 +29,7 @@ from capsa.budget.packet import (
 from capsa.budget.receivers import ReceiverProfile, pack_for
 from capsa.budget.relevance import EmbeddingScorer, LexicalScorer, Scorer
 from capsa.budget.sentences import split_sentences
+from capsa.budget.static import StaticScorer
 from capsa.budget.tokens import Tokenizer, TokenizerLike, as_tokenizer, estimate_tokens
 from capsa.budget.window import Window, plan_window
 
@@ -45,6 +46,7 @@ __all__ = [
     "ReceiverProfile",
     "Scorer",
     "Shape",
+    "StaticScorer",
     "Tokenizer",
     "TokenizerLike",
     "Window",

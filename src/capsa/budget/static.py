@@ -1,0 +1,335 @@
+"""Static word-piece embeddings: paraphrase matching at about the cost of term matching.
+
+A sentence transformer places a sentence by reading all of it, which costs
+a hundred milliseconds and torch per question on a CPU. `StaticScorer`
+places it by averaging fixed vectors, one per word piece, that were distilled
+once from all-MiniLM-L6-v2 (``scripts/distil_static.py``: each piece embedded
+alone by the model, reduced by PCA, weighted down by how common it is). It
+loses word order and context, but keeps what lexical matching lacks: "car"
+lies near "automobile", "compress" near "zip". The vectors ship inside capsa
+(``capsa/budget/data``, Apache-2.0, as the model they come from); scoring
+needs numpy only (``pip install 'capsa[static]'``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import unicodedata
+import zipfile
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from capsa._lazy import require
+from capsa.budget.relevance import (
+    _HOW_TO,
+    _STOPWORDS,
+    _WORD,
+    LexicalScorer,
+    analyze_query,
+    idf,
+    mend,
+    terms_of,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["MODEL_PATH", "StaticScorer"]
+
+MODEL_PATH = Path(__file__).resolve().parent / "data" / "static-minilm-128.npz"
+"""The shipped model: all-MiniLM-L6-v2's word pieces in 128 int8 dimensions."""
+
+_SPLIT = re.compile(r"[^\W_]+|[^\w\s]|_")
+"""BERT's pre-tokenisation: runs of letters and digits, each punctuation mark alone."""
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
+_MAX_WORD_CHARS = 100
+"""BERT's limit: a longer word is one unknown piece."""
+_WORD_CACHE_SIZE = 200_000
+"""Most words whose word pieces are kept."""
+_TABLE_ROWS = 50_000
+"""Most word vectors kept: 26 MB at 128 float32 dimensions; then the table starts afresh."""
+
+
+class StaticScorer(BaseModel):
+    """BM25 that also credits a query word's near-synonyms, found by static embeddings.
+
+    `LexicalScorer` gives a text nothing for a query word it does not contain,
+    however close a word it does contain: "automobile" earns nothing from a
+    sentence about a car. This scorer adds that credit. Each query word the
+    text lacks is compared with every word the text holds, by the cosine of
+    their distilled vectors; when the closest is above `threshold`, the text
+    earns the word's BM25 weight (its `idf` over the call's texts) scaled by
+    how far above: a word at cosine 1 counts as the word itself would, one at
+    `threshold` counts nothing. Words the text does contain count exactly as
+    in `LexicalScorer`, so names, numbers and rare terms keep their weight.
+
+    Why per word and not per sentence: averaging every word's vector into one
+    per sentence, as a sentence transformer's output would be used, ranked
+    passages worse than BM25 on every development set (the static vectors
+    know words, not sentences), while word-to-word cosines separate synonyms
+    ("film", "movie": 0.82) from unrelated words ("film", "stock": 0.02).
+
+    The model is read on first use, once per file for the whole process, and
+    shared by every scorer that names the same file; scoring is deterministic
+    and safe from several threads.
+
+    Raises:
+        ImportError: on first use, when numpy (the ``static`` extra) is missing.
+
+    Examples:
+        >>> scorer = StaticScorer()
+        >>> car, tree = scorer.score("Which automobile is fastest?",
+        ...                          ["This car is the quickest.", "The oak tree is tall."])
+        >>> car > tree == 0.0
+        True
+        >>> LexicalScorer().score("Which automobile is fastest?", ["This car is the quickest."])
+        [0.0]
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    path: Path = MODEL_PATH
+    """The distilled model, an ``.npz`` as ``scripts/distil_static.py`` writes it."""
+    threshold: float = Field(default=0.5, ge=0.0, lt=1.0)
+    """Least cosine between two words for one to stand in for the other.
+
+    At 0.5, "car" stands in for "automobile" (0.83) and "town" for "city"
+    (0.74), but "remove" not for "delete" (0.31): the distilled vectors
+    place related words lower than a sentence transformer would."""
+    strength: float = Field(default=1.0, ge=0.0)
+    """Scale of a stand-in's credit; 0 scores as `LexicalScorer` alone."""
+    lexical: LexicalScorer = Field(default_factory=LexicalScorer)
+    """The exact-match part's settings."""
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, value: Path) -> Path:
+        """A missing model file is refused when the scorer is built, not at the first packing."""
+        if not value.is_file():
+            raise ValueError(f"no static model at {value}")
+        return value
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Return each text's BM25 score plus its stand-ins' credit (see the class)."""
+        return self._score(query, [_content_words(text) for text in texts])
+
+    def score_passages(self, query: str, passages: Sequence[str],
+                       sentences: Sequence[Sequence[str]]) -> list[float]:
+        """`score` of whole passages, from the words of their sentences.
+
+        The packer calls this after `score` has split every sentence into
+        words (see `capsa.budget.compress.prepare`); those splits are cached,
+        so a passage is not read a second time. `passages` is unused: a
+        passage's words are its sentences' words.
+        """
+        del passages
+        return self._score(query, [tuple(itertools.chain.from_iterable(map(_content_words, group)))
+                                   for group in sentences])
+
+    def _score(self, query: str, words: Sequence[tuple[str, ...]]) -> list[float]:
+        if not words:
+            return []
+        model = _load(self.path)
+        docs = [terms_of(text_words) for text_words in words]  # analyze(text), from its words
+        query_terms = set(analyze_query(query))
+        exact = (self.lexical.score_terms(idf(query_terms, docs), docs) if query_terms
+                 else [0.0] * len(words))  # what self.lexical.score(query, texts) returns
+        asked = {word: terms[0] for word in _content_words(_HOW_TO.sub(r"\1", query))
+                 if (terms := terms_of([word]))}
+        if self.strength == 0.0 or not asked:
+            return exact
+        weights = idf(set(asked.values()), docs)
+        return [e + s for e, s in zip(exact, self._credit(model, asked, weights, docs, words),
+                                      strict=True)]
+
+    def _credit(self, model: _StaticModel, asked: dict[str, str], weights: dict[str, float],
+                docs: Sequence[Sequence[str]], words: Sequence[Sequence[str]]) -> list[float]:
+        """Each text's credit for the query words it lacks but holds a stand-in for."""
+        import numpy as np
+
+        lengths = np.fromiter(map(len, words), dtype=np.intp, count=len(words))
+        held = lengths > 0
+        if not held.any():
+            return [0.0] * len(docs)
+        query_words = list(asked)
+        table, rows = model.rows([*query_words, *(w for text_words in words for w in text_words)])
+        held_words = table[rows[len(query_words):]]
+        # one matrix-vector product per query word: a small matrix-matrix product
+        # costs more, since BLAS starts its threads for it
+        cosines = np.stack([held_words @ table[row] for row in rows[:len(query_words)]])
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[held]
+        best = np.zeros((len(query_words), len(docs)), dtype=np.float32)
+        best[:, held] = np.maximum.reduceat(cosines, starts, axis=1)
+        credit = np.clip((best - self.threshold) / (1.0 - self.threshold), 0.0, None)
+        terms = [asked[word] for word in query_words]
+        for row, column in zip(*np.nonzero(credit), strict=True):
+            if terms[row] in docs[column]:  # a word the text holds is BM25's, not a stand-in's
+                credit[row, column] = 0.0
+        scale = np.asarray([weights[term] for term in terms], dtype=np.float32) * self.strength
+        return [float(value) for value in scale @ credit]
+
+
+class _StaticModel:
+    """A loaded static model: word-piece vocabulary, vectors, and a word cache.
+
+    Tokenises as BERT's uncased WordPiece does (lower case, accents stripped,
+    punctuation and CJK characters split off, longest known piece first), so
+    each word finds the pieces its vectors were distilled for. Each word's
+    pieces are cached: prose repeats its words, so most are looked up once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import numpy as np
+
+        with np.load(path, allow_pickle=False) as data:
+            rows, scales = data["vectors"], data["scales"]
+            vocab = bytes(data["vocab"]).decode("utf-8").split("\n")
+            self.meta: dict[str, Any] = json.loads(bytes(data["meta"]).decode("utf-8"))
+        self.vectors = (rows.astype(np.float32) * scales[:, None]).astype(np.float32)
+        self.dims = int(self.vectors.shape[1])
+        self.ids = {piece: n for n, piece in enumerate(vocab)}
+        self.unknown = self.ids["[UNK]"]
+        self._words: dict[str, tuple[int, ...]] = {}
+        self._rows: dict[str, int] = {}
+        self._table = np.zeros((4096, self.dims), dtype=np.float32)
+        self._lock = threading.Lock()
+
+    def rows(self, words: Sequence[str]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp]]:
+        """A table of unit word vectors and each word's row in it; each word is embedded once.
+
+        The table grows as words arrive (at most `_TABLE_ROWS` rows, then
+        it starts afresh), so a call gathers its words' vectors in one step
+        rather than stacking one array per word.
+        """
+        import numpy as np
+
+        with self._lock:
+            missing = [word for word in dict.fromkeys(words) if word not in self._rows]
+            if missing:
+                if len(self._rows) + len(missing) > _TABLE_ROWS:
+                    # a new table, not the old one overwritten: a caller may still be
+                    # reading rows of the old one outside the lock
+                    self._rows = {}
+                    self._table = np.zeros_like(self._table)
+                    missing = list(dict.fromkeys(words))
+                fresh = self.embed(missing)
+                used = len(self._rows)
+                if used + len(missing) > len(self._table):
+                    grown = np.zeros((max(2 * len(self._table), used + len(missing)), self.dims),
+                                     dtype=np.float32)
+                    grown[:used] = self._table[:used]
+                    self._table = grown
+                self._table[used:used + len(missing)] = fresh
+                self._rows.update(zip(missing, range(used, used + len(missing)), strict=True))
+            found = self._rows
+            return self._table, np.fromiter((found[w] for w in words), dtype=np.intp,
+                                            count=len(words))
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Unit vectors, one per text: the normalised sum of its pieces' vectors."""
+        import numpy as np
+
+        ids: list[int] = []
+        ends: list[int] = []
+        for text in texts:
+            ids.extend(self.pieces(text))
+            ends.append(len(ids))
+        if not ids:
+            return np.zeros((len(texts), self.dims), dtype=np.float32)
+        running = np.zeros((len(ids) + 1, self.dims), dtype=np.float64)
+        np.cumsum(self.vectors[np.asarray(ids)], axis=0, out=running[1:])
+        bounds = np.asarray([0, *ends])
+        sums = (running[bounds[1:]] - running[bounds[:-1]]).astype(np.float32)
+        return _normalised(sums)
+
+    def pieces(self, text: str) -> list[int]:
+        """The word-piece ids of `text`, as the model's tokenizer gives them (no [CLS]/[SEP])."""
+        text = text.lower()
+        if not text.isascii():
+            text = _CJK.sub(r" \1 ", "".join(
+                ch for ch in unicodedata.normalize("NFD", text)
+                if unicodedata.category(ch) != "Mn"))
+        out: list[int] = []
+        words = self._words
+        for word in _SPLIT.findall(text):
+            found = words.get(word)
+            if found is None:
+                if len(words) > _WORD_CACHE_SIZE:
+                    words.clear()
+                found = words[word] = self._wordpiece(word)
+            out.extend(found)
+        return out
+
+    def _wordpiece(self, word: str) -> tuple[int, ...]:
+        """Greedy longest-match-first split of one word; one [UNK] when no split exists."""
+        if len(word) > _MAX_WORD_CHARS:
+            return (self.unknown,)
+        pieces: list[int] = []
+        start = 0
+        while start < len(word):
+            end = len(word)
+            while end > start:
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                found = self.ids.get(piece)
+                if found is not None:
+                    pieces.append(found)
+                    break
+                end -= 1
+            else:
+                return (self.unknown,)
+            start = end
+        return tuple(pieces)
+
+
+def _content_words(text: str) -> tuple[str, ...]:
+    """The lower-cased words of `text` that are not stop words, as BM25 splits them."""
+    if len(text) > _CACHED_TEXT_CHARS:
+        return _content_words_cached.__wrapped__(text)
+    return _content_words_cached(text)
+
+
+_CACHED_TEXT_CHARS = 2000
+
+
+@lru_cache(maxsize=8192)
+def _content_words_cached(text: str) -> tuple[str, ...]:
+    return tuple(w for w in _WORD.findall(mend(text.lower())) if w not in _STOPWORDS)
+
+
+def _normalised(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Rows scaled to length 1; an all-zero row stays zero."""
+    import numpy as np
+
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: npt.NDArray[np.float32] = np.divide(rows, norms, out=np.zeros_like(rows),
+                                              where=norms > 0)
+    return unit
+
+
+_MODELS: dict[Path, _StaticModel] = {}
+_LOADING = threading.Lock()
+
+
+def _load(path: Path) -> _StaticModel:
+    """The model at `path`, read once per process; concurrent first calls read it once."""
+    model = _MODELS.get(path)
+    if model is not None:
+        return model
+    with _LOADING:
+        model = _MODELS.get(path)
+        if model is None:
+            require("numpy", "static", "StaticScorer")
+            try:
+                model = _MODELS[path] = _StaticModel(path)
+            except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+                raise ValueError(f"{path} is not a static model ({type(exc).__name__}: {exc})"
+                                 ) from exc
+    return model
