@@ -589,13 +589,17 @@ def run(questions: list[Question], methods: dict[str, Method],
 
 
 def summarise(results: dict[str, dict[float, Tally]],
-              chosen: Sequence[int] | None = None) -> dict[str, Any]:
-    """Each method's retention and times over the questions numbered `chosen` (all by default)."""
+              chosen: Sequence[int] | int | None = None) -> dict[str, Any]:
+    """Each method's retention and times over the questions numbered `chosen`.
+
+    All questions when `chosen` is None or a number (the question count, as
+    callers written before the parts passed it).
+    """
     summary: dict[str, Any] = {}
     for name, by_fraction in results.items():
         summary[name] = {}
         every = range(len(by_fraction[FRACTIONS[0]].hit_list))
-        picked = list(every if chosen is None else chosen)
+        picked = list(every if chosen is None or isinstance(chosen, int) else chosen)
         n = max(len(picked), 1)
         for fraction, tally in by_fraction.items():
             times = sorted(tally.times_ms[k] for k in picked) or [0.0]
