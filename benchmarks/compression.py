@@ -696,7 +696,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N answerable questions")
     parser.add_argument("--tokenizer", choices=("estimate", "cl100k"), default="estimate")
     parser.add_argument("--no-embeddings", action="store_true", help="skip MiniLM methods")
-    parser.add_argument("--dataset", choices=(*SETS, "all"), default="all")
+    parser.add_argument("--dataset", default="all",
+                        help=f"all, or comma-separated names of: {', '.join(SETS)}")
     parser.add_argument("--methods", default="",
                         help="comma-separated method names to run (default: all)")
     parser.add_argument("--embedding-cache", type=Path, default=None,
@@ -708,7 +709,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
     paths = {key: (name, data / DATASET / FILE if key == "hotpotqa" else path)
              for key, (name, path) in SETS.items()}
-    chosen = list(paths) if args.dataset == "all" else [args.dataset]
+    chosen = list(paths) if args.dataset == "all" else args.dataset.split(",")
+    unknown = [key for key in chosen if key not in paths]
+    if unknown:
+        parser.error(f"unknown dataset {', '.join(unknown)} (known: {', '.join(paths)})")
     for key in chosen:
         if not paths[key][1].exists():
             print(f"data not found: {paths[key][1]} (set CAPSA_EVAL_DATA)", file=sys.stderr)
