@@ -19,7 +19,7 @@ Examples:
     ('c1',)
 """
 
-from capsa.capsule.budgeted import MAX_NAMED_CHUNKS, RECALL_HINT, budget_floor, render_budgeted
+from capsa.capsule.budgeted import RECALL_HINT, TOOL_FLOOR_CHUNKS, budget_floor, render_budgeted
 from capsa.capsule.capsule import (
     CAPSULE_FOOTER,
     CAPSULE_HEADER,
@@ -76,9 +76,9 @@ __all__ = [
     "CAPSULE_FOOTER",
     "CAPSULE_HEADER",
     "CARRIED_RECALLABLE",
-    "MAX_NAMED_CHUNKS",
     "NO_RESULTS",
     "RECALL_HINT",
+    "TOOL_FLOOR_CHUNKS",
     "Capsule",
     "CitationRef",
     "CiteResult",

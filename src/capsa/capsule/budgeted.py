@@ -35,7 +35,7 @@ from capsa.capsule.render import (
 )
 from capsa.errors import BudgetError
 
-__all__ = ["MAX_NAMED_CHUNKS", "RECALL_HINT", "budget_floor", "render_budgeted"]
+__all__ = ["RECALL_HINT", "TOOL_FLOOR_CHUNKS", "budget_floor", "render_budgeted"]
 
 RECALL_HINT = "<recall-hint>Parts and ids named here come back whole through recall.</recall-hint>"
 """Closes a packet that left any chunk out or in part."""
@@ -49,8 +49,10 @@ def _part(evidence: Evidence, text: str) -> str:
     )
 
 
-MAX_NAMED_CHUNKS = 99
-"""The most chunks `budget_floor` is checked for when a tool is built: the count's digits."""
+TOOL_FLOOR_CHUNKS = 99
+"""Retrieved chunks a tool's budget is checked against when the tool is built
+(`budget_floor`): the floor grows only with the count's digits, so this covers any
+search of fewer than 100 chunks."""
 
 
 def _counted(count: int) -> str:
@@ -61,7 +63,8 @@ def budget_floor(chunks: int, *, tokenizer: TokenCounter = estimate_tokens) -> i
     """The smallest budget `render_budgeted` honours for `chunks` retrieved chunks.
 
     Its smallest text counts every chunk (``<not-shown count=...>``) and closes
-    with `RECALL_HINT`; no budget below that is met, so none is accepted.
+    with `RECALL_HINT`; below that, only chunks that fit whole are returned, and
+    any others are refused.
 
     Examples:
         >>> budget_floor(3)
@@ -144,8 +147,8 @@ def render_budgeted(
         tokenizer: Counts tokens for the bound.
 
     Raises:
-        capsa.errors.BudgetError: `max_tokens` is below `budget_floor`; the
-            message names both.
+        capsa.errors.BudgetError: the chunks do not fit whole and `max_tokens`
+            is below `budget_floor`; the message names both.
 
     Examples:
         >>> long = " ".join(f"Clause {i} covers case {i}." for i in range(40))
@@ -160,6 +163,9 @@ def render_budgeted(
     """
     count = as_tokenizer(tokenizer)
     unique = list({e.chunk_id: e for e in evidence}.values())
+    everything = "\n".join(render_chunk(e) for e in unique) if unique else NO_RESULTS
+    if count(everything) <= max_tokens:  # all whole: no receipt, no hint, no floor
+        return everything
     floor = budget_floor(len(unique), tokenizer=tokenizer)
     if max_tokens < floor:
         what = (
@@ -170,8 +176,6 @@ def render_budgeted(
             f"budget={max_tokens} tokens cannot hold even {what} ({floor} tokens); "
             f"use a budget of at least {floor}"
         )
-    if not unique:
-        return NO_RESULTS
     inner = max_tokens
     while inner >= 1:
         lines, ids, parts = _shown(query, unique, inner, tokenizer)
@@ -183,8 +187,8 @@ def render_budgeted(
         if over <= 0:
             return text
         inner = min(inner - 1, count("\n".join(lines)) - over)
-    for named in range(len(unique), -1, -1):  # nothing shown: ids, then a count
+    for named in range(len(unique), 0, -1):  # nothing shown: ids, then a count
         text = _assemble([], unique[:named], len(unique) - named, True)
         if count(text) <= max_tokens:
             return text
-    raise AssertionError("unreachable: the floor was checked")  # pragma: no cover
+    return _assemble([], [], len(unique), True)  # the floor itself, checked above

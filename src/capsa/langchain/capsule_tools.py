@@ -30,7 +30,7 @@ except ImportError as exc:  # langchain-core alone does not ship the agents pack
     ) from exc
 
 from capsa.capsule import (
-    MAX_NAMED_CHUNKS,
+    TOOL_FLOOR_CHUNKS,
     EvidenceLedger,
     TokenCounter,
     budget_floor,
@@ -106,7 +106,7 @@ def capsa_retriever_tool(
 
     if budget is not None and budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
-    floor = budget_floor(MAX_NAMED_CHUNKS, tokenizer=tokenizer)
+    floor = budget_floor(TOOL_FLOOR_CHUNKS, tokenizer=tokenizer)
     if budget is not None and budget < floor:
         raise BudgetError(
             f"budget={budget} tokens cannot hold even a count of the retrieved chunks and "

@@ -18,7 +18,7 @@ from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
 from capsa.capsule import (
-    MAX_NAMED_CHUNKS,
+    TOOL_FLOOR_CHUNKS,
     TokenCounter,
     budget_floor,
     estimate_tokens,
@@ -90,7 +90,7 @@ def capsule_retriever_tool(
     """
     if budget is not None and budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
-    floor = budget_floor(MAX_NAMED_CHUNKS, tokenizer=tokenizer)
+    floor = budget_floor(TOOL_FLOOR_CHUNKS, tokenizer=tokenizer)
     if budget is not None and budget < floor:
         raise BudgetError(
             f"budget={budget} tokens cannot hold even a count of the retrieved nodes and "
