@@ -1412,11 +1412,17 @@ def view_policies(
     full_rules = provider_bills(full, AGENT_TOOLS["full"])
     out: dict[str, Any] = {"bound": VIEW_BOUND}
     for name, low_water in VIEW_POLICIES.items():
-        built = [bound_messages(list(r), VIEW_BOUND, low_water=low_water) for r in unbounded]
+        built = [
+            bound_messages(list(r), VIEW_BOUND, low_water=low_water,
+                           stored=capsa.messages[: meta.length])
+            for meta, r in zip(capsa.requests, unbounded, strict=True)
+        ]
         ideal = {label: bill(built, *pair, tools_of("capsa")) for label, pair in PRICES.items()}
         rules = provider_bills(built, AGENT_TOOLS["capsa"])
         firsts = [r[0].text for meta, r in zip(capsa.requests, built, strict=True)
                   if meta.phase == "first"]
+        moves = [n for n in range(1, len(firsts)) if firsts[n] != firsts[n - 1]]
+        every = [r[0].text for r in built]
         out[name] = {
             "low_water": low_water,
             "billed_ratio": {
@@ -1427,8 +1433,11 @@ def view_policies(
                 label: round(rules[label]["billed"] / full_rules[label]["billed"], 4)
                 for label in ("openai_0.1", "anthropic", "anthropic_question_breakpoint")
             },
-            "questions_moving_the_prefix": sum(
-                a != b for a, b in itertools.pairwise(firsts)
+            "questions_moving_the_prefix": len(moves),
+            "requests_moving_the_prefix": sum(a != b for a, b in itertools.pairwise(every)),
+            "questions_where_the_prefix_moved": [n + 1 for n in moves],
+            "fewest_questions_between_moves": min(
+                (b - a for a, b in itertools.pairwise(moves)), default=None
             ),
             "visibility": visibility(plans, capsa, built, contents),
         }

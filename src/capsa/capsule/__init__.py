@@ -19,7 +19,7 @@ Examples:
     ('c1',)
 """
 
-from capsa.capsule.budgeted import RECALL_HINT, render_budgeted
+from capsa.capsule.budgeted import RECALL_HINT, TOOL_FLOOR_CHUNKS, budget_floor, render_budgeted
 from capsa.capsule.capsule import (
     CAPSULE_FOOTER,
     CAPSULE_HEADER,
@@ -44,6 +44,7 @@ from capsa.capsule.compaction import (
     PictureFetcher,
     compact,
     compact_with_report,
+    group_sizes,
     groups_to_drop,
     pictures_needed,
     stable_end,
@@ -77,6 +78,7 @@ __all__ = [
     "CARRIED_RECALLABLE",
     "NO_RESULTS",
     "RECALL_HINT",
+    "TOOL_FLOOR_CHUNKS",
     "Capsule",
     "CitationRef",
     "CiteResult",
@@ -99,11 +101,13 @@ __all__ = [
     "Tokenizer",
     "ToolCall",
     "as_tokenizer",
+    "budget_floor",
     "build_capsule",
     "cite_ids",
     "compact",
     "compact_with_report",
     "estimate_tokens",
+    "group_sizes",
     "groups_to_drop",
     "parse_citations",
     "parse_evidence",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from capsa.budget import Budget, Passage, pack
-from capsa.capsule.capsule import TokenCounter, estimate_tokens
+from capsa.capsule.capsule import TokenCounter, as_tokenizer, estimate_tokens
 from capsa.capsule.messages import Evidence
 from capsa.capsule.render import (
     NO_RESULTS,
@@ -33,8 +33,9 @@ from capsa.capsule.render import (
     render_chunk,
     render_unshown,
 )
+from capsa.errors import BudgetError
 
-__all__ = ["RECALL_HINT", "render_budgeted"]
+__all__ = ["RECALL_HINT", "TOOL_FLOOR_CHUNKS", "budget_floor", "render_budgeted"]
 
 RECALL_HINT = "<recall-hint>Parts and ids named here come back whole through recall.</recall-hint>"
 """Closes a packet that left any chunk out or in part."""
@@ -48,6 +49,69 @@ def _part(evidence: Evidence, text: str) -> str:
     )
 
 
+TOOL_FLOOR_CHUNKS = 99
+"""Retrieved chunks a tool's budget is checked against when the tool is built
+(`budget_floor`): the floor grows only with the count's digits, so this covers any
+search of fewer than 100 chunks."""
+
+
+def _counted(count: int) -> str:
+    return f'<not-shown count="{count}" reason="budget"/>'
+
+
+def budget_floor(chunks: int, *, tokenizer: TokenCounter = estimate_tokens) -> int:
+    """The smallest budget `render_budgeted` honours for `chunks` retrieved chunks.
+
+    Its smallest text counts every chunk (``<not-shown count=...>``) and closes
+    with `RECALL_HINT`; below that, only chunks that fit whole are returned, and
+    any others are refused.
+
+    Examples:
+        >>> budget_floor(3)
+        34
+    """
+    if chunks < 1:
+        return as_tokenizer(tokenizer)(NO_RESULTS)
+    return as_tokenizer(tokenizer)(f"{_counted(chunks)}\n{RECALL_HINT}")
+
+
+def _assemble(shown: list[str], named: list[Evidence], counted: int, hint: bool) -> str:
+    lines = list(shown)
+    if named:
+        lines.append(render_unshown(named))
+    if counted:
+        lines.append(_counted(counted))
+    if hint:
+        lines.append(RECALL_HINT)
+    return "\n".join(lines)
+
+
+def _shown(
+    query: str, unique: list[Evidence], max_tokens: int, tokenizer: TokenCounter
+) -> tuple[list[str], set[str], bool]:
+    """The chunks `pack` shows within `max_tokens`: their lines, their ids, and any in part."""
+    passages = [
+        Passage(id=e.chunk_id, text=e.content, source=e.title or e.uri or e.document_id)
+        for e in unique
+    ]
+    budget = Budget(max_tokens=max_tokens)
+    try:
+        packet = pack(query, passages, budget, tokenizer=tokenizer, compress=False)
+        if not any(r.whole for r in packet.receipts):  # nothing fits whole: the best parts
+            packet = pack(query, passages, budget, tokenizer=tokenizer)
+    except BudgetError:  # too small for even an empty packet: show nothing
+        return [], set(), False
+    by_id = {e.chunk_id: e for e in unique}
+    whole = {r.passage_id for r in packet.receipts if r.whole}
+    lines: list[str] = []
+    ids: set[str] = set()
+    for passage, text in zip(packet.passages, packet.texts, strict=True):
+        chunk = by_id[passage.id]
+        ids.add(chunk.chunk_id)
+        lines.append(render_chunk(chunk) if passage.id in whole else _part(chunk, text))
+    return lines, ids, len(whole) < len(ids)
+
+
 def render_budgeted(
     query: str,
     evidence: Sequence[Evidence],
@@ -55,7 +119,7 @@ def render_budgeted(
     *,
     tokenizer: TokenCounter = estimate_tokens,
 ) -> str:
-    """Retrieved chunks packed for `query` into about `max_tokens`, the rest named by id.
+    """Retrieved chunks packed for `query` into `max_tokens`, the rest named by id.
 
     The most relevant chunks that fit stay whole, in relevance order (`pack`
     with ``compress=False``), rendered as usual ``<chunk>`` elements (the cite
@@ -63,16 +127,28 @@ def render_budgeted(
     in a ``<not-shown>`` receipt. When not even one chunk fits whole, the packet
     holds parts instead: ``<part id=...>`` elements with the most relevant
     sentences (or a cut, with its marker). Parts are never parsed back as
-    chunks, so nothing downstream mistakes a part for the whole. A larger
-    budget never shows fewer chunks whole. Pure: same input, same text.
+    chunks, so nothing downstream mistakes a part for the whole. Pure: same
+    input, same text.
+
+    `max_tokens` bounds the whole returned text as `tokenizer` counts it, the
+    receipt and the recall hint included: the text is measured, and while it is
+    over, fewer chunks are shown (the packet's budget shrinks by the overshoot);
+    when even the receipt naming every chunk does not fit beside the hint, the
+    last ids named give way to a count (``<not-shown count="N" reason="budget"/>``).
+    Counted chunks stay in the host's store (the tool's artifact) but the model
+    cannot recall them by id; a narrower search finds them. Every chunk is thus
+    shown whole, shown in part, named, or counted.
 
     Args:
         query: What the question asked; ranks the chunks' sentences.
         evidence: The retrieved chunks, in the retriever's order.
-        max_tokens: The packet's budget, tags included (whole chunks' markup is
-            counted by `pack` as its own containers, so the text may differ by a
-            few tokens per chunk).
-        tokenizer: Counts tokens for the budget.
+        max_tokens: Bound on the returned text, tags, receipt and hint included;
+            at least `budget_floor` of the chunks' number.
+        tokenizer: Counts tokens for the bound.
+
+    Raises:
+        capsa.errors.BudgetError: the chunks do not fit whole and `max_tokens`
+            is below `budget_floor`; the message names both.
 
     Examples:
         >>> long = " ".join(f"Clause {i} covers case {i}." for i in range(40))
@@ -85,28 +161,34 @@ def render_budgeted(
         <not-shown title="d" ids="c1"/>
         <recall-hint>Parts and ids named here come back whole through recall.</recall-hint>
     """
+    count = as_tokenizer(tokenizer)
     unique = list({e.chunk_id: e for e in evidence}.values())
-    if not unique:
-        return NO_RESULTS
-    passages = [
-        Passage(id=e.chunk_id, text=e.content, source=e.title or e.uri or e.document_id)
-        for e in unique
-    ]
-    budget = Budget(max_tokens=max_tokens)
-    packet = pack(query, passages, budget, tokenizer=tokenizer, compress=False)
-    if not any(r.whole for r in packet.receipts):  # nothing fits whole: the best parts
-        packet = pack(query, passages, budget, tokenizer=tokenizer)
-    by_id = {e.chunk_id: e for e in unique}
-    whole = {r.passage_id for r in packet.receipts if r.whole}
-    lines: list[str] = []
-    shown: set[str] = set()
-    for passage, text in zip(packet.passages, packet.texts, strict=True):
-        chunk = by_id[passage.id]
-        shown.add(chunk.chunk_id)
-        lines.append(render_chunk(chunk) if passage.id in whole else _part(chunk, text))
-    rest = [e for e in unique if e.chunk_id not in shown]
-    if rest:
-        lines.append(render_unshown(rest))
-    if rest or len(whole) < len(shown):
-        lines.append(RECALL_HINT)
-    return "\n".join(lines)
+    everything = "\n".join(render_chunk(e) for e in unique) if unique else NO_RESULTS
+    if count(everything) <= max_tokens:  # all whole: no receipt, no hint, no floor
+        return everything
+    floor = budget_floor(len(unique), tokenizer=tokenizer)
+    if max_tokens < floor:
+        what = (
+            f"a count of the {len(unique)} retrieved chunks and the recall hint"
+            if unique else "the no-results text"
+        )
+        raise BudgetError(
+            f"budget={max_tokens} tokens cannot hold even {what} ({floor} tokens); "
+            f"use a budget of at least {floor}"
+        )
+    inner = max_tokens
+    while inner >= 1:
+        lines, ids, parts = _shown(query, unique, inner, tokenizer)
+        if not lines:
+            break
+        rest = [e for e in unique if e.chunk_id not in ids]
+        text = _assemble(lines, rest, 0, bool(rest) or parts)
+        over = count(text) - max_tokens
+        if over <= 0:
+            return text
+        inner = min(inner - 1, count("\n".join(lines)) - over)
+    for named in range(len(unique), 0, -1):  # nothing shown: ids, then a count
+        text = _assemble([], unique[:named], len(unique) - named, True)
+        if count(text) <= max_tokens:
+            return text
+    return _assemble([], [], len(unique), True)  # the floor itself, checked above

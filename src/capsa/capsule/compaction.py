@@ -62,6 +62,8 @@ __all__ = [
     "PictureFetcher",
     "compact",
     "compact_with_report",
+    "group_sizes",
+    "groups_to_drop",
     "pictures_needed",
     "stable_end",
     "view_cut",
@@ -466,20 +468,43 @@ def _fitted_plan(
 
 
 def groups_to_drop(
-    sizes: Sequence[int], max_tokens: int, *, low_water: float = LOW_WATER
+    sizes: Sequence[int],
+    max_tokens: int,
+    *,
+    low_water: float = LOW_WATER,
+    peaks: Sequence[int] | None = None,
 ) -> int:
     """How many of the oldest question groups a view bounded by `max_tokens` leaves out.
 
-    `sizes` are the token counts of the view's question groups, oldest first (the
-    last is the current question, which is never dropped). The answer is replayed
-    question by question, so it is a pure function of the sizes: whenever the
-    groups kept so far went over `max_tokens`, the oldest were dropped until the
-    rest fitted `low_water * max_tokens`. The view's start, and so the prompt
-    cache's prefix, moves only at those steps, not on every question once the
-    bound is reached. Dropped questions stay in the stored history, recallable.
+    `sizes` are the token counts of the view's question groups as sent now,
+    oldest first; the last is the current question, which is never dropped.
+    The answer is replayed question by question from the ended questions alone,
+    so a later request reaches the same start an earlier one did: when question
+    ``k`` is asked, the ended groups kept so far plus room for a question as
+    large as the largest so far (`peaks`) are checked against `max_tokens`, and
+    when over it the oldest leave until that sum fits ``low_water * max_tokens``.
+    A step therefore leaves ``(1 - low_water) * max_tokens`` of headroom: with
+    ended questions of at most ``q`` tokens, the start, and so the prompt
+    cache's prefix, moves at most once per ``floor((1 - low_water) * max_tokens / q)``
+    questions. Only if the current question as sent is larger still do more
+    leave for this request (what is sent never passes the bound while one
+    question fits). Dropped questions stay in the stored history, recallable.
+
+    Replaying with the sizes alone, the current question counted at its size
+    when it ended, made a later request disagree with what the earlier ones had
+    sent, and the prefix moved on back-to-back questions.
+
+    Args:
+        sizes: Each question group's tokens as sent now, oldest first.
+        max_tokens: The bound on their sum.
+        low_water: The fraction of the bound a step drops down to.
+        peaks: Each group's tokens when it was the current question (its stored,
+            uncompacted size); the room kept for the question being asked is the
+            largest of the earlier ones. Default: `sizes`.
 
     Raises:
-        ValueError: a bound below 1 or `low_water` outside (0, 1].
+        ValueError: a bound below 1, `low_water` outside (0, 1], or `peaks` of
+            another length than `sizes`.
 
     Examples:
         >>> groups_to_drop([40, 40, 40, 40], 100, low_water=0.5)  # one step of two
@@ -493,14 +518,25 @@ def groups_to_drop(
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
     if not 0 < low_water <= 1:
         raise ValueError(f"low_water must lie in (0, 1], got {low_water}")
+    if peaks is None:
+        peaks = sizes
+    if len(peaks) != len(sizes):
+        raise ValueError(f"peaks has {len(peaks)} groups, sizes {len(sizes)}")
     low = max(1, int(max_tokens * low_water))
     dropped = 0
-    for end in range(1, len(sizes) + 1):
-        total = sum(sizes[dropped:end])
-        if total <= max_tokens:
+    largest = 0
+    for asked in range(1, len(sizes)):  # groups dropped..asked-1 have ended
+        largest = max(largest, peaks[asked - 1], sizes[asked - 1])
+        kept = sum(sizes[dropped:asked])
+        if kept + largest <= max_tokens:
             continue
-        while total > low and dropped < end - 1:
-            total -= sizes[dropped]
+        while kept + largest > low and dropped < asked:
+            kept -= sizes[dropped]
+            dropped += 1
+    sent = sum(sizes[dropped:])
+    if sent > max_tokens:  # the current question is larger than room was kept for
+        while sent > low and dropped < len(sizes) - 1:
+            sent -= sizes[dropped]
             dropped += 1
     return dropped
 
@@ -530,6 +566,7 @@ def view_cut(
     *,
     notice_tokens: int = 0,
     low_water: float = LOW_WATER,
+    peaks: Sequence[int] | None = None,
 ) -> ViewCut:
     """Which oldest question groups a view of messages bounded by `max_tokens` leaves out.
 
@@ -545,20 +582,44 @@ def view_cut(
         max_tokens: The bound on the whole view, the notice included.
         notice_tokens: Tokens of the notice that replaces dropped groups.
         low_water: The fraction of the bound a step drops down to.
+        peaks: Each question group's tokens when it was the current question
+            (`group_sizes` of the stored, uncompacted messages), so the replay
+            keeps room for a question as large as those were sent; default: the
+            groups' sizes now.
+
+    Raises:
+        ValueError: `peaks` names another number of groups than `roles` holds.
 
     Examples:
-        >>> view_cut(["system", "user", "ai", "user", "ai", "user"], [5, 40, 40, 40, 40, 10],
-        ...          120, low_water=0.6)
-        ViewCut(start=3, dropped=1)
+        >>> roles = ["system", "user", "ai", "user", "ai", "user", "ai", "user"]
+        >>> view_cut(roles, [5, 30, 30, 30, 30, 30, 30, 10], 200, low_water=0.7)
+        ViewCut(start=5, dropped=2)
     """
-    starts = [i for i, role in enumerate(roles) if role in ("user", "human")]
+    starts = _question_starts(roles)
     if len(starts) < 2:
         return ViewCut(0, 0)
-    bounds = [*starts, len(roles)]
-    sizes = [sum(tokens[a:b]) for a, b in itertools.pairwise(bounds)]
+    sizes = group_sizes(roles, tokens)
     spare = max_tokens - sum(tokens[: starts[0]]) - notice_tokens
-    dropped = groups_to_drop(sizes, max(1, spare), low_water=low_water)
+    dropped = groups_to_drop(sizes, max(1, spare), low_water=low_water, peaks=peaks)
     return ViewCut(starts[dropped] if dropped else 0, dropped)
+
+
+def _question_starts(roles: Sequence[str]) -> list[int]:
+    return [i for i, role in enumerate(roles) if role in ("user", "human")]
+
+
+def group_sizes(roles: Sequence[str], tokens: Sequence[int]) -> list[int]:
+    """Each question group's tokens, oldest first: from a question's message up to the next.
+
+    The messages before the first question (the head) belong to no group.
+
+    Examples:
+        >>> group_sizes(["system", "user", "ai", "user"], [5, 10, 20, 7])
+        [30, 7]
+    """
+    starts = _question_starts(roles)
+    bounds = [*starts, len(roles)]
+    return [sum(tokens[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 def _rewrite(

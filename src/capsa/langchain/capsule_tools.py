@@ -30,8 +30,10 @@ except ImportError as exc:  # langchain-core alone does not ship the agents pack
     ) from exc
 
 from capsa.capsule import (
+    TOOL_FLOOR_CHUNKS,
     EvidenceLedger,
     TokenCounter,
+    budget_floor,
     cite_ids,
     estimate_tokens,
     recall,
@@ -39,6 +41,7 @@ from capsa.capsule import (
     render_evidence,
 )
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
+from capsa.errors import BudgetError
 from capsa.langchain.capsule_conversion import Observe, evidence_of, load_ledger, stamp, to_core
 
 __all__ = ["capsa_retriever_tool", "cite_tool", "recall_tool"]
@@ -74,14 +77,20 @@ def capsa_retriever_tool(
         name: The tool's name; list it in the middleware's `evidence_tools`.
         description: What the model is told about the tool.
         collection: Stamped as ``collection`` metadata when documents carry none.
-        budget: Return a budgeted packet of about this many tokens instead of every
-            chunk whole (`capsa.capsule.render_budgeted`): the most relevant
+        budget: Return a budgeted packet of at most this many tokens (`tokenizer`'s,
+            the receipt and recall hint included) instead of every chunk whole
+            (`capsa.capsule.render_budgeted`): the most relevant
             chunks whole, as many as fit, the rest by id (parts only when not
             even one fits), and the artifact keeps every document whole, so the
             registered ``recall`` tool brings any back.
             Less is written to the cache each question; a chunk the answer needs
             but the packet cut costs a recall round.
         tokenizer: Counts tokens for `budget`.
+
+    Raises:
+        ValueError: `budget` below 1.
+        capsa.errors.BudgetError: `budget` below `capsa.capsule.budget_floor`
+            (about 34 tokens with `estimate_tokens`); the message names the floor.
 
     Returns:
         A `StructuredTool` with sync and async paths.
@@ -97,6 +106,12 @@ def capsa_retriever_tool(
 
     if budget is not None and budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
+    floor = budget_floor(TOOL_FLOOR_CHUNKS, tokenizer=tokenizer)
+    if budget is not None and budget < floor:
+        raise BudgetError(
+            f"budget={budget} tokens cannot hold even a count of the retrieved chunks and "
+            f"the recall hint ({floor} tokens); use a budget of at least {floor}"
+        )
 
     def _finish(query: str, docs: Sequence[Document]) -> tuple[str, list[Document]]:
         stamped = [stamp(d, collection) for d in docs]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NotRequired, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
@@ -40,6 +40,7 @@ from capsa.capsule import (
     TokenCounter,
     as_tokenizer,
     estimate_tokens,
+    group_sizes,
     pictures_needed,
     prune_carried,
     record_messages,
@@ -344,7 +345,9 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             cite_tools=() if self.keep_cite_calls else self.cite_tools,
             low_water=self.low_water,
         )
-        messages = self._bounded(messages, self.view_limit(request.model))
+        messages = self._bounded(
+            messages, self.view_limit(request.model), cast("list[BaseMessage]", request.messages)
+        )
         if self.cache_breakpoint:
             messages = with_cache_breakpoint(messages)
         return request.override(messages=cast("list[AnyMessage]", messages)), report
@@ -359,10 +362,14 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             return max(1, int(limit * VIEW_SHARE))
         return DEFAULT_VIEW_TOKENS
 
-    def _bounded(self, messages: list[BaseMessage], limit: int | None) -> list[BaseMessage]:
+    def _bounded(
+        self, messages: list[BaseMessage], limit: int | None, stored: Sequence[BaseMessage]
+    ) -> list[BaseMessage]:
         if limit is None:
             return messages
-        return bound_messages(messages, limit, tokenizer=self.tokenizer, low_water=self.low_water)
+        return bound_messages(
+            messages, limit, tokenizer=self.tokenizer, low_water=self.low_water, stored=stored
+        )
 
     def _wanted(self, request: ModelRequest[Any], ledger: EvidenceLedger | None) -> Any:
         observe = Observe.of(request.messages, self.owned_tools)
@@ -439,6 +446,7 @@ def bound_messages(
     *,
     tokenizer: TokenCounter = estimate_tokens,
     low_water: float = LOW_WATER,
+    stored: Sequence[BaseMessage] | None = None,
 ) -> list[BaseMessage]:
     """`messages` within `max_tokens`, the oldest questions replaced by a notice, in steps.
 
@@ -446,12 +454,27 @@ def bound_messages(
     (`capsa.capsule.view_cut`): messages before the first question and the current
     question stay; a question group leaves whole, so tool calls keep their
     returns. The caller's list is never changed: a new list when anything leaves.
+
+    `stored` is the history `messages` were compacted from (the state's
+    messages). Each stored question is as large as it was when it was the current
+    question, its evidence whole, so the steps keep room for a question that
+    large and the next questions fit without moving the start again. Without it
+    (or when its questions do not line up with `messages`'), the room kept is the
+    largest ended question as compacted, and a question whose returns are larger
+    may move the start once more.
     """
     count = as_tokenizer(tokenizer)
     roles = [m.type for m in messages]
     tokens = [count(_wire_text(m)) for m in messages]
     notice = count(view_notice(roles.count("human")))
-    cut = view_cut(roles, tokens, max_tokens, notice_tokens=notice, low_water=low_water)
+    peaks = None
+    if stored is not None:
+        stored_roles = [m.type for m in stored]
+        if stored_roles.count("human") == roles.count("human"):
+            peaks = group_sizes(stored_roles, [count(_wire_text(m)) for m in stored])
+    cut = view_cut(
+        roles, tokens, max_tokens, notice_tokens=notice, low_water=low_water, peaks=peaks
+    )
     if cut.dropped == 0:
         return messages
     first = roles.index("human")

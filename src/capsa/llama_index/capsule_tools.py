@@ -17,8 +17,16 @@ from llama_index.core.schema import NodeWithScore
 from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
-from capsa.capsule import TokenCounter, estimate_tokens, render_budgeted, render_evidence
+from capsa.capsule import (
+    TOOL_FLOOR_CHUNKS,
+    TokenCounter,
+    budget_floor,
+    estimate_tokens,
+    render_budgeted,
+    render_evidence,
+)
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
+from capsa.errors import BudgetError
 from capsa.llama_index.capsule_conversion import evidence
 
 if TYPE_CHECKING:
@@ -63,19 +71,31 @@ def capsule_retriever_tool(
         description: What the model is told about the tool.
         collection: Stamped on chunks whose nodes carry no ``collection`` metadata.
         memory: The memory to act on when the run has no `CapsuleMemory`.
-        budget: Return a budgeted packet of about this many tokens instead of every
-            node whole (`capsa.capsule.render_budgeted`, the same packet as
-            LangChain's ``capsa_retriever_tool(budget=...)``): the most relevant
-            nodes whole, as many as fit, the rest by id (parts only when not even
-            one fits). The memory keeps every chunk
-            whole beside the stored return (an agent stores only the tool's text),
-            so its recall tool brings any of them back whole, in this question or
-            a later one. Less is written to the prompt cache each question; a
-            chunk the answer needs but the packet cut costs a recall round.
+        budget: Return a budgeted packet of at most this many tokens (`tokenizer`'s,
+            the receipt and recall hint included) instead of every node whole
+            (`capsa.capsule.render_budgeted`, the same packet as LangChain's
+            ``capsa_retriever_tool(budget=...)``): the most relevant nodes whole,
+            as many as fit, the rest by id (parts only when not even one fits).
+            The memory keeps every chunk whole beside the stored return (an agent
+            stores only the tool's text), so its recall tool brings any of them
+            back whole, in this question or a later one. Less is written to the
+            prompt cache each question; a chunk the answer needs but the packet
+            cut costs a recall round.
         tokenizer: Counts tokens for `budget`.
+
+    Raises:
+        ValueError: `budget` below 1.
+        capsa.errors.BudgetError: `budget` below `capsa.capsule.budget_floor`
+            (about 34 tokens with `estimate_tokens`); the message names the floor.
     """
     if budget is not None and budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
+    floor = budget_floor(TOOL_FLOOR_CHUNKS, tokenizer=tokenizer)
+    if budget is not None and budget < floor:
+        raise BudgetError(
+            f"budget={budget} tokens cannot hold even a count of the retrieved nodes and "
+            f"the recall hint ({floor} tokens); use a budget of at least {floor}"
+        )
 
     async def search(query: str, ctx: Context) -> str:
         target = await _memory(ctx, memory, name)

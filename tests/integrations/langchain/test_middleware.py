@@ -25,7 +25,7 @@ from pydantic import PrivateAttr
 
 from capsa.capsule import Evidence, EvidenceLedger, estimate_tokens
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
-from capsa.errors import CompactionRefused
+from capsa.errors import BudgetError, CompactionRefused
 from capsa.langchain.middleware import (
     DEFAULT_VIEW_TOKENS,
     LEDGER_KEY,
@@ -1000,7 +1000,7 @@ def test_a_question_the_summariser_splits_keeps_its_citations():
 
 
 def test_a_budgeted_search_returns_a_packet_and_recall_brings_every_chunk_back_whole():
-    budgeted = capsa_retriever_tool(LexicalRetriever(), name="search", budget=150)
+    budgeted = capsa_retriever_tool(LexicalRetriever(), name="search", budget=200)
     middleware = CitationCapsuleMiddleware(evidence_tools=[budgeted])
     hold = _answer_chunk(HOLD)
     docs = LexicalRetriever().invoke(HOLD.question)
@@ -1035,6 +1035,20 @@ def test_a_budgeted_search_returns_a_packet_and_recall_brings_every_chunk_back_w
     assert hold.id in EvidenceLedger.from_json(stored[LEDGER_KEY]).cited_ids()
 
 
+@pytest.mark.parametrize("budget", [34, 60, 100, 150, 200, 300])
+def test_the_budgeted_tool_returns_at_most_its_budget(budget):
+    tool = capsa_retriever_tool(LexicalRetriever(), name="search", budget=budget)
+    for question in QUESTIONS:
+        text, docs = tool.func(question.question)  # type: ignore[misc]
+        assert estimate_tokens(text) <= budget
+        assert all(d.id in text for d in docs) or 'reason="budget"' in text
+
+
+def test_the_budgeted_tool_refuses_a_budget_below_the_floor():
+    with pytest.raises(BudgetError, match=r"budget=33 tokens .* at least 34"):
+        capsa_retriever_tool(LexicalRetriever(), name="search", budget=33)
+
+
 # -- a request bounded by default ------------------------------------------------------------------
 
 
@@ -1047,12 +1061,12 @@ def _request_tokens(messages: list[BaseMessage]) -> int:
     )
 
 
-def _profiled_chat(max_input_tokens: int) -> list[list[BaseMessage]]:
-    """A 20-question chat with the default view bound and a model profile; first requests."""
+def _profiled_requests(max_input_tokens: int, count: int = 20) -> list[list[list[BaseMessage]]]:
+    """Every request of a `count`-question chat under the default view bound and a profile."""
     saver = InMemorySaver()
     middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
-    firsts: list[list[BaseMessage]] = []
-    questions = [*QUESTIONS, *QUESTIONS[:5]][:20]
+    requests: list[list[list[BaseMessage]]] = []
+    questions = [QUESTIONS[n % len(QUESTIONS)] for n in range(count)]
     for n, question in enumerate(questions):
         chunk = _answer_chunk(question)
         replies = [_search(f"s{n}", question.question), _cite(f"c{n}", chunk.id), AIMessage("ok")]
@@ -1061,8 +1075,13 @@ def _profiled_chat(max_input_tokens: int) -> list[list[BaseMessage]]:
         )
         agent = create_agent(model, tools=[SEARCH], middleware=[middleware], checkpointer=saver)
         agent.invoke({"messages": [HumanMessage(question.question)]}, CONFIG)
-        firsts.append(model.seen[0])
-    return firsts
+        requests.append(model.seen)
+    return requests
+
+
+def _profiled_chat(max_input_tokens: int) -> list[list[BaseMessage]]:
+    """A 20-question chat with the default view bound and a model profile; first requests."""
+    return [seen[0] for seen in _profiled_requests(max_input_tokens)]
 
 
 def test_the_default_view_bound_follows_the_model_profile():
@@ -1077,6 +1096,21 @@ def test_the_default_view_bound_drops_old_questions_in_steps():
     starts = [r[0].text for r in firsts]
     moved = [n for n in range(1, len(starts)) if starts[n] != starts[n - 1]]
     assert moved and len(moved) <= 20 // 3
+
+
+@pytest.mark.parametrize(("max_input_tokens", "apart"), [(2400, 2), (4000, 3)])
+def test_thirty_questions_keep_the_bound_and_move_the_prefix_in_steps(max_input_tokens, apart):
+    # a step leaves (1 - LOW_WATER) of the bound as headroom: 480 tokens at 1200, 800
+    # at 2000; this chat's questions compact to about 200 tokens each (up to 425), so
+    # `apart` questions fit before the next step
+    requests = _profiled_requests(max_input_tokens, count=30)
+    limit = int(max_input_tokens * VIEW_SHARE)
+    assert all(_request_tokens(r) <= limit for seen in requests for r in seen)
+    starts = [[r[0].text for r in seen] for seen in requests]
+    assert all(len(set(s)) == 1 for s in starts)  # never within a question
+    moves = [n for n in range(1, 30) if starts[n][0] != starts[n - 1][0]]
+    assert len(moves) >= 2  # the bound was reached, more than once
+    assert all(b - a >= apart for a, b in itertools.pairwise(moves))
 
 
 def test_the_view_bound_without_a_profile_is_the_documented_default():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -23,8 +24,9 @@ from llama_index.core.memory import BaseMemory, Memory
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import Field
 
-from capsa.capsule import CAPSULE_HEADER, Evidence, EvidenceLedger, render_evidence
+from capsa.capsule import CAPSULE_HEADER, Evidence, EvidenceLedger, estimate_tokens, render_evidence
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
+from capsa.errors import BudgetError
 from capsa.llama_index.capsule_conversion import WHOLE_EVIDENCE_KEY, evidence
 from capsa.llama_index.memory import (
     CapsuleMemory,
@@ -814,6 +816,38 @@ async def test_the_view_honours_the_inner_token_limit_and_moves_in_steps():
     assert "reason=\"token_limit\"" in (memory.get()[0].content or "")
 
 
+class WiderListMemory(ListMemory):
+    """A list memory that declares a token limit of 1500."""
+
+    token_limit: int = 1500
+
+
+@_workflow_warning
+async def test_thirty_questions_keep_the_bound_and_move_the_prefix_at_least_three_apart():
+    # bound 1500: a step leaves (1 - LOW_WATER) * 1500 = 600 tokens of headroom, and
+    # this chat's questions compact to about 200 tokens each, so three fit before the
+    # next step
+    memory = CapsuleMemory.from_defaults(WiderListMemory())
+    script = Script()
+    agent = _agent(memory, script)
+    firsts: list[str] = []
+    for n in range(30):
+        question = QUESTIONS[n % len(QUESTIONS)]
+        node = _answer_node(question)
+        script.play(
+            _call(f"s{n}", "search", query=question.question),
+            _call(f"c{n}", "cite", chunk_ids=[node.node_id]),
+            _say(f"ok [{node.node_id}]"),
+        )
+        await agent.run(question.question, memory=memory)
+        assert _view_tokens(await memory.aget()) <= 1500
+        first_user = next(m for m in script.seen[0] if m.role == MessageRole.USER)
+        firsts.append(first_user.content or "")
+    moves = [n for n in range(1, 30) if firsts[n] != firsts[n - 1]]
+    assert len(moves) >= 2  # the bound was reached, more than once
+    assert all(b - a >= 3 for a, b in itertools.pairwise(moves))
+
+
 async def test_a_memory_token_limit_bounds_the_view_at_its_chat_history_share():
     memory = CapsuleMemory.from_defaults(token_limit=1500, session_id="limit")
     try:
@@ -872,7 +906,7 @@ async def test_a_question_a_summarising_memory_splits_keeps_its_citations():
 
 def _budgeted_agent(memory: CapsuleMemory, script: Script) -> FunctionAgent:
     tools = [
-        memory.retriever_tool(LexicalRetriever(), name="search", budget=60),
+        memory.retriever_tool(LexicalRetriever(), name="search", budget=150),
         memory.cite_tool(),
         memory.recall_tool(),
     ]
@@ -905,6 +939,29 @@ async def _budgeted_chat(memory: CapsuleMemory) -> tuple[list[list[list[ChatMess
     await agent.run("thanks", memory=memory)
     seen.append(script.seen)
     return seen, found
+
+
+@pytest.mark.parametrize("budget", [34, 60, 100, 150, 300])
+async def test_the_budgeted_tool_returns_at_most_its_budget(budget):
+    memory = CapsuleMemory.from_defaults(ListMemory())
+    tool = memory.retriever_tool(LexicalRetriever(), name="search", budget=budget)
+
+    class Store:  # a run's store without a memory: the tool falls back to this one
+        async def get(self, key: str, default: Any = None) -> Any:
+            return default
+
+    class Ctx:
+        store = Store()
+
+    for question in QUESTIONS:
+        text = await tool.async_fn(question.question, Ctx())
+        assert estimate_tokens(text) <= budget
+
+
+def test_the_budgeted_tool_refuses_a_budget_below_the_floor():
+    memory = CapsuleMemory.from_defaults(ListMemory())
+    with pytest.raises(BudgetError, match=r"budget=33 tokens .* at least 34"):
+        memory.retriever_tool(LexicalRetriever(), name="search", budget=33)
 
 
 @_workflow_warning
