@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from capsa import __version__
 from capsa.guard import Extracted, ExtractionLimits, Omission, TextExtractor
+from capsa.guard.bulk import ExtractedPart, extracted_parts
+from capsa.guard.shapes import SHAPES, Shape, check_shape
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -132,7 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                     "files finish (or input order with --ordered); files found inside "
                     "others (e-mail attachments) get lines of their own, after their parent's, "
                     "and are counted apart; a progress bar and a table of omitted files on "
-                    "stderr.")
+                    "stderr. With --shape page or element, an extracted file gives one line "
+                    "per page or element instead, with the metadata keys CapsaLoader puts on "
+                    "that document.")
     extract.add_argument("paths", nargs="+", type=Path, help="files or directories")
     extract.add_argument("--out", type=Path, help="write JSON lines here instead of stdout")
     extract.add_argument("--strict", action="store_true",
@@ -143,6 +147,13 @@ def _parser() -> argparse.ArgumentParser:
     extract.add_argument("--ordered", action="store_true",
                          help="write lines in input order (walked folders sorted) instead of "
                               "as files finish; a slow file then holds back the lines after it")
+    extract.add_argument("--shape", choices=SHAPES, default="file",
+                         help="one JSON line per extracted file (default), per page or per "
+                              "element; a part's line adds its position (\"part\") and "
+                              "\"metadata\": page_number, category, element_id, parent_id, "
+                              "text_as_html, languages, filename, filetype and capsa's "
+                              "provenance, as the loaders give them; files are still counted "
+                              "as files, and the summary adds the parts")
     extract.add_argument("--symlinks", choices=("refuse", "within_root", "follow"),
                          default="refuse",
                          help="symbolic links met in a directory: refuse them (default), "
@@ -178,7 +189,7 @@ def _extract(options: argparse.Namespace) -> int:
 
     limits = _limits(options)
     console = Console(stderr=True)
-    report = _Report(own_output=options.out)
+    report = _Report(own_output=options.out, shape=check_shape(options.shape))
     out: IO[str] = options.out.open("w", encoding="utf-8") if options.out else sys.stdout
     try:
         if options.dask:
@@ -274,8 +285,13 @@ class _Report:
     from the files given, so the summary never reads "60 of 51 files".
     """
 
-    def __init__(self, *, own_output: Path | None = None) -> None:
+    def __init__(self, *, own_output: Path | None = None, shape: Shape = "file") -> None:
         self.own_output = own_output.resolve() if own_output is not None else None
+        self.shape: Shape = shape
+        """What one line of output is: a file, a page or an element."""
+        self.parts = 0
+        """Lines written for extracted files (and those found inside them) with a shape
+        other than ``"file"``."""
         self.total = 0
         """Top-level files: the paths given and the files walked under them."""
         self.extracted = 0
@@ -291,14 +307,22 @@ class _Report:
         inside = self.inside_extracted + self.inside_omitted
         found = f"; {inside} found inside them" if inside else ""
         return f"{self.extracted} extracted, {len(self.omitted) - self.inside_omitted} omitted" \
-               f"{found}"
+               f"{found}{self._parts()}"
+
+    def _parts(self) -> str:
+        if self.shape == "file":
+            return ""
+        return f"; {self.parts} part{'s' if self.parts != 1 else ''} written, one per {self.shape}"
 
     def write(self, outcome: Extracted | Omission, out: IO[str],
               limits: ExtractionLimits) -> None:
         """One JSON line per file, extracted or omitted; the set ceiling applied on the way.
 
-        The run's own output file, met in a walk of a folder it lies in, is
-        not an input: its outcome is dropped and it leaves the count.
+        With a shape other than ``"file"`` an extracted file is one line per
+        part; the ceiling still takes or refuses the file whole, so no file's
+        pages are written only in part. The run's own output file, met in a
+        walk of a folder it lies in, is not an input: its outcome is dropped
+        and it leaves the count.
         """
         if (self.own_output is not None and outcome.source is not None
                 and outcome.parent is None
@@ -313,7 +337,12 @@ class _Report:
                     self.extracted += 1
                 else:
                     self.inside_extracted += 1
-                out.write(json.dumps(_extracted_record(outcome)) + "\n")
+                if self.shape == "file":
+                    out.write(json.dumps(_extracted_record(outcome)) + "\n")
+                    return
+                for part in extracted_parts(outcome, self.shape):
+                    self.parts += 1
+                    out.write(json.dumps(_part_record(part)) + "\n")
                 return
             outcome = Omission(
                 label=outcome.label, stage="set", reason="set_ceiling", source=outcome.source,
@@ -336,7 +365,7 @@ class _Report:
         if inside:
             line += (f"; found {inside} file{'s' if inside != 1 else ''} inside them: "
                      f"extracted {self.inside_extracted}, omitted {self.inside_omitted}")
-        return line
+        return line + self._parts()
 
     def finish(self, console: Any, *, strict: bool) -> int:
         """Print the summary and the table of omissions; the exit status."""
@@ -378,6 +407,14 @@ def _printable(value: str) -> Text:
     value = _TERMINAL_SEQUENCE.sub("", value)
     return Text("".join(" " if ch in "\t\n\r" else ch for ch in value
                         if ch in "\t\n\r" or unicodedata.category(ch) not in _UNPRINTABLE))
+
+
+def _part_record(part: ExtractedPart) -> dict[str, object]:
+    """A part's line: its file's fields, as a file's line has them, then the part's."""
+    return {"outcome": "extracted", "id": part.id, "source": part.source, "label": part.label,
+            "parent": part.parent, "kind": part.kind, "bytes": part.byte_size,
+            "sha256": part.sha256, "part": part.index, "text": part.text,
+            "metadata": part.metadata}
 
 
 def _extracted_record(item: Extracted) -> dict[str, object]:

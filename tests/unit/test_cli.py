@@ -15,6 +15,7 @@ from capsa.demo.corpus_source import CORPUS_DIR, DOCUMENTS
 from capsa.guard import ExtractionLimits
 from capsa.guard.bulk import default_width
 from capsa.guard.extractors import PlainTextExtractor
+from capsa.guard.samples import pdf_with_text
 
 pytestmark = pytest.mark.slow
 
@@ -339,3 +340,89 @@ def test_extract_writes_each_line_as_its_file_finishes_by_default(
     out = tmp_path.parent / f"{tmp_path.name}.jsonl"
     assert main(["extract", str(tmp_path), "--workers", "2", "--out", str(out)]) == 0
     assert [line["label"] for line in _lines(out)] == ["a.txt", "b.txt", "0-slow.txt"]
+
+
+REALDOCS = Path(__file__).resolve().parents[1] / "realdocs" / "files"
+
+
+def test_extract_shape_page_writes_a_line_per_page_and_counts_files_as_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = tmp_path / "policy.pdf"
+    policy.write_bytes(pdf_with_text(["Flights are economy.", "Hotels cap at EUR 165."]))
+    mail = REALDOCS / "quarterly-with-attachments.eml"
+    out = tmp_path / "parts.jsonl"
+    assert main(["extract", str(policy), str(mail), "--shape", "page", "--ordered",
+                 "--out", str(out)]) == 0
+    lines = _lines(out)
+    pages = [line for line in lines if line["label"] == "policy.pdf"]
+    attached = [line for line in lines if line["label"].endswith("/report.pdf")]
+    err = " ".join(capsys.readouterr().err.split())
+
+    assert [(p["part"], p["metadata"]["page_number"], p["text"]) for p in pages] == [
+        (0, 1, "Flights are economy."), (1, 2, "Hotels cap at EUR 165.")]
+    assert pages[0]["id"].endswith("-p1") and pages[0]["sha256"] == pages[1]["sha256"]
+    assert pages[0]["metadata"]["source"] == str(policy)
+    assert attached and {a["parent"] for a in attached} == {mail.name}
+    assert attached[0]["metadata"]["capsa_parent"] == mail.name
+    assert attached[0]["metadata"]["page_number"] == 1
+    assert (f"extracted 2 of 2 files; omitted 0; found 4 files inside them: extracted 4, "
+            f"omitted 0; {len(lines)} parts written, one per page") in err
+
+
+def test_extract_shape_element_writes_the_loaders_metadata_keys(tmp_path: Path) -> None:
+    out = tmp_path / "parts.jsonl"
+    assert main(["extract", str(REALDOCS / "report.docx"), "--shape", "element",
+                 "--out", str(out)]) == 0
+    lines = _lines(out)
+    table = next(line for line in lines if line["metadata"]["category"] == "Table")
+    heading = next(line for line in lines if line["id"] == table["metadata"]["parent_id"])
+
+    assert heading["text"] == "Berth figures" == table["metadata"]["capsa_heading"]
+    assert table["metadata"]["text_as_html"].startswith("<table><tr><td>Berth</td>")
+    assert {"element_id", "filename", "filetype", "languages", "capsa_label",
+            "capsa_sha256", "capsa_kind", "capsa_bytes"} <= set(table["metadata"])
+    assert [line["part"] for line in lines] == list(range(len(lines)))
+
+
+def test_extract_shape_takes_or_omits_each_file_whole_under_the_set_ceiling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _in_process(monkeypatch, PlainTextExtractor())
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text("x" * 20 + "\n\n" + "y" * 20)
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    assert main(["extract", str(tmp_path), "--shape", "element", "--max-total-chars", "100",
+                 "--workers", "1", "--out", str(out)]) == 0
+    outcomes = [(line["label"], line["outcome"], line.get("part")) for line in _lines(out)]
+
+    assert outcomes == [("a.txt", "extracted", 0), ("a.txt", "extracted", 1),
+                        ("b.txt", "extracted", 0), ("b.txt", "extracted", 1),
+                        ("c.txt", "omitted", None)]
+    assert ("extracted 2 of 3 files; omitted 1; 4 parts written, one per element"
+            in capsys.readouterr().err)
+
+
+def test_extract_shape_file_lines_are_unchanged(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _in_process(monkeypatch, PlainTextExtractor())
+    (tmp_path / "a.txt").write_text("one\n\ntwo")
+    out = tmp_path.parent / f"{tmp_path.name}.jsonl"
+    assert main(["extract", str(tmp_path), "--shape", "file", "--out", str(out)]) == 0
+    (line,) = _lines(out)
+    assert set(line) == {"outcome", "id", "source", "label", "parent", "kind", "bytes",
+                         "sha256", "text"}
+
+
+def test_extract_help_documents_the_shapes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["extract", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--shape {file,page,element}" in help_text
+    assert "page_number, category, element_id" in help_text
+
+
+def test_extract_refuses_an_unknown_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["extract", "x.txt", "--shape", "paragraph"])
+    assert stopped.value.code == 2
+    assert "invalid choice: 'paragraph'" in capsys.readouterr().err

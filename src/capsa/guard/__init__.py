@@ -16,7 +16,7 @@ Examples:
 
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import inspect_archive
-from capsa.guard.bulk import BulkSource, Skipped, extract_many
+from capsa.guard.bulk import BulkSource, ExtractedPart, Skipped, extract_many
 from capsa.guard.elements import Element, MailHeaders, Page
 from capsa.guard.extract import (
     Attachment,
@@ -49,6 +49,7 @@ __all__ = [
     "Element",
     "EmbeddedFile",
     "Extracted",
+    "ExtractedPart",
     "ExtractionFailed",
     "ExtractionLimits",
     "ExtractionResult",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,12 +34,13 @@ from capsa.guard.labels import safe_label
 from capsa.guard.limits import INGESTION_LIMITS, ExtractionLimits
 from capsa.guard.port import TextExtractor
 from capsa.guard.sandbox.pool import IsolatedExtractor
+from capsa.guard.shapes import DocumentPart, Shape, check_shape, document_parts
 from capsa.guard.sniff import media_type_for_name
 from capsa.guard.walk import LinkRule, walk_files
 
 __all__ = [
-    "BulkSource", "Skipped", "default_width", "display_name", "extract_many", "map_streaming",
-    "pool_width",
+    "BulkSource", "ExtractedPart", "Skipped", "default_width", "display_name",
+    "extract_many", "extracted_parts", "map_streaming", "pool_width",
 ]
 
 T = TypeVar("T")
@@ -65,13 +66,119 @@ class Skipped(BaseModel):
     """The path it was read from; None for bytes handed in."""
 
 
+class ExtractedPart(BaseModel):
+    """One page or element of an extracted file, with the file's provenance.
+
+    What `extract_many` yields in place of an `Extracted` with
+    ``shape="page"`` or ``"element"``. A bare `DocumentPart` would not say
+    which file it came from, and a pair ``(Extracted, DocumentPart)`` would
+    carry the whole file's text beside every one of its 600 pages (and into
+    every serialised record). This model carries the part and the fields
+    that name its file, the same ones `Omission` and `Skipped` carry
+    (`label`, `parent`, `source`), so `display_name` and the manifest's
+    digest work on it unchanged, and `metadata` gives the keys `CapsaLoader`
+    and `CapsaReader` put on the same part.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    label: str
+    """The file's safe label (``mail.eml/invoice.pdf`` for an attachment)."""
+    kind: str
+    """The file's format, as on `Extracted`."""
+    sha256: str
+    """The file's digest: every part of one file has the same."""
+    byte_size: int
+    """The file's size in bytes."""
+    parent: str | None = None
+    """The label of the file this one was found in (an e-mail's), or None."""
+    source: str | None = None
+    """The path the file (or the file it was found in) was read from; None for bytes."""
+    index: int
+    """The part's position among its file's parts, from 0."""
+    part: DocumentPart
+    """The part itself: its id, text and unstructured's metadata keys."""
+
+    @property
+    def id(self) -> str:
+        """The part's id, stable across runs (`DocumentPart.id`)."""
+        return self.part.id
+
+    @property
+    def text(self) -> str:
+        """The part's text, a span of its file's."""
+        return self.part.text
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The part's metadata as `CapsaLoader` gives it: unstructured's keys, ``source``
+        and capsa's provenance (``capsa_label``, ``capsa_kind``, ``capsa_sha256``,
+        ``capsa_bytes``, and ``capsa_parent`` for a file found inside another); a
+        fresh dict on each call."""
+        metadata: dict[str, Any] = {**self.part.metadata,
+                                    "source": self.source or self.label}
+        if self.parent is not None:
+            metadata["capsa_parent"] = self.parent
+        metadata.update(capsa_label=self.label, capsa_kind=self.kind,
+                        capsa_sha256=self.sha256, capsa_bytes=self.byte_size)
+        return metadata
+
+
+def extracted_parts(item: Extracted, shape: Shape) -> tuple[ExtractedPart, ...]:
+    """`item`'s parts in `shape` (`document_parts`), each with `item`'s provenance.
+
+    The files found inside `item` are not included: `Extracted.flattened`
+    gives them, and each has parts of its own.
+
+    Examples:
+        >>> from capsa.guard import Element
+        >>> item = Extracted(label="r.pdf", kind="pdf", media_type=None, text="One\\n\\nTwo",
+        ...                  byte_size=9, sha256="ab" * 32, source="in/r.pdf",
+        ...                  elements=(Element(category="Title", start=0, end=3, page=1),
+        ...                            Element(category="NarrativeText", start=5, end=8,
+        ...                                    page=2)))
+        >>> [(p.text, p.metadata["page_number"], p.source) for p in extracted_parts(item, "page")]
+        [('One', 1, 'in/r.pdf'), ('Two', 2, 'in/r.pdf')]
+
+    Raises:
+        ValueError: `shape` is not one of `SHAPES`.
+    """
+    return tuple(ExtractedPart(label=item.label, kind=item.kind, sha256=item.sha256,
+                               byte_size=item.byte_size, parent=item.parent,
+                               source=item.source, index=index, part=part)
+                 for index, part in enumerate(document_parts(item, shape)))
+
+
+@overload
 def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
                  limits: ExtractionLimits | None = None,
                  extractor: TextExtractor | None = None,
                  manifest: str | os.PathLike[str] | None = None,
                  progress: bool = False, symlinks: LinkRule = "refuse",
-                 ordered: bool = False,
-                 ) -> Iterator[Extracted | Omission | Skipped]:
+                 ordered: bool = False, shape: Literal["file"] = "file",
+                 ) -> Iterator[Extracted | Omission | Skipped]: ...
+@overload
+def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
+                 limits: ExtractionLimits | None = None,
+                 extractor: TextExtractor | None = None,
+                 manifest: str | os.PathLike[str] | None = None,
+                 progress: bool = False, symlinks: LinkRule = "refuse",
+                 ordered: bool = False, shape: Literal["page", "element"],
+                 ) -> Iterator[ExtractedPart | Omission | Skipped]: ...
+@overload
+def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
+                 limits: ExtractionLimits | None = None,
+                 extractor: TextExtractor | None = None,
+                 manifest: str | os.PathLike[str] | None = None,
+                 progress: bool = False, symlinks: LinkRule = "refuse",
+                 ordered: bool = False, shape: Shape = "file",
+                 ) -> Iterator[Extracted | ExtractedPart | Omission | Skipped]: ...
+def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
+                 limits: ExtractionLimits | None = None,
+                 extractor: TextExtractor | None = None,
+                 manifest: str | os.PathLike[str] | None = None,
+                 progress: bool = False, symlinks: LinkRule = "refuse",
+                 ordered: bool = False, shape: Shape = "file",
+                 ) -> Iterator[Extracted | ExtractedPart | Omission | Skipped]:
     """Stream many files through the guard; yield each outcome as it finishes.
 
     At most ``2 * workers`` files (``8 * workers`` when ordered) are held in
@@ -105,6 +212,17 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
         ordered: yield in input order (a slow file then holds back the
             outcomes behind it, though they are parsed meanwhile); False
             (the default) yields each file as it finishes.
+        shape: ``"file"`` (the default) yields each extracted file as one
+            `Extracted`; ``"page"`` or ``"element"`` yields its parts instead
+            (`ExtractedPart`, `capsa.guard.document_parts`: the pages or
+            elements `CapsaLoader` would make documents of), one after another
+            in reading order, before the next outcome; a file without
+            structure is one part. Omissions and skips come through as they
+            are, and the manifest and progress bar still count files.
+
+    Raises:
+        ValueError: `workers` is below one or `shape` names no shape; raised
+            at the call, before any file is read.
 
     Examples:
         >>> from capsa.guard.extractors import PlainTextExtractor
@@ -112,9 +230,23 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
         ...                         extractor=PlainTextExtractor(), workers=1)
         >>> sorted(type(o).__name__ for o in outcomes)
         ['Extracted', 'Omission']
+        >>> [(type(o).__name__, o.label) for o in extract_many(
+        ...     [("a.txt", b"alpha")], extractor=PlainTextExtractor(), shape="page")]
+        [('ExtractedPart', 'a.txt')]
     """
     if workers is not None and workers < 1:
         raise ValueError("workers must be at least 1")
+    check_shape(shape)
+    return _extract_many(sources, workers=workers, limits=limits, extractor=extractor,
+                         manifest=manifest, progress=progress, symlinks=symlinks,
+                         ordered=ordered, shape=shape)
+
+
+def _extract_many(sources: Iterable[BulkSource], *, workers: int | None,
+                  limits: ExtractionLimits | None, extractor: TextExtractor | None,
+                  manifest: str | os.PathLike[str] | None, progress: bool,
+                  symlinks: LinkRule, ordered: bool, shape: Shape,
+                  ) -> Iterator[Extracted | ExtractedPart | Omission | Skipped]:
     width = workers if workers is not None else pool_width(extractor)
     limits = limits or INGESTION_LIMITS
     own_pool = extractor is None
@@ -128,7 +260,11 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
 
         for outcome in map_streaming(work, _expand(sources, skip, symlinks), workers=width,
                                      ordered=ordered, threads=True):
-            yield from _finish(outcome, bar)
+            for found in _finish(outcome, bar):
+                if shape != "file" and isinstance(found, Extracted):
+                    yield from extracted_parts(found, shape)
+                else:
+                    yield found
     finally:
         if bar is not None:
             bar.close()
@@ -239,7 +375,7 @@ def map_streaming(work: Callable[[int, T], R], items: Iterable[T], *, workers: i
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def display_name(outcome: Extracted | Omission | Skipped) -> str:
+def display_name(outcome: Extracted | ExtractedPart | Omission | Skipped) -> str:
     """The file an outcome is about, as a person should read it, with what it was found in.
 
     A file found inside another is named by its own name and then its
