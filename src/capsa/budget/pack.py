@@ -541,7 +541,7 @@ def _receipt(prepared: Prepared, doc: Doc, choice: Choice | None, rank: int | No
              text: str | None, selection: Selection, budget: Budget, nothing: bool,
              measured_out: bool) -> Receipt:
     common = {"passage_id": doc.passage.id, "group": doc.group, "source": doc.passage.source,
-              "tokens_full": doc.tokens_full}
+              "page": doc.passage.page, "tokens_full": doc.tokens_full}
     if choice is None or rank is None or text is None:
         reason, detail = _why_dropped(doc, selection, budget, nothing, measured_out)
         return Receipt(**common, tokens_kept=0, dropped=reason, detail=detail,

@@ -192,6 +192,8 @@ class Receipt(BaseModel):
     """Whether it was attached or retrieved."""
     source: str | None = None
     """The passage's `Passage.source`."""
+    page: str | None = None
+    """The passage's `Passage.page`, so what survived can be cited by page."""
     tokens_full: NonNegativeInt
     """Tokens in the passage as given, counted by the packet's tokenizer."""
     tokens_kept: NonNegativeInt

@@ -26,3 +26,11 @@ def test_a_page_cannot_forge_markup() -> None:
     rendered = pack("hotel cap", [forged], Budget(max_tokens=200)).render()
 
     assert "<system>" not in rendered
+
+
+def test_every_receipt_names_the_page_of_its_passage() -> None:
+    other = Passage(id="p9", text="Staff meet on Fridays.", source="memo.txt")
+
+    packet = pack("hotel cap", [HOTEL, other], Budget(max_tokens=200))
+
+    assert {r.passage_id: r.page for r in packet.receipts} == {"p2": "2", "p9": None}
