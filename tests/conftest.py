@@ -63,11 +63,23 @@ class GatedExtractor:
         import threading
 
         self.release = threading.Event()
+        self.release_after: int | None = None
+        """Set `release` half a second after this many other files were parsed."""
+        self._others = 0
+        self._lock = threading.Lock()
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *,
                 max_pages: int) -> str:
+        import threading
+
         if payload == b"slow":
             self.release.wait(timeout=10)
+            return payload.decode()
+        with self._lock:
+            self._others += 1
+            due = self._others == self.release_after
+        if due:  # the others' results are handed on well before the slow file ends
+            threading.Timer(0.5, self.release.set).start()
         return payload.decode()
 
 

@@ -336,7 +336,7 @@ def test_extract_writes_each_line_as_its_file_finishes_by_default(
     _in_process(monkeypatch, gated)
     for name, data in (("0-slow.txt", "slow"), ("a.txt", "alpha"), ("b.txt", "beta")):
         (tmp_path / name).write_text(data)
-    threading.Timer(1.0, gated.release.set).start()  # a and b take microseconds
+    gated.release_after = 2  # the slow file ends only after a and b were parsed
     out = tmp_path.parent / f"{tmp_path.name}.jsonl"
     assert main(["extract", str(tmp_path), "--workers", "2", "--out", str(out)]) == 0
     assert [line["label"] for line in _lines(out)] == ["a.txt", "b.txt", "0-slow.txt"]
