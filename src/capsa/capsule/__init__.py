@@ -19,7 +19,13 @@ Examples:
     ('c1',)
 """
 
-from capsa.capsule.budgeted import RECALL_HINT, TOOL_FLOOR_CHUNKS, budget_floor, render_budgeted
+from capsa.capsule.budgeted import (
+    RECALL_HINT,
+    TOOL_FLOOR_CHUNKS,
+    budget_floor,
+    check_tool_budget,
+    render_budgeted,
+)
 from capsa.capsule.capsule import (
     CAPSULE_FOOTER,
     CAPSULE_HEADER,
@@ -103,6 +109,7 @@ __all__ = [
     "as_tokenizer",
     "budget_floor",
     "build_capsule",
+    "check_tool_budget",
     "cite_ids",
     "compact",
     "compact_with_report",

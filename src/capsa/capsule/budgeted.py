@@ -35,7 +35,8 @@ from capsa.capsule.render import (
 )
 from capsa.errors import BudgetError
 
-__all__ = ["RECALL_HINT", "TOOL_FLOOR_CHUNKS", "budget_floor", "render_budgeted"]
+__all__ = ["RECALL_HINT", "TOOL_FLOOR_CHUNKS", "budget_floor", "check_tool_budget",
+           "render_budgeted"]
 
 RECALL_HINT = "<recall-hint>Parts and ids named here come back whole through recall.</recall-hint>"
 """Closes a packet that left any chunk out or in part."""
@@ -73,6 +74,30 @@ def budget_floor(chunks: int, *, tokenizer: TokenCounter = estimate_tokens) -> i
     if chunks < 1:
         return as_tokenizer(tokenizer)(NO_RESULTS)
     return as_tokenizer(tokenizer)(f"{_counted(chunks)}\n{RECALL_HINT}")
+
+
+def check_tool_budget(budget: int | None, *,
+                      tokenizer: TokenCounter = estimate_tokens) -> None:
+    """Refuse, when an evidence tool is built, a `budget` its searches could not honour.
+
+    Both frameworks' evidence tools call this, so a budget too small for the
+    count of `TOOL_FLOOR_CHUNKS` chunks and the recall hint fails at once, not
+    on the model's first search. None (every chunk whole) always passes.
+
+    Raises:
+        ValueError: `budget` below 1.
+        capsa.errors.BudgetError: `budget` below `budget_floor`; the message names it.
+    """
+    if budget is None:
+        return
+    if budget < 1:
+        raise ValueError(f"budget must be positive, got {budget}")
+    floor = budget_floor(TOOL_FLOOR_CHUNKS, tokenizer=tokenizer)
+    if budget < floor:
+        raise BudgetError(
+            f"budget={budget} tokens cannot hold even a count of the retrieved chunks and "
+            f"the recall hint ({floor} tokens); use a budget of at least {floor}"
+        )
 
 
 def _assemble(shown: list[str], named: list[Evidence], counted: int, hint: bool) -> str:

@@ -30,10 +30,9 @@ except ImportError as exc:  # langchain-core alone does not ship the agents pack
     ) from exc
 
 from capsa.capsule import (
-    TOOL_FLOOR_CHUNKS,
     EvidenceLedger,
     TokenCounter,
-    budget_floor,
+    check_tool_budget,
     cite_ids,
     estimate_tokens,
     recall,
@@ -41,7 +40,6 @@ from capsa.capsule import (
     render_evidence,
 )
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
-from capsa.errors import BudgetError
 from capsa.langchain.capsule_conversion import Observe, evidence_of, load_ledger, stamp, to_core
 
 __all__ = ["capsa_retriever_tool", "cite_tool", "recall_tool"]
@@ -104,14 +102,7 @@ def capsa_retriever_tool(
                                  checkpointer=checkpointer)
     """
 
-    if budget is not None and budget < 1:
-        raise ValueError(f"budget must be positive, got {budget}")
-    floor = budget_floor(TOOL_FLOOR_CHUNKS, tokenizer=tokenizer)
-    if budget is not None and budget < floor:
-        raise BudgetError(
-            f"budget={budget} tokens cannot hold even a count of the retrieved chunks and "
-            f"the recall hint ({floor} tokens); use a budget of at least {floor}"
-        )
+    check_tool_budget(budget, tokenizer=tokenizer)
 
     def _finish(query: str, docs: Sequence[Document]) -> tuple[str, list[Document]]:
         stamped = [stamp(d, collection) for d in docs]

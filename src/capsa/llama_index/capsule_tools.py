@@ -18,15 +18,13 @@ from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
 from capsa.capsule import (
-    TOOL_FLOOR_CHUNKS,
     TokenCounter,
-    budget_floor,
+    check_tool_budget,
     estimate_tokens,
     render_budgeted,
     render_evidence,
 )
 from capsa.capsule.render import CITE_DESCRIPTION, RECALL_DESCRIPTION, SEARCH_DESCRIPTION
-from capsa.errors import BudgetError
 from capsa.llama_index.capsule_conversion import evidence
 
 if TYPE_CHECKING:
@@ -88,14 +86,7 @@ def capsule_retriever_tool(
         capsa.errors.BudgetError: `budget` below `capsa.capsule.budget_floor`
             (about 34 tokens with `estimate_tokens`); the message names the floor.
     """
-    if budget is not None and budget < 1:
-        raise ValueError(f"budget must be positive, got {budget}")
-    floor = budget_floor(TOOL_FLOOR_CHUNKS, tokenizer=tokenizer)
-    if budget is not None and budget < floor:
-        raise BudgetError(
-            f"budget={budget} tokens cannot hold even a count of the retrieved nodes and "
-            f"the recall hint ({floor} tokens); use a budget of at least {floor}"
-        )
+    check_tool_budget(budget, tokenizer=tokenizer)
 
     async def search(query: str, ctx: Context) -> str:
         target = await _memory(ctx, memory, name)
