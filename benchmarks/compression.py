@@ -90,6 +90,7 @@ from typing import Any
 
 from capsa.budget import Budget, Passage, estimate_tokens, pack
 from capsa.budget.relevance import EmbeddingScorer
+from capsa.markup import escape_attribute
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = "hotpotqa-distractor-500"
@@ -142,6 +143,8 @@ class Question:
     answer: str
     paragraphs: tuple[str, ...]
     supporting: tuple[bool, ...]
+    titles: tuple[str, ...] = ()
+    """Each paragraph's title (an article's, a manual page's), where the set has them."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,8 @@ def load(path: Path, limit: int | None) -> list[Question]:
                 continue  # yes/no and other unanswerable-by-span questions
             questions.append(Question(row["question_id"], row["question_text"], answer,
                                       paragraphs,
-                                      tuple(bool(c["is_supporting"]) for c in row["contexts"])))
+                                      tuple(bool(c["is_supporting"]) for c in row["contexts"]),
+                                      tuple(str(c.get("title") or "") for c in row["contexts"])))
     return questions[:limit] if limit else questions
 
 
@@ -207,9 +211,18 @@ def part(question_id: str) -> tuple[str, ...]:
 # --- capsa ------------------------------------------------------------------------------
 
 
+TITLES = False
+"""``--titles``: give every method each paragraph's title, as a retriever over titled
+passages (Wikipedia's, DPR's) does: capsa as `Passage.source`, the passage rankers as
+a first line of the passage they score and keep. Retention then counts a title capsa
+shows the model (its rendered ``source``) as kept text."""
+
+
 def capsa_method(compress: bool, scorer: Any = None) -> Method:
     def run(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
-        passages = [Passage(id=str(n), text=t) for n, t in enumerate(q.paragraphs)]
+        titles = q.titles if TITLES and q.titles else (None,) * len(q.paragraphs)
+        passages = [Passage(id=str(n), text=t, source=title or None)
+                    for n, (t, title) in enumerate(zip(q.paragraphs, titles, strict=True))]
         packet = pack(q.text, passages, Budget(max_tokens=budget), compress=compress,
                       tokenizer=count, scorer=scorer)
 
@@ -218,6 +231,11 @@ def capsa_method(compress: bool, scorer: Any = None) -> Method:
                 raise AssertionError(f"capsa overflowed: {count(packet.render())} > {budget}")
 
         text = _MARKER.sub(" ", "\n".join(packet.texts))
+        if TITLES:
+            rendered = packet.render()
+            shown = [p.source for p in packet.passages
+                     if p.source and f'source="{escape_attribute(p.source)}"' in rendered]
+            text = "\n".join([*shown, text])
         return Kept(text, frozenset(int(p.id) for p in packet.passages), check)
     return run
 
@@ -341,21 +359,30 @@ def rank_passages(q: Question, scores: Sequence[float], budget: int,
     order = sorted(range(len(q.paragraphs)), key=lambda n: (-scores[n], n))
     kept: list[tuple[int, str]] = []
     used = 0
+    texts = titled(q)
     for n in order:
-        cost = count(q.paragraphs[n]) + (1 if kept else 0)
+        cost = count(texts[n]) + (1 if kept else 0)
         if used + cost <= budget:
-            kept.append((n, q.paragraphs[n]))
+            kept.append((n, texts[n]))
             used += cost
             continue
-        cut = _cut_to(q.paragraphs[n], budget - used - (1 if kept else 0), count)
+        cut = _cut_to(texts[n], budget - used - (1 if kept else 0), count)
         if cut:
             kept.append((n, cut))
         break
     return Kept("\n\n".join(t for _, t in kept), frozenset(n for n, _ in kept))
 
 
+def titled(q: Question) -> tuple[str, ...]:
+    """The paragraphs as a passage ranker sees them: with ``--titles``, each under its title."""
+    if not (TITLES and q.titles):
+        return q.paragraphs
+    return tuple(f"{title}\n{text}" if title else text
+                 for title, text in zip(q.titles, q.paragraphs, strict=True))
+
+
 def bm25_passages(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
-    return rank_passages(q, _bm25_scores(q.text, q.paragraphs), budget, count)
+    return rank_passages(q, _bm25_scores(q.text, titled(q)), budget, count)
 
 
 def _paragraph_bounds(paragraphs: Sequence[str]) -> list[tuple[int, int]]:
@@ -464,7 +491,7 @@ def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[floa
     passage_vectors = cache()
 
     def minilm_passages(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
-        query, *rest = passage_vectors([q.text, *q.paragraphs])
+        query, *rest = passage_vectors([q.text, *titled(q)])
         scores = [sum(a * b for a, b in zip(query, v, strict=True)) for v in rest]
         return rank_passages(q, scores, budget, count)
 
@@ -705,7 +732,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "not the model's: for iterating only)")
     parser.add_argument("--no-scale", action="store_true", help="skip the large-input run")
     parser.add_argument("--tag", default="", help="added to the result files' names")
+    parser.add_argument("--titles", action="store_true",
+                        help="give the methods each paragraph's title (see TITLES)")
     args = parser.parse_args(argv)
+    global TITLES
+    TITLES = args.titles
     data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
     paths = {key: (name, data / DATASET / FILE if key == "hotpotqa" else path)
              for key, (name, path) in SETS.items()}
@@ -729,7 +760,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = {m for m in args.methods.split(",") if m}
     for key in chosen:
         name, path = paths[key]
-        suffix = ("" if key == "hotpotqa" else f"-{key}") + (f"-{args.tag}" if args.tag else "")
+        suffix = (("" if key == "hotpotqa" else f"-{key}") + ("-titles" if args.titles else "")
+                  + (f"-{args.tag}" if args.tag else ""))
         _run_one(name, load(path, args.limit), count, args.tokenizer, suffix, extra, only)
     return 0
 

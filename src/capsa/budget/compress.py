@@ -14,8 +14,10 @@ kept. The utility of a sentence is
   each time it is covered again), so the packet spreads over the whole query
   instead of repeating its easiest part: on multi-hop questions the second hop
   shares few terms with the question;
-- *passage prior*: the scorer's score for the whole passage (normalised) plus
-  the retriever's own score (min-max normalised), each weighted;
+- *passage prior*: the scorer's score for the whole passage (normalised), read
+  under its source's words (`capsa.budget.relevance.source_words`: a title, a
+  file's or URL's name), plus the retriever's own score (min-max normalised),
+  each weighted;
 - *lead bonus*: a small bonus for a passage's first sentence, which usually
   says what the passage is about;
 - *dense bonus*: at tight budgets (under `_DENSE_BELOW` of the passages'
@@ -60,6 +62,7 @@ from capsa.budget.relevance import (
     mend,
     passage_scores_of,
     scores_of,
+    source_words,
     terms_of,
 )
 from capsa.budget.render import (
@@ -287,13 +290,15 @@ def prepare(
     weights = idf(query_terms, analysed) if texts else {}
     separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
                                                                           strict=True)]
+    headings = [source_words(p.source) for _, p in inputs]
     if type(scorer) is LexicalScorer:  # what score() would compute, from terms already held
         unit_scores = _normalise(scorer.score_terms(weights, analysed))
-        whole = _passage_terms(inputs, spans, separated, analysed)
+        whole = [terms + analyze(heading) if heading else terms for terms, heading in zip(
+            _passage_terms(inputs, spans, separated, analysed), headings, strict=True)]
         passage_scores = _normalise(scorer.score_terms(idf(query_terms, whole), whole))
     else:
         unit_scores = _normalise(scores_of(scorer, query, texts))
-        passage_scores = _passage_scores(scorer, query, inputs, spans)
+        passage_scores = _passage_scores(scorer, query, inputs, spans, headings)
     incoming = _min_max([p.score for _, p in inputs])
     owners = [n for n, doc_spans in enumerate(spans) for _ in doc_spans]
     first = 0
@@ -381,10 +386,14 @@ def _passage_terms(inputs: Sequence[tuple[Group, Passage]],
 
 
 def _passage_scores(scorer: Scorer, query: str, inputs: Sequence[tuple[Group, Passage]],
-                    spans: Sequence[Sequence[tuple[int, int]]]) -> list[float]:
-    grouped = [[p.text[s:e] for s, e in doc_spans] for (_, p), doc_spans in zip(
-        inputs, spans, strict=True)]
-    return _normalise(passage_scores_of(scorer, query, [p.text for _, p in inputs], grouped))
+                    spans: Sequence[Sequence[tuple[int, int]]],
+                    headings: Sequence[str]) -> list[float]:
+    """Whole passages' scores, each read under its heading (`source_words`) when it has one."""
+    grouped = [[heading] * bool(heading) + [p.text[s:e] for s, e in doc_spans]
+               for (_, p), doc_spans, heading in zip(inputs, spans, headings, strict=True)]
+    texts = [f"{heading}\n{p.text}" if heading else p.text
+             for (_, p), heading in zip(inputs, headings, strict=True)]
+    return _normalise(passage_scores_of(scorer, query, texts, grouped))
 
 
 def _estimate_whole(text: str, spans: Sequence[tuple[int, int]], inner: int) -> int:

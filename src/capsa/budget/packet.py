@@ -78,7 +78,10 @@ class Passage(BaseModel):
     text: str
     """The passage text; receipts' offsets index into it."""
     source: str | None = None
-    """Where it came from (file name, URL); rendered as the document's ``source``."""
+    """Where it came from: a title, a file name, a URL; rendered as the document's ``source``
+    (tagged markup) and kept on its receipt. Its words are also read with the whole
+    passage when passages are scored (`capsa.budget.relevance.source_words`), as a
+    retriever scores a passage under its title."""
     score: float | None = None
     """The retriever's score, higher meaning more relevant; combined with capsa's own."""
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -18,6 +18,7 @@ import math
 import operator
 import re
 import threading
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -79,6 +80,43 @@ def scores_of(scorer: Scorer, query: str, texts: Sequence[str]) -> list[float]:
         0.0
     """
     return _checked(scorer, "score", scorer.score(query, texts), len(texts))
+
+
+def source_words(source: str | None) -> str:
+    """What a passage's source says it is about, as words a scorer can match.
+
+    A retriever over titled passages (Wikipedia's, DPR's) scores each
+    passage under its title, because a passage past an article's first lines
+    rarely names its subject again: "It was made at Cinecittà in Rome" is
+    about *Tosca (1956 film)* only by its title. capsa reads `Passage.source`
+    that way: a title as it is, a file or a URL by its last name, without
+    directories, query, extension or underscores (``Kiss_and_Tell`` in a
+    wiki URL is three words). The packer adds these words to the whole
+    passage's score, never to a sentence's, so a source can lift a passage
+    that is about the question, not make one of its sentences relevant.
+
+    Examples:
+        >>> source_words("Tosca (1956 film)")
+        'Tosca (1956 film)'
+        >>> source_words("/srv/tenants/acme/q3_travel-policy.pdf")
+        'q3 travel-policy'
+        >>> source_words("https://en.wikipedia.org/wiki/Kiss_and_Tell_(1945_film)?x=1")
+        'Kiss and Tell (1945 film)'
+        >>> source_words(None)
+        ''
+    """
+    if not source:
+        return ""
+    text = source.strip()
+    if "://" in text:
+        location = urllib.parse.unquote(re.split(r"[?#]", text.split("://", 1)[1], maxsplit=1)[0])
+        text = location.rstrip("/").rsplit("/", 1)[-1]
+    else:
+        text = text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    stem, dot, extension = text.rpartition(".")
+    if dot and stem and extension.isalnum() and len(extension) <= 5 and not extension.isdigit():
+        text = stem
+    return " ".join(text.replace("_", " ").split())
 
 
 def passage_scores_of(scorer: Scorer, query: str, passages: Sequence[str],
