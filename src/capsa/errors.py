@@ -7,6 +7,7 @@ Exception
     ├── ExtractionFailed       the parser lost: raised, crashed, timed out, ran out of memory
     ├── BudgetError            a packing request that no packet can satisfy
     ├── ScorerError            a scorer gave the wrong number of scores, or a NaN; a ValueError
+    ├── ModelUnreadable        a scorer's model file cannot be read; a ValueError
     ├── CompactionRefused      earlier evidence exists but no ledger was carried
     ├── CaptureInvalid         a shadow capture saw something ambiguous and was discarded
     ├── UnguardedInput         a capsa step was handed text another reader parsed from files
@@ -33,6 +34,7 @@ __all__ = [
     "ExtractionFailed",
     "FailureCause",
     "IngestionRejected",
+    "ModelUnreadable",
     "RefusalCause",
     "RejectionReason",
     "SandboxUnavailable",
@@ -174,6 +176,25 @@ class ScorerError(CapsaError, ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         return partial(type(self), scorer=self.scorer, expected=self.expected,
                        got=self.got), (self.detail,)
+
+
+class ModelUnreadable(CapsaError, ValueError):
+    """A scorer's model file is there but cannot be read as a model.
+
+    Raised on first use (the file is only opened then), e.g. by `StaticScorer`
+    given a truncated download or another format: `path` names the file and
+    `detail` what failed. A missing file is refused earlier, when the scorer is
+    built, as a `ValueError`. It is also a `ValueError`, which this raised
+    before the class existed.
+    """
+
+    def __init__(self, detail: str, *, path: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return partial(type(self), path=self.path), (self.detail,)
 
 
 class CompactionRefused(CapsaError):

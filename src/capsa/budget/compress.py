@@ -105,8 +105,8 @@ _LEAD_SHARE = 0.5
 _COUNTS_KEPT = 4096
 """Most distinct strings one `Prepared` remembers the count of."""
 
-_WORD = re.compile(r"\w+")
-_ASCII_WORD = re.compile(r"\w+", re.ASCII)
+_WORD = re.compile(r"\d+(?:\.\d+)+|\w+")
+_ASCII_WORD = re.compile(r"\d+(?:\.\d+)+|\w+", re.ASCII)
 """`_WORD` for ASCII text, where both find the same words; a quicker scan."""
 _NO_NUMBERS: frozenset[str] = frozenset()
 _DIGIT = re.compile(r"\d")

@@ -32,7 +32,8 @@ from capsa.errors import ScorerError
 __all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "mend",
            "passage_scores_of", "scores_of"]
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"\d+(?:\.\d+)+|\w+")
+"""A word: a dotted number whole (``3.0``, ``2.6.1``: "0.3" is not "3.0"), else a ``\\w+`` run."""
 _PIECE = re.compile(r"\w+|[^\w\s]")
 """A word or a punctuation mark: about one model token each."""
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -518,6 +519,8 @@ def _term(word: str) -> str:
     word = word.strip("_")
     if not word or word in _STOPWORDS:
         return ""
+    if "." in word:  # a dotted number (`_WORD`): itself, and its leading part for "Python 3"
+        return f"{word} {word.split('.', 1)[0]}"
     return _stem(word)
 
 

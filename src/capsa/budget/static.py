@@ -38,6 +38,7 @@ from capsa.budget.relevance import (
     mend,
     terms_of,
 )
+from capsa.errors import ModelUnreadable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,6 +85,7 @@ class StaticScorer(BaseModel):
 
     Raises:
         ImportError: on first use, when numpy (the ``static`` extra) is missing.
+        capsa.errors.ModelUnreadable: on first use, when `path` is not a model.
 
     Examples:
         >>> scorer = StaticScorer()
@@ -334,6 +336,6 @@ def _load(path: Path) -> _StaticModel:
             try:
                 model = _MODELS[path] = _StaticModel(path)
             except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-                raise ValueError(f"{path} is not a static model ({type(exc).__name__}: {exc})"
-                                 ) from exc
+                raise ModelUnreadable(f"{path} is not a static model ({type(exc).__name__}: "
+                                      f"{exc})", path=str(path)) from exc
     return model

@@ -55,14 +55,16 @@ def test_a_tight_budget_keeps_the_sentence_beside_the_best_evidence(question_id:
 
 def test_the_same_questions_lose_their_answer_without_the_rule(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    # docstrings-006 asks about "3 and 3.0": since a dotted number is one term
+    # (`relevance._WORD`), its answer's sentence matches the question by itself.
     monkeypatch.setattr(compress, "_DENSE_BONUS", 0.0)
     lost = 0
-    for question_id in ("docstrings-006", "docstrings-027", "docstrings-043"):
+    for question_id in ("docstrings-027", "docstrings-043"):
         row = _row(DOCSTRINGS, question_id)
         answers = row["answers_objects"]
         assert isinstance(answers, list)
         lost += _normalise(answers[0]["spans"][0]) not in _normalise(_packed(row, 0.10))
-    assert lost == 3
+    assert lost == 2
 
 
 def test_above_the_tight_share_the_rule_changes_no_packet(

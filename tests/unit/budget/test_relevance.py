@@ -347,3 +347,17 @@ def test_embedding_scorer_names_an_embed_function_that_returns_too_few_vectors()
     with pytest.raises(ScorerError, match=r"EmbeddingScorer\.embed \(.*embed\) returned \d+ "
                                           r"vectors for \d+ texts"):
         pack("hotel cap", _TWO, Budget(max_tokens=20), scorer=EmbeddingScorer(embed=embed))
+
+
+def test_a_dotted_number_is_one_term_so_versions_are_told_apart() -> None:
+    scores = LexicalScorer().score("What changed in 3.0?", ["Fixed in 0.3.", "Fixed in 3.0."])
+
+    assert analyze("from 2.6.1 to 3.0") == ("2.6.1", "2", "3.0", "3")
+    assert scores[0] == 0.0 < scores[1]
+
+
+def test_a_bare_major_version_still_matches_its_dotted_releases() -> None:
+    scores = LexicalScorer().score("Does it need Python 3?", ["Requires Python 3.11 or later.",
+                                                              "Requires Perl 5."])
+
+    assert scores[0] > scores[1] == 0.0

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from capsa.budget import (
 )
 from capsa.budget import static as static_module
 from capsa.budget.static import MODEL_PATH, _load
+from capsa.errors import CapsaError, ModelUnreadable
 
 pytest.importorskip("numpy")
 
@@ -179,8 +181,11 @@ def test_static_scorer_names_a_file_that_is_not_a_model(
         fresh_models: dict[Path, object], tmp_path: Path) -> None:
     broken = tmp_path / "broken.npz"
     broken.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match=r"broken\.npz is not a static model"):
+    with pytest.raises(ModelUnreadable, match=r"broken\.npz is not a static model") as caught:
         StaticScorer(path=broken).score(RENT, OFFICE)
+    assert isinstance(caught.value, CapsaError)
+    assert caught.value.path == str(broken)
+    assert pickle.loads(pickle.dumps(caught.value)).path == str(broken)
 
 
 def test_static_scorer_reads_a_model_from_another_path(tmp_path: Path) -> None:
