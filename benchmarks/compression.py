@@ -758,12 +758,53 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"note: MiniLM vectors cached in {args.embedding_cache}: their times are "
                   "not the model's")
     only = {m for m in args.methods.split(",") if m}
+    reports: dict[str, dict[str, Any]] = {}
     for key in chosen:
         name, path = paths[key]
         suffix = (("" if key == "hotpotqa" else f"-{key}") + ("-titles" if args.titles else "")
                   + (f"-{args.tag}" if args.tag else ""))
-        _run_one(name, load(path, args.limit), count, args.tokenizer, suffix, extra, only)
+        reports[key] = _run_one(name, load(path, args.limit), count, args.tokenizer, suffix,
+                                extra, only)
+    if len(reports) > 1:
+        overview(reports, ("-titles" if args.titles else "") + (f"-{args.tag}" if args.tag else "")
+                 + ("" if args.tokenizer == "estimate" else f"-{args.tokenizer}"))
     return 0
+
+
+def overview(reports: dict[str, dict[str, Any]], suffix: str) -> None:
+    """Every set's parts side by side, each method's retention and time: the run at a glance.
+
+    Written to ``compression-all.json``: for each set and part (``dev``,
+    ``aside``), each method's retention at the three budgets and its CPU
+    milliseconds a question (p50 over the three budgets together).
+    """
+    methods = list(next(iter(reports.values()))["methods"])
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, report in reports.items():
+        for part_name in ("dev", "aside"):
+            part_summary = report["parts"][part_name]
+            table.setdefault(key, {})[part_name] = {
+                "questions": part_summary["questions"],
+                "methods": {name: {
+                    "retention": [part_summary["methods"][name][f"{f:.2f}"]["answer_retention"]
+                                  for f in FRACTIONS],
+                    "question_p50_ms": part_summary["methods"][name]["question_p50_ms"]}
+                    for name in methods if name in part_summary["methods"]}}
+    print("\nevery set: answer retention at 10 / 25 / 50 % (q p50 ms: CPU a question, three "
+          "budgets)")
+    for name in methods:
+        print(f"\n{name}")
+        for key, parts in table.items():
+            for part_name, cell in parts.items():
+                row = cell["methods"].get(name)
+                if row is None:
+                    continue
+                cells = " / ".join(f"{r:5.1f}" for r in row["retention"])
+                print(f"  {key:<18}{part_name:<6}({cell['questions']:>3} q)  {cells}"
+                      f"   {row['question_p50_ms']:8.2f} ms")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"compression-all{suffix}.json").write_text(json.dumps(
+        {"fractions": list(FRACTIONS), "sets": table}, indent=2) + "\n", encoding="utf-8")
 
 
 def scale(count: Callable[[str], int], tokenizer_name: str) -> None:
@@ -804,7 +845,7 @@ def scale(count: Callable[[str], int], tokenizer_name: str) -> None:
 
 def _run_one(dataset: str, questions: list[Question], count: Callable[[str], int],
              tokenizer_name: str, suffix: str, extra: dict[str, Method],
-             only: set[str] | frozenset[str] = frozenset()) -> None:
+             only: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     methods: dict[str, Method] = {
         "capsa": capsa_method(True),
         "capsa-whole": capsa_method(False),
@@ -843,6 +884,7 @@ def _run_one(dataset: str, questions: list[Question], count: Callable[[str], int
         print(f"wrote {RESULTS / f'{stem}.json'} and {RESULTS / f'{stem}.png'}")
     else:
         print(f"wrote {RESULTS / f'{stem}.json'}")
+    return report
 
 
 if __name__ == "__main__":
