@@ -26,6 +26,11 @@ SETS = {"licenses": ("LICENSES", 12, 48), "manpages": ("MANPAGES", 12, 48),
         "releasenotes": ("RELEASENOTES", 4, 32)}
 """Each hand-written set: the benchmark's name for its file; the fewest sources its
 gold chunks span; how many questions it holds."""
+BUILT = {"squad-open": ("SQUAD_OPEN", 319, 10, 3, True)}
+"""Each set built from a published QA dataset: the benchmark's name for its file; how
+many questions it holds; passages per question; the fewest titles its gold passages
+span; whether an answer may open its gold passage (open-domain paragraphs often start
+with their subject, as ``hotpot-single``'s do)."""
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +102,66 @@ def test_hotpot_single_has_one_passage_holding_each_answer(bench: ModuleType) ->
         assert holding == [True], row["question_id"]
 
 
-@pytest.mark.parametrize("name", [*SETS, "hotpot-single", "pydocs"])
+@pytest.mark.parametrize("name", [*SETS, *BUILT, "hotpot-single", "pydocs"])
 def test_about_a_third_of_each_set_is_set_aside_and_both_halves_are_filled(
         bench: ModuleType, name: str) -> None:
     parts = [bench.part(row["question_id"]) for row in _rows(name)]
     aside = sum(p == ("aside",) for p in parts) / len(parts)
     assert 0.15 < aside < 0.5
     assert {p[-1] for p in parts} == {"aside", "dev-a", "dev-b"}
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_the_benchmark_reads_the_built_set_checked_here(bench: ModuleType, name: str) -> None:
+    assert getattr(bench, BUILT[name][0]) == ROOT / "benchmarks" / "data" / f"{name}-qa.jsonl"
+    assert bench.SETS[name][1] == ROOT / "benchmarks" / "data" / f"{name}-qa.jsonl"
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_set_holds_its_questions_each_with_one_gold_passage_and_titles(
+        name: str) -> None:
+    _, questions, passages, _, _ = BUILT[name]
+    rows = _rows(name)
+    assert len(rows) == questions
+    assert len({row["question_id"] for row in rows}) == len(rows)
+    assert all(len(row["contexts"]) == passages for row in rows)
+    assert all(sum(c["is_supporting"] for c in row["contexts"]) == 1 for row in rows)
+    assert all(c["title"].strip() for row in rows for c in row["contexts"])
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_sets_answer_is_in_its_gold_passage_and_in_no_distractor(
+        bench: ModuleType, name: str) -> None:
+    for row in _rows(name):
+        answer = bench.normalise(row["answers_objects"][0]["spans"][0])
+        holding = [c["is_supporting"] for c in row["contexts"]
+                   if answer in bench.normalise(c["paragraph_text"])]
+        assert holding == [True], row["question_id"]
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_sets_answer_is_no_yes_or_no_and_not_in_its_question(
+        bench: ModuleType, name: str) -> None:
+    for row in _rows(name):
+        answer = bench.normalise(row["answers_objects"][0]["spans"][0])
+        assert answer not in ("", "yes", "no"), row["question_id"]
+        assert answer not in bench.normalise(row["question_text"]), row["question_id"]
+
+
+@pytest.mark.parametrize("name", [name for name in BUILT if not BUILT[name][4]])
+def test_a_built_sets_answer_opens_no_gold_passage_unless_open_domain(
+        bench: ModuleType, name: str) -> None:
+    for row in _rows(name):
+        answer = bench.normalise(row["answers_objects"][0]["spans"][0])
+        gold = next(c for c in row["contexts"] if c["is_supporting"])
+        assert not bench.normalise(gold["paragraph_text"]).startswith(answer), row["question_id"]
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_sets_gold_passages_span_its_sources(name: str) -> None:
+    titles = {next(c["title"] for c in row["contexts"] if c["is_supporting"])
+              for row in _rows(name)}
+    assert len(titles) >= BUILT[name][3]
 
 
 def test_a_questions_part_depends_only_on_its_id(bench: ModuleType) -> None:
