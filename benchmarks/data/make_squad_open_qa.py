@@ -40,8 +40,9 @@ nine (from the hierarchy theorems to Ladner's theorem) and the last one (Blum,
 Cook, Karp), the paragraphs between them not read; the first 31 of *Southern
 California* (up to San Diego's business districts). Each paragraph's text is
 unchanged, with its answerable questions, their SQuAD ids and first gold
-answers; the unanswerable (``is_impossible``) questions were left out. This file, a derived work, is CC BY-SA 4.0 too. capsa
-was never tuned on these questions.
+answers; the unanswerable (``is_impossible``) questions were left out. This
+file, a derived work, is CC BY-SA 4.0 too. capsa was never tuned on these
+questions.
 
 Run: ``python benchmarks/data/make_squad_open_qa.py`` (reads the extract beside
 this file; writes ``squad-open-qa.jsonl`` beside this file). Deterministic.
