@@ -104,6 +104,7 @@ DOCSTRINGS_LONG = DATA / "docstrings-long-qa.jsonl"
 RELEASENOTES = DATA / "releasenotes-qa.jsonl"
 SQUAD_OPEN = DATA / "squad-open-qa.jsonl"
 COVID = DATA / "covid-qa.jsonl"
+TATQA = DATA / "tatqa-qa.jsonl"
 SETS: dict[str, tuple[str, Path]] = {
     "hotpotqa": (DATASET, Path(DATASET) / FILE),
     "pydocs": ("pydocs-qa", PYDOCS),
@@ -115,6 +116,7 @@ SETS: dict[str, tuple[str, Path]] = {
     "releasenotes": ("releasenotes-qa", RELEASENOTES),
     "squad-open": ("squad-open-qa", SQUAD_OPEN),
     "covid": ("covid-qa", COVID),
+    "tatqa": ("tatqa-qa", TATQA),
 }
 """Every set the run reports: its name and file (HotpotQA's under ``CAPSA_EVAL_DATA``)."""
 ASIDE_SHARE = 86

@@ -5,9 +5,10 @@ Medical text was the first gap in the development sets (issue 21). COVID-QA
 CORD-19 papers, each answer a span of the paper (often a clause or a whole
 sentence, so keeping the answer means keeping the sentence that says it). Each
 paper is cut into chunks of about 700 characters the way a splitter cuts them,
-without looking at the answers: sentences (a full stop, question or exclamation
-mark before a space and a capital, digit or bracket) are joined up to 700
-characters, and a chunk ends at a paragraph break once it has 300. The
+without looking at the answers (``qa_sets.sentence_spans``): sentences (a full
+stop, question or exclamation mark before a space and a capital, digit or
+bracket) are joined up to 700 characters, and a chunk ends at a paragraph
+break once it has 300. The
 metadata lines before the abstract (address, authors, date, DOI, licence) are
 not chunked; each chunk is titled with its paper's title. A question's gold
 chunk is the one that holds its answer span; its nine distractors are the
@@ -45,46 +46,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from qa_sets import TfIdf, normalise, row, write
+from qa_sets import TfIdf, normalise, row, sentence_spans, write
 
 HERE = Path(__file__).resolve().parent
 RAW = HERE / "raw" / "covid-qa-extract.jsonl"
 OUT = HERE / "covid-qa.jsonl"
 CUT = 8000
 """Each paper is copied to the end of the paragraph holding this character."""
-CHUNK_CHARS = 700
-MIN_CHUNK_CHARS = 300
 DISTRACTORS = 9
-_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z0-9(\[])")
 
 
 def chunk_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each chunk of `text`, from its abstract on; blind to any answer."""
+    """(start, end) of each chunk of a paper, from its abstract on; blind to any answer."""
     body = text.find("Abstract:")
     assert body != -1, text[:80]
-    units: list[tuple[int, int, bool]] = []  # sentence start, end, opens a paragraph
-    for paragraph in re.finditer(r"[^\n]+(?:\n(?!\n)[^\n]+)*", text[body:]):
-        start, begin = body + paragraph.start(), 0
-        for gap in _SENTENCE_END.finditer(paragraph.group()):
-            units.append((start + begin, start + gap.start(), begin == 0))
-            begin = gap.end()
-        units.append((start + begin, body + paragraph.end(), begin == 0))
-    spans: list[tuple[int, int]] = []
-    current: tuple[int, int] | None = None
-    for begin, end, opens in units:
-        if current is not None and (end - current[0] > CHUNK_CHARS or
-                                    (opens and current[1] - current[0] >= MIN_CHUNK_CHARS)):
-            spans.append(current)
-            current = None
-        current = (begin, end) if current is None else (current[0], end)
-    if current is not None:
-        spans.append(current)
-    return spans
+    return sentence_spans(text, body)
 
 
 def locate(text: str, answer: str, start: int) -> int:
