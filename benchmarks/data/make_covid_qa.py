@@ -28,10 +28,10 @@ repository ``deepset-ai/COVID-QA`` (commit
 2020). The annotations are Apache-2.0 (the dataset card of ``covid_qa_deepset``);
 each paper's text is under the licence its header names, CC BY for every paper
 used here (the builder refuses any other). ``raw/covid-qa-extract.jsonl`` is an
-extract copied by hand through a file reader: the file's papers in order, from
-the first, skipping those whose header names no Creative Commons licence (one,
-a JAMA viewpoint) and those with fewer than four questions answered in the
-part copied (two); of each paper, the text from its start to the end of the
+extract copied by hand through a file reader: of the file's first eleven
+papers, in order, all but the one whose header names no Creative Commons
+licence (a JAMA viewpoint, the eleventh) and the two with fewer than four
+questions answered in the part copied; of each paper, the text from its start to the end of the
 paragraph that holds character 8,000 (the whole paper if shorter), with the
 questions whose answer lies in that part: id, question, first answer and its
 offset, checked against the text (one offset in the source is one character
