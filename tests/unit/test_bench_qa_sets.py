@@ -2,16 +2,21 @@
 
 The hand-written sets (``licenses``, ``manpages``, ``docstrings``,
 ``docstrings-long``, ``releasenotes``) are built once by their ``make_*_qa.py``
-from text installed on the build machine and committed, and ``hotpot-single``
-from the shared HotpotQA file; this checks the committed rows with the
-benchmark's own normalisation, so a rebuild against other package versions
-cannot quietly give a question a second chunk that holds its answer, or an
-answer that a chunk's opening words, or the question itself, already give away.
+from text installed on the build machine and committed, ``hotpot-single``
+from the shared HotpotQA file, and the sets built from published QA data
+(``squad-open``, ``covid``, ``tatqa``) from the extracts in
+``benchmarks/data/raw``; this checks the committed rows with the benchmark's
+own normalisation, so a rebuild against other package versions or a recopied
+extract cannot quietly give a question a second chunk that holds its answer,
+or an answer that a chunk's opening words, or the question itself, already
+give away. The sentence chunker two builders share is checked on generated
+text.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -19,6 +24,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = {"licenses": ("LICENSES", 12, 48), "manpages": ("MANPAGES", 12, 48),
@@ -43,6 +50,16 @@ def bench() -> ModuleType:
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, spec.name, module)
         spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def qa_sets() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("capsa_bench_qa_sets",
+                                                  ROOT / "benchmarks" / "data" / "qa_sets.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -196,3 +213,23 @@ def test_a_run_reports_development_and_set_aside_parts_with_their_halves(
     assert parts["dev"]["questions"] + parts["aside"]["questions"] == 12
     assert parts["dev-a"]["questions"] + parts["dev-b"]["questions"] == parts["dev"]["questions"]
     assert set(parts["aside"]["methods"]) == {"capsa", "bm25-passages"}
+
+
+_WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
+_SENTENCES = st.lists(_WORDS, min_size=1, max_size=80).map(
+    lambda words: " ".join([words[0].capitalize(), *words[1:]]) + ".")
+_TEXTS = st.lists(st.lists(_SENTENCES, min_size=1, max_size=6).map(" ".join),
+                  min_size=1, max_size=8).map("\n\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TEXTS)
+def test_sentence_spans_cover_the_text_in_order_and_cut_only_at_sentence_ends(
+        qa_sets: ModuleType, text: str) -> None:
+    spans = qa_sets.sentence_spans(text)
+    assert all(a < b and text[a:b] == text[a:b].strip() for a, b in spans)
+    assert all(b <= c for (_, b), (c, _) in itertools.pairwise(spans))
+    assert " ".join(text[a:b] for a, b in spans).split() == text.split()
+    assert all(text[b - 1] == "." for _, b in spans)
+    assert all(b - a <= qa_sets.SENTENCE_CHUNK_CHARS or text[a:b].count(".") == 1
+               for a, b in spans)
