@@ -26,11 +26,11 @@ Source and licence: TAT-QA, ``dataset_raw/tatqa_dataset_dev.json`` in the
 public repository ``NExTplusplus/TAT-QA`` (commit
 ec12a30c26365ff05face6ffc431aaff9cb67c91); the dataset is CC BY 4.0 (its
 README), the repository's code MIT. ``raw/tatqa-extract.jsonl`` is an extract
-copied by hand through a file reader: of the first 41 items of the dev file,
-the 29 that have a question of answer type ``span``, from ``text`` or
+copied by hand through a file reader: of the first 45 items of the dev file,
+the 33 that have a question of answer type ``span``, from ``text`` or
 ``table-text``, whose answer occurs (normalised) in the item's paragraphs;
 each with its table id, all its paragraphs in order, and those questions (id,
-question, answer); tables and the other questions are left out. 59
+question, answer); tables and the other questions are left out. 65
 questions. This file, a derived work, is CC BY 4.0 too. capsa was never tuned
 on it.
 
