@@ -103,6 +103,9 @@ HOTPOT_SINGLE = DATA / "hotpot-single-qa.jsonl"
 DOCSTRINGS = DATA / "docstrings-qa.jsonl"
 DOCSTRINGS_LONG = DATA / "docstrings-long-qa.jsonl"
 RELEASENOTES = DATA / "releasenotes-qa.jsonl"
+SQUAD_OPEN = DATA / "squad-open-qa.jsonl"
+COVID = DATA / "covid-qa.jsonl"
+TATQA = DATA / "tatqa-qa.jsonl"
 SETS: dict[str, tuple[str, Path]] = {
     "hotpotqa": (DATASET, Path(DATASET) / FILE),
     "pydocs": ("pydocs-qa", PYDOCS),
@@ -112,6 +115,9 @@ SETS: dict[str, tuple[str, Path]] = {
     "docstrings": ("docstrings-qa", DOCSTRINGS),
     "docstrings-long": ("docstrings-long-qa", DOCSTRINGS_LONG),
     "releasenotes": ("releasenotes-qa", RELEASENOTES),
+    "squad-open": ("squad-open-qa", SQUAD_OPEN),
+    "covid": ("covid-qa", COVID),
+    "tatqa": ("tatqa-qa", TATQA),
 }
 """Every set the run reports: its name and file (HotpotQA's under ``CAPSA_EVAL_DATA``)."""
 ASIDE_SHARE = 86

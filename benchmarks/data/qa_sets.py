@@ -73,6 +73,41 @@ def merge(title: str, pieces: Iterable[str], size: int = CHUNK_CHARS) -> list[tu
     return out
 
 
+SENTENCE_CHUNK_CHARS = 700
+"""Sentence chunks grow up to this many characters (a longer sentence stays whole)."""
+SENTENCE_CHUNK_MIN_CHARS = 300
+"""A sentence chunk ends at a paragraph break once it holds this many characters."""
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z0-9(\[])")
+
+
+def sentence_spans(text: str, start: int = 0) -> list[tuple[int, int]]:
+    """(start, end) of each chunk of ``text[start:]``, cut the way a sentence splitter cuts.
+
+    Sentences (a full stop, question or exclamation mark before a space and a
+    capital, digit or bracket) are joined up to `SENTENCE_CHUNK_CHARS`, and a
+    chunk ends at a paragraph break (a blank line) once it holds
+    `SENTENCE_CHUNK_MIN_CHARS`. The cuts never look at any answer.
+    """
+    units: list[tuple[int, int, bool]] = []  # sentence start, end, opens a paragraph
+    for paragraph in re.finditer(r"[^\n]+(?:\n(?!\n)[^\n]+)*", text[start:]):
+        at, begin = start + paragraph.start(), 0
+        for gap in _SENTENCE_END.finditer(paragraph.group()):
+            units.append((at + begin, at + gap.start(), begin == 0))
+            begin = gap.end()
+        units.append((at + begin, start + paragraph.end(), begin == 0))
+    spans: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    for begin, end, opens in units:
+        if current is not None and (end - current[0] > SENTENCE_CHUNK_CHARS or (
+                opens and current[1] - current[0] >= SENTENCE_CHUNK_MIN_CHARS)):
+            spans.append(current)
+            current = None
+        current = (begin, end) if current is None else (current[0], end)
+    if current is not None:
+        spans.append(current)
+    return spans
+
+
 class TfIdf:
     """Plain TF-IDF cosine over the chunks (not capsa's scorer)."""
 

@@ -2,16 +2,21 @@
 
 The hand-written sets (``licenses``, ``manpages``, ``docstrings``,
 ``docstrings-long``, ``releasenotes``) are built once by their ``make_*_qa.py``
-from text installed on the build machine and committed, and ``hotpot-single``
-from the shared HotpotQA file; this checks the committed rows with the
-benchmark's own normalisation, so a rebuild against other package versions
-cannot quietly give a question a second chunk that holds its answer, or an
-answer that a chunk's opening words, or the question itself, already give away.
+from text installed on the build machine and committed, ``hotpot-single``
+from the shared HotpotQA file, and the sets built from published QA data
+(``squad-open``, ``covid``, ``tatqa``) from the extracts in
+``benchmarks/data/raw``; this checks the committed rows with the benchmark's
+own normalisation, so a rebuild against other package versions or a recopied
+extract cannot quietly give a question a second chunk that holds its answer,
+or an answer that a chunk's opening words, or the question itself, already
+give away. The sentence chunker two builders share is checked on generated
+text.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -19,6 +24,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = {"licenses": ("LICENSES", 12, 48), "manpages": ("MANPAGES", 12, 48),
@@ -26,6 +33,12 @@ SETS = {"licenses": ("LICENSES", 12, 48), "manpages": ("MANPAGES", 12, 48),
         "releasenotes": ("RELEASENOTES", 4, 32)}
 """Each hand-written set: the benchmark's name for its file; the fewest sources its
 gold chunks span; how many questions it holds."""
+BUILT = {"squad-open": ("SQUAD_OPEN", 319, 10, 3, True), "covid": ("COVID", 60, 10, 8, False),
+         "tatqa": ("TATQA", 62, 10, 20, False)}
+"""Each set built from a published QA dataset: the benchmark's name for its file; how
+many questions it holds; passages per question; the fewest titles its gold passages
+span; whether an answer may open its gold passage (open-domain paragraphs often start
+with their subject, as ``hotpot-single``'s do)."""
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +50,16 @@ def bench() -> ModuleType:
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, spec.name, module)
         spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def qa_sets() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("capsa_bench_qa_sets",
+                                                  ROOT / "benchmarks" / "data" / "qa_sets.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -97,13 +120,66 @@ def test_hotpot_single_has_one_passage_holding_each_answer(bench: ModuleType) ->
         assert holding == [True], row["question_id"]
 
 
-@pytest.mark.parametrize("name", [*SETS, "hotpot-single", "pydocs"])
+@pytest.mark.parametrize("name", [*SETS, *BUILT, "hotpot-single", "pydocs"])
 def test_about_a_third_of_each_set_is_set_aside_and_both_halves_are_filled(
         bench: ModuleType, name: str) -> None:
     parts = [bench.part(row["question_id"]) for row in _rows(name)]
     aside = sum(p == ("aside",) for p in parts) / len(parts)
     assert 0.15 < aside < 0.5
     assert {p[-1] for p in parts} == {"aside", "dev-a", "dev-b"}
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_the_benchmark_reads_the_built_set_checked_here(bench: ModuleType, name: str) -> None:
+    assert getattr(bench, BUILT[name][0]) == ROOT / "benchmarks" / "data" / f"{name}-qa.jsonl"
+    assert bench.SETS[name][1] == ROOT / "benchmarks" / "data" / f"{name}-qa.jsonl"
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_set_holds_its_questions_each_with_one_gold_passage_and_titles(
+        name: str) -> None:
+    _, questions, passages, _, _ = BUILT[name]
+    rows = _rows(name)
+    assert len(rows) == questions
+    assert len({row["question_id"] for row in rows}) == len(rows)
+    assert all(len(row["contexts"]) == passages for row in rows)
+    assert all(sum(c["is_supporting"] for c in row["contexts"]) == 1 for row in rows)
+    assert all(c["title"].strip() for row in rows for c in row["contexts"])
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_sets_answer_is_in_its_gold_passage_and_in_no_distractor(
+        bench: ModuleType, name: str) -> None:
+    for row in _rows(name):
+        answer = bench.normalise(row["answers_objects"][0]["spans"][0])
+        holding = [c["is_supporting"] for c in row["contexts"]
+                   if answer in bench.normalise(c["paragraph_text"])]
+        assert holding == [True], row["question_id"]
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_sets_answer_is_no_yes_or_no_and_not_in_its_question(
+        bench: ModuleType, name: str) -> None:
+    for row in _rows(name):
+        answer = bench.normalise(row["answers_objects"][0]["spans"][0])
+        assert answer not in ("", "yes", "no"), row["question_id"]
+        assert answer not in bench.normalise(row["question_text"]), row["question_id"]
+
+
+@pytest.mark.parametrize("name", [name for name in BUILT if not BUILT[name][4]])
+def test_a_built_sets_answer_opens_no_gold_passage_unless_open_domain(
+        bench: ModuleType, name: str) -> None:
+    for row in _rows(name):
+        answer = bench.normalise(row["answers_objects"][0]["spans"][0])
+        gold = next(c for c in row["contexts"] if c["is_supporting"])
+        assert not bench.normalise(gold["paragraph_text"]).startswith(answer), row["question_id"]
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_a_built_sets_gold_passages_span_its_sources(name: str) -> None:
+    titles = {next(c["title"] for c in row["contexts"] if c["is_supporting"])
+              for row in _rows(name)}
+    assert len(titles) >= BUILT[name][3]
 
 
 def test_a_questions_part_depends_only_on_its_id(bench: ModuleType) -> None:
@@ -137,3 +213,23 @@ def test_a_run_reports_development_and_set_aside_parts_with_their_halves(
     assert parts["dev"]["questions"] + parts["aside"]["questions"] == 12
     assert parts["dev-a"]["questions"] + parts["dev-b"]["questions"] == parts["dev"]["questions"]
     assert set(parts["aside"]["methods"]) == {"capsa", "bm25-passages"}
+
+
+_WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
+_SENTENCES = st.lists(_WORDS, min_size=1, max_size=80).map(
+    lambda words: " ".join([words[0].capitalize(), *words[1:]]) + ".")
+_TEXTS = st.lists(st.lists(_SENTENCES, min_size=1, max_size=6).map(" ".join),
+                  min_size=1, max_size=8).map("\n\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TEXTS)
+def test_sentence_spans_cover_the_text_in_order_and_cut_only_at_sentence_ends(
+        qa_sets: ModuleType, text: str) -> None:
+    spans = qa_sets.sentence_spans(text)
+    assert all(a < b and text[a:b] == text[a:b].strip() for a, b in spans)
+    assert all(b <= c for (_, b), (c, _) in itertools.pairwise(spans))
+    assert " ".join(text[a:b] for a, b in spans).split() == text.split()
+    assert all(text[b - 1] == "." for _, b in spans)
+    assert all(b - a <= qa_sets.SENTENCE_CHUNK_CHARS or text[a:b].count(".") == 1
+               for a, b in spans)
