@@ -296,3 +296,18 @@ def test_compressor_sends_no_more_than_its_budget_for_any_tokenizer(
     compressor = CapsaCompressor(budget=Budget(max_tokens=max_tokens), tokenizer=tokenizer)
     kept = compressor.compress_documents(documents(), QUERY)
     assert tokenizer(format_packet.invoke(kept)) <= max_tokens
+
+
+def test_a_wikipedia_url_source_is_read_as_its_passage_title() -> None:
+    # As WikipediaRetriever returns them: the subject is named only by the URL.
+    question = "Where was the 1956 film Tosca made?"
+    milan = Document(page_content="It was made in Milan. The cast sang in Italian.",
+                     metadata={"source": "https://en.wikipedia.org/wiki/Madama_Butterfly"})
+    rome = Document(page_content="It was made at the Cinecittà studios in Rome. "
+                                 "The cast sang in Italian.",
+                    metadata={"source": "https://en.wikipedia.org/wiki/Tosca_(1956_film)"})
+    kept = CapsaCompressor(budget=Budget(max_tokens=30)).compress_documents([milan, rome],
+                                                                            question)
+
+    assert [d.metadata["source"] for d in kept] == [rome.metadata["source"]]
+    assert "Rome" in kept[0].page_content
