@@ -8,6 +8,8 @@ the source's words (`source_words`) to the whole passage's score only.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from capsa.budget import Budget, EmbeddingScorer, Passage, pack
 from capsa.budget.relevance import source_words
@@ -84,3 +86,12 @@ def test_a_source_is_not_rendered_in_compact_markup_but_stays_on_the_receipt() -
     assert packet.compact
     assert "Tosca (1956 film)" not in packet.render()
     assert [r.source for r in packet.receipts if r.passage_id == "tosca"] == ["Tosca (1956 film)"]
+
+
+@given(st.text(max_size=200))
+def test_source_words_are_single_spaced_words_of_the_source(source: str) -> None:
+    words = source_words(source)
+
+    assert "_" not in words
+    assert words == " ".join(words.split())
+    assert "/" not in words or "://" in source  # a path keeps only its last name
