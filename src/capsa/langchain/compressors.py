@@ -237,10 +237,20 @@ def _unique_ids(documents: Sequence[Document]) -> list[str]:
 
 def _passage(document: Document, handle: str) -> Passage:
     score = document.metadata.get("relevance_score", document.metadata.get("score"))
-    return Passage(id=handle, text=document.page_content,
-                   source=source_name(document.metadata.get("source")),
+    return Passage(id=handle, text=document.page_content, source=_source(document.metadata),
                    page=page_of(document.metadata),
                    score=float(score) if isinstance(score, int | float) else None)
+
+
+def _source(metadata: dict[str, Any]) -> str | None:
+    """What a document is shown and scored under: its source's file name or URL, else its title.
+
+    The one rule for packing (`to_passages`) and rendering (`format_packet`),
+    so the prompt is the packet the budget was counted on.
+    """
+    title = metadata.get("title")
+    return source_name(metadata.get("source")) or (
+        title if isinstance(title, str) and title.strip() else None)
 
 
 def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
@@ -342,8 +352,8 @@ def _format_packet(documents: Sequence[Document]) -> str:
     for n, document in enumerate(documents):
         receipt = document.metadata.get(RECEIPT_KEY) or {}
         handle = document.metadata.get(HANDLE_KEY) or str(n + 1)
-        source = source_name(document.metadata.get("source"))
-        passage = Passage(id=str(handle), text=document.page_content, source=source,
+        passage = Passage(id=str(handle), text=document.page_content,
+                          source=_source(document.metadata),
                           page=page_of(document.metadata))
         group: Group = "attached" if receipt.get("group") == "attached" else "retrieved"
         excerpt = document.metadata.get(EXCERPT_KEY)

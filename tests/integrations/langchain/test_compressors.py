@@ -311,3 +311,19 @@ def test_a_wikipedia_url_source_is_read_as_its_passage_title() -> None:
 
     assert [d.metadata["source"] for d in kept] == [rome.metadata["source"]]
     assert "Rome" in kept[0].page_content
+
+
+def test_a_document_with_a_title_and_no_source_is_scored_and_shown_under_its_title() -> None:
+    question = "Where was the 1956 film Tosca made?"
+    milan = Document(page_content="It was made in Milan. The cast sang in Italian.",
+                     metadata={"title": "Madama Butterfly"})
+    rome = Document(page_content="It was made at the Cinecittà studios in Rome. "
+                                 "The cast sang in Italian.",
+                    metadata={"title": "Tosca (1956 film)"})
+    kept = CapsaCompressor(budget=Budget(max_tokens=30)).compress_documents([milan, rome],
+                                                                            question)
+    whole = CapsaCompressor(budget=Budget(max_tokens=400)).compress_documents([milan, rome],
+                                                                             question)
+
+    assert [d.metadata["title"] for d in kept] == ["Tosca (1956 film)"]
+    assert 'source="Tosca (1956 film)"' in format_packet.invoke(whole)

@@ -435,3 +435,20 @@ def test_postprocessor_sends_no_more_than_its_budget_for_any_tokenizer(
         retrieved, query_str="hotel cap")
     sent = "\n\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM) for n in kept)
     assert tokenizer(sent) <= max_tokens
+
+
+def test_a_node_named_only_by_its_title_is_scored_under_it() -> None:
+    # Nodes built in code, as many apps do: no file, a title in the metadata.
+    question = "Where was the 1956 film Tosca made?"
+    milan = TextNode(text="It was made in Milan. The cast sang in Italian.",
+                     metadata={"title": "Madama Butterfly"})
+    rome = TextNode(text="It was made at the Cinecittà studios in Rome. The cast sang in Italian.",
+                    metadata={"document_title": "Tosca (1956 film)"})
+    postprocessor = CapsaNodePostprocessor(budget=Budget(max_tokens=30))
+    kept = postprocessor.postprocess_nodes([NodeWithScore(node=milan, score=0.5),
+                                            NodeWithScore(node=rome, score=0.5)],
+                                           query_str=question)
+
+    assert [item.node.metadata.get("document_title") for item in kept] == ["Tosca (1956 film)"]
+    assert kept[0].node.metadata["capsa_receipt"]["source"] == "Tosca (1956 film)"
+    assert "Rome" in kept[0].node.get_content(metadata_mode=MetadataMode.NONE)
