@@ -233,3 +233,32 @@ def test_sentence_spans_cover_the_text_in_order_and_cut_only_at_sentence_ends(
     assert all(text[b - 1] == "." for _, b in spans)
     assert all(b - a <= qa_sets.SENTENCE_CHUNK_CHARS or text[a:b].count(".") == 1
                for a, b in spans)
+
+
+def test_a_run_of_several_sets_with_titles_ends_with_every_part_side_by_side(
+        bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench, "TITLES", False)  # main sets it; restored after the test
+    status = bench.main(["--dataset", "docstrings,squad-open", "--limit", "6", "--no-embeddings",
+                         "--no-scale", "--methods", "capsa,bm25-passages", "--titles",
+                         "--tag", "smoke"])
+    assert status == 0
+    overview = json.loads((tmp_path / "compression-all-titles-smoke.json").read_text("utf-8"))
+    assert set(overview["sets"]) == {"docstrings", "squad-open"}
+    for parts in overview["sets"].values():
+        assert set(parts) == {"dev", "aside"}
+        assert sum(part["questions"] for part in parts.values()) == 6
+        assert all(set(part["methods"]) == {"capsa", "bm25-passages"} for part in parts.values())
+        assert all(len(row["retention"]) == 3 for part in parts.values()
+                   for row in part["methods"].values())
+
+
+def test_with_titles_a_passage_ranker_reads_each_paragraph_under_its_title(
+        bench: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = bench.Question("q", "which river", "Rhine", ("It flows through Basel.", "Nothing."),
+                       (True, False), ("Rhine", ""))
+    monkeypatch.setattr(bench, "TITLES", True)
+    titled = bench.titled(q)
+    monkeypatch.setattr(bench, "TITLES", False)
+    assert titled == ("Rhine\nIt flows through Basel.", "Nothing.")
+    assert bench.titled(q) == q.paragraphs
