@@ -1,6 +1,6 @@
 """Answer retention at budget: capsa.budget against the usual ways to fit a window.
 
-Data: four question sets with gold answers. HotpotQA distractor questions
+Data: eleven question sets with gold answers. HotpotQA distractor questions
 (``hotpotqa-distractor-500``, see its README): multi-hop, Wikipedia prose, ten
 paragraphs each. ``pydocs-qa`` (``benchmarks/data``, built by
 ``make_pydocs_qa.py``): 45 single-hop questions written against the Python
@@ -17,7 +17,9 @@ Four more (``benchmarks/data/README.md`` lists every set with its source and
 licence): ``hotpot-single`` (HotpotQA recast as single-hop: the answering
 paragraph and nine TF-IDF-close paragraphs of the pool), ``docstrings`` and
 ``docstrings-long`` (stdlib docstrings, chunks of 500 and 1,500 characters)
-and ``releasenotes`` (support questions over NEWS files).
+and ``releasenotes`` (support questions over NEWS files); ``squad-open`` (SQuAD
+questions over titled Wikipedia paragraphs), ``covid`` (COVID-QA, biomedical
+papers) and ``tatqa`` (TAT-QA, annual reports), ten passages a question.
 Every set is reported on its development part and its set-aside part
 (`part`: a hash of the question id), and the development part's two halves
 side by side, whose difference is the noise a rule change must beat.
@@ -33,7 +35,7 @@ tags and ``…`` markers included: that is what the model pays for. The baseline
 are charged for their plain text only (no separators, no tags), which favours
 them. Retention is checked on the kept text without capsa's tags, so an id or a
 marker attribute can never match an answer by accident. Paragraph titles are
-not given to any method.
+given to no method, unless ``--titles`` (`TITLES`) gives them to every method.
 
 Methods:
 - ``capsa``: `capsa.budget.pack` with its defaults (lexical scorer, no model);
@@ -51,17 +53,21 @@ Methods:
   LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
 
 Run: ``python benchmarks/compression.py [--dataset NAME|all] [--methods a,b]
-[--limit N] [--tokenizer cl100k] [--no-embeddings] [--embedding-cache DIR]``. Writes
+[--limit N] [--tokenizer cl100k] [--no-embeddings] [--embedding-cache DIR]
+[--titles] [--tag T]``. Writes
 ``benchmarks/results/compression.json`` (HotpotQA), ``compression-pydocs.json``,
 ``compression-licenses.json``, ``compression-manpages.json`` and one
 ``compression-NAME.json`` for each further set and, with
 matplotlib, a ``.png`` beside each
-(``-cl100k`` added for cl100k). Times are CPU time of one thread (torch is
-held to one thread), so a busy machine does not inflate them: ``p50 ms`` per
+(``-cl100k`` added for cl100k, ``-titles`` for ``--titles``), and for several
+sets ``compression-all.json``, every set's parts side by side (`overview`).
+Times are CPU time of one thread (torch is held to one thread), which a busy
+machine inflates far less than wall time: ``p50 ms`` per
 question and budget, ``q p50`` and ``q p95`` per question over all three
 budgets, which is what an application packing for several budgets or
-receivers pays (each method keeps its own embedding cache, so a text is
-embedded once per question); capsa's goal is under 5 ms. Before the questions,
+receivers pays (each method keeps its own embedding cache for the whole run,
+so a text is embedded once, and a passage several questions share costs only
+the first); capsa's goal is under 5 ms. Before the questions,
 one document (the Python manual, repeated to 2.3 MB) is packed into 4,000
 tokens at three sizes, the least CPU time of three runs each, against a 1 s
 goal (``compression-scale.json``; ``--no-scale`` skips it). The HotpotQA
@@ -307,20 +313,7 @@ _STOP = frozenset({
 
 def bm25_sentences(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
     sentences = _sentences(q)
-    docs = [[w for w in _WORD.findall(s.lower()) if w not in _STOP] for _, s in sentences]
-    query = {w for w in _WORD.findall(q.text.lower()) if w not in _STOP}
-    average = sum(len(d) for d in docs) / max(len(docs), 1) or 1.0
-    frequency = Counter(w for d in docs for w in set(d))
-    scores = []
-    for doc in docs:
-        tf = Counter(doc)
-        score = 0.0
-        for word in query:
-            if tf[word]:
-                weight = math.log(1 + (len(docs) - frequency[word] + 0.5) / (frequency[word] + 0.5))
-                norm = 1.2 * (0.25 + 0.75 * len(doc) / average)
-                score += weight * tf[word] * 2.2 / (tf[word] + norm)
-        scores.append(score)
+    scores = _bm25_scores(q.text, [s for _, s in sentences])
     order = sorted(range(len(sentences)), key=lambda k: (-scores[k], k))
     return _pick(sentences, order, budget, count)
 

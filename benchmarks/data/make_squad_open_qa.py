@@ -50,11 +50,10 @@ this file; writes ``squad-open-qa.jsonl`` beside this file). Deterministic.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from qa_sets import TfIdf, normalise, row, write
+from qa_sets import TfIdf, normalise, row, ten_passages, write
 
 HERE = Path(__file__).resolve().parent
 RAW = HERE / "raw" / "squad-dev-extract.jsonl"
@@ -75,16 +74,10 @@ def main() -> int:
                 skipped += 1
                 continue
             cosine = tfidf.similarity(question)
-            distractors = sorted((k for k in range(len(corpus)) if gold not in normalised[k]),
-                                 key=lambda k: (-cosine(k), k))[:DISTRACTORS]
-            if len(distractors) < DISTRACTORS:
+            found = ten_passages(corpus, normalised, gold, best, cosine, squad_id, DISTRACTORS)
+            if len(found) < DISTRACTORS + 1:
                 skipped += 1
                 continue
-            chosen = [best, *distractors]
-            # A seeded order that does not depend on the row's position in the file.
-            chosen.sort(key=lambda k: hashlib.sha256(f"{squad_id}|{k}".encode()).hexdigest())
-            found = [{"id": str(i), "title": corpus[k][0], "paragraph_text": corpus[k][1],
-                      "is_supporting": k == best} for i, k in enumerate(chosen)]
             rows.append(row(f"squad-open-{squad_id}", question, answer, found))
     write(rows, OUT)
     print(f"wrote {len(rows)} questions over {len(corpus)} paragraphs to {OUT} "

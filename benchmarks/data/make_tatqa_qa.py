@@ -40,13 +40,12 @@ file; writes ``tatqa-qa.jsonl`` beside this file). Deterministic.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from qa_sets import TfIdf, normalise, row, sentence_spans, write
+from qa_sets import TfIdf, normalise, row, sentence_spans, ten_passages, write
 
 HERE = Path(__file__).resolve().parent
 RAW = HERE / "raw" / "tatqa-extract.jsonl"
@@ -85,13 +84,7 @@ def main() -> int:
         if normalised[best].startswith(gold):
             skipped["answer opens its gold chunk"] += 1
             continue
-        distractors = sorted((k for k in range(len(corpus)) if gold not in normalised[k]),
-                             key=lambda k: (-cosine(k), k))[:DISTRACTORS]
-        chosen = [best, *distractors]
-        # A seeded order that does not depend on the row's position in the file.
-        chosen.sort(key=lambda k: hashlib.sha256(f"{qid}|{k}".encode()).hexdigest())
-        found = [{"id": str(i), "title": corpus[k][0], "paragraph_text": corpus[k][1],
-                  "is_supporting": k == best} for i, k in enumerate(chosen)]
+        found = ten_passages(corpus, normalised, gold, best, cosine, qid, DISTRACTORS)
         rows.append(row(f"tatqa-{qid}", question.strip(), answer.strip(), found))
     write(rows, OUT)
     print(f"wrote {len(rows)} questions over {len(corpus)} chunks of {len(items)} items "

@@ -8,6 +8,7 @@ format (the HotpotQA file's fields) are built here, the same way for every set.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -138,6 +139,23 @@ def contexts(corpus: Sequence[tuple[str, str]], normalised: Sequence[str], gold:
     random.Random(seed).shuffle(chosen)
     return [{"id": str(i), "title": corpus[k][0], "paragraph_text": corpus[k][1],
              "is_supporting": k == best_gold} for i, k in enumerate(chosen)]
+
+
+def ten_passages(corpus: Sequence[tuple[str, str]], normalised: Sequence[str], gold: str,
+                 best: int, cosine: Callable[[int], float], key: str,
+                 distractors: int = 9) -> list[dict[str, Any]]:
+    """The gold passage and the `distractors` closest passages that lack the answer, as contexts.
+
+    Closest by `cosine` (plain TF-IDF, never capsa's scorer); ordered by a hash
+    of `key` (the question's id) and each passage's index, so the order never
+    depends on the row's position in the file. Fewer than `distractors` when
+    the pool has fewer passages without the answer: the caller decides.
+    """
+    chosen = [best, *sorted((k for k in range(len(corpus)) if gold not in normalised[k]),
+                            key=lambda k: (-cosine(k), k))[:distractors]]
+    chosen.sort(key=lambda k: hashlib.sha256(f"{key}|{k}".encode()).hexdigest())
+    return [{"id": str(i), "title": corpus[k][0], "paragraph_text": corpus[k][1],
+             "is_supporting": k == best} for i, k in enumerate(chosen)]
 
 
 def rows_for(prefix: str, corpus: Sequence[tuple[str, str]],

@@ -59,6 +59,7 @@ __all__ = [
     "render_document",
     "render_packet",
     "render_passages",
+    "source_label",
     "source_name",
     "truncation_marker",
 ]
@@ -111,6 +112,27 @@ def source_name(source: object) -> str | None:
     if "://" in text:
         return text
     return text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or text
+
+
+def source_label(source: object, title: object = None) -> str | None:
+    """What a framework's document is shown and scored under: its source, else its title.
+
+    The source by `source_name` (a path by its file name); a document with no
+    source (one built in code) by its title, when that is a non-blank string.
+    The adapters' one rule, so LangChain and LlamaIndex name documents alike.
+
+    Examples:
+        >>> source_label("/srv/data/q3.pdf", "Q3 report")
+        'q3.pdf'
+        >>> source_label(None, "Tosca (1956 film)")
+        'Tosca (1956 film)'
+        >>> source_label(None, "  ") is None
+        True
+    """
+    name = source_name(source)
+    if name:
+        return name
+    return title if isinstance(title, str) and title.strip() else None
 
 
 def truncation_marker(shown: int, total: int, *, compact: bool = False) -> str:

@@ -47,7 +47,7 @@ from capsa.budget import (
     pack,
     plan_window,
 )
-from capsa.budget.render import Excerpt, render_passages, source_name
+from capsa.budget.render import Excerpt, render_passages, source_label
 from capsa.budget.window import warn_if_empty
 from capsa.guard.shapes import page_of
 
@@ -243,14 +243,9 @@ def _passage(document: Document, handle: str) -> Passage:
 
 
 def _source(metadata: dict[str, Any]) -> str | None:
-    """What a document is shown and scored under: its source's file name or URL, else its title.
-
-    The one rule for packing (`to_passages`) and rendering (`format_packet`),
-    so the prompt is the packet the budget was counted on.
-    """
-    title = metadata.get("title")
-    return source_name(metadata.get("source")) or (
-        title if isinstance(title, str) and title.strip() else None)
+    """The one rule for packing (`to_passages`) and rendering (`format_packet`),
+    so the prompt is the packet the budget was counted on."""
+    return source_label(metadata.get("source"), metadata.get("title"))
 
 
 def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:

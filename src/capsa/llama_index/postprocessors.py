@@ -39,7 +39,7 @@ from capsa.budget import (
     pack,
     plan_window,
 )
-from capsa.budget.render import Layout, source_name
+from capsa.budget.render import Layout, source_label
 from capsa.budget.window import warn_if_empty
 from capsa.guard.shapes import page_of
 
@@ -276,17 +276,11 @@ def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
         metadata = item.node.metadata
         passages.append(Passage(
             id=ident, text=item.node.get_content(metadata_mode=MetadataMode.NONE),
-            source=source_name(metadata.get("file_name") or metadata.get("source"))
-            or _title(metadata),
+            source=source_label(metadata.get("file_name") or metadata.get("source"),
+                                metadata.get("title") or metadata.get("document_title")),
             score=item.score, page=page_of(metadata),
         ))
     return passages
-
-
-def _title(metadata: dict[str, Any]) -> str | None:
-    """A node's title, for a node with no file or source: what its passage is scored under."""
-    title = metadata.get("title") or metadata.get("document_title")
-    return title if isinstance(title, str) and title.strip() else None
 
 
 def _to_nodes(packet: Packet, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
