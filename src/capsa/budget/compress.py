@@ -73,6 +73,7 @@ from capsa.budget.render import (
     truncation_marker,
 )
 from capsa.budget.sentences import split_sentences
+from capsa.budget.static import StaticScorer
 from capsa.budget.tokens import Tokenizer, estimate_tokens
 
 _PASSAGE_WEIGHT = 0.3
@@ -296,6 +297,13 @@ def prepare(
         whole = [terms + analyze(heading) if heading else terms for terms, heading in zip(
             _passage_terms(inputs, spans, separated, analysed), headings, strict=True)]
         passage_scores = _normalise(scorer.score_terms(idf(query_terms, whole), whole))
+    elif type(scorer) is StaticScorer:  # the same scores, from the words already held
+        ranges, start = [], 0
+        for doc_spans in spans:
+            ranges.append(range(start, start + len(doc_spans)))
+            start += len(doc_spans)
+        unit_raw, passage_raw = scorer.score_prepared(query, words, analysed, ranges, headings)
+        unit_scores, passage_scores = _normalise(unit_raw), _normalise(passage_raw)
     else:
         unit_scores = _normalise(scores_of(scorer, query, texts))
         passage_scores = _passage_scores(scorer, query, inputs, spans, headings)

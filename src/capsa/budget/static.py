@@ -137,42 +137,105 @@ class StaticScorer(BaseModel):
         return self._score(query, [tuple(itertools.chain.from_iterable(map(_content_words, group)))
                                    for group in sentences])
 
+    def score_prepared(self, query: str, sentences: Sequence[tuple[str, ...]],
+                       terms: Sequence[tuple[str, ...]], passages: Sequence[range],
+                       headings: Sequence[str]) -> tuple[list[float], list[float]]:
+        """`score` of every sentence and `score_passages` of every passage, in one pass.
+
+        The packer (`capsa.budget.compress.prepare`) already holds each sentence's
+        lower-cased words and their terms; this reuses them instead of reading
+        every sentence again, and finds each passage's closest words from its
+        sentences' (a maximum over a passage is the maximum over its sentences
+        and its heading), so every word's cosines are computed once. The scores
+        are those `score` and `score_passages` return.
+
+        Args:
+            query: the question.
+            sentences: each sentence's lower-cased words, stop words included.
+            terms: each sentence's `analyze` terms, from those words.
+            passages: the sentences of each passage, as a range of indices.
+            headings: each passage's heading (`source_words`), "" for none;
+                read as its first sentence, as `score_passages` reads it.
+        """
+        model = _load(self.path)
+        content = [tuple([w for w in words if w not in _STOPWORDS]) for words in sentences]
+        heads = [_content_words(heading) if heading else () for heading in headings]
+        head_terms = [terms_of(words) for words in heads]
+        whole = [tuple(itertools.chain(head, *terms[span.start:span.stop]))
+                 for head, span in zip(head_terms, passages, strict=True)]
+        query_terms = set(analyze_query(query))
+        exact_sentences = self._exact(query_terms, terms)
+        exact_passages = self._exact(query_terms, whole)
+        asked = self._asked(query)
+        if self.strength == 0.0 or not asked or not (sentences or passages):
+            return exact_sentences, exact_passages
+        import numpy as np
+
+        best = self._best(model, list(asked), [*content, *heads])
+        count = len(content)
+        by_passage = best[:, count:].copy()  # the headings' own, then each passage's sentences'
+        for n, span in enumerate(passages):
+            if span:
+                by_passage[:, n] = np.maximum(by_passage[:, n],
+                                              best[:, span.start:span.stop].max(axis=1))
+        targets = set(asked.values())
+        return ([e + c for e, c in zip(exact_sentences, self._credit(
+                    best[:, :count], asked, idf(targets, terms), terms), strict=True)],
+                [e + c for e, c in zip(exact_passages, self._credit(
+                    by_passage, asked, idf(targets, whole), whole), strict=True)])
+
     def _score(self, query: str, words: Sequence[tuple[str, ...]]) -> list[float]:
         if not words:
             return []
         model = _load(self.path)
         docs = [terms_of(text_words) for text_words in words]  # analyze(text), from its words
-        query_terms = set(analyze_query(query))
-        exact = (self.lexical.score_terms(idf(query_terms, docs), docs) if query_terms
-                 else [0.0] * len(words))  # what self.lexical.score(query, texts) returns
-        asked = {word: terms[0] for word in _content_words(_HOW_TO.sub(r"\1", query))
-                 if (terms := terms_of([word]))}
+        exact = self._exact(set(analyze_query(query)), docs)
+        asked = self._asked(query)
         if self.strength == 0.0 or not asked:
             return exact
-        weights = idf(set(asked.values()), docs)
-        return [e + s for e, s in zip(exact, self._credit(model, asked, weights, docs, words),
-                                      strict=True)]
+        best = self._best(model, list(asked), words)
+        credit = self._credit(best, asked, idf(set(asked.values()), docs), docs)
+        return [e + s for e, s in zip(exact, credit, strict=True)]
 
-    def _credit(self, model: _StaticModel, asked: dict[str, str], weights: dict[str, float],
-                docs: Sequence[Sequence[str]], words: Sequence[Sequence[str]]) -> list[float]:
-        """Each text's credit for the query words it lacks but holds a stand-in for."""
+    def _exact(self, query_terms: set[str], docs: Sequence[Sequence[str]]) -> list[float]:
+        """What ``self.lexical.score(query, texts)`` returns, from the texts' terms."""
+        if not query_terms:
+            return [0.0] * len(docs)
+        return self.lexical.score_terms(idf(query_terms, docs), docs)
+
+    @staticmethod
+    def _asked(query: str) -> dict[str, str]:
+        """The query's content words, each with its term (words with none left out)."""
+        return {word: terms[0] for word in _content_words(_HOW_TO.sub(r"\1", query))
+                if (terms := terms_of([word]))}
+
+    @staticmethod
+    def _best(model: _StaticModel, query_words: Sequence[str],
+              words: Sequence[Sequence[str]]) -> npt.NDArray[np.float32]:
+        """For each query word and text, the highest cosine of a word the text holds (0 if none)."""
         import numpy as np
 
         lengths = np.fromiter(map(len, words), dtype=np.intp, count=len(words))
         held = lengths > 0
+        best = np.zeros((len(query_words), len(words)), dtype=np.float32)
         if not held.any():
-            return [0.0] * len(docs)
-        query_words = list(asked)
+            return best
         table, rows = model.rows([*query_words, *itertools.chain.from_iterable(words)])
         held_words = table[rows[len(query_words):]]
         # one matrix-vector product per query word: a small matrix-matrix product
         # costs more, since BLAS starts its threads for it
         cosines = np.stack([held_words @ table[row] for row in rows[:len(query_words)]])
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[held]
-        best = np.zeros((len(query_words), len(docs)), dtype=np.float32)
         best[:, held] = np.maximum.reduceat(cosines, starts, axis=1)
+        return best
+
+    def _credit(self, best: npt.NDArray[np.float32], asked: dict[str, str],
+                weights: dict[str, float], docs: Sequence[Sequence[str]]) -> list[float]:
+        """Each text's credit for the query words it lacks but holds a stand-in for."""
+        import numpy as np
+
         credit = np.clip((best - self.threshold) / (1.0 - self.threshold), 0.0, None)
-        terms = [asked[word] for word in query_words]
+        terms = list(asked.values())
         candidates = np.nonzero(credit)
         exact = [n for n, (row, column) in enumerate(zip(*map(list, candidates), strict=True))
                  if terms[row] in docs[column]]  # a word the text holds is BM25's, not a stand-in's
