@@ -230,6 +230,10 @@ class Prepared:
     bodies: dict[tuple[object, ...], Body] = field(default_factory=dict, repr=False,
                                                    compare=False)
     """Memo of bodies built for a choice (see `capsa.budget.pack`), bounded as `counts`."""
+    variants: dict[tuple[object, ...], Prepared] = field(default_factory=dict, repr=False,
+                                                        compare=False)
+    """Memo of this input as laid out for a budget's markup (see `capsa.budget.pack`):
+    few (one per set of the options that shape it), and the same for every budget."""
 
     def count(self, text: str) -> int:
         """`tokenizer(text)`, remembered: tokenizers are deterministic, and bodies recur.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from capsa import telemetry
@@ -183,7 +183,7 @@ def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Pack
 
 
 def _pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
-    prepared = _with_markup(_spared(prepared, budget), budget)
+    prepared = _with_markup(prepared, budget)
     ceiling = budget.max_tokens
     empty = prepared.tokenizer("")
     if empty > ceiling:
@@ -252,25 +252,25 @@ def _spared(prepared: Prepared, budget: Budget) -> Prepared:
 
 
 def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
-    """The inputs laid out as `Budget.markup` says; a framework's frames stay as they are.
+    """The inputs with the top passage spared (`_spared`) and laid out as `Budget.markup` says.
 
     ``auto`` writes compact documents when the inputs do not all fit whole in
     tags, leaving out what the relevance floor would drop anyway: then
     sentences must be left out, and every token of markup is one of evidence.
     For the same reason a compact packet ends a cut passage with the bare
     ``<truncated/>`` (four tokens, not twelve), unless `Budget.mark_excerpts`
-    asks for the numbers.
+    asks for the numbers. A framework's frames stay as they are.
+
+    Each layout is worked out once per prepared input (`Prepared.variants`):
+    packing one retrieval for several budgets lays it out the same way.
     """
-    layout = prepared.layout
-    if layout.frames is not None:
-        return prepared
-    tagged = _relayout(prepared, TAGGED)
-    if budget.mark_excerpts:
-        longest = max((len(d.passage.text) for d in (*tagged.attached, *tagged.retrieved)),
-                      default=0)
-        tagged = replace(tagged, excerpt=tagged.count(f' shown="{longest}/{longest}"'))
+    strict, marked, shape = budget.strict_floor, budget.mark_excerpts, budget.shape
+    tagged = _variant(prepared, ("tagged", strict, marked),
+                      lambda: _tagged(_spared(prepared, budget), marked))
+    if prepared.layout.frames is not None:
+        return tagged
     if budget.markup == "auto":
-        ceiling, shape = budget.max_tokens, budget.shape
+        ceiling = budget.max_tokens
         attached = _demand(tagged, tagged.attached, "attached", shape)
         retrieved = _demand(tagged, tagged.retrieved, "retrieved", shape)
         if attached + retrieved > ceiling:
@@ -282,13 +282,40 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
         compact = budget.markup == "compact"
     if not compact:
         return tagged
+    return _variant(prepared, ("compact", strict, marked, shape == "features"),
+                    lambda: _compacted(tagged, budget))
+
+
+def _variant(prepared: Prepared, key: tuple[object, ...],
+             make: Callable[[], Prepared]) -> Prepared:
+    """`make()`, remembered on `prepared` under `key` (`Prepared.variants`)."""
+    found = prepared.variants.get(key)
+    if found is None:
+        found = prepared.variants[key] = make()
+    return found
+
+
+def _tagged(prepared: Prepared, marked: bool) -> Prepared:
+    """`prepared` in tags, planned with the longest ``shown="…"`` where excerpts are marked."""
+    if prepared.layout.frames is not None:
+        return prepared
+    tagged = _relayout(prepared, TAGGED)
+    if marked:
+        longest = max((len(d.passage.text) for d in (*tagged.attached, *tagged.retrieved)),
+                      default=0)
+        tagged = replace(tagged, excerpt=tagged.count(f' shown="{longest}/{longest}"'))
+    return tagged
+
+
+def _compacted(tagged: Prepared, budget: Budget) -> Prepared:
+    """`tagged` in compact documents."""
     # A compact document runs to the next line, so the newline after each body is
     # paid where the body ends. The layout prices it as after a tag (free in
     # `estimate_tokens`); after a trailing "…" a tokenizer may charge it, and the
     # container's closing newline is then the last body's, so it is counted there.
     # Planned so, a packet seldom needs measuring twice. (A feature list's body
     # ends in its own newline.)
-    count = prepared.count
+    count = tagged.count
     trail = 0 if budget.shape == "features" else max(
         (count(f"{ELLIPSIS}\n") - count(ELLIPSIS)) - (count(">\n") - count(">")), 0)
     compacted = _relayout(tagged, COMPACT)
