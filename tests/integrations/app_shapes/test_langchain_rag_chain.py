@@ -222,6 +222,16 @@ def test_duplicate_and_missing_ids_are_reported_under_distinct_names() -> None:
     assert sorted(d.metadata["capsa_handle"] for d in kept) == ["1", "2", "3"]
 
 
+def test_a_fallback_name_never_takes_another_documents_real_id() -> None:
+    documents = [Document(id="x", page_content="The hotel cap is EUR 165."),
+                 Document(id="x", page_content="The hotel cap in London is EUR 230."),
+                 Document(id="1", page_content="The hotel cap in Paris is EUR 210.")]
+    kept = compressed(RunnableLambda(lambda q: documents), max_tokens=500).invoke("hotel cap")
+    named = {d.metadata["capsa_receipt"]["passage_id"]: d.page_content for d in kept}
+    assert len(named) == 3
+    assert named["1"] == "The hotel cap in Paris is EUR 210."  # the document whose id is "1"
+
+
 def test_five_hundred_documents_are_packed_and_every_one_accounted_for() -> None:
     topics = ["hotel cap", "rail class", "meal allowance", "internet stipend", "taxi receipts"]
     documents = [Document(page_content=f"Rule {n}: the {topics[n % 5]} is EUR {n}. "
