@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -147,3 +148,22 @@ def test_stateless_agent_leaves_the_callers_history_as_it_was() -> None:
     # LangGraph's add_messages gives the caller's messages ids in place; capsa adds nothing.
     assert [(type(m), m.content) for m in history] == before
     assert len(out["messages"]) == len(history) + 3 and out["capsa_ledger"]
+
+
+@pytest.mark.parametrize("metadata", [
+    {"title": ["Travel", "Policy"]},
+    {"title": 2024},
+    {"collection": 7},
+    {"collection": {"name": "policies"}},
+    {"source": {"bucket": "s3", "key": "travel.pdf"}, "title": None},
+], ids=["list-title", "int-title", "int-collection", "dict-collection", "dict-source"])
+def test_search_over_documents_with_non_string_labels_succeeds(metadata: dict[str, Any]) -> None:
+    documents = [Document(page_content="The nightly hotel cap in London is EUR 230.",
+                          metadata=metadata)]
+    before = copy.deepcopy(documents)
+    model = ScriptedModel(messages=iter(script(["hotel cap"])))
+    out = agent_for(search_over(documents), model).invoke(
+        {"messages": [HumanMessage(QUESTIONS[0])]})
+    [returned] = tool_returns(out["messages"])
+    assert returned.status == "success" and "EUR 230" in returned.content
+    assert documents == before

@@ -81,8 +81,10 @@ async def memories() -> AsyncIterator[Callable[..., Memory]]:
             await engine.dispose()
 
 
-def chat_engine(mode: str, memory: Memory) -> tuple[Any, PromptKeepingLLM]:
-    index = VectorStoreIndex.from_documents(documents(), embed_model=MockEmbedding(embed_dim=8))
+def chat_engine(mode: str, memory: Memory, corpus: list[Document] | None = None
+                ) -> tuple[Any, PromptKeepingLLM]:
+    index = VectorStoreIndex.from_documents(corpus or documents(),
+                                            embed_model=MockEmbedding(embed_dim=8))
     llm = PromptKeepingLLM(max_tokens=4)
     post = CapsaNodePostprocessor(budget=Budget(max_tokens=MAX_TOKENS))
     engine = index.as_chat_engine(chat_mode=mode, llm=llm, memory=memory,
@@ -135,3 +137,21 @@ def test_chat_engine_leaves_the_indexs_nodes_alone(memories: Callable[..., Memor
     for turn in TURNS:
         engine.chat(turn)
     assert engine._retriever._index.docstore.docs == stored
+
+
+@pytest.mark.parametrize("metadata", [
+    {"title": ["Travel", "Policy"]},
+    {"title": 2024, "file_name": None},
+    {"collection": 7},
+    {"collection": {"name": "policies"}},
+], ids=["list-title", "int-title", "int-collection", "dict-collection"])
+def test_recording_a_turn_over_nodes_with_non_string_labels_succeeds(
+        metadata: dict[str, Any], memories: Callable[..., Memory]) -> None:
+    block = CitationCapsuleBlock()
+    engine, llm = chat_engine("context", memories(session_id="s", memory_blocks=[block]),
+                              [Document(id_="travel", metadata=metadata,
+                                        text="The nightly hotel cap in London is EUR 230.")])
+    response = engine.chat(TURNS[0])
+    block.record(response, cited=[response.source_nodes[0].node.node_id])
+    engine.chat(TURNS[1])
+    assert "EUR 230" in llm.last_prompt.split("<cited_evidence>")[1]
