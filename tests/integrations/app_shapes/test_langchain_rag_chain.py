@@ -17,6 +17,7 @@ from uuid import UUID
 
 import pytest
 from langchain_classic.retrievers import ContextualCompressionRetriever, EnsembleRetriever
+from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -27,6 +28,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from capsa.budget import Budget, estimate_tokens
 from capsa.langchain import BudgetedRetriever, CapsaCompressor, format_packet
@@ -199,6 +201,24 @@ def test_compressor_takes_any_json_metadata_without_changing_it(metadata: dict[s
     assert "EUR 230" in context and estimate_tokens(context) <= MAX_TOKENS
     assert repr(documents) == repr(before)  # NaN != NaN, so compare the reprs
     assert_accounted(recorder.reports[0], retrieved=2)
+
+
+def test_a_splitter_then_the_compressor_in_a_compressor_pipeline() -> None:
+    documents = [Document(id="handbook", metadata={"source": "/srv/handbook.pdf", "rev": None},
+                          page_content="Trains are booked in standard class. " * 20
+                          + "In London the hotel cap is EUR 230. " + "Taxis need a receipt. " * 20)]
+    before = copy.deepcopy(documents)
+    pipeline = DocumentCompressorPipeline(transformers=[
+        RecursiveCharacterTextSplitter(chunk_size=200, chunk_overlap=20),
+        CapsaCompressor(budget=Budget(max_tokens=MAX_TOKENS))])
+    retriever = ContextualCompressionRetriever(base_compressor=pipeline,
+                                               base_retriever=RunnableLambda(lambda q: documents))
+    recorder = Recorder()
+    rag_chain(retriever).invoke(QUESTIONS[0], config={"callbacks": [recorder]})
+    [context] = recorder.contexts()
+    assert "EUR 230" in context and estimate_tokens(context) <= MAX_TOKENS
+    assert recorder.reports and len(recorder.reports[0]["receipts"]) > 5  # one per chunk
+    assert documents == before
 
 
 def test_every_document_empty_reaches_the_model_as_no_context_and_says_why() -> None:
