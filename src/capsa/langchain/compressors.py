@@ -223,12 +223,18 @@ def to_passages(documents: Sequence[Document]) -> list[Passage]:
 
 
 def _unique_ids(documents: Sequence[Document]) -> list[str]:
-    """Each document's id when unique, else its position."""
+    """Each document's id when it is the first to carry it, else its position.
+
+    A position never stands in for a document when another document's real id
+    is that number: a report naming ``"1"`` must mean the document whose id is
+    ``"1"``, not the second of two documents sharing another id.
+    """
+    taken = {document.id for document in documents if document.id}
     seen: set[str] = set()
     ids = []
     for n, document in enumerate(documents):
         ident = document.id if document.id and document.id not in seen else str(n)
-        while ident in seen:
+        while ident in seen or (ident != document.id and ident in taken):
             ident = f"{ident}#{n}"
         seen.add(ident)
         ids.append(ident)
