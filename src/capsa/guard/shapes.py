@@ -27,7 +27,7 @@ Examples:
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -36,7 +36,8 @@ from capsa.guard.elements import Element, table_cells
 from capsa.guard.extract import Extracted
 from capsa.guard.sniff import media_type_for_name
 
-__all__ = ["SHAPES", "DocumentPart", "Shape", "check_shape", "document_parts", "page_of"]
+__all__ = ["SHAPES", "DocumentPart", "Shape", "check_shape", "document_parts", "label_of",
+           "page_of", "refs_of"]
 
 Shape = Literal["file", "page", "element"]
 """One document per file (the default), per page, or per element."""
@@ -114,6 +115,38 @@ def page_of(metadata: Mapping[str, Any]) -> str | None:
         if text:
             return text
     return None
+
+
+def label_of(value: object) -> str | None:
+    """A metadata value as a title or collection name: text or a number, else None.
+
+    Metadata is whatever a loader or the application wrote; a list or a dict
+    there (``"title": ["Travel", "Policy"]``) names nothing a model could be
+    shown, and must not make a whole retrieval fail.
+
+    Examples:
+        >>> label_of("Travel policy"), label_of(2024), label_of(["a"]), label_of("  ")
+        ('Travel policy', '2024', None, None)
+    """
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def refs_of(value: object) -> tuple[str, ...]:
+    """A metadata value as picture references: one string is one reference, not its letters.
+
+    Examples:
+        >>> refs_of("fig-1.png"), refs_of(["a.png", 3, None]), refs_of(None)
+        (('fig-1.png',), ('a.png', '3'), ())
+    """
+    if isinstance(value, str):
+        return (value,) if value.strip() else ()
+    if isinstance(value, Iterable) and not isinstance(value, bytes | Mapping):
+        return tuple(label for item in value if (label := label_of(item)) is not None)
+    return ()
 
 
 def _element_id(item: Extracted, index: int) -> str:

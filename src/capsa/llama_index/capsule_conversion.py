@@ -44,7 +44,7 @@ from capsa.capsule import (
     parse_evidence,
 )
 from capsa.capsule.compaction import LOW_WATER
-from capsa.guard.shapes import page_of
+from capsa.guard.shapes import label_of, page_of, refs_of
 
 __all__ = [
     "WHOLE_EVIDENCE_KEY",
@@ -127,26 +127,12 @@ def evidence(node: NodeWithScore, collection: str | None = None) -> Evidence:
         chunk_id=inner.node_id,
         content=inner.get_content(metadata_mode=MetadataMode.NONE),
         document_id=str(inner.ref_doc_id or meta.get("document_id") or uri or inner.node_id),
-        title=_label(meta.get("title")) or _label(meta.get("file_name")),
+        title=label_of(meta.get("title")) or label_of(meta.get("file_name")),
         uri=str(uri) if uri else None,
-        collection=_label(meta.get("collection")) or collection,
-        picture_refs=tuple(meta.get("picture_refs") or ()),
+        collection=label_of(meta.get("collection")) or collection,
+        picture_refs=refs_of(meta.get("picture_refs")),
         page=page_of(meta),
     )
-
-
-def _label(value: object) -> str | None:
-    """A metadata value as a chunk's title or collection: text or a number, else None.
-
-    Metadata is whatever the loader or the application wrote; a list or a dict
-    there (``"title": ["Travel", "Policy"]``) names nothing the model could be
-    shown, and must not make the whole retrieval fail.
-    """
-    if isinstance(value, str):
-        return value if value.strip() else None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return None
 
 
 def _part(block: ContentBlock) -> Part:

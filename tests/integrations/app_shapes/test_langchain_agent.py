@@ -167,3 +167,12 @@ def test_search_over_documents_with_non_string_labels_succeeds(metadata: dict[st
     [returned] = tool_returns(out["messages"])
     assert returned.status == "success" and "EUR 230" in returned.content
     assert documents == before
+
+
+def test_one_picture_reference_given_as_text_is_one_reference() -> None:
+    from capsa.langchain.capsule_conversion import evidence_of
+
+    found = evidence_of(Document(page_content="See the floor plan.",
+                                 metadata={"picture_refs": "fig-1.png", "title": 7}))
+    assert found is not None
+    assert found.picture_refs == ("fig-1.png",) and found.title == "7"

@@ -155,3 +155,12 @@ def test_recording_a_turn_over_nodes_with_non_string_labels_succeeds(
     block.record(response, cited=[response.source_nodes[0].node.node_id])
     engine.chat(TURNS[1])
     assert "EUR 230" in llm.last_prompt.split("<cited_evidence>")[1]
+
+
+def test_one_picture_reference_given_as_text_is_one_reference() -> None:
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from capsa.llama_index.capsule_conversion import evidence
+
+    node = TextNode(text="See the floor plan.", metadata={"picture_refs": "fig-1.png"})
+    assert evidence(NodeWithScore(node=node, score=0.5)).picture_refs == ("fig-1.png",)
