@@ -1001,6 +1001,124 @@ def _flock_hold(args: dict[str, Any]) -> dict[str, Any]:
     return {"open": "ok", "flock": result}
 
 
+# ------------------------------------------------------------ red team (test_redteam.py)
+
+
+_CLONE3_NR = {"x86_64": 435, "aarch64": 435}.get(platform.machine())
+_CAPGET_NR = {"x86_64": 125, "aarch64": 90}.get(platform.machine())
+_CLONE_NR = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
+_NAMESPACE_FLAGS = {"user": 0x10000000, "mount": 0x00020000, "net": 0x40000000,
+                    "pid": 0x20000000, "ipc": 0x08000000, "uts": 0x04000000,
+                    "cgroup": 0x02000000}
+
+
+class _CloneArgs(ctypes.Structure):
+    """``struct clone_args`` (version 2, 88 bytes): clone3 reads its flags from memory."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack", "stack_size",
+        "tls", "set_tid", "set_tid_size", "cgroup")]
+
+
+_REPORT_FD = [-1]
+"""Where `_new_process_reports` writes (set just before each clone call)."""
+
+
+def _new_process_reports() -> None:
+    """In a process a clone call just made: its uid and effective capabilities, then exit."""
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, itself
+    data = (ctypes.c_uint32 * 6)()
+    if _CAPGET_NR is not None:
+        _libc.syscall(ctypes.c_long(_CAPGET_NR), ctypes.byref(header), ctypes.byref(data))
+    os.write(_REPORT_FD[0], f"ok:uid={os.getuid()} caps={data[3]:x}{data[0]:08x}".encode())
+    os._exit(0)
+
+
+def _made_by(call: Callable[[], int]) -> str:
+    """Run a raw clone call; what the process it made reported, or the errno."""
+    read_fd, write_fd = os.pipe()
+    _REPORT_FD[0] = write_fd
+    ctypes.set_errno(0)
+    pid = call()
+    if pid == 0:
+        _new_process_reports()
+    result = _err() if pid < 0 else ""
+    os.close(write_fd)
+    if pid > 0:
+        result = os.read(read_fd, 200).decode("ascii", "replace") or "ok:made, said nothing"
+        os.waitpid(pid, 0)
+    os.close(read_fd)
+    return result
+
+
+def _clone3(flags: int) -> str:
+    if _CLONE3_NR is None:
+        return "absent: no clone3 number for this architecture"
+    args = _CloneArgs(flags=flags, exit_signal=signal.SIGCHLD)
+    return _made_by(lambda: int(_libc.syscall(ctypes.c_long(_CLONE3_NR), ctypes.byref(args),
+                                              ctypes.c_size_t(ctypes.sizeof(args)))))
+
+
+def _clone3_of(flags: int) -> Callable[[], str]:
+    return lambda: _clone3(flags)
+
+
+def _clone(flags: int) -> str:
+    if _CLONE_NR is None:
+        return "absent: no clone number for this architecture"
+    return _made_by(lambda: int(_libc.syscall(ctypes.c_long(_CLONE_NR),
+                                              ctypes.c_ulong(flags | signal.SIGCHLD),
+                                              None, None, None, None)))
+
+
+def _thread_starts() -> str:
+    import threading
+
+    ran: list[str] = []
+    thread = threading.Thread(target=lambda: ran.append("ok"))
+    thread.start()
+    thread.join(5)
+    return ran[0] if ran else "the thread never ran"
+
+
+def _subprocess_runs() -> str:
+    import subprocess
+
+    return f"exit {subprocess.run(['/bin/true'], check=False, timeout=10).returncode}"
+
+
+def _clone3_namespaces(args: dict[str, Any]) -> dict[str, Any]:
+    """Make namespaces through ``clone3``, whose flags a seccomp filter cannot read.
+
+    The legacy ``clone`` with the same flags is the control: its flags are an
+    argument the filter checks. A process made in a new user namespace holds
+    every capability there. Last, a thread and a subprocess, which glibc starts
+    with ``clone3`` first and ``clone`` when ``clone3`` is not there.
+    """
+    every = 0
+    for flag in _NAMESPACE_FLAGS.values():
+        every |= flag
+    attempts: dict[str, Callable[[], str]] = {
+        "clone_user": lambda: _clone(_NAMESPACE_FLAGS["user"]),
+        "clone3_plain": lambda: _clone3(0),
+        "clone3_user_and_every_namespace": lambda: _clone3(every),
+        "thread": _thread_starts,
+        "subprocess": _subprocess_runs,
+    }
+    attempts.update({f"clone3_{name}": _clone3_of(flag)
+                     for name, flag in _NAMESPACE_FLAGS.items()})
+    return {key: _contained(attempt) for key, attempt in attempts.items()}
+
+
+def _read_paths(args: dict[str, Any]) -> dict[str, Any]:
+    """Read each of `paths`: ``"ok:<first bytes>"`` or the errno."""
+    report: dict[str, Any] = {}
+    for path in args["paths"]:
+        data = _read_file(str(path), 200)
+        report[path] = _err() if data is None else "ok:" + data.decode("utf-8", "replace")
+    return report
+
+
 _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "echo_marker": _echo_marker,
     "scan_self": _scan_self,
@@ -1026,6 +1144,8 @@ _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "reply_fill": _reply_fill,
     "reply_hold": _reply_hold,
     "flock_hold": _flock_hold,
+    "clone3_namespaces": _clone3_namespaces,
+    "read_paths": _read_paths,
 }
 """Every attack `BoxAttackExtractor` runs, by the name a payload gives."""
 

@@ -16,7 +16,8 @@ requests.
 
 A refused call fails with ``EPERM``; a call on no list fails with
 ``ENOSYS``, which libc and Python treat as "not supported here" and route
-around (``clone3`` falls back to ``clone``, whose flags the filter can read).
+around. ``clone3`` is answered so although parsers make it (`_FALL_BACK`): it
+falls back to ``clone``, whose flags the filter can read.
 A syscall from a foreign ABI (x32, or a 32-bit call on a 64-bit kernel)
 kills the process, because the numbers below would not mean what they say.
 
@@ -106,6 +107,15 @@ _HARMLESS: frozenset[str] = frozenset({
 })
 """Calls a recording can miss that reach nothing beyond the child: allowed with the recording."""
 
+_FALL_BACK: frozenset[str] = frozenset({"clone3"})
+"""Calls parsers make that are answered ``ENOSYS`` all the same, recorded or not.
+
+``clone3`` reads its flags from memory, where a filter cannot look, so allowing it
+would allow every namespace ``clone`` is refused (a new user namespace holds every
+capability). glibc 2.34+ tries ``clone3`` first and, on ``ENOSYS`` (never on
+``EPERM``), makes the same thread or process with ``clone``, whose flags the filter
+checks."""
+
 _ARGUMENT_RULES: dict[str, tuple[int, ...]] = {
     # name: the arguments that must be 0, naming the caller itself
     "prlimit64": (0,),
@@ -155,12 +165,13 @@ def allowed(*, unix_listen: bool = False) -> frozenset[str]:
     Examples:
         >>> {"read", "mmap", "execve"} <= allowed()
         True
-        >>> sorted({"socket", "sendto", "inotify_init1", "setsid"} & allowed())
+        >>> sorted({"socket", "sendto", "inotify_init1", "setsid", "clone3"} & allowed())
         []
     """
     wanted = _recorded_syscalls.RECORDED | frozenset(_recorded_syscalls.ALWAYS_NEEDED) \
         | _HARMLESS
-    base = frozenset(wanted - REFUSED) | frozenset(_ARGUMENT_RULES) | {"clone", "ioctl"}
+    base = frozenset(wanted - REFUSED - _FALL_BACK) | frozenset(_ARGUMENT_RULES) \
+        | {"clone", "ioctl"}
     return base | _LISTEN_ONLY | {"socket"} if unix_listen else base
 
 
