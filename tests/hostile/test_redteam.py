@@ -167,8 +167,9 @@ def editable_project(tmp_path: Path) -> Path:
 
 def test_an_editable_projects_root_is_not_readable_beyond_what_imports(
         editable_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The child may read every directory on the worker's sys.path, whole: for an
-    # editable flat-layout install that is the project root, .env and .git included.
+    # The child reads only what imports from a sys.path entry outside the interpreter:
+    # for an editable flat-layout install that entry is the project root, .env and
+    # .git included.
     monkeypatch.setattr(sys, "path", [*sys.path, str(editable_project)])
     roots = layers.interpreter_roots()
     assert _beneath(editable_project / "app" / "views.py", roots)  # still importable

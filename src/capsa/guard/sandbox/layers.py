@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.machinery
 import os
 import sys
 import sysconfig
@@ -206,20 +207,68 @@ _SYSTEM_READ = (
 
 
 def interpreter_roots() -> list[str]:
-    """Directories the interpreter and its installed packages live in.
+    """Directories the interpreter and its installed packages live in, and what else imports.
 
     Taken from the worker's own `sys.path` (``python -I``: no current
     directory, no ``PYTHONPATH``), so the application's working directory is
-    never among them; an editable install's source directory is, because a
-    ``.pth`` file put it there.
+    never among them. An entry inside the interpreter's own directories is
+    read whole. An entry outside them is an editable install's source
+    directory, which a ``.pth`` file put there: of it only what imports is
+    read (`_importable`), because for a flat layout (hatchling, Poetry, PDM,
+    ``setup.py develop``) it is the project's root, with its ``.env``, its
+    ``.git`` and its configuration beside the package.
     """
-    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable))}
-    roots.update(p for p in sysconfig.get_paths().values() if p)
-    roots.update(p for p in sys.path if p)
+    installed = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+                 os.path.dirname(os.path.realpath(sys.executable))}
+    installed.update(p for p in sysconfig.get_paths().values() if p)
+    inside = {os.path.realpath(p) for p in installed if os.path.exists(p)}
+    roots = set(installed)
+    for entry in filter(None, sys.path):
+        real = os.path.realpath(entry)
+        if os.path.isdir(real) and not _beneath(real, inside):
+            roots.update(_importable(real))
+        else:
+            roots.add(entry)
     resolved = {os.path.realpath(p) for p in roots if os.path.exists(p)}
     resolved |= {p for p in roots if os.path.exists(p)}
     return _outermost(resolved)
+
+
+def _importable(directory: str) -> list[str]:
+    """What `import` can load from `directory`: its packages and its top-level modules.
+
+    A package is a directory named as a module that holds Python files (with
+    or without ``__init__.py``); a module is a file with an import suffix. Hidden
+    entries, data directories and every other file (``.env``, ``config/``,
+    ``secrets.toml``) are left out.
+    """
+    suffixes = tuple(importlib.machinery.all_suffixes())
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return found
+    for entry in entries:
+        name = entry.name
+        if name.startswith("."):
+            continue
+        if entry.is_dir():
+            if name.isidentifier() and _holds_python(entry.path, suffixes):
+                found.append(entry.path)
+        elif name.endswith(suffixes) and name.split(".", 1)[0].isidentifier():
+            found.append(entry.path)
+    return found
+
+
+def _holds_python(directory: str, suffixes: tuple[str, ...]) -> bool:
+    try:
+        return any(name.endswith(suffixes) for name in os.listdir(directory))
+    except OSError:
+        return False
+
+
+def _beneath(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:
