@@ -178,3 +178,18 @@ def test_an_editable_projects_root_is_not_readable_beyond_what_imports(
                                   "secrets.toml") if _beneath(editable_project / name, roots)]
     assert readable == [], f"a parse child may read {readable} under {editable_project}"
 
+
+
+def test_tessdata_prefix_opens_only_a_directory_of_models(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # TESSDATA_PREFIX comes from the host's environment: "/" must not become a read root
+    monkeypatch.setenv("TESSDATA_PREFIX", "/")
+    assert "/" not in layers.data_roots()
+    models = tmp_path / "share" / "tessdata"
+    models.mkdir(parents=True)
+    (models / "eng.traineddata").write_bytes(b"model")
+    (tmp_path / "share" / "secret.txt").write_text("x")
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path / "share"))
+    roots = layers.data_roots()
+    assert _beneath(models / "eng.traineddata", roots)
+    assert not _beneath(tmp_path / "share" / "secret.txt", roots)

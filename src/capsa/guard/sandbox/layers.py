@@ -283,10 +283,29 @@ def _outermost(paths: Iterable[str]) -> list[str]:
 def data_roots() -> list[str]:
     """System libraries and data parsers read (tessdata included)."""
     roots = list(_SYSTEM_READ)
-    tessdata = os.environ.get("TESSDATA_PREFIX")
+    tessdata = _tessdata(os.environ.get("TESSDATA_PREFIX", ""))
     if tessdata:
         roots.append(tessdata)
     return _outermost(p for p in roots if os.path.exists(p))
+
+
+def _tessdata(prefix: str) -> str | None:
+    """The directory of Tesseract's models that ``TESSDATA_PREFIX`` names, or None.
+
+    Only a directory holding ``.traineddata`` files (the prefix or its
+    ``tessdata``) is read: the variable comes from the host's environment, and
+    ``TESSDATA_PREFIX=/`` must not open the whole disk to a parser.
+    """
+    if not prefix:
+        return None
+    for candidate in (prefix, os.path.join(prefix, "tessdata")):
+        try:
+            names = os.listdir(candidate)
+        except OSError:
+            continue
+        if any(name.endswith(".traineddata") for name in names):
+            return candidate
+    return None
 
 
 def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
