@@ -1,6 +1,6 @@
 """Answer retention at budget: capsa.budget against the usual ways to fit a window.
 
-Data: eleven question sets with gold answers. HotpotQA distractor questions
+Data: fourteen question sets with gold answers. HotpotQA distractor questions
 (``hotpotqa-distractor-500``, see its README): multi-hop, Wikipedia prose, ten
 paragraphs each. ``pydocs-qa`` (``benchmarks/data``, built by
 ``make_pydocs_qa.py``): 45 single-hop questions written against the Python
@@ -19,7 +19,11 @@ paragraph and nine TF-IDF-close paragraphs of the pool), ``docstrings`` and
 ``docstrings-long`` (stdlib docstrings, chunks of 500 and 1,500 characters)
 and ``releasenotes`` (support questions over NEWS files); ``squad-open`` (SQuAD
 questions over titled Wikipedia paragraphs), ``covid`` (COVID-QA, biomedical
-papers) and ``tatqa`` (TAT-QA, annual reports), ten passages a question.
+papers) and ``tatqa`` (TAT-QA, annual reports), ten passages a question;
+and ``hotpot-single-windows``, ``squad-open-windows`` and ``covid-windows``
+(``make_windows_qa.py``): three of those sets' paragraphs re-cut into 80-word
+windows that open and close mid-sentence, as DPR's passages and plain token
+splitters do.
 Every set is reported on its development part and its set-aside part
 (`part`: a hash of the question id), and the development part's two halves
 side by side, whose difference is the noise a rule change must beat.
@@ -112,6 +116,9 @@ RELEASENOTES = DATA / "releasenotes-qa.jsonl"
 SQUAD_OPEN = DATA / "squad-open-qa.jsonl"
 COVID = DATA / "covid-qa.jsonl"
 TATQA = DATA / "tatqa-qa.jsonl"
+HOTPOT_SINGLE_WINDOWS = DATA / "hotpot-single-windows-qa.jsonl"
+SQUAD_OPEN_WINDOWS = DATA / "squad-open-windows-qa.jsonl"
+COVID_WINDOWS = DATA / "covid-windows-qa.jsonl"
 SETS: dict[str, tuple[str, Path]] = {
     "hotpotqa": (DATASET, Path(DATASET) / FILE),
     "pydocs": ("pydocs-qa", PYDOCS),
@@ -124,6 +131,9 @@ SETS: dict[str, tuple[str, Path]] = {
     "squad-open": ("squad-open-qa", SQUAD_OPEN),
     "covid": ("covid-qa", COVID),
     "tatqa": ("tatqa-qa", TATQA),
+    "hotpot-single-windows": ("hotpot-single-windows-qa", HOTPOT_SINGLE_WINDOWS),
+    "squad-open-windows": ("squad-open-windows-qa", SQUAD_OPEN_WINDOWS),
+    "covid-windows": ("covid-windows-qa", COVID_WINDOWS),
 }
 """Every set the run reports: its name and file (HotpotQA's under ``CAPSA_EVAL_DATA``)."""
 ASIDE_SHARE = 86
@@ -791,6 +801,7 @@ def overview(reports: dict[str, dict[str, Any]], suffix: str) -> None:
                     for name in methods if name in part_summary["methods"]}}
     print("\nevery set: answer retention at 10 / 25 / 50 % (q p50 ms: CPU a question, three "
           "budgets)")
+    width = max(map(len, table), default=0) + 2
     for name in methods:
         print(f"\n{name}")
         for key, parts in table.items():
@@ -799,7 +810,7 @@ def overview(reports: dict[str, dict[str, Any]], suffix: str) -> None:
                 if row is None:
                     continue
                 cells = " / ".join(f"{r:5.1f}" for r in row["retention"])
-                print(f"  {key:<18}{part_name:<6}({cell['questions']:>3} q)  {cells}"
+                print(f"  {key:<{width}}{part_name:<6}({cell['questions']:>3} q)  {cells}"
                       f"   {row['question_p50_ms']:8.2f} ms")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"compression-all{suffix}.json").write_text(json.dumps(

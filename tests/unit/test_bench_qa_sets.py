@@ -34,7 +34,10 @@ SETS = {"licenses": ("LICENSES", 12, 48), "manpages": ("MANPAGES", 12, 48),
 """Each hand-written set: the benchmark's name for its file; the fewest sources its
 gold chunks span; how many questions it holds."""
 BUILT = {"squad-open": ("SQUAD_OPEN", 319, 10, 3, True), "covid": ("COVID", 60, 10, 8, False),
-         "tatqa": ("TATQA", 62, 10, 20, False)}
+         "tatqa": ("TATQA", 62, 10, 20, False),
+         "hotpot-single-windows": ("HOTPOT_SINGLE_WINDOWS", 244, 10, 200, True),
+         "squad-open-windows": ("SQUAD_OPEN_WINDOWS", 297, 10, 3, True),
+         "covid-windows": ("COVID_WINDOWS", 58, 10, 8, True)}
 """Each set built from a published QA dataset: the benchmark's name for its file; how
 many questions it holds; passages per question; the fewest titles its gold passages
 span; whether an answer may open its gold passage (open-domain paragraphs often start
@@ -262,3 +265,24 @@ def test_with_titles_a_passage_ranker_reads_each_paragraph_under_its_title(
     monkeypatch.setattr(bench, "TITLES", False)
     assert titled == ("Rhine\nIt flows through Basel.", "Nothing.")
     assert bench.titled(q) == q.paragraphs
+
+
+@pytest.mark.parametrize("name", ["hotpot-single", "squad-open", "covid"])
+def test_a_windows_set_is_its_source_recut_into_windows_of_eighty_words(name: str) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "capsa_bench_make_windows", ROOT / "benchmarks" / "data" / "make_windows_qa.py")
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(ROOT / "benchmarks" / "data"))
+        spec.loader.exec_module(builder)
+    sources = {row["question_id"]: row for row in _rows(name)}
+    built = _rows(f"{name}-windows")
+    assert {row["question_id"] for row in built} <= set(sources)
+    for row in built:
+        assert builder.recut(sources[row["question_id"]]) == row
+        paragraphs = " ".join(" ".join(c["paragraph_text"].split())
+                              for c in sources[row["question_id"]]["contexts"])
+        for context in row["contexts"]:
+            assert len(context["paragraph_text"].split()) <= builder.WORDS
+            assert context["paragraph_text"] in paragraphs
