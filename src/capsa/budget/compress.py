@@ -15,8 +15,8 @@ kept. The utility of a sentence is
   instead of repeating its easiest part: on multi-hop questions the second hop
   shares few terms with the question;
 - *passage prior*: the scorer's score for the whole passage (normalised), read
-  under its source's words (`capsa.budget.relevance.source_words`: a title, a
-  file's or URL's name), plus the retriever's own score (min-max normalised),
+  under its source's words and its title (`capsa.budget.relevance.heading_words`:
+  a title, a file's or URL's name), plus the retriever's own score (min-max normalised),
   each weighted;
 - *lead bonus*: a small bonus for a passage's first sentence, which usually
   says what the passage is about;
@@ -58,11 +58,11 @@ from capsa.budget.relevance import (
     Scorer,
     analyze,
     analyze_query,
+    heading_words,
     idf,
     mend,
     passage_scores_of,
     scores_of,
-    source_words,
     terms_of,
 )
 from capsa.budget.render import (
@@ -295,7 +295,7 @@ def prepare(
     weights = idf(query_terms, analysed) if texts else {}
     separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
                                                                           strict=True)]
-    headings = [source_words(p.source) for _, p in inputs]
+    headings = [heading_words(p.source, p.title) for _, p in inputs]
     if type(scorer) is LexicalScorer:  # what score() would compute, from terms already held
         unit_scores = _normalise(scorer.score_terms(weights, analysed))
         whole = [terms + analyze(heading) if heading else terms for terms, heading in zip(
@@ -400,7 +400,7 @@ def _passage_terms(inputs: Sequence[tuple[Group, Passage]],
 def _passage_scores(scorer: Scorer, query: str, inputs: Sequence[tuple[Group, Passage]],
                     spans: Sequence[Sequence[tuple[int, int]]],
                     headings: Sequence[str]) -> list[float]:
-    """Whole passages' scores, each read under its heading (`source_words`) when it has one."""
+    """Whole passages' scores, each read under its heading (`heading_words`) when it has one."""
     grouped = [[heading] * bool(heading) + [p.text[s:e] for s, e in doc_spans]
                for (_, p), doc_spans, heading in zip(inputs, spans, headings, strict=True)]
     texts = [f"{heading}\n{p.text}" if heading else p.text
@@ -598,14 +598,20 @@ class _State:
         self.dense = (_DENSE_BONUS if shape == "passages" and budget < _DENSE_BELOW * inputs
                       else 0.0)
         """What `utility` adds for a passage already opened (`_DENSE_BONUS`), or 0."""
+        self.floor, self.lifted = floor, lifted
         # `utility` with nothing covered yet, written out: novelty is 1 for every sentence
-        self.entries = [(-(unit.relevance + doc.prior + (lead if k == 0 else 0.0)), n, k, 0)
+        self.entries = [(-(doc.units[k].relevance + doc.prior + (lead if k == 0 else 0.0)),
+                         n, k, 0)
                         for n, doc in enumerate(docs) if n not in self.irrelevant
-                        for k, unit in enumerate(doc.units)
-                        if floor is None or n in lifted or unit.relevance > floor
-                        or (k == 0 and doc.linked > floor)]
+                        for k in range(len(doc.units)) if self.eligible(n, k)]
         self.heap = list(self.entries)
         heapq.heapify(self.heap)
+
+    def eligible(self, n: int, k: int) -> bool:
+        """Whether sentence `k` of passage `n` may be chosen for its own sake: above the floor."""
+        floor, doc = self.floor, self.docs[n]
+        return (floor is None or n in self.lifted or doc.units[k].relevance > floor
+                or (k == 0 and doc.linked > floor))
 
     def utility(self, n: int, k: int) -> float:
         doc = self.docs[n]
@@ -686,22 +692,22 @@ class _State:
         `_DENSE_REACH` sentences has only the neighbours of each kept sentence
         pushed (its others are re-scored when the heap reaches them), which
         keeps a large document's packing linear. Like `complete`, this reaches
-        sentences at or below the relevance floor too: they are chosen for
-        their passage's sake, beside the evidence, not their own.
+        sentences at or below the relevance floor too, but only those beside a
+        kept sentence: they are chosen for their passage's sake, beside the
+        evidence, never apart from it (an irrelevant last sentence after a
+        ``…`` is filler).
         """
         kept, units = self.kept[n], len(self.docs[n].units)
+        whole = units <= _DENSE_REACH
         if not opened:
             self.version += 1  # the passage's other queued sentences are now worth more
-            if units <= _DENSE_REACH:
-                others: Sequence[int] = range(units)
-            else:
-                others = (k - 1, k + 1)
-        elif units <= _DENSE_REACH:
-            return  # every sentence was pushed when the passage was opened
-        else:
-            others = (k - 1, k + 1)
+        others: Sequence[int] = range(units) if whole and not opened else (k - 1, k + 1)
         for j in others:
-            if 0 <= j < units and j not in kept:
+            if not 0 <= j < units or j in kept:
+                continue
+            # above the floor: queued here unless it was when its passage was opened;
+            # at or below it: only beside what is kept, never apart from it
+            if not (whole and opened) if self.eligible(n, j) else abs(j - k) == 1:
                 heapq.heappush(self.heap, (-self.utility(n, j), n, j, self.version))
 
     def added_cost(self, doc: Doc, kept: set[int], k: int) -> int:

@@ -151,13 +151,13 @@ def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequen
     (or retrying with a smaller one) segments, counts and scores it once. The cache
     holds at most `_PREPARED_SIZE` inputs and, but for the newest, `_PREPARED_CHARS`.
 
-    The key is the query, every input's id, text, source and score, the layout,
+    The key is the query, every input's id, text, source, title and score, the layout,
     and the very counter and scorer objects the caller passed (held by the cache,
     so their ids cannot be reused), so a hit is exactly what `prepare` would return.
     """
     key = (query, id(counter), id(scorer), repr(layout),
-           tuple((p.id, p.text, p.source, p.score) for p in attachments),
-           tuple((p.id, p.text, p.source, p.score) for p in passages))
+           tuple((p.id, p.text, p.source, p.title, p.score) for p in attachments),
+           tuple((p.id, p.text, p.source, p.title, p.score) for p in passages))
     with _PREPARED_LOCK:
         hit = _PREPARED.get(key)
         if hit is not None and hit[0] is counter and hit[1] is scorer:

@@ -82,6 +82,11 @@ class Passage(BaseModel):
     (tagged markup) and kept on its receipt. Its words are also read with the whole
     passage when passages are scored (`capsa.budget.relevance.source_words`), as a
     retriever scores a passage under its title."""
+    title: str | None = None
+    """What its document is titled (a web page's ``<title>``, a report's title), when the
+    source does not say it: read with the whole passage when passages are scored, as
+    `source` is, and never rendered. A page at ``https://example.com/p/8412`` titled
+    "Resetting the router" is scored under both."""
     score: float | None = None
     """The retriever's score, higher meaning more relevant; combined with capsa's own."""
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -120,6 +120,26 @@ def source_words(source: str | None) -> str:
     return " ".join(text.replace("_", " ").split())
 
 
+def heading_words(source: str | None, title: str | None = None) -> str:
+    """What a passage is scored under: its `source_words`, and its title when that adds words.
+
+    Examples:
+        >>> heading_words("https://example.com/p/8412", "Resetting the router")
+        'Resetting the router (8412)'
+        >>> heading_words("Tosca (1956 film)", "Tosca (1956 film)")
+        'Tosca (1956 film)'
+        >>> heading_words(None, None)
+        ''
+    """
+    named = source_words(source)
+    titled = " ".join((title or "").split())
+    if not titled or titled.casefold() in named.casefold():
+        return named
+    if not named or named.casefold() in titled.casefold():
+        return titled
+    return f"{titled} ({named})"
+
+
 def passage_scores_of(scorer: Scorer, query: str, passages: Sequence[str],
                       sentences: Sequence[Sequence[str]]) -> list[float]:
     """Whole passages' scores: from their sentences where the scorer can (`score_passages`).

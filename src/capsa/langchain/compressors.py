@@ -49,7 +49,7 @@ from capsa.budget import (
 )
 from capsa.budget.render import Excerpt, render_passages, source_label
 from capsa.budget.window import warn_if_empty
-from capsa.guard.shapes import page_of
+from capsa.guard.shapes import label_of, page_of
 
 __all__ = ["REPORT_EVENT", "CapsaCompressor", "budget_for_model", "format_packet"]
 
@@ -244,6 +244,7 @@ def _unique_ids(documents: Sequence[Document]) -> list[str]:
 def _passage(document: Document, handle: str) -> Passage:
     score = document.metadata.get("relevance_score", document.metadata.get("score"))
     return Passage(id=handle, text=document.page_content, source=_source(document.metadata),
+                   title=label_of(document.metadata.get("title")),
                    page=page_of(document.metadata),
                    score=float(score) if isinstance(score, int | float) else None)
 

@@ -41,7 +41,7 @@ from capsa.budget import (
 )
 from capsa.budget.render import Layout, source_label
 from capsa.budget.window import warn_if_empty
-from capsa.guard.shapes import page_of
+from capsa.guard.shapes import label_of, page_of
 
 __all__ = ["RECEIPT_KEY", "CapsaCompressionEvent", "CapsaNodePostprocessor", "budget_for_llm"]
 
@@ -278,6 +278,7 @@ def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
             id=ident, text=item.node.get_content(metadata_mode=MetadataMode.NONE),
             source=source_label(metadata.get("file_name") or metadata.get("source"),
                                 metadata.get("title") or metadata.get("document_title")),
+            title=label_of(metadata.get("title")) or label_of(metadata.get("document_title")),
             score=item.score, page=page_of(metadata),
         ))
     return passages

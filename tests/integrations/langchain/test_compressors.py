@@ -313,6 +313,23 @@ def test_a_wikipedia_url_source_is_read_as_its_passage_title() -> None:
     assert "Rome" in kept[0].page_content
 
 
+def test_a_web_pages_title_is_read_beside_its_url() -> None:
+    # As WebBaseLoader returns them: a URL that names nothing, and the page's <title>.
+    question = "Where was the 1956 film Tosca made?"
+    milan = Document(page_content="It was made in Milan. The cast sang in Italian.",
+                     metadata={"source": "https://example.com/p/8411", "title": "Opera houses"})
+    rome = Document(page_content="It was made at the Cinecittà studios in Rome. "
+                                 "The cast sang in Italian.",
+                    metadata={"source": "https://example.com/p/8412",
+                              "title": "Tosca (1956 film)"})
+    before = [dict(d.metadata) for d in (milan, rome)]
+    kept = CapsaCompressor(budget=Budget(max_tokens=30)).compress_documents([milan, rome],
+                                                                            question)
+
+    assert [d.metadata["source"] for d in kept] == ["https://example.com/p/8412"]
+    assert [dict(d.metadata) for d in (milan, rome)] == before
+
+
 def test_a_document_with_a_title_and_no_source_is_scored_and_shown_under_its_title() -> None:
     question = "Where was the 1956 film Tosca made?"
     milan = Document(page_content="It was made in Milan. The cast sang in Italian.",

@@ -437,6 +437,23 @@ def test_postprocessor_sends_no_more_than_its_budget_for_any_tokenizer(
     assert tokenizer(sent) <= max_tokens
 
 
+def test_a_files_extracted_title_is_read_beside_its_file_name() -> None:
+    # SimpleDirectoryReader names the file; TitleExtractor adds document_title.
+    question = "Where was the 1956 film Tosca made?"
+    milan = TextNode(id_="milan", text="It was made in Milan. The cast sang in Italian.",
+                     metadata={"file_name": "scan-0041.pdf", "document_title": "Opera houses"})
+    rome = TextNode(id_="rome",
+                    text="It was made at the Cinecittà studios in Rome. The cast sang in Italian.",
+                    metadata={"file_name": "scan-0042.pdf", "document_title": "Tosca (1956 film)"})
+    postprocessor = CapsaNodePostprocessor(budget=Budget(max_tokens=40))  # frames show titles
+    kept = postprocessor.postprocess_nodes([NodeWithScore(node=milan, score=0.5),
+                                            NodeWithScore(node=rome, score=0.5)],
+                                           query_str=question)
+
+    assert [item.node.metadata["file_name"] for item in kept] == ["scan-0042.pdf"]
+    assert kept[0].node.metadata["capsa_receipt"]["source"] == "scan-0042.pdf"
+
+
 def test_a_node_named_only_by_its_title_is_scored_under_it() -> None:
     # Nodes built in code, as many apps do: no file, a title in the metadata.
     question = "Where was the 1956 film Tosca made?"

@@ -24,7 +24,7 @@ def test_passage_is_frozen_and_gets_its_own_metadata() -> None:
 
 def test_passage_rejects_unknown_fields() -> None:
     with pytest.raises(ValidationError):
-        Passage(id="a", text="x", title="nope")  # type: ignore[call-arg]
+        Passage(id="a", text="x", author="nope")  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("settings", [

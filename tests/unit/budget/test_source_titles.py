@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from capsa.budget import Budget, EmbeddingScorer, Passage, pack
-from capsa.budget.relevance import source_words
+from capsa.budget.relevance import heading_words, source_words
 
 QUERY = "Where was the 1956 film Tosca made?"
 UNTITLED_FIRST = Passage(id="butterfly", text="It was made in Milan. The cast sang in Italian.")
@@ -95,3 +95,44 @@ def test_source_words_are_single_spaced_words_of_the_source(source: str) -> None
     assert "_" not in words
     assert words == " ".join(words.split())
     assert "/" not in words or "://" in source  # a path keeps only its last name
+
+
+# --- a title beside the source (`Passage.title`) ---------------------------------------------
+
+URL = "https://example.com/p/8412"
+
+
+@pytest.mark.parametrize(("source", "title", "heading"), [
+    (URL, "Tosca (1956 film)", "Tosca (1956 film) (8412)"),
+    ("Tosca (1956 film)", "Tosca (1956 film)", "Tosca (1956 film)"),  # once, not twice
+    ("/srv/tosca.txt", "Tosca", "tosca"),  # the title adds nothing the file's name has not
+    (None, "  Tosca  (1956 film) ", "Tosca (1956 film)"),
+    (URL, None, "8412"),
+])
+def test_heading_words_add_a_title_only_where_it_adds_words(
+        source: str | None, title: str | None, heading: str) -> None:
+    assert heading_words(source, title) == heading
+
+
+def test_a_title_lifts_a_passage_whose_source_says_nothing_of_its_subject() -> None:
+    at_url = TITLED.model_copy(update={"source": URL})
+    untitled = pack(QUERY, [UNTITLED_FIRST, at_url], Budget(max_tokens=30))
+    titled = pack(QUERY, [UNTITLED_FIRST, at_url.model_copy(update={"title": "Tosca (1956 film)"})],
+                  Budget(max_tokens=30))
+
+    assert [p.id for p in untitled.passages] == ["butterfly"]
+    assert [p.id for p in titled.passages] == ["tosca"]
+    # the title is read, never shown: the document is still rendered under its source
+    assert "Tosca (1956 film)" not in titled.render()
+    assert titled.receipts[1].source == URL
+
+
+def test_packing_again_with_another_title_is_scored_again() -> None:
+    # the prepared input is cached by what is scored: a changed title is a new input
+    at_url = TITLED.model_copy(update={"source": URL, "title": "Tosca (1956 film)"})
+    first = pack(QUERY, [UNTITLED_FIRST, at_url], Budget(max_tokens=30))
+    other = pack(QUERY, [UNTITLED_FIRST, at_url.model_copy(update={"title": "Opera houses"})],
+                 Budget(max_tokens=30))
+
+    assert [p.id for p in first.passages] == ["tosca"]
+    assert [p.id for p in other.passages] == ["butterfly"]
