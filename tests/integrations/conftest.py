@@ -6,10 +6,10 @@ import asyncio
 import contextvars
 import json
 import threading
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from pydoc_data.topics import topics
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -112,3 +112,21 @@ def real_text_files(directory: Path) -> list[Path]:
     copy.write_bytes(paths[0].read_bytes())
     return [*paths, copy]
 
+
+@pytest.fixture
+async def sql_memory() -> AsyncIterator[Callable[..., Any]]:
+    """LlamaIndex's `Memory.from_defaults` (SQLite in memory), its engines disposed afterwards."""
+    from llama_index.core.memory import Memory
+
+    made: list[Memory] = []
+
+    def make(**kwargs: Any) -> Memory:
+        memory = Memory.from_defaults(token_limit=1_000_000, **kwargs)
+        made.append(memory)
+        return memory
+
+    yield make
+    for memory in made:
+        engine = memory.sql_store._async_engine  # Memory offers no close(); dispose its pool
+        if engine is not None:
+            await engine.dispose()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,23 +64,6 @@ class PromptKeepingLLM(MockLLM):
         return self._prompts[-1]
 
 
-@pytest.fixture
-async def memories() -> AsyncIterator[Callable[..., Memory]]:
-    """`Memory.from_defaults` (SQLite in memory), its engine disposed afterwards."""
-    made: list[Memory] = []
-
-    def make(**options: Any) -> Memory:
-        memory = Memory.from_defaults(token_limit=100_000, **options)
-        made.append(memory)
-        return memory
-
-    yield make
-    for memory in made:
-        engine = memory.sql_store._async_engine  # Memory offers no close(); dispose its pool
-        if engine is not None:
-            await engine.dispose()
-
-
 def chat_engine(mode: str, memory: Memory, corpus: list[Document] | None = None
                 ) -> tuple[Any, PromptKeepingLLM]:
     index = VectorStoreIndex.from_documents(corpus or documents(),
@@ -100,9 +83,9 @@ def retrieved_context(llm: PromptKeepingLLM) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_chat_engine_turns_keep_the_budget_and_carry_cited_evidence(
-        mode: str, memories: Callable[..., Memory]) -> None:
+        mode: str, sql_memory: Callable[..., Memory]) -> None:
     block = CitationCapsuleBlock()
-    memory = memories(session_id=mode, memory_blocks=[block])
+    memory = sql_memory(session_id=mode, memory_blocks=[block])
     engine, llm = chat_engine(mode, memory)
     cited: list[str] = []
     for turn in TURNS:
@@ -119,9 +102,9 @@ def test_chat_engine_turns_keep_the_budget_and_carry_cited_evidence(
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_chat_engine_async_turns_keep_the_budget(mode: str,
-                                                       memories: Callable[..., Memory]) -> None:
+                                                       sql_memory: Callable[..., Memory]) -> None:
     block = CitationCapsuleBlock()
-    engine, llm = chat_engine(mode, memories(session_id=mode, memory_blocks=[block]))
+    engine, llm = chat_engine(mode, sql_memory(session_id=mode, memory_blocks=[block]))
     response = await engine.achat(TURNS[0])
     block.record(response, cited=[response.source_nodes[0].node.node_id])
     assert estimate_tokens(retrieved_context(llm)) <= MAX_TOKENS
@@ -131,8 +114,8 @@ async def test_chat_engine_async_turns_keep_the_budget(mode: str,
     assert "<cited_evidence>" in llm.last_prompt
 
 
-def test_chat_engine_leaves_the_indexs_nodes_alone(memories: Callable[..., Memory]) -> None:
-    engine, _ = chat_engine("context", memories(session_id="s"))
+def test_chat_engine_leaves_the_indexs_nodes_alone(sql_memory: Callable[..., Memory]) -> None:
+    engine, _ = chat_engine("context", sql_memory(session_id="s"))
     stored = copy.deepcopy(engine._retriever._index.docstore.docs)
     for turn in TURNS:
         engine.chat(turn)
@@ -146,9 +129,9 @@ def test_chat_engine_leaves_the_indexs_nodes_alone(memories: Callable[..., Memor
     {"collection": {"name": "policies"}},
 ], ids=["list-title", "int-title", "int-collection", "dict-collection"])
 def test_recording_a_turn_over_nodes_with_non_string_labels_succeeds(
-        metadata: dict[str, Any], memories: Callable[..., Memory]) -> None:
+        metadata: dict[str, Any], sql_memory: Callable[..., Memory]) -> None:
     block = CitationCapsuleBlock()
-    engine, llm = chat_engine("context", memories(session_id="s", memory_blocks=[block]),
+    engine, llm = chat_engine("context", sql_memory(session_id="s", memory_blocks=[block]),
                               [Document(id_="travel", metadata=metadata,
                                         text="The nightly hotel cap in London is EUR 230.")])
     response = engine.chat(TURNS[0])

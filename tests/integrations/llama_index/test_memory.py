@@ -142,23 +142,6 @@ class ListMemory(BaseMemory):
         self.messages = []
 
 
-@pytest.fixture
-async def sql_memory():
-    """`Memory.from_defaults` (SQLite in memory), with its engine disposed afterwards."""
-    made: list[Memory] = []
-
-    def make(**kwargs: Any) -> Memory:
-        memory = Memory.from_defaults(token_limit=1_000_000, **kwargs)
-        made.append(memory)
-        return memory
-
-    yield make
-    for memory in made:
-        engine = memory.sql_store._async_engine  # Memory offers no close(); dispose its pool
-        if engine is not None:
-            await engine.dispose()
-
-
 def _agent(memory: CapsuleMemory, script: Script) -> FunctionAgent:
     llm = MockFunctionCallingLLM(response_generator=script)
     tools = [memory.retriever_tool(LexicalRetriever(), name="search"), memory.cite_tool()]
