@@ -63,6 +63,9 @@ _MEDIA_TYPES: dict[str, Kind] = {
     "application/vnd.oasis.opendocument.text": "odt",
     "application/vnd.oasis.opendocument.spreadsheet": "ods",
     "application/vnd.oasis.opendocument.presentation": "odp",
+    "application/vnd.oasis.opendocument.text-template": "odt",
+    "application/vnd.oasis.opendocument.spreadsheet-template": "ods",
+    "application/vnd.oasis.opendocument.presentation-template": "odp",
     "application/postscript": "postscript",
 }
 _EXTENSIONS: dict[str, str] = {
@@ -81,7 +84,11 @@ _EXTENSIONS: dict[str, str] = {
     "ppt": "application/vnd.ms-powerpoint", "msg": "application/vnd.ms-outlook",
     "odt": "application/vnd.oasis.opendocument.text",
     "ods": "application/vnd.oasis.opendocument.spreadsheet",
-    "odp": "application/vnd.oasis.opendocument.presentation", "ps": "application/postscript",
+    "odp": "application/vnd.oasis.opendocument.presentation",
+    "ott": "application/vnd.oasis.opendocument.text-template",
+    "ots": "application/vnd.oasis.opendocument.spreadsheet-template",
+    "otp": "application/vnd.oasis.opendocument.presentation-template",
+    "ps": "application/postscript",
     "eps": "application/postscript",
 }
 _NO_CLAIM = frozenset({"", "application/octet-stream", "binary/octet-stream"})
@@ -259,14 +266,17 @@ def _zip_kind(payload: bytes) -> Kind:
     if "mimetype" in lowered and b"application/epub+zip" in payload[:200]:
         return "epub"
     if "mimetype" in lowered and "content.xml" in lowered:
-        # ODF stores its mimetype member first and uncompressed (ISO 26300 part 3, 3.3)
+        # ODF stores its mimetype member first and uncompressed (ISO 26300 part 3, 3.3);
+        # a template (.ott, .ots, .otp) is the same document format under a "-template"
+        # type, and LibreOffice ships dozens of them
         declared = _ODF_MIMETYPE.search(payload[:256])
         if declared is not None:
             return _ODF_KINDS.get(declared.group(1), "zip")
     return "zip"
 
 
-_ODF_MIMETYPE = re.compile(rb"mimetypeapplication/vnd\.oasis\.opendocument\.([a-z]+)(?![a-z-])")
+_ODF_MIMETYPE = re.compile(
+    rb"mimetypeapplication/vnd\.oasis\.opendocument\.([a-z]+)(?:-template)?(?![a-z-])")
 _ODF_KINDS: dict[bytes, Kind] = {b"text": "odt", b"spreadsheet": "ods",
                                  b"presentation": "odp"}
 _OLE_ROOT_STREAMS: tuple[tuple[str, Kind], ...] = (

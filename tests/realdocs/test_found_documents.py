@@ -1,0 +1,108 @@
+"""Findings of the sweep over documents other projects left on a machine.
+
+``benchmarks/realdocs_sweep.py`` ran `extract_many` and `extract_attachment`
+over files nobody made for capsa: Python's e-mail and codec test data,
+LibreOffice's templates, packages' documentation. Each test here pins one
+thing that sweep found, on an input made in code with the same shape (no
+found file is copied): the bytes that mattered are a few lines long.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from capsa.guard import (
+    Attachment,
+    ExtractionLimits,
+    IsolatedExtractor,
+    extract_attachment,
+    sniff,
+)
+from capsa.guard.extractors import OfficeExtractor, Router
+from capsa.guard.sniff import media_type_for_name
+
+LEGACY = Path(__file__).resolve().parent / "files" / "legacy"
+needs_soffice = pytest.mark.skipif(shutil.which("soffice") is None,
+                                   reason="LibreOffice is not installed (make system-deps)")
+
+
+# --- OpenDocument templates (LibreOffice's .ott, .ots, .otp) -----------------------------
+
+def as_template(odf: bytes) -> bytes:
+    """An OpenDocument file re-stamped as its template.
+
+    LibreOffice's own templates (``/usr/lib/libreoffice/share/template``) differ
+    from documents in their ``mimetype`` member (``...opendocument.text-template``)
+    and the package's own entry in ``META-INF/manifest.xml``; LibreOffice refuses a
+    file whose two disagree.
+    """
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(odf)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "mimetype":
+                data = data + b"-template"
+            elif info.filename == "META-INF/manifest.xml":  # the package's own entry says so too
+                data = re.sub(rb'(manifest:full-path="/"[^>]*?opendocument\.[a-z]+)|'
+                              rb'(opendocument\.[a-z]+)("[^>]*?manifest:full-path="/")',
+                              lambda m: (m.group(1) + b"-template" if m.group(1)
+                                         else m.group(2) + b"-template" + m.group(3)), data)
+            target.writestr(info, data, compress_type=info.compress_type)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("report.odt", "odt"), ("berths.ods", "ods"), ("slides.odp", "odp")])
+def test_an_opendocument_template_is_sniffed_as_its_document_kind(name: str, kind: str) -> None:
+    template = as_template((LEGACY / name).read_bytes())
+
+    assert b"opendocument." + {"odt": b"text", "ods": b"spreadsheet",
+                               "odp": b"presentation"}[kind] + b"-template" in template[:120]
+    assert sniff(template) == kind
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("CV.ott", "odt"), ("styles.ots", "ods"), ("Focus.otp", "odp")])
+def test_a_template_name_declares_its_document_kind(name: str, kind: str) -> None:
+    from capsa.guard.sniff import kind_for_media_type
+
+    assert kind_for_media_type(media_type_for_name(name)) == kind
+
+
+def test_other_opendocument_subtypes_stay_unsupported() -> None:
+    """A master document or a drawing is not a text document with another name."""
+    master = (LEGACY / "report.odt").read_bytes().replace(
+        b"opendocument.text", b"opendocument.text-master", 1)
+
+    assert sniff(master) == "zip"
+
+
+@pytest.fixture(scope="module")
+def office_pool() -> Iterator[IsolatedExtractor]:
+    with IsolatedExtractor(Router([OfficeExtractor()]), workers=1) as pool:
+        yield pool
+
+
+@pytest.mark.slow
+@needs_soffice
+@pytest.mark.parametrize(("name", "template", "words"), [
+    ("report.odt", "report.ott", "Harbour Operations Report"),
+    ("berths.ods", "berths.ots", "South\t97\t830000"),
+    ("slides.odp", "slides.otp", "Northwind Port Authority"),
+])
+def test_an_opendocument_template_is_extracted_like_its_document(
+        office_pool: IsolatedExtractor, name: str, template: str, words: str) -> None:
+    payload = as_template((LEGACY / name).read_bytes())
+
+    done = extract_attachment(
+        Attachment(label=template, media_type=media_type_for_name(template), payload=payload),
+        office_pool, ExtractionLimits(timeout_s=120, cpu_s=120))
+
+    assert words in done.text
