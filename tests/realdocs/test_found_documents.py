@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from capsa.errors import IngestionRejected
 from capsa.guard import (
     Attachment,
     ExtractionLimits,
@@ -106,3 +107,32 @@ def test_an_opendocument_template_is_extracted_like_its_document(
         office_pool, ExtractionLimits(timeout_s=120, cpu_s=120))
 
     assert words in done.text
+
+
+# --- Windows bitmaps -------------------------------------------------------------------
+
+def bitmap(width: int = 8, height: int = 8) -> bytes:
+    """A 24-bit BMP as Pillow writes it (about a third of its bytes are NUL)."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(out, format="BMP")
+    return out.getvalue()
+
+
+def test_a_bitmap_is_refused_as_a_bitmap_not_as_undecodable_text() -> None:
+    from capsa.guard.extractors import PlainTextExtractor
+
+    payload = bitmap()
+    assert sniff(payload) == "bmp"
+    with pytest.raises(IngestionRejected) as refused:
+        extract_attachment(Attachment(label="python.bmp", payload=payload,
+                                      media_type=media_type_for_name("python.bmp")),
+                           PlainTextExtractor())
+
+    assert refused.value.reason == "unsupported_type"
+    assert "bitmap" in refused.value.detail and "PNG" in refused.value.detail
+
+
+def test_text_that_starts_with_bm_is_still_text() -> None:
+    assert sniff(b"BM meeting notes: berths 4 and 5 reopen on Monday.\n") == "text"
