@@ -27,6 +27,7 @@ from capsa.guard import (
     sniff,
 )
 from capsa.guard.extractors import OfficeExtractor, Router
+from capsa.guard.normalize import detect_and_decode
 from capsa.guard.sniff import media_type_for_name
 
 LEGACY = Path(__file__).resolve().parent / "files" / "legacy"
@@ -136,3 +137,43 @@ def test_a_bitmap_is_refused_as_a_bitmap_not_as_undecodable_text() -> None:
 
 def test_text_that_starts_with_bm_is_still_text() -> None:
     assert sniff(b"BM meeting notes: berths 4 and 5 reopen on Monday.\n") == "text"
+
+
+# --- 7-bit ISO-2022 text --------------------------------------------------------------
+
+JAPANESE = "Python の開発は、1990 年ごろから開始されています。\n"
+KOREAN = "파이썬(Python)은 배우기 쉽고, 강력한 프로그래밍 언어입니다.\n"
+
+
+@pytest.mark.parametrize(("text", "encoding"), [
+    (JAPANESE, "iso2022_jp"), (KOREAN, "iso2022_kr")], ids=["iso2022_jp", "iso2022_kr"])
+def test_iso2022_text_is_decoded_not_read_as_ascii(text: str, encoding: str) -> None:
+    """As Python's ``test/cjkencodings/iso2022_*.txt`` are: pure ASCII bytes with escapes.
+
+    Read as UTF-8 it decodes without error, so it came out as ``$B%F%9%H``-style
+    letters; unstructured's ``partition_text`` decoded it correctly.
+    """
+    payload = text.encode(encoding) * 3
+    assert payload.isascii()
+
+    decoded = detect_and_decode(payload)
+
+    assert decoded.text == text * 3
+    assert decoded.encoding == encoding
+
+
+def test_an_ascii_log_with_terminal_colours_is_not_taken_for_iso2022() -> None:
+    payload = b"build \x1b[32mpassed\x1b[0m in 4 s\n"
+
+    assert detect_and_decode(payload).encoding is None
+
+
+def test_iso2022_text_reaches_the_extracted_text() -> None:
+    from capsa.guard.extractors import PlainTextExtractor
+
+    done = extract_attachment(Attachment(label="iso2022_jp.txt",
+                                         payload=JAPANESE.encode("iso2022_jp")),
+                              PlainTextExtractor())
+
+    assert done.text.strip() == JAPANESE.strip()
+    assert done.encoding == "iso2022_jp"
