@@ -29,6 +29,20 @@ _EMOJI_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U0
                                  "{2,6}\U000e007f")
 _SCRATCH = re.compile(r"/[^\s'\"]*?capsa-worker-[^/\s'\"]*(?:/(?:worker|file)-[^/\s'\"]*)*")
 """A path inside an isolated pool's scratch tree (``.../capsa-worker-*/worker-*/file-*``)."""
+_ISO2022_DESIGNATIONS: tuple[tuple[re.Pattern[bytes], tuple[str, ...]], ...] = (
+    # ISO-2022-KR announces KS X 1001 once, in its first line (RFC 1557)
+    (re.compile(rb"\x1b\$\)C"), ("iso2022_kr",)),
+    # ISO-2022-JP (RFC 1468) and its extensions: JIS X 0208, JIS X 0212, GB 2312, KS C 5601
+    (re.compile(rb"\x1b(?:\$[@B]|\$\([DOPQ]|\$A|\$\(C|\(J|\(I)"),
+     ("iso2022_jp", "iso2022_jp_2", "iso2022_jp_2004", "iso2022_jp_ext")),
+)
+"""Escape sequences that designate a 7-bit ISO-2022 character set, and the codecs to try.
+
+Such text is pure ASCII bytes, so it is valid UTF-8 too; read as UTF-8, the
+escapes are stripped as control characters and the Japanese or Korean becomes
+runs of Latin letters and punctuation (``$B%F%9%H``). The designations are
+unambiguous, so they are checked before UTF-8."""
+
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
     (codecs.BOM_UTF32_BE, "utf-32-be"),
@@ -196,6 +210,9 @@ def detect_and_decode(payload: bytes, *, code_pages: bool = True) -> DecodedText
     wide = _wide_unicode(payload[:_SAMPLE_BYTES])
     if wide is not None:
         return DecodedText(_checked(payload.decode(wide, "replace")), wide, 1.0)
+    iso2022 = _iso2022(payload)
+    if iso2022 is not None:
+        return iso2022
     try:
         return DecodedText(payload.decode("utf-8"), None, None)
     except UnicodeDecodeError:
@@ -213,6 +230,21 @@ def detect_and_decode(payload: bytes, *, code_pages: bool = True) -> DecodedText
         encoding, confidence = guess
         return DecodedText(_checked(payload.decode(encoding, "replace")), encoding, confidence)
     return DecodedText(_checked(lenient), None, None)
+
+
+def _iso2022(payload: bytes) -> DecodedText | None:
+    """7-bit ISO-2022-JP or -KR text, when it designates a character set and decodes cleanly."""
+    sample = payload[:_SAMPLE_BYTES]
+    if b"\x1b" not in sample or not sample.isascii():
+        return None
+    for designation, encodings in _ISO2022_DESIGNATIONS:
+        if designation.search(sample):
+            for encoding in encodings:
+                try:
+                    return DecodedText(payload.decode(encoding), encoding, 1.0)
+                except UnicodeDecodeError:
+                    continue
+    return None
 
 
 def _wide_unicode(sample: bytes) -> str | None:

@@ -18,7 +18,7 @@ Kind = Literal[
     "pdf", "docx", "pptx", "xlsx", "epub", "zip", "html", "eml", "rtf",
     "png", "jpeg", "tiff", "webp", "text", "markdown", "csv", "json",
     "doc", "xls", "ppt", "msg", "odt", "ods", "odp",
-    "ole", "postscript", "gif", "binary",
+    "ole", "postscript", "gif", "bmp", "binary",
 ]
 """Every kind `sniff` can name. Only `EXTRACTABLE_KINDS` reach a parser."""
 
@@ -50,6 +50,8 @@ _MEDIA_TYPES: dict[str, Kind] = {
     "image/tiff": "tiff",
     "image/webp": "webp",
     "image/gif": "gif",
+    "image/bmp": "bmp",
+    "image/x-ms-bmp": "bmp",
     "text/plain": "text",
     "text/markdown": "markdown",
     "text/x-markdown": "markdown",
@@ -63,6 +65,9 @@ _MEDIA_TYPES: dict[str, Kind] = {
     "application/vnd.oasis.opendocument.text": "odt",
     "application/vnd.oasis.opendocument.spreadsheet": "ods",
     "application/vnd.oasis.opendocument.presentation": "odp",
+    "application/vnd.oasis.opendocument.text-template": "odt",
+    "application/vnd.oasis.opendocument.spreadsheet-template": "ods",
+    "application/vnd.oasis.opendocument.presentation-template": "odp",
     "application/postscript": "postscript",
 }
 _EXTENSIONS: dict[str, str] = {
@@ -75,13 +80,18 @@ _EXTENSIONS: dict[str, str] = {
     "eml": "message/rfc822", "rtf": "application/rtf",
     "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "tif": "image/tiff",
     "tiff": "image/tiff", "webp": "image/webp", "gif": "image/gif",
+    "bmp": "image/bmp",
     "txt": "text/plain", "text": "text/plain", "log": "text/plain", "md": "text/markdown",
     "markdown": "text/markdown", "csv": "text/csv", "json": "application/json",
     "doc": "application/msword", "xls": "application/vnd.ms-excel",
     "ppt": "application/vnd.ms-powerpoint", "msg": "application/vnd.ms-outlook",
     "odt": "application/vnd.oasis.opendocument.text",
     "ods": "application/vnd.oasis.opendocument.spreadsheet",
-    "odp": "application/vnd.oasis.opendocument.presentation", "ps": "application/postscript",
+    "odp": "application/vnd.oasis.opendocument.presentation",
+    "ott": "application/vnd.oasis.opendocument.text-template",
+    "ots": "application/vnd.oasis.opendocument.spreadsheet-template",
+    "otp": "application/vnd.oasis.opendocument.presentation-template",
+    "ps": "application/postscript",
     "eps": "application/postscript",
 }
 _NO_CLAIM = frozenset({"", "application/octet-stream", "binary/octet-stream"})
@@ -96,6 +106,7 @@ _UNSUPPORTED: dict[Kind, str] = {
            "Workbook, PowerPoint Document or Outlook property stream at its root)",
     "postscript": " (convert it to PDF)",
     "gif": " (convert it to PNG for OCR)",
+    "bmp": " (a Windows bitmap; convert it to PNG for OCR)",
 }
 """What a refusal adds to a kind capsa recognises but does not extract: what it is, what to do."""
 
@@ -141,6 +152,8 @@ def sniff(payload: bytes) -> Kind:
         return _ole_kind(payload)
     if head.startswith((b"%!PS", b"\xc5\xd0\xd3\xc6")):
         return "postscript"
+    if _is_bmp(payload):
+        return "bmp"
     return _text_kind(payload)
 
 
@@ -259,14 +272,17 @@ def _zip_kind(payload: bytes) -> Kind:
     if "mimetype" in lowered and b"application/epub+zip" in payload[:200]:
         return "epub"
     if "mimetype" in lowered and "content.xml" in lowered:
-        # ODF stores its mimetype member first and uncompressed (ISO 26300 part 3, 3.3)
+        # ODF stores its mimetype member first and uncompressed (ISO 26300 part 3, 3.3);
+        # a template (.ott, .ots, .otp) is the same document format under a "-template"
+        # type, and LibreOffice ships dozens of them
         declared = _ODF_MIMETYPE.search(payload[:256])
         if declared is not None:
             return _ODF_KINDS.get(declared.group(1), "zip")
     return "zip"
 
 
-_ODF_MIMETYPE = re.compile(rb"mimetypeapplication/vnd\.oasis\.opendocument\.([a-z]+)(?![a-z-])")
+_ODF_MIMETYPE = re.compile(
+    rb"mimetypeapplication/vnd\.oasis\.opendocument\.([a-z]+)(?:-template)?(?![a-z-])")
 _ODF_KINDS: dict[bytes, Kind] = {b"text": "odt", b"spreadsheet": "ods",
                                  b"presentation": "odp"}
 _OLE_ROOT_STREAMS: tuple[tuple[str, Kind], ...] = (
@@ -288,6 +304,22 @@ def _ole_kind(payload: bytes) -> Kind:
         if stream in top:
             return kind
     return "ole"
+
+
+_BMP_HEADER_SIZES = frozenset({12, 16, 40, 52, 56, 64, 108, 124})
+"""Sizes of the Windows and OS/2 bitmap info headers (BITMAPCOREHEADER to BITMAPV5HEADER)."""
+
+
+def _is_bmp(payload: bytes) -> bool:
+    """A Windows bitmap: ``BM``, two reserved zero words, and a known info-header size.
+
+    ``BM`` alone also starts ordinary text; the reserved words and the header size
+    do not. Without this a bitmap (about a third NUL bytes) fell through to the text
+    sniffer and was refused as undecodable text, which said nothing about what it was.
+    """
+    if len(payload) < 18 or not payload.startswith(b"BM") or payload[6:10] != b"\0\0\0\0":
+        return False
+    return int.from_bytes(payload[14:18], "little") in _BMP_HEADER_SIZES
 
 
 def _text_kind(payload: bytes) -> Kind:

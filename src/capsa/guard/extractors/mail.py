@@ -72,7 +72,7 @@ def read_mail(payload: bytes, *, max_parts: int = MAX_MIME_PARTS,
                                          f"can follow (limit {max_nesting} levels)") from None
     parts = _count(message, max_parts=max_parts, max_nesting=max_nesting)
     embedded: list[EmbeddedFile] = []
-    _collect(message, embedded, top=True)
+    _collect(message, embedded, shown=_shown_as_body(message))
     return MailParts(embedded=tuple(embedded), parts=parts)
 
 
@@ -110,22 +110,60 @@ def _refuse_if_encrypted(part: Message) -> None:
                                        "PGP MESSAGE block)")
 
 
-def _collect(message: Message, found: list[EmbeddedFile], *, top: bool) -> None:
-    """Append every attachment and embedded message, not descending into the latter."""
+_BODY_PREFERENCE = ("html", "plain")
+"""The body unstructured's `partition_email` reads, as capsa calls it (its default
+``content_source="text/html"``): `EmailMessage.get_body` with this preference."""
+
+
+def _shown_as_body(message: Message) -> set[int]:
+    """The ids of the parts whose text the message's own text already holds.
+
+    unstructured reads one body part; its alternatives (the plain text beside
+    an HTML body, inside the same ``multipart/alternative``) say the same thing.
+    Every other text part (a second ``text/plain`` after an inline picture, a
+    mailing list's footer, ``text/calendar``) is in neither, so `_collect`
+    hands it back as a file of its own instead of dropping it.
+    """
+    body = message.get_body(_BODY_PREFERENCE) if isinstance(message, EmailMessage) else None
+    if body is None:
+        return set()
+    shown = {id(body)}
+    for part in message.walk():
+        if part.get_content_type() == "multipart/alternative":
+            inside = list(part.walk())
+            if any(candidate is body for candidate in inside):
+                shown.update(id(candidate) for candidate in inside)
+    return shown
+
+
+def _collect(message: Message, found: list[EmbeddedFile], *, shown: set[int]) -> None:
+    """Append every attachment, embedded message and text part the body does not show.
+
+    Embedded messages are not descended into; a message whose own type is
+    ``message/rfc822`` (a forward sent as the whole message, as GroupWise does)
+    hands back the message it carries, since its body is that message.
+    """
     stack: list[Message] = [message]
     while stack:
         part = stack.pop()
         ctype = part.get_content_type()
-        if ctype in _EMBEDDED_MESSAGES and not (top and part is message):
+        if ctype in _EMBEDDED_MESSAGES:
             found.append(_embedded_message(part, len(found)))
         elif part.is_multipart():
             children = part.get_payload()
             if isinstance(children, list):
                 stack.extend(reversed([c for c in children if isinstance(c, Message)]))
-        elif part is not message and _is_attachment(part):
+        elif part is not message and (_is_attachment(part) or (
+                id(part) not in shown and _has_text(part))):
             data = part.get_payload(decode=True)
             found.append(EmbeddedFile(name=_name(part, len(found)), media_type=ctype,
                                       payload=data if isinstance(data, bytes) else b""))
+
+
+def _has_text(part: Message) -> bool:
+    """A leaf that holds more than blank lines (an empty text part is not worth a file)."""
+    data = part.get_payload(decode=True)
+    return isinstance(data, bytes) and bool(data.strip())
 
 
 def _is_attachment(part: Message) -> bool:
