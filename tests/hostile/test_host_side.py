@@ -49,7 +49,6 @@ LIMITS = ExtractionLimits()
 # --------------------------------------------------------------- compound files
 
 
-@pytest.mark.xfail(strict=True, reason="the DIFAT and every listed FAT sector become Python ints")
 @pytest.mark.parametrize("build", [cfb_difat_loop, cfb_one_fat_sector_listed_everywhere],
                          ids=["difat-names-itself", "one-fat-sector-listed-everywhere"])
 def test_cfb_tables_are_read_holding_less_than_the_file_itself(

@@ -505,20 +505,30 @@ def _read_ole(payload: bytes, max_entries: int | None = None) -> OleDirectory:
         start = (number + 1) * size
         return payload[start:start + size].ljust(size, b"\x00")
 
-    fat_ids = list(struct.unpack_from(f"<{_HEADER_DIFAT}I", payload, 0x4C))
-    following, seen_difat = difat_start, 0
-    while following <= _MAX_REGULAR_ID and seen_difat <= difat_count:
+    # The DIFAT chain is walked to its end, but only the sector numbers the header
+    # counts are kept, and only the FAT sectors that can describe a sector of this
+    # file are read: a chain that names itself, or one FAT sector listed thousands of
+    # times, must not make this process hold many times the file in Python ints.
+    fat_ids = [number for number in struct.unpack_from(f"<{_HEADER_DIFAT}I", payload, 0x4C)
+               if number <= _MAX_REGULAR_ID]
+    following, seen_difat = difat_start, set[int]()
+    while following <= _MAX_REGULAR_ID:
+        if following in seen_difat or len(seen_difat) >= difat_count:
+            raise _Refusal("corrupt", "the DIFAT chain is longer than the header declares")
+        seen_difat.add(following)
         block = struct.unpack(f"<{size // 4}I", sector(following))
-        fat_ids.extend(block[:-1])
-        following, seen_difat = block[-1], seen_difat + 1
-    if seen_difat > difat_count:
-        raise _Refusal("corrupt", "the DIFAT chain is longer than the header declares")
-    fat_ids = [number for number in fat_ids if number <= _MAX_REGULAR_ID][:fat_count]
+        if len(fat_ids) < fat_count:
+            fat_ids.extend(number for number in block[:-1] if number <= _MAX_REGULAR_ID)
+        following = block[-1]
+    fat_ids = fat_ids[:fat_count]
     if len(fat_ids) != fat_count:
         raise _Refusal("corrupt", f"the header declares {fat_count} allocation-table sectors "
                                   f"and the DIFAT lists {len(fat_ids)}")
+    outside = next((number for number in fat_ids if number >= sectors), None)
+    if outside is not None:
+        raise _Refusal("corrupt", f"sector {outside} lies outside the file's {sectors}")
     fat: list[int] = []
-    for number in fat_ids:
+    for number in fat_ids[:-(-sectors // (size // 4))]:  # entries past the file mean nothing
         fat.extend(struct.unpack(f"<{size // 4}I", sector(number)))
     owner: dict[int, str] = {}
 
