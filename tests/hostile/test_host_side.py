@@ -65,7 +65,6 @@ def test_cfb_tables_are_read_holding_less_than_the_file_itself(
 # --------------------------------------------------------------------- zip pre-scan
 
 
-@pytest.mark.xfail(strict=True, reason="each nested archive gets max_members of its own")
 def test_members_of_stored_inner_archives_count_against_one_member_limit() -> None:
     # 8 inner archives of 200 members: 1,608 entries parsed here under a limit of
     # 1,024; at the ingestion preset one 256 MiB file made the pre-scan parse 3.2

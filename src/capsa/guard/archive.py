@@ -89,7 +89,8 @@ def member_names(payload: bytes) -> list[str]:
 def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> None:
     """Refuse a zip container whose declarations are dangerous, before any parser runs.
 
-    Checks, from the central directory and local headers only: member count;
+    Checks, from the central directory and local headers only: member count
+    (shared, like the declared total, with the archives stored inside);
     declared uncompressed total (shared across nesting levels); per-member and
     overall expansion ratio past `limits.ratio_floor_bytes`; encrypted members
     and compression methods other than stored and deflate; absolute,
@@ -111,7 +112,8 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
         >>> inspect_archive(buf.getvalue(), ExtractionLimits(), label="a.zip")
     """
     try:
-        _inspect(payload, limits, depth=0, budget=[limits.max_uncompressed_bytes])
+        _inspect(payload, limits, depth=0, budget=[limits.max_uncompressed_bytes],
+                 members=[limits.max_members])
     except _Refusal as refusal:
         raise IngestionRejected(refusal.detail, label=label, stage="archive",
                                 reason=refusal.reason) from None
@@ -144,18 +146,26 @@ def open_inspected(payload: bytes, limits: ExtractionLimits, *, label: str) -> z
     return zipfile.ZipFile(io.BytesIO(payload))
 
 
-def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int]) -> None:
+def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int],
+             members: list[int]) -> None:
     if not payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         raise _Refusal("corrupt", "archive does not start with a local file header")
     count, directory_start, directory_size = _locate(payload, limits.max_members)
+    # Like the byte budget, the member count is shared across nesting levels: a zip of
+    # stored zips must not make this scan parse max_members entries per inner archive.
+    members[0] -= count
+    if members[0] < 0:
+        raise _Refusal("too_many_members",
+                       f"its archives and the archives stored in them declare more than "
+                       f"{limits.max_members} members together (max_members)")
     seen: set[str] = set()
     spans: list[tuple[int, int, str]] = []
-    members: list[ZipMember] = []
+    listed: list[ZipMember] = []
     total_in = total_out = 0
     # Each entry is checked as soon as it is parsed: a bomb stops at its first
     # bad member instead of after the whole directory has been read.
     for member in _entries(payload, count, directory_start, directory_size):
-        members.append(member)
+        listed.append(member)
         _check_member(member, limits, seen)
         start, end = _local_span(payload, member, directory_start)
         spans.append((start, end, member.name))
@@ -171,8 +181,8 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
     _check_ratio(total_out, total_in, limits, "the archive")
     _check_overlaps(spans)
     if depth == 0:
-        _check_zipfile_agrees(payload, members)
-    for member in members:
+        _check_zipfile_agrees(payload, listed)
+    for member in listed:
         if _looks_like_archive(payload, member):
             if depth + 1 > limits.max_nesting_depth:
                 raise _Refusal(
@@ -183,7 +193,7 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
             if member.method == 0:
                 start = _data_start(payload, member)
                 _inspect(payload[start:start + member.compressed], limits,
-                         depth=depth + 1, budget=budget)
+                         depth=depth + 1, budget=budget, members=members)
 
 
 def _check_zipfile_agrees(payload: bytes, members: list[ZipMember]) -> None:
