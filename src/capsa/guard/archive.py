@@ -41,6 +41,7 @@ _ARCHIVE_SUFFIXES = (".zip", ".jar", ".docx", ".xlsx", ".pptx", ".epub", ".odt",
                      ".odp", ".apk", ".docm", ".xlsm", ".pptm")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _S_IFMT, _S_IFLNK = 0o170000, 0o120000
+_SHOWN_NAME_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +188,7 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
             if depth + 1 > limits.max_nesting_depth:
                 raise _Refusal(
                     "nested_too_deep",
-                    f"member {member.name!r} is an archive at nesting depth {depth + 1}, "
+                    f"member {_shown(member.name)} is an archive at nesting depth {depth + 1}, "
                     f"over the limit of {limits.max_nesting_depth}",
                 )
             if member.method == 0:
@@ -345,23 +346,39 @@ def _apply_zip64(extra: bytes, compressed: int, uncompressed: int, offset: int
 def _check_member(member: ZipMember, limits: ExtractionLimits, seen: set[str]) -> None:
     name = member.name
     if member.flags & (_FLAG_ENCRYPTED | _FLAG_STRONG) or member.method == 99:
-        raise _Refusal("encrypted", f"member {name!r} is encrypted")
+        raise _Refusal("encrypted", f"member {_shown(name)} is encrypted")
     if member.method not in _ALLOWED_METHODS:
         raise _Refusal("unsupported_compression",
-                       f"member {name!r} uses compression method {member.method} "
+                       f"member {_shown(name)} uses compression method {member.method} "
                        "(only stored and deflate are allowed)")
     normal = name.replace("\\", "/")
     if (normal.startswith("/") or _DRIVE.match(normal) or "\x00" in name
             or ".." in normal.split("/")):
-        raise _Refusal("unsafe_member_name", f"member name {name!r} escapes the archive")
+        raise _Refusal("unsafe_member_name", f"member name {_shown(name)} escapes the archive")
     if member.is_symlink:
-        raise _Refusal("unsafe_member_name", f"member {name!r} is a symbolic link")
+        raise _Refusal("unsafe_member_name", f"member {_shown(name)} is a symbolic link")
     key = normal.casefold()
     if key in seen:
         raise _Refusal("duplicate_member",
-                       f"member {name!r} appears twice; parsers disagree on which one counts")
+                       f"member {_shown(name)} appears twice; parsers disagree on which one counts")
     seen.add(key)
-    _check_ratio(member.uncompressed, member.compressed, limits, f"member {name!r}")
+    _check_ratio(member.uncompressed, member.compressed, limits, f"member {_shown(name)}")
+
+
+def _shown(name: str) -> str:
+    """A member name as a refusal quotes it: `repr` (so controls and bidi overrides
+    are escaped) of at most `_SHOWN_NAME_CHARS` characters, with the full length
+    when it was cut (a zip name may be 65,535 bytes, and a refusal is printed and logged).
+
+    Examples:
+        >>> _shown("a.txt")
+        "'a.txt'"
+        >>> _shown("x" * 300).endswith("… (300 characters)")
+        True
+    """
+    if len(name) <= _SHOWN_NAME_CHARS:
+        return repr(name)
+    return f"{name[:_SHOWN_NAME_CHARS]!r}… ({len(name)} characters)"
 
 
 def _check_ratio(out: int, into: int, limits: ExtractionLimits, what: str) -> None:
@@ -385,7 +402,7 @@ def _local_span(payload: bytes, member: ZipMember, directory_start: int) -> tupl
     at = member.local_offset
     if at + _LOCAL.size > directory_start or payload[at:at + 4] != b"PK\x03\x04":
         raise _Refusal("header_mismatch",
-                       f"member {member.name!r} has no local header where the directory says")
+                       f"member {_shown(member.name)} has no local header where the directory says")
     (_, _, flags, method, _, _, _, compressed, uncompressed, name_len,
      _) = _LOCAL.unpack_from(payload, at)
     local_name = payload[at + _LOCAL.size:at + _LOCAL.size + name_len]
@@ -396,10 +413,10 @@ def _local_span(payload: bytes, member: ZipMember, directory_start: int) -> tupl
     if (local_name != central_name or method != member.method
             or (flags & _FLAG_ENCRYPTED) != (member.flags & _FLAG_ENCRYPTED) or sizes_differ):
         raise _Refusal("header_mismatch",
-                       f"local header of member {member.name!r} disagrees with the directory")
+                       f"local header of member {_shown(member.name)} disagrees with the directory")
     end = _data_start(payload, member) + member.compressed
     if end > directory_start:
-        raise _Refusal("corrupt", f"member {member.name!r} runs into the central directory")
+        raise _Refusal("corrupt", f"member {_shown(member.name)} runs into the central directory")
     return at, end
 
 
@@ -408,7 +425,8 @@ def _check_overlaps(spans: list[tuple[int, int, str]]) -> None:
     for start, end, name in sorted(spans):
         if start < previous_end:
             raise _Refusal("overlapping_members",
-                           f"members {previous_name!r} and {name!r} share bytes (a zip bomb shape)")
+                           f"members {_shown(previous_name)} and {_shown(name)} share bytes "
+                           "(a zip bomb shape)")
         previous_end, previous_name = end, name
 
 
