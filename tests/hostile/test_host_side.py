@@ -114,7 +114,6 @@ def _best_of(runs: int, action: Callable[[], object]) -> float:
     return best
 
 
-@pytest.mark.xfail(strict=True, reason="the scratch-path scrub is quadratic")
 @pytest.mark.parametrize("unit", ["/", "/a"], ids=["slashes", "short-components"])
 def test_cleaning_a_detail_grows_linearly_with_its_length(unit: str) -> None:
     # A refusal quoting a member name of slashes (or a worker's detail) used to cost
