@@ -153,7 +153,6 @@ def _walk(root: Path) -> list[Extracted | Omission]:
     return found  # type: ignore[return-value]
 
 
-@pytest.mark.xfail(strict=True, reason="a walked file is read following links")
 def test_a_file_swapped_for_a_link_after_the_walk_checked_it_is_not_followed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, secret = tmp_path / "inbox", tmp_path / "secret.txt"
