@@ -41,6 +41,7 @@ _ARCHIVE_SUFFIXES = (".zip", ".jar", ".docx", ".xlsx", ".pptx", ".epub", ".odt",
                      ".odp", ".apk", ".docm", ".xlsm", ".pptm")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _S_IFMT, _S_IFLNK = 0o170000, 0o120000
+_SHOWN_NAME_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,8 @@ def member_names(payload: bytes) -> list[str]:
 def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> None:
     """Refuse a zip container whose declarations are dangerous, before any parser runs.
 
-    Checks, from the central directory and local headers only: member count;
+    Checks, from the central directory and local headers only: member count
+    (shared, like the declared total, with the archives stored inside);
     declared uncompressed total (shared across nesting levels); per-member and
     overall expansion ratio past `limits.ratio_floor_bytes`; encrypted members
     and compression methods other than stored and deflate; absolute,
@@ -111,7 +113,8 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
         >>> inspect_archive(buf.getvalue(), ExtractionLimits(), label="a.zip")
     """
     try:
-        _inspect(payload, limits, depth=0, budget=[limits.max_uncompressed_bytes])
+        _inspect(payload, limits, depth=0, budget=[limits.max_uncompressed_bytes],
+                 members=[limits.max_members])
     except _Refusal as refusal:
         raise IngestionRejected(refusal.detail, label=label, stage="archive",
                                 reason=refusal.reason) from None
@@ -144,18 +147,26 @@ def open_inspected(payload: bytes, limits: ExtractionLimits, *, label: str) -> z
     return zipfile.ZipFile(io.BytesIO(payload))
 
 
-def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int]) -> None:
+def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: list[int],
+             members: list[int]) -> None:
     if not payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         raise _Refusal("corrupt", "archive does not start with a local file header")
     count, directory_start, directory_size = _locate(payload, limits.max_members)
+    # Like the byte budget, the member count is shared across nesting levels: a zip of
+    # stored zips must not make this scan parse max_members entries per inner archive.
+    members[0] -= count
+    if members[0] < 0:
+        raise _Refusal("too_many_members",
+                       f"its archives and the archives stored in them declare more than "
+                       f"{limits.max_members} members together (max_members)")
     seen: set[str] = set()
     spans: list[tuple[int, int, str]] = []
-    members: list[ZipMember] = []
+    listed: list[ZipMember] = []
     total_in = total_out = 0
     # Each entry is checked as soon as it is parsed: a bomb stops at its first
     # bad member instead of after the whole directory has been read.
     for member in _entries(payload, count, directory_start, directory_size):
-        members.append(member)
+        listed.append(member)
         _check_member(member, limits, seen)
         start, end = _local_span(payload, member, directory_start)
         spans.append((start, end, member.name))
@@ -171,19 +182,19 @@ def _inspect(payload: bytes, limits: ExtractionLimits, *, depth: int, budget: li
     _check_ratio(total_out, total_in, limits, "the archive")
     _check_overlaps(spans)
     if depth == 0:
-        _check_zipfile_agrees(payload, members)
-    for member in members:
+        _check_zipfile_agrees(payload, listed)
+    for member in listed:
         if _looks_like_archive(payload, member):
             if depth + 1 > limits.max_nesting_depth:
                 raise _Refusal(
                     "nested_too_deep",
-                    f"member {member.name!r} is an archive at nesting depth {depth + 1}, "
+                    f"member {_shown(member.name)} is an archive at nesting depth {depth + 1}, "
                     f"over the limit of {limits.max_nesting_depth}",
                 )
             if member.method == 0:
                 start = _data_start(payload, member)
                 _inspect(payload[start:start + member.compressed], limits,
-                         depth=depth + 1, budget=budget)
+                         depth=depth + 1, budget=budget, members=members)
 
 
 def _check_zipfile_agrees(payload: bytes, members: list[ZipMember]) -> None:
@@ -335,23 +346,39 @@ def _apply_zip64(extra: bytes, compressed: int, uncompressed: int, offset: int
 def _check_member(member: ZipMember, limits: ExtractionLimits, seen: set[str]) -> None:
     name = member.name
     if member.flags & (_FLAG_ENCRYPTED | _FLAG_STRONG) or member.method == 99:
-        raise _Refusal("encrypted", f"member {name!r} is encrypted")
+        raise _Refusal("encrypted", f"member {_shown(name)} is encrypted")
     if member.method not in _ALLOWED_METHODS:
         raise _Refusal("unsupported_compression",
-                       f"member {name!r} uses compression method {member.method} "
+                       f"member {_shown(name)} uses compression method {member.method} "
                        "(only stored and deflate are allowed)")
     normal = name.replace("\\", "/")
     if (normal.startswith("/") or _DRIVE.match(normal) or "\x00" in name
             or ".." in normal.split("/")):
-        raise _Refusal("unsafe_member_name", f"member name {name!r} escapes the archive")
+        raise _Refusal("unsafe_member_name", f"member name {_shown(name)} escapes the archive")
     if member.is_symlink:
-        raise _Refusal("unsafe_member_name", f"member {name!r} is a symbolic link")
+        raise _Refusal("unsafe_member_name", f"member {_shown(name)} is a symbolic link")
     key = normal.casefold()
     if key in seen:
         raise _Refusal("duplicate_member",
-                       f"member {name!r} appears twice; parsers disagree on which one counts")
+                       f"member {_shown(name)} appears twice; parsers disagree on which one counts")
     seen.add(key)
-    _check_ratio(member.uncompressed, member.compressed, limits, f"member {name!r}")
+    _check_ratio(member.uncompressed, member.compressed, limits, f"member {_shown(name)}")
+
+
+def _shown(name: str) -> str:
+    """A member name as a refusal quotes it: `repr` (so controls and bidi overrides
+    are escaped) of at most `_SHOWN_NAME_CHARS` characters, with the full length
+    when it was cut (a zip name may be 65,535 bytes, and a refusal is printed and logged).
+
+    Examples:
+        >>> _shown("a.txt")
+        "'a.txt'"
+        >>> _shown("x" * 300).endswith("… (300 characters)")
+        True
+    """
+    if len(name) <= _SHOWN_NAME_CHARS:
+        return repr(name)
+    return f"{name[:_SHOWN_NAME_CHARS]!r}… ({len(name)} characters)"
 
 
 def _check_ratio(out: int, into: int, limits: ExtractionLimits, what: str) -> None:
@@ -375,7 +402,7 @@ def _local_span(payload: bytes, member: ZipMember, directory_start: int) -> tupl
     at = member.local_offset
     if at + _LOCAL.size > directory_start or payload[at:at + 4] != b"PK\x03\x04":
         raise _Refusal("header_mismatch",
-                       f"member {member.name!r} has no local header where the directory says")
+                       f"member {_shown(member.name)} has no local header where the directory says")
     (_, _, flags, method, _, _, _, compressed, uncompressed, name_len,
      _) = _LOCAL.unpack_from(payload, at)
     local_name = payload[at + _LOCAL.size:at + _LOCAL.size + name_len]
@@ -386,10 +413,10 @@ def _local_span(payload: bytes, member: ZipMember, directory_start: int) -> tupl
     if (local_name != central_name or method != member.method
             or (flags & _FLAG_ENCRYPTED) != (member.flags & _FLAG_ENCRYPTED) or sizes_differ):
         raise _Refusal("header_mismatch",
-                       f"local header of member {member.name!r} disagrees with the directory")
+                       f"local header of member {_shown(member.name)} disagrees with the directory")
     end = _data_start(payload, member) + member.compressed
     if end > directory_start:
-        raise _Refusal("corrupt", f"member {member.name!r} runs into the central directory")
+        raise _Refusal("corrupt", f"member {_shown(member.name)} runs into the central directory")
     return at, end
 
 
@@ -398,7 +425,8 @@ def _check_overlaps(spans: list[tuple[int, int, str]]) -> None:
     for start, end, name in sorted(spans):
         if start < previous_end:
             raise _Refusal("overlapping_members",
-                           f"members {previous_name!r} and {name!r} share bytes (a zip bomb shape)")
+                           f"members {_shown(previous_name)} and {_shown(name)} share bytes "
+                           "(a zip bomb shape)")
         previous_end, previous_name = end, name
 
 
@@ -505,20 +533,30 @@ def _read_ole(payload: bytes, max_entries: int | None = None) -> OleDirectory:
         start = (number + 1) * size
         return payload[start:start + size].ljust(size, b"\x00")
 
-    fat_ids = list(struct.unpack_from(f"<{_HEADER_DIFAT}I", payload, 0x4C))
-    following, seen_difat = difat_start, 0
-    while following <= _MAX_REGULAR_ID and seen_difat <= difat_count:
+    # The DIFAT chain is walked to its end, but only the sector numbers the header
+    # counts are kept, and only the FAT sectors that can describe a sector of this
+    # file are read: a chain that names itself, or one FAT sector listed thousands of
+    # times, must not make this process hold many times the file in Python ints.
+    fat_ids = [number for number in struct.unpack_from(f"<{_HEADER_DIFAT}I", payload, 0x4C)
+               if number <= _MAX_REGULAR_ID]
+    following, seen_difat = difat_start, set[int]()
+    while following <= _MAX_REGULAR_ID:
+        if following in seen_difat or len(seen_difat) >= difat_count:
+            raise _Refusal("corrupt", "the DIFAT chain is longer than the header declares")
+        seen_difat.add(following)
         block = struct.unpack(f"<{size // 4}I", sector(following))
-        fat_ids.extend(block[:-1])
-        following, seen_difat = block[-1], seen_difat + 1
-    if seen_difat > difat_count:
-        raise _Refusal("corrupt", "the DIFAT chain is longer than the header declares")
-    fat_ids = [number for number in fat_ids if number <= _MAX_REGULAR_ID][:fat_count]
+        if len(fat_ids) < fat_count:
+            fat_ids.extend(number for number in block[:-1] if number <= _MAX_REGULAR_ID)
+        following = block[-1]
+    fat_ids = fat_ids[:fat_count]
     if len(fat_ids) != fat_count:
         raise _Refusal("corrupt", f"the header declares {fat_count} allocation-table sectors "
                                   f"and the DIFAT lists {len(fat_ids)}")
+    outside = next((number for number in fat_ids if number >= sectors), None)
+    if outside is not None:
+        raise _Refusal("corrupt", f"sector {outside} lies outside the file's {sectors}")
     fat: list[int] = []
-    for number in fat_ids:
+    for number in fat_ids[:-(-sectors // (size // 4))]:  # entries past the file mean nothing
         fat.extend(struct.unpack(f"<{size // 4}I", sector(number)))
     owner: dict[int, str] = {}
 

@@ -412,13 +412,16 @@ class _Walked:
 
     path: Path
     refusal: IngestionRejected | None = None
+    follow: bool = False
+    """Whether the link rule follows links: with ``"refuse"`` the file is also read
+    without following one, so a link swapped in after the walk checked it is refused."""
 
 
 def _expand(sources: Iterable[BulkSource], skip: Path | None, symlinks: LinkRule
             ) -> Iterator[BulkSource | _Walked]:
     for source in sources:
         if not isinstance(source, tuple) and Path(source).is_dir():
-            yield from (_Walked(p, refusal) for p, refusal in
+            yield from (_Walked(p, refusal, follow=symlinks != "refuse") for p, refusal in
                         walk_files(source, "**/*", symlinks=symlinks)
                         if p.resolve() != skip)
         else:
@@ -448,7 +451,8 @@ def _read_one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
         elif isinstance(source, _Walked):
             if source.refusal is not None:
                 raise source.refusal
-            payload = read_bounded(source.path, limits, label=label)
+            payload = read_bounded(source.path, limits, label=label,
+                                   follow_symlinks=source.follow)
         else:
             payload = read_bounded(source, limits, label=label)
     except IngestionRejected as error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import math
 import os
@@ -219,7 +220,9 @@ def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAUL
 
     A named pipe, device or socket is refused before it is opened (reading
     one could block forever); with ``follow_symlinks=False``, as directory
-    walks use it, so is a symbolic link, which could point anywhere.
+    walks use it, so is a symbolic link, which could point anywhere. The file
+    read is the one checked: a path swapped for a link, a pipe or another
+    file between the check and the open is refused, not followed.
 
     Raises:
         IngestionRejected: ``too_large`` (stage ``size``) when the file is
@@ -228,15 +231,28 @@ def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAUL
     name = safe_label(label if label is not None else Path(path).name)
     info = os.stat(path, follow_symlinks=follow_symlinks)
     if stat.S_ISLNK(info.st_mode):
-        raise IngestionRejected("a symbolic link found in a directory walk is not followed",
-                                label=name, stage="size", reason="symlink")
+        raise _not_followed(name)
     if not stat.S_ISREG(info.st_mode):
         raise IngestionRejected("not a regular file (a pipe, device or socket)",
                                 label=name, stage="size", reason="unsupported_type")
-    size = info.st_size
-    if size > limits.max_bytes:
-        raise _too_large(name, size, limits)
-    with open(path, "rb") as handle:
+    if info.st_size > limits.max_bytes:
+        raise _too_large(name, info.st_size, limits)
+    # What is read is the file that was checked: a path swapped for a link, a pipe or
+    # another file after the stat is refused (O_NOFOLLOW; O_NONBLOCK so a pipe's open
+    # returns at once; then the descriptor's own identity), never followed or waited on.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP and not follow_symlinks:
+            raise _not_followed(name) from None
+        raise
+    with open(fd, "rb") as handle:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino) \
+                or not stat.S_ISREG(opened.st_mode):
+            raise IngestionRejected("the file was replaced between its check and its opening",
+                                    label=name, stage="size", reason="unsupported_type")
         data = handle.read(limits.max_bytes + 1)
     if len(data) > limits.max_bytes:  # the file grew after stat
         raise _too_large(name, len(data), limits)
@@ -560,6 +576,11 @@ async def awarm_up() -> IsolatedExtractor:
     import asyncio
 
     return await asyncio.to_thread(warm_up)
+
+
+def _not_followed(label: str) -> IngestionRejected:
+    return IngestionRejected("a symbolic link found in a directory walk is not followed",
+                             label=label, stage="size", reason="symlink")
 
 
 def _too_large(label: str, size: int, limits: ExtractionLimits) -> IngestionRejected:

@@ -40,7 +40,8 @@ class ExtractionLimits(BaseModel):
     ratio_floor_bytes: PositiveInt = 1 * _MiB
     """Members and archives smaller than this uncompressed are never refused for their ratio."""
     max_members: PositiveInt = 1024
-    """Members in one archive, read from the end-of-central-directory record first."""
+    """Members in one archive, counted together with those of the archives stored in it,
+    each count read from its end-of-central-directory record first."""
     max_nesting_depth: int = Field(default=1, ge=0)
     """Archives inside the attachment's own container, and files inside files (an
     e-mail's attachment is 1 deep, an attachment of a forwarded message 2); 0 allows none."""

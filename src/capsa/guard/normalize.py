@@ -29,6 +29,11 @@ _EMOJI_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U0
                                  "{2,6}\U000e007f")
 _SCRATCH = re.compile(r"/[^\s'\"]*?capsa-worker-[^/\s'\"]*(?:/(?:worker|file)-[^/\s'\"]*)*")
 """A path inside an isolated pool's scratch tree (``.../capsa-worker-*/worker-*/file-*``)."""
+_SCRATCH_RUN = re.compile(
+    r"(?<![^\s'\"])[^\s'\"]*capsa-worker-[^/\s'\"]*(?:/(?:worker|file)-[^/\s'\"]*)*")
+"""A run of path characters, from its start up to its last scratch path: the only text
+`_SCRATCH` can match in. Tried once per run (the look-behind), it keeps the scrub linear;
+`_SCRATCH` alone tries every ``/`` and scans to the run's end from each (quadratic)."""
 _ISO2022_DESIGNATIONS: tuple[tuple[re.Pattern[bytes], tuple[str, ...]], ...] = (
     # ISO-2022-KR announces KS X 1001 once, in its first line (RFC 1557)
     (re.compile(rb"\x1b\$\)C"), ("iso2022_kr",)),
@@ -153,9 +158,18 @@ def clean_detail(detail: object, *, limit: int = 2000) -> str:
         >>> clean_detail("No such file: '/tmp/capsa-worker-1a/worker-2b/file-3c/x.docx'")
         "No such file: '<scratch>/x.docx'"
     """
-    text = _SCRATCH.sub("<scratch>", str(detail)[: 4 * limit])
+    text = _hide_scratch(str(detail)[: 4 * limit])
     text = " ".join(normalize(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _hide_scratch(text: str) -> str:
+    """Every scratch path in `text` replaced with ``<scratch>``, in linear time.
+
+    `_SCRATCH` is applied only inside a run `_SCRATCH_RUN` found, which ends where its
+    last match ends, so no ``/`` it tries there fails after a long scan.
+    """
+    return _SCRATCH_RUN.sub(lambda run: _SCRATCH.sub("<scratch>", run.group()), text)
 
 
 class DecodedText(NamedTuple):
