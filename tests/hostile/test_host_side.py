@@ -174,11 +174,6 @@ def test_a_file_swapped_for_a_link_after_the_walk_checked_it_is_not_followed(
     assert outcome.reason == "symlink"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "only the last path component is opened without following links; a folder between "
-    "the root and the file swapped for a link after the walk is still followed. Fix: "
-    "open each component beneath the root with O_NOFOLLOW | O_DIRECTORY through dir_fd "
-    "(or openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS where the kernel has it)"))
 def test_a_folder_swapped_for_a_link_after_the_walk_checked_it_is_not_followed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, elsewhere = tmp_path / "inbox", tmp_path / "elsewhere"
@@ -197,6 +192,16 @@ def test_a_folder_swapped_for_a_link_after_the_walk_checked_it_is_not_followed(
     (outcome,) = _walk(root)
     assert isinstance(outcome, Omission)
     assert outcome.reason == "symlink"
+
+
+def test_a_root_reached_through_a_link_is_still_read_beneath(tmp_path: Path) -> None:
+    # Only the folders below the root are opened without following links: the root
+    # the application named may itself be a link (a mounted share, /home on a volume).
+    (tmp_path / "inbox" / "sub").mkdir(parents=True)
+    (tmp_path / "inbox" / "sub" / "a.txt").write_text("an ordinary note")
+    (tmp_path / "share").symlink_to(tmp_path / "inbox", target_is_directory=True)
+    (outcome,) = _walk(tmp_path / "share")
+    assert isinstance(outcome, Extracted) and outcome.text == "an ordinary note"
 
 
 # ------------------------------------------------------------------- the light path

@@ -415,14 +415,17 @@ class _Walked:
     follow: bool = False
     """Whether the link rule follows links: with ``"refuse"`` the file is also read
     without following one, so a link swapped in after the walk checked it is refused."""
+    root: Path | None = None
+    """The folder walked: with ``"refuse"``, every folder from it down to the file is
+    opened without following a link as well."""
 
 
 def _expand(sources: Iterable[BulkSource], skip: Path | None, symlinks: LinkRule
             ) -> Iterator[BulkSource | _Walked]:
     for source in sources:
         if not isinstance(source, tuple) and Path(source).is_dir():
-            yield from (_Walked(p, refusal, follow=symlinks != "refuse") for p, refusal in
-                        walk_files(source, "**/*", symlinks=symlinks)
+            yield from (_Walked(p, refusal, follow=symlinks != "refuse", root=Path(source))
+                        for p, refusal in walk_files(source, "**/*", symlinks=symlinks)
                         if p.resolve() != skip)
         else:
             yield source
@@ -452,7 +455,7 @@ def _read_one(index: int, source: BulkSource | _Walked, pool: TextExtractor,
             if source.refusal is not None:
                 raise source.refusal
             payload = read_bounded(source.path, limits, label=label,
-                                   follow_symlinks=source.follow)
+                                   follow_symlinks=source.follow, beneath=source.root)
         else:
             payload = read_bounded(source, limits, label=label)
     except IngestionRejected as error:

@@ -215,14 +215,18 @@ def render_blocks(files: Sequence[Extracted]) -> str:
 
 
 def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAULT_LIMITS,
-                 *, label: str | None = None, follow_symlinks: bool = True) -> bytes:
+                 *, label: str | None = None, follow_symlinks: bool = True,
+                 beneath: str | os.PathLike[str] | None = None) -> bytes:
     """Read a regular file, but never more than ``limits.max_bytes + 1`` bytes of it.
 
     A named pipe, device or socket is refused before it is opened (reading
     one could block forever); with ``follow_symlinks=False``, as directory
     walks use it, so is a symbolic link, which could point anywhere. The file
     read is the one checked: a path swapped for a link, a pipe or another
-    file between the check and the open is refused, not followed.
+    file between the check and the open is refused, not followed. With
+    `beneath` (the root a walk found `path` in) and ``follow_symlinks=False``,
+    every folder between that root and the file is opened without following
+    a link too, so a folder swapped for a link after the walk is refused.
 
     Raises:
         IngestionRejected: ``too_large`` (stage ``size``) when the file is
@@ -242,9 +246,12 @@ def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAUL
     # returns at once; then the descriptor's own identity), never followed or waited on.
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        if beneath is not None and not follow_symlinks:
+            fd = _open_beneath(beneath, path, flags)
+        else:
+            fd = os.open(path, flags)
     except OSError as error:
-        if error.errno == errno.ELOOP and not follow_symlinks:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR) and not follow_symlinks:
             raise _not_followed(name) from None
         raise
     with open(fd, "rb") as handle:
@@ -257,6 +264,30 @@ def read_bounded(path: str | os.PathLike[str], limits: ExtractionLimits = DEFAUL
     if len(data) > limits.max_bytes:  # the file grew after stat
         raise _too_large(name, len(data), limits)
     return data
+
+
+def _open_beneath(root: str | os.PathLike[str], path: str | os.PathLike[str], flags: int) -> int:
+    """Open `path` with `flags`, each folder from `root` down to it opened without following a link.
+
+    A folder that is a link fails its open (``ENOTDIR`` with ``O_DIRECTORY``
+    and ``O_NOFOLLOW``), which the caller refuses as ``symlink``; a path not
+    beneath `root` is opened as it is.
+    """
+    relative = os.path.relpath(path, root)
+    parts = Path(relative).parts
+    if not parts or parts[0] == os.pardir or os.path.isabs(relative):
+        return os.open(path, flags)
+    folder_flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW \
+        | os.O_CLOEXEC
+    folder = os.open(root, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, folder_flags, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        return os.open(parts[-1], flags, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def extract_attachment(attachment: Attachment, extractor: TextExtractor | None = None,
