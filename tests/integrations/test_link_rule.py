@@ -113,3 +113,45 @@ def test_capsa_extract_applies_the_same_rule(folder: Path, tmp_path: Path, rule:
 def test_within_root_needs_a_root() -> None:
     with pytest.raises(ValueError, match="root"):
         CapsaReader(symlinks="within_root")
+
+
+@pytest.mark.parametrize("swapped", ["file", "folder"])
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_link_swapped_in_after_the_walk_is_refused_not_followed(
+        entry: str, swapped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A process that can write to the folder swaps the walked file, or a folder on the
+    # way to it, for a link between the walk's check and the read.
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "a.txt").write_text(SECRET)
+    root = tmp_path / "inbox"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("alpha")
+    done: list[bool] = []
+
+    def swap() -> None:
+        if done:
+            return
+        done.append(True)
+        (root / "sub" / "a.txt").unlink()
+        if swapped == "file":
+            (root / "sub" / "a.txt").symlink_to(outside / "sub" / "a.txt")
+        else:
+            (root / "sub").rmdir()
+            (root / "sub").symlink_to(outside / "sub", target_is_directory=True)
+
+    import capsa.guard.bulk
+    import capsa.langchain.loaders
+    import capsa.llama_index.readers
+
+    for module in (capsa.guard.bulk, capsa.langchain.loaders, capsa.llama_index.readers):
+        real = module.read_bounded
+
+        def racing(*args: object, _real: Callable[..., bytes] = real, **kwargs: object) -> bytes:
+            swap()
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, "read_bounded", racing)
+    texts, refused = ENTRY_POINTS[entry](root, "refuse")
+    assert done and SECRET not in " ".join(texts)
+    assert ("a.txt", "symlink") in refused

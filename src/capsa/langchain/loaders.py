@@ -250,21 +250,41 @@ class CapsaLoader(BaseLoader):
     def _width(self) -> int:
         return self.workers if self.workers is not None else pool_width(self.parser.extractor)
 
-    def _jobs(self) -> Iterator[Blob | tuple[Path, IngestionRejected]]:
-        """Every file to parse, as a blob, or a walked path the link rule refused."""
+    def _jobs(self) -> Iterator[Blob | tuple[Path, IngestionRejected | Path]]:
+        """Every file to parse: a blob; a walked path with the link rule's refusal; or,
+        under ``symlinks="refuse"``, a walked path with the folder it was found in."""
         for source in self.sources:
             if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
                 for path, refusal in self._walk(Path(source)):
-                    yield (path, refusal) if refusal is not None else _to_blob(path)
+                    if refusal is not None:
+                        yield path, refusal
+                    elif self.symlinks == "refuse":
+                        yield path, Path(source)
+                    else:
+                        yield _to_blob(path)
             else:
                 yield _to_blob(source)
 
-    def _outcomes(self, index: int, job: Blob | tuple[Path, IngestionRejected]
+    def _outcomes(self, index: int, job: Blob | tuple[Path, IngestionRejected | Path]
                   ) -> list[Document | Omission]:
         if isinstance(job, Blob):
             return self.parser.outcomes(job)
-        path, refusal = job
-        return [self.parser.refusal(refusal, where=str(path))]
+        path, found = job
+        if isinstance(found, IngestionRejected):
+            return [self.parser.refusal(found, where=str(path))]
+        # Read here, without following a link swapped in for the file or a folder
+        # below the root since the walk checked them, then parsed as the file's bytes.
+        label = safe_label(path.name)
+        try:
+            payload = read_bounded(path, self.parser.limits, label=label,
+                                   follow_symlinks=False, beneath=found)
+        except IngestionRejected as error:
+            return [self.parser.refusal(error, where=str(path))]
+        except OSError as error:
+            return [self.parser.refusal(IngestionRejected(
+                f"could not read the file: {error.strerror}", label=label, stage="size",
+                reason="corrupt"), where=str(path))]
+        return self.parser.outcomes(Blob.from_data(payload, path=str(path)))
 
     async def alazy_load(self) -> AsyncIterator[Document]:
         """`lazy_load` with every read and parse in worker threads; the loop never waits.

@@ -289,8 +289,9 @@ class CapsaReader(BasePydanticReader):
 
     def _read(self, path: Path, label: str, fs: Any) -> bytes:
         try:
-            if fs is None:
-                return read_bounded(path, self.limits, label=label)
+            if fs is None:  # with "refuse", read without following a link swapped in since
+                return read_bounded(path, self.limits, label=label,
+                                    follow_symlinks=self.symlinks != "refuse", beneath=self.root)
             return self._read_from(fs, path, label)
         except OSError as error:  # missing, unreadable: this file's outcome, not the load's
             raise IngestionRejected(f"could not read the file: {error.strerror or error}",
