@@ -207,13 +207,6 @@ def test_a_root_reached_through_a_link_is_still_read_beneath(tmp_path: Path) -> 
 # ------------------------------------------------------------------- the light path
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the light path decodes the whole payload, then `normalize` copies it several "
-    "times and splits it into a list of lines before the text ceiling is checked: "
-    "17x the file's size for blank lines (557 MB for 32 MiB; at the ingestion preset's "
-    "256 MiB about 4.5 GB), with no memory limit in this process. Fix: normalise in "
-    "chunks cut after a newline (every step of `normalize` but the final blank-line "
-    "fold and strip is local to a line), stopping once the text is over max_text_chars"))
 def test_light_path_holds_a_small_multiple_of_the_file_while_normalising() -> None:
     payload = b"\n" * (2 * MiB)
     limits = LIMITS.model_copy(update={"max_bytes": 4 * MiB})

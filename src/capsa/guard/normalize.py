@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
+from collections.abc import Iterator
 from typing import NamedTuple
 
 __all__ = [
@@ -74,11 +75,35 @@ def normalize(text: str) -> str:
         >>> normalize("a\\r\\nb\\u200b  \\n\\x1b[2Jc")
         'a\\nb\\n[2Jc'
     """
+    if len(text) <= _CHUNK_CHARS:
+        return _fold_blank_lines(_normalize_lines(text)).strip("\n")
+    # A long text is normalised a piece at a time, each cut after a newline: every
+    # step but the folding of blank lines is local to a line, and a whole text at
+    # once held many times its size (a list of its lines, several copies).
+    return _fold_blank_lines("".join(map(_normalize_lines, _pieces(text)))).strip("\n")
+
+
+_CHUNK_CHARS = 65_536
+"""Characters `normalize` handles at once (more only when a line is longer)."""
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """`text` in consecutive pieces of about `_CHUNK_CHARS`, each ending after a newline."""
+    start = 0
+    while start < len(text):
+        cut = text.find("\n", start + _CHUNK_CHARS)
+        end = len(text) if cut < 0 else cut + 1
+        yield text[start:end]
+        start = end
+
+
+def _normalize_lines(text: str) -> str:
+    """Every step of `normalize` but folding blank lines and stripping the ends."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if text.isascii():
         # The common case, about 7x faster: NFC is the identity on ASCII and
         # the only characters to strip are the C0 controls and DEL.
-        return _fold_blank_lines(_strip_trailing(_ASCII_CONTROL.sub("", text))).strip("\n")
+        return _strip_trailing(_ASCII_CONTROL.sub("", text))
     if _has_surrogates(text):
         text = _SURROGATE.sub("\ufffd", text)
     text = unicodedata.normalize("NFC", text)
@@ -88,15 +113,15 @@ def normalize(text: str) -> str:
     flags = _EMOJI_TAG_SEQUENCE.findall(text)
     text = "".join(_strip_format(piece) + (flags[i] if i < len(flags) else "")
                    for i, piece in enumerate(pieces))
-    text = _fold_blank_lines(_strip_trailing(text))
     # Removing characters can expose new trailing spaces or NFC compositions; a
     # second pass is cheap and makes the function idempotent.
-    text = unicodedata.normalize("NFC", _strip_trailing(text))
-    return text.strip("\n")
+    return unicodedata.normalize("NFC", _strip_trailing(text))
 
 
 def _strip_trailing(text: str) -> str:
     """Spaces and tabs at the end of every line removed (5x faster than a multiline regex)."""
+    if " \n" not in text and "\t\n" not in text and not text.endswith((" ", "\t")):
+        return text  # most text: nothing to strip, and no list of its lines to build
     return "\n".join(line.rstrip(" \t") for line in text.split("\n"))
 
 

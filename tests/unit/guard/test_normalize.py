@@ -4,6 +4,7 @@ code pages, and refusal details safe to print."""
 from __future__ import annotations
 
 import codecs
+import importlib
 
 import pytest
 from hypothesis import given
@@ -249,3 +250,22 @@ _TRICKY = st.sampled_from(
 @given(st.lists(_TRICKY, max_size=60).map("".join))
 def test_normalize_matches_its_one_character_at_a_time_definition(text: str) -> None:
     assert normalize(text) == _one_char_at_a_time(text)
+
+
+_PIECES = st.sampled_from(["a", "é", "e\u0301", " ", "\t", "\n", "\r\n", "\r", "\u200b", "\u200d",
+                           "\u202e", "\x1b", "\ud800", "\U0001f3f4\U000e0067\U000e0062"
+                           "\U000e0065\U000e006e\U000e0067\U000e007f", "\U0001f468", "\n\n\n\n"])
+
+
+@given(st.lists(_PIECES, max_size=60).map("".join))
+def test_normalising_a_piece_at_a_time_gives_what_the_whole_text_gives(text: str) -> None:
+    # A long text is normalised in pieces cut after a newline, so that it never holds
+    # many times its size; cut every few characters, the result must not change.
+    module = importlib.import_module("capsa.guard.normalize")  # the package names the function
+    whole = normalize(text)
+    patch = pytest.MonkeyPatch()
+    try:
+        patch.setattr(module, "_CHUNK_CHARS", 3)
+        assert module.normalize(text) == whole
+    finally:
+        patch.undo()
