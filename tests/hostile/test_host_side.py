@@ -240,17 +240,14 @@ class _MailOfDocuments:
             for number in range(self.count)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an embedded file is charged to its parent's allowance by its own bytes, and an "
-    "archive among them is inspected with a fresh max_uncompressed_bytes: three 75 KB "
-    "DOCX attached to one message declare 18 MiB against a limit of 8 MiB, and each "
-    "reaches a parser (an e-mail of 8 MiB can carry hundreds). Fix, a policy change: "
-    "`_extract` passes the allowance's remaining size to `inspect_archive` as its "
-    "budget for files found inside, and charges the declared total to it"))
 def test_archives_inside_one_file_share_its_uncompressed_allowance() -> None:
     extractor = _MailOfDocuments(docx_declaring(6 * MiB), count=3)
     result = extract_attachment(Attachment(label="mail.txt", payload=b"a message"),
                                 extractor, LIMITS)
     reached = len(extractor.parsed)
     assert reached * 6 * MiB <= LIMITS.max_uncompressed_bytes
+    assert reached == 1  # the first fits what is left of the message's allowance
+    refused = [child for child in result.attachments if isinstance(child, Omission)]
+    assert {child.reason for child in refused} == {"archive_too_large"}
+    assert "shares with the file it was found in" in refused[0].detail
     assert sum(isinstance(child, Omission) for child in result.attachments) == 3 - reached

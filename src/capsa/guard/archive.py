@@ -87,7 +87,8 @@ def member_names(payload: bytes) -> list[str]:
     return [m.name for m in members]
 
 
-def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> None:
+def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str,
+                    budget: int | None = None) -> int:
     """Refuse a zip container whose declarations are dangerous, before any parser runs.
 
     Checks, from the central directory and local headers only: member count
@@ -102,6 +103,13 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
     counts one level deeper, and a stored one is inspected in turn. A deflated
     nested archive within the depth limit is never opened by any capsa parser.
 
+    Args:
+        budget: the declared bytes allowed, when less than `limits.max_uncompressed_bytes`
+            is left: an archive found inside another file shares that file's allowance.
+
+    Returns:
+        The uncompressed bytes its members declare, stored archives inside included.
+
     Raises:
         IngestionRejected: stage ``archive``, with the reason and the numbers.
 
@@ -111,13 +119,21 @@ def inspect_archive(payload: bytes, limits: ExtractionLimits, *, label: str) -> 
         >>> with zipfile.ZipFile(buf, "w") as z:
         ...     z.writestr("a.txt", "hello")
         >>> inspect_archive(buf.getvalue(), ExtractionLimits(), label="a.zip")
+        5
     """
+    allowed = limits.max_uncompressed_bytes if budget is None else budget
+    left = [allowed]
     try:
-        _inspect(payload, limits, depth=0, budget=[limits.max_uncompressed_bytes],
-                 members=[limits.max_members])
+        _inspect(payload, limits, depth=0, budget=left, members=[limits.max_members])
     except _Refusal as refusal:
-        raise IngestionRejected(refusal.detail, label=label, stage="archive",
+        detail = refusal.detail
+        if budget is not None and refusal.reason == "archive_too_large":
+            detail = (f"members declare more than the {allowed} uncompressed bytes left of the "
+                      f"{limits.max_uncompressed_bytes} (max_uncompressed_bytes) it shares "
+                      "with the file it was found in")
+        raise IngestionRejected(detail, label=label, stage="archive",
                                 reason=refusal.reason) from None
+    return allowed - left[0]
 
 
 def open_inspected(payload: bytes, limits: ExtractionLimits, *, label: str) -> zipfile.ZipFile:

@@ -379,7 +379,11 @@ def _extract(payload: bytes, media_type: str | None, label: str,
     if len(payload) > limits.max_bytes:
         raise _too_large(label, len(payload), limits)
     if payload.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        inspect_archive(payload, limits, label=label)
+        if parent is None:
+            inspect_archive(payload, limits, label=label)
+        else:  # found inside a file: what its members declare comes out of that file's share
+            allowance.size -= inspect_archive(payload, limits, label=label,
+                                              budget=max(allowance.size, 0))
     elif payload.startswith(OLE_MAGIC):
         inspect_ole(payload, limits, label=label)
     sniffed = sniff(payload)

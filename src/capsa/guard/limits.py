@@ -34,7 +34,9 @@ class ExtractionLimits(BaseModel):
     max_bytes: PositiveInt = 8 * _MiB
     """Raw bytes per file. Checked first; a path is never read past this plus one byte."""
     max_uncompressed_bytes: PositiveInt = 8 * _MiB
-    """Declared uncompressed total of an archive's members, summed across nesting levels."""
+    """Declared uncompressed total of an archive's members, summed across nesting levels;
+    the archives found inside one file (an e-mail's DOCX attachments) share it with that
+    file's other contents."""
     max_expansion_ratio: PositiveFloat = 100.0
     """Uncompressed / compressed size, per member and overall, once past `ratio_floor_bytes`."""
     ratio_floor_bytes: PositiveInt = 1 * _MiB
