@@ -281,14 +281,14 @@ def test_empty_text_parts_do_not_become_files() -> None:
     assert refused.value.reason == "no_text"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a multipart message whose boundary is missing or never used (Python's msg_17, "
-    "msg_25, msg_31, msg_41) is refused as no_text: the e-mail parser leaves its body "
-    "unsplit, unstructured reads no part of it, and the words in it are lost"))
-def test_a_multipart_message_without_a_usable_boundary_keeps_its_words() -> None:
+@pytest.mark.parametrize("declared", [b"multipart/alternative;",
+                                      b'multipart/mixed; boundary="never-used"'],
+                         ids=["no-boundary", "unused-boundary"])
+def test_a_multipart_message_without_a_usable_boundary_keeps_its_words(declared: bytes) -> None:
     broken = (b"From: a@example.org\nSubject: 64423\nMIME-Version: 1.0\n"
-              b"Content-Type: multipart/alternative;\n\nBlah blah blah\n")
+              b"Content-Type: " + declared + b"\n\nBlah blah blah\n")
 
     done = _mail(broken)
 
     assert "Blah blah blah" in done.text
+    assert any("no boundary" in note for note in done.notes)

@@ -42,6 +42,9 @@ class MailParts:
     """Attachments and embedded messages, in order, as bytes for the guard."""
     parts: int
     """Parts counted, the message itself included."""
+    unsplit: str | None = None
+    """The body of a multipart message whose boundary is missing or never used, as text:
+    the e-mail parser leaves such a body whole and unstructured reads none of it."""
 
 
 def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
@@ -73,7 +76,20 @@ def read_mail(payload: bytes, *, max_parts: int = MAX_MIME_PARTS,
     parts = _count(message, max_parts=max_parts, max_nesting=max_nesting)
     embedded: list[EmbeddedFile] = []
     _collect(message, embedded, shown=_shown_as_body(message))
-    return MailParts(embedded=tuple(embedded), parts=parts)
+    return MailParts(embedded=tuple(embedded), parts=parts, unsplit=_unsplit_body(message))
+
+
+def _unsplit_body(message: Message) -> str | None:
+    """The text of a message that says it is multipart but has no parts to split into."""
+    if message.get_content_maintype() != "multipart" or message.is_multipart():
+        return None
+    data = message.get_payload(decode=True)
+    if not isinstance(data, bytes) or not data.strip():
+        return None
+    try:
+        return data.decode(message.get_content_charset() or "utf-8", "replace")
+    except LookupError:  # a charset Python does not know
+        return data.decode("utf-8", "replace")
 
 
 def _count(message: Message, *, max_parts: int, max_nesting: int) -> int:

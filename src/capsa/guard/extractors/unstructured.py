@@ -122,13 +122,20 @@ class UnstructuredExtractor:
                         check_text_floor(kind, archive, self.max_text_chars)
             if kind == "html" and self.max_text_chars is not None:
                 check_html_text_floor(payload, self.max_text_chars)
+            unsplit = None
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
-                embedded = read_mail(payload).embedded
+                parts = read_mail(payload)
+                embedded, unsplit = parts.embedded, parts.unsplit
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
-        return _parsed(elements, embedded, mail=kind == "eml")
+        parsed = _parsed(elements, embedded, mail=kind == "eml")
+        if unsplit is not None and not parsed.text.strip():
+            return replace(parsed, text=unsplit, elements=(), notes=(
+                *parsed.notes, "the message says it has parts but no boundary divides them: "
+                "its body is kept whole, as plain text"))
+        return parsed
 
     def self_test(self) -> dict[str, str]:
         """Parse one trusted sample per kind; warms every lazy import in the worker."""
