@@ -296,28 +296,23 @@ def prepare(
     separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
                                                                           strict=True)]
     headings = [heading_words(p.source, p.title) for _, p in inputs]
+    # each passage's sentences, as positions in `texts`
+    ends = list(itertools.accumulate(len(doc_spans) for doc_spans in spans))
+    ranges = [range(end - len(doc_spans), end) for doc_spans, end in zip(spans, ends, strict=True)]
     if type(scorer) is LexicalScorer:  # what score() would compute, from terms already held
         unit_scores = _normalise(scorer.score_terms(weights, analysed))
         whole = [terms + analyze(heading) if heading else terms for terms, heading in zip(
             _passage_terms(inputs, spans, separated, analysed), headings, strict=True)]
         passage_scores = _normalise(scorer.score_terms(idf(query_terms, whole), whole))
     elif type(scorer) is StaticScorer:  # the same scores, from the words already held
-        ranges, start = [], 0
-        for doc_spans in spans:
-            ranges.append(range(start, start + len(doc_spans)))
-            start += len(doc_spans)
         unit_raw, passage_raw = scorer.score_prepared(query, words, analysed, ranges, headings)
         unit_scores, passage_scores = _normalise(unit_raw), _normalise(passage_raw)
     else:
         unit_scores = _normalise(scores_of(scorer, query, texts))
         passage_scores = _passage_scores(scorer, query, inputs, spans, headings)
     incoming = _min_max([p.score for _, p in inputs])
-    owners = [n for n, doc_spans in enumerate(spans) for _ in doc_spans]
-    first = 0
-    leads: list[int | None] = []
-    for doc_spans in spans:
-        leads.append(first if doc_spans else None)
-        first += len(doc_spans)
+    owners = [n for n, sentences in enumerate(ranges) for _ in sentences]
+    leads = [sentences.start if sentences else None for sentences in ranges]
     evidence = link(query, texts, analysed, unit_scores, owners, leads, passage_scores)
     lexicon = Lexicon(lowered, words)
     docs: list[Doc] = []

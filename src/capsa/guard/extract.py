@@ -277,12 +277,12 @@ def _open_beneath(root: str | os.PathLike[str], path: str | os.PathLike[str], fl
     parts = Path(relative).parts
     if not parts or parts[0] == os.pardir or os.path.isabs(relative):
         return os.open(path, flags)
-    folder_flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW \
-        | os.O_CLOEXEC
-    folder = os.open(root, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
+    # O_PATH where there is one: a folder is only passed through, never read
+    folder_flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+    folder = os.open(root, folder_flags)
     try:
         for part in parts[:-1]:
-            inner = os.open(part, folder_flags, dir_fd=folder)
+            inner = os.open(part, folder_flags | os.O_NOFOLLOW, dir_fd=folder)
             os.close(folder)
             folder = inner
         return os.open(parts[-1], flags, dir_fd=folder)

@@ -274,16 +274,10 @@ class CapsaLoader(BaseLoader):
             return [self.parser.refusal(found, where=str(path))]
         # Read here, without following a link swapped in for the file or a folder
         # below the root since the walk checked them, then parsed as the file's bytes.
-        label = safe_label(path.name)
         try:
-            payload = read_bounded(path, self.parser.limits, label=label,
-                                   follow_symlinks=False, beneath=found)
+            payload = _read(path, self.parser.limits, safe_label(path.name), beneath=found)
         except IngestionRejected as error:
             return [self.parser.refusal(error, where=str(path))]
-        except OSError as error:
-            return [self.parser.refusal(IngestionRejected(
-                f"could not read the file: {error.strerror}", label=label, stage="size",
-                reason="corrupt"), where=str(path))]
         return self.parser.outcomes(Blob.from_data(payload, path=str(path)))
 
     async def alazy_load(self) -> AsyncIterator[Document]:
@@ -329,13 +323,20 @@ def _blob_label(blob: Blob) -> str:
     return safe_label(str(source) if source is not None else "")
 
 
+def _read(path: Path, limits: ExtractionLimits, label: str, *,
+          beneath: Path | None = None) -> bytes:
+    """`read_bounded`; with `beneath`, without following a link below that walked root."""
+    try:
+        return read_bounded(path, limits, label=label, follow_symlinks=beneath is None,
+                            beneath=beneath)
+    except OSError as error:  # missing, unreadable: this file's outcome, not the load's
+        raise IngestionRejected(f"could not read the file: {error.strerror}", label=label,
+                                stage="size", reason="corrupt") from error
+
+
 def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
     if blob.data is None and blob.path is not None:
-        try:
-            return read_bounded(Path(blob.path), limits, label=label)
-        except OSError as error:  # missing, unreadable: this file's outcome, not the load's
-            raise IngestionRejected(f"could not read the file: {error.strerror}", label=label,
-                                    stage="size", reason="corrupt") from error
+        return _read(Path(blob.path), limits, label)
     data = blob.data
     if isinstance(data, str):
         if len(data) > limits.max_bytes:  # every character is at least one byte
