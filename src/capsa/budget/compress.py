@@ -990,9 +990,12 @@ class Seen:
     def __init__(self) -> None:
         self._keys: set[str] = set()
         self._by_word: dict[str, list[Unit]] = defaultdict(list)
+        self._words: set[str] = set()
+        """Every word of the sentences added: a near duplicate's words are mostly in it."""
 
     def add(self, unit: Unit) -> None:
         self._keys.add(unit.key)
+        self._words.update(unit.words)
         for word in unit.prefix:
             self._by_word[word].append(unit)
 
@@ -1001,6 +1004,10 @@ class Seen:
         if unit.key in self._keys:
             return True
         size = len(unit.words)
+        # a near duplicate shares at least `_NEAR_DUPLICATE` of the union of both word sets,
+        # so of `unit`'s words: most sentences fail this before their prefix is worked out
+        if size < 6 or len(unit.words & self._words) < _NEAR_DUPLICATE * size:
+            return False
         checked: set[int] = set()
         for word in unit.prefix:
             for other in self._by_word.get(word, ()):
@@ -1019,6 +1026,7 @@ class Seen:
         clone = Seen()
         clone._keys = set(self._keys)
         clone._by_word = defaultdict(list, {w: list(us) for w, us in self._by_word.items()})
+        clone._words = set(self._words)
         return clone
 
 
