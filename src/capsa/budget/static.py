@@ -205,9 +205,16 @@ class StaticScorer(BaseModel):
 
     @staticmethod
     def _asked(query: str) -> dict[str, str]:
-        """The query's content words, each with its term (words with none left out)."""
+        """The query's content words that may have stand-ins, each with its term.
+
+        Words with no term are left out, and so are names and numbers
+        (`_named`): a name has no synonyms, yet the vectors place it beside
+        its kind ("Lewiston" near other towns, "1998" near other years), so a
+        sentence about another town or year would be credited for it.
+        """
+        named = _named(query)
         return {word: terms[0] for word in _content_words(_HOW_TO.sub(r"\1", query))
-                if (terms := terms_of([word]))}
+                if word not in named and (terms := terms_of([word]))}
 
     @staticmethod
     def _best(model: _StaticModel, query_words: Sequence[str],
@@ -356,6 +363,38 @@ class _StaticModel:
                 return (self.unknown,)
             start = end
         return tuple(pieces)
+
+
+def _named(query: str) -> frozenset[str]:
+    """The words a question writes as names or numbers, as `_content_words` gives them.
+
+    A name is a word capitalised where a sentence does not start; a number
+    holds a digit. When every word after the first is capitalised (a question
+    in title case) capitalisation tells nothing, and only numbers count.
+
+    Examples:
+        >>> sorted(_named("Which arena did the Lewiston Maineiacs use in 1998?"))
+        ['1998', 'lewiston', 'maineiacs']
+        >>> sorted(_named("Who Wrote The Great Gatsby"))
+        []
+    """
+    capitalised, later = [], 0
+    for match in _QUERY_WORD.finditer(query):
+        before = query[:match.start()].rstrip(_OPENERS)
+        if not before or before.endswith(_ENDERS):
+            continue  # a sentence's first word is capitalised whatever it is
+        later += 1
+        if match.group()[0].isupper():
+            capitalised.append(match.group())
+    names = () if later > 1 and len(capitalised) == later else capitalised
+    found = {word for name in names for word in _content_words(name)}
+    found.update(word for word in _content_words(query) if any(c.isdigit() for c in word))
+    return frozenset(found)
+
+
+_QUERY_WORD = re.compile(r"[^\W_][\w'’.-]*")
+_OPENERS = " \t\n\"'“‘([¿¡"
+_ENDERS = (".", "!", "?", ":", ";", "\n")
 
 
 def _content_words(text: str) -> tuple[str, ...]:

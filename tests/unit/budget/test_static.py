@@ -51,6 +51,31 @@ def test_static_scorer_credits_what_the_lexical_scorer_misses() -> None:
     assert StaticScorer().score(RENT, OFFICE)[1] > 0.0
 
 
+def test_static_scorer_gives_no_stand_in_for_a_number() -> None:
+    # "1997" sits at cosine 0.87 from "1998": a year is never another year
+    assert StaticScorer().score("What happened in 1998?", ["It rained in 1997."]) == [0.0]
+
+
+def test_static_scorer_gives_no_stand_in_for_a_name() -> None:
+    assert StaticScorer().score("Where did Obama speak?", ["Clinton was there."]) == [0.0]
+    day, = StaticScorer().score("Which day did France vote on Monday?",
+                                ["Germany voted on Tuesday."])
+    # "voted" still stands in for "vote", but neither name nor weekday earns credit
+    assert day == pytest.approx(StaticScorer().score("Which day did they vote?",
+                                                     ["Germany voted on Tuesday."])[0])
+
+
+def test_static_scorer_reads_a_title_case_question_as_words_not_names() -> None:
+    titled, plain = (StaticScorer().score(q, [OFFICE[1]])[0] for q in (
+        "What Does It Cost To Rent An Automobile?", RENT))
+    assert titled == plain > 0.0
+
+
+def test_static_scorer_treats_a_lower_case_name_as_a_word() -> None:
+    # without capitals nothing marks a name: the question is read as plain words
+    assert StaticScorer().score("where did obama speak", ["Clinton was there."])[0] > 0.0
+
+
 def test_static_scorer_scores_exact_matches_as_the_lexical_scorer_does() -> None:
     texts = ["Parking costs nothing.", "Rent is due monthly.", "The costs of rent rose."]
     static = StaticScorer(threshold=0.99).score("rent cost", texts)
