@@ -380,8 +380,10 @@ def _named(query: str) -> frozenset[str]:
     """
     capitalised, later = [], 0
     for match in _QUERY_WORD.finditer(query):
-        before = query[:match.start()].rstrip(_OPENERS)
-        if not before or before.endswith(_ENDERS):
+        at = match.start()
+        while at and query[at - 1] in _OPENERS:
+            at -= 1
+        if not at or query[at - 1] in _ENDERS:
             continue  # a sentence's first word is capitalised whatever it is
         later += 1
         if match.group()[0].isupper():
@@ -394,7 +396,7 @@ def _named(query: str) -> frozenset[str]:
 
 _QUERY_WORD = re.compile(r"[^\W_][\w'’.-]*")
 _OPENERS = " \t\n\"'“‘([¿¡"
-_ENDERS = (".", "!", "?", ":", ";", "\n")
+_ENDERS = ".!?:;"
 
 
 def _content_words(text: str) -> tuple[str, ...]:
