@@ -78,10 +78,11 @@ reading it is sure of.
 
 More than twice the most that any reading of non-CJK text reached (5.3),
 over every piece of 16 to 1,024 bytes of chardet's labelled non-CJK files
-(31 code pages): the detector picks a single-byte code page confidently for
-Thai or Cyrillic, whose letters read as a few kana more often than by chance.
-It picks Thai for two sentences of EUC-JP too (evidence 13 and more), and
-Korean for chat in jamo, which reads as hiragana in EUC-JP (ㅇㅇ as しし)."""
+(241 files, 18 code pages): the detector picks a single-byte code page
+confidently for Thai or Cyrillic, whose letters read as a few kana more often
+than by chance. It picks Thai for two sentences of EUC-JP too (one such
+reading has evidence 14), and Korean for chat in jamo, which reads as
+hiragana in EUC-JP (ㅇㅇ as しし)."""
 MARGIN = 3.0
 """How many times the next reading's evidence the chosen reading's must be."""
 HZ_SHARE = 0.1
