@@ -204,3 +204,35 @@ def test_traditional_forms_count_as_common_chinese() -> None:
 
     assert common.match("這") and common.match("这") and common.match("們")
 
+
+
+_ALPHABETS = {
+    "cp1252": "abcdefghijklmnopqrstuvwxyzàáâäçèéêëìíîïñòóôöùúûüßÀÉÈÖÜÇÑæøåÆØÅœ",
+    "cp1250": "abcdefghijklmnopqrstuvwxyząćęłńóśźżčďěňřšťůžĄĆĘŁŃÓŚŹŻČŘŠŽ",
+    "cp1251": "абвгдеёжзийклмнопрстуфхцчшщъыьэюяАБВГДЕЖЗИЙКЛМНОПРСТУФХЦЧШЩЭЮЯ",
+    "cp866": "абвгдеёжзийклмнопрстуфхцчшщъыьэюяАБВГДЕЖЗИЙКЛМНОПРСТУФХЦЧШЩЭЮЯ",
+    "koi8_r": "абвгдеёжзийклмнопрстуфхцчшщъыьэюяАБВГДЕЖЗИЙКЛМНОПРСТУФХЦЧШЩЭЮЯ",
+    "cp1253": "αβγδεζηθικλμνξοπρστυφχψωάέήίόύώΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ",
+    "cp1255": "אבגדהוזחטיכלמנסעפצקרשת",
+    "cp1256": "ابتثجحخدذرزسشصضطظعغفقكلمنهوي",
+    "cp874": "กขคงจฉชซญดตถทนบปผพฟมยรลวศสหอฮะาำิีึืุูเแโใไ่้๊๋",
+}
+
+
+@pytest.mark.parametrize("codec", sorted(_ALPHABETS))
+@given(data=st.data())
+def test_no_cjk_reading_of_a_single_byte_alphabet_can_overturn_the_detector(
+        codec: str, data: st.DataObject) -> None:
+    # Words of random letters, spaced or run together: whatever CJK codec reads
+    # them, never with the evidence needed to replace a single-byte code page.
+    words = data.draw(st.lists(st.text(st.sampled_from(_ALPHABETS[codec]), min_size=1,
+                                       max_size=12), min_size=1, max_size=30))
+    for joined in (" ".join(words), "".join(words)):
+        assert read_cjk(joined.encode(codec), evidence=cjk.OVERRIDE_EVIDENCE) is None
+
+
+@given(st.binary(min_size=1, max_size=200), st.integers(0, 199),
+       st.sampled_from(b"\x00\x01\x07\x1b\x7f"))
+def test_no_cjk_reading_holds_a_control_character(junk: bytes, at: int, control: int) -> None:
+    at = min(at, len(junk))
+    assert read_cjk(junk[:at] + bytes([control]) + junk[at:], evidence=0.0) is None
