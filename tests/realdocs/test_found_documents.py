@@ -4,7 +4,9 @@
 over files nobody made for capsa: Python's e-mail and codec test data,
 LibreOffice's templates, packages' documentation. Each test here pins one
 thing that sweep found, on an input made in code with the same shape (no
-found file is copied): the bytes that mattered are a few lines long.
+found file is copied): the bytes that mattered are a few lines long. Python's
+own CJK codec test files, which every CPython build carries in its test
+package, are read where the interpreter keeps them (skipped where it has none).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import io
 import re
 import shutil
+import sysconfig
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +31,7 @@ from capsa.guard import (
     sniff,
 )
 from capsa.guard.extractors import OfficeExtractor, Router, default_router
-from capsa.guard.normalize import detect_and_decode
+from capsa.guard.normalize import UndecodableText, decode_text, detect_and_decode
 from capsa.guard.sniff import media_type_for_name
 
 LEGACY = Path(__file__).resolve().parent / "files" / "legacy"
@@ -178,6 +181,46 @@ def test_iso2022_text_reaches_the_extracted_text() -> None:
 
     assert done.text.strip() == JAPANESE.strip()
     assert done.encoding == "iso2022_jp"
+
+
+# --- Python's own CJK codec test files ------------------------------------------------
+# Read where the interpreter keeps them (not copied): each legacy file beside its UTF-8
+# twin. The sweep found cp949, johab and hz refused or garbled; generated sentences in
+# every CJK codec are in tests/unit/guard/test_normalize.py.
+
+CJKENCODINGS = Path(sysconfig.get_path("stdlib")) / "test" / "cjkencodings"
+needs_cjkencodings = pytest.mark.skipif(not CJKENCODINGS.is_dir(),
+                                        reason="this interpreter has no test/cjkencodings")
+READ_AS_WRITTEN = ["big5", "euc_jisx0213", "euc_jp", "euc_kr", "gb18030", "gb2312", "gbk", "hz",
+                   "iso2022_jp", "iso2022_kr", "shift_jis", "shift_jisx0213"]
+
+
+@needs_cjkencodings
+@pytest.mark.parametrize("name", READ_AS_WRITTEN)
+def test_pythons_cjk_codec_test_file_is_read_as_its_utf8_twin(name: str) -> None:
+    legacy = (CJKENCODINGS / f"{name}.txt").read_bytes()
+    twin = (CJKENCODINGS / f"{name}-utf8.txt").read_text("utf-8")
+
+    assert decode_text(legacy) == twin
+
+
+@needs_cjkencodings
+@pytest.mark.parametrize("name", ["cp949", "johab"])
+def test_pythons_strings_of_rare_hangul_are_refused_naming_the_readings(name: str) -> None:
+    """Rare syllables, circled letters and hanja: valid cp949 (and GB18030) or Johab, but
+    with almost none of Korean's common syllables, and the detector finds nothing."""
+    with pytest.raises(UndecodableText, match=f"decodes strictly .*as {name}, .*too few"):
+        decode_text((CJKENCODINGS / f"{name}.txt").read_bytes())
+
+
+@needs_cjkencodings
+@pytest.mark.xfail(strict=True, reason="23 bytes of rare HKSCS characters and Latin letters "
+                   "with combining marks: no reading has a common character, and the detector "
+                   "reads Mac Central European")
+def test_pythons_short_big5hkscs_file_is_read_as_its_utf8_twin() -> None:
+    legacy = (CJKENCODINGS / "big5hkscs.txt").read_bytes()
+
+    assert decode_text(legacy) == (CJKENCODINGS / "big5hkscs-utf8.txt").read_text("utf-8")
 
 
 # --- e-mail: text the body did not show -----------------------------------------------

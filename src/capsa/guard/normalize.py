@@ -8,6 +8,17 @@ import unicodedata
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from capsa.guard.cjk import (
+    EVIDENCE,
+    OVERRIDE_EVIDENCE,
+    SWITCH_EVIDENCE,
+    cjk_readings,
+    family_of,
+    read_cjk,
+    read_hz,
+    standard_share,
+)
+
 __all__ = [
     "DecodedText", "UndecodableText", "clean_detail", "decode_text", "detect_and_decode",
     "normalize",
@@ -48,6 +59,11 @@ Such text is pure ASCII bytes, so it is valid UTF-8 too; read as UTF-8, the
 escapes are stripped as control characters and the Japanese or Korean becomes
 runs of Latin letters and punctuation (``$B%F%9%H``). The designations are
 unambiguous, so they are checked before UTF-8."""
+
+_MOSTLY_STANDARD = 0.5
+"""A CJK reading with fewer of its distinct characters in its codec's base standard is the
+detector's guess, not its finding: real text keeps to the standard, a misreading in GB18030's
+or cp949's extensions does not."""
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
@@ -221,18 +237,26 @@ def detect_and_decode(payload: bytes, *, code_pages: bool = True) -> DecodedText
 
     Order: a byte-order mark; UTF-32 or UTF-16 when the pattern of NUL bytes
     says so (ASCII-range UTF-16 is also valid UTF-8, so this comes first);
-    strict UTF-8; UTF-8 with a few replacements when it has valid multi-byte
-    sequences (damaged UTF-8); then a legacy code page (cp1252, GBK, Shift-JIS, cp1256,
-    BOM-less UTF-16 of CJK text, ...) detected by `charset-normalizer` on at
-    most the first 64 KiB. Among encodings the detector finds equally clean,
-    cp1252 wins, as in browsers. Any decode that replaced more than 5 % of the
-    characters is refused (silent mojibake is worse than a reason).
+    7-bit ISO-2022-JP or -KR by their escapes, and HZ by its ``~{`` escapes
+    when it decodes strictly and reads as Chinese (`read_hz`); strict UTF-8;
+    BOM-less UTF-16 of CJK text (few NULs, all on one side); UTF-8 with a few
+    replacements when it has valid multi-byte sequences (damaged UTF-8); then a
+    legacy code page (cp1252, GBK, Shift-JIS, cp1256, ...) detected by
+    `charset-normalizer` on at most the first 64 KiB, cut at a line or word end.
+    Among encodings the detector finds equally clean, cp1252 wins, as in
+    browsers. A strict CJK reading whose characters are its language's common
+    ones (`read_cjk`) corrects the detector: it picks GB18030 for a sentence
+    of Chinese the detector took for Korean, and EUC-KR that it found nothing
+    for. Any decode that replaced more than 5 % of the characters is refused
+    (silent mojibake is worse than a reason), and so is text only CJK codecs
+    read, none of them as its language.
 
-    ``code_pages=False`` skips the detector (for sniffing, which must stay
+    ``code_pages=False`` skips the detector and HZ (for sniffing, which must stay
     cheap on any input): such bytes are then decoded as lenient UTF-8.
 
     Raises:
-        UndecodableText: the replacement share is over 5 %.
+        UndecodableText: the replacement share is over 5 %, or only CJK codecs read
+            the bytes and none of them as text in its language.
 
     Examples:
         >>> detect_and_decode("Café".encode("utf-8"))
@@ -252,6 +276,9 @@ def detect_and_decode(payload: bytes, *, code_pages: bool = True) -> DecodedText
     iso2022 = _iso2022(payload)
     if iso2022 is not None:
         return iso2022
+    if code_pages and read_hz(payload[:_SAMPLE_BYTES],
+                              cut=len(payload) > _SAMPLE_BYTES) is not None:
+        return DecodedText(_checked(payload.decode("hz", "replace")), "hz", 1.0)
     try:
         return DecodedText(payload.decode("utf-8"), None, None)
     except UnicodeDecodeError:
@@ -264,11 +291,50 @@ def detect_and_decode(payload: bytes, *, code_pages: bool = True) -> DecodedText
             lenient.count("\ufffd") <= max(1.0, _DAMAGED_UTF8_SHARE * len(lenient))):
         # Valid multi-byte sequences and a stray bad byte: damaged UTF-8, not a code page.
         return DecodedText(lenient, None, None)
-    guess = _detect_code_page(payload[:_SAMPLE_BYTES]) if code_pages else None
+    if not code_pages:
+        return DecodedText(_checked(lenient), None, None)
+    sample = _code_page_sample(payload)
+    cut = len(sample) < len(payload)
+    guess = _detect_code_page(sample, cut=cut)
     if guess is not None:
         encoding, confidence = guess
         return DecodedText(_checked(payload.decode(encoding, "replace")), encoding, confidence)
+    _refuse_unread_cjk(sample, lenient, cut=cut)
     return DecodedText(_checked(lenient), None, None)
+
+
+def _code_page_sample(payload: bytes) -> bytes:
+    """The first 64 KiB, cut after its last newline or space when the payload goes on.
+
+    A cut inside a two-byte character left the sample's last byte invalid in
+    every CJK codec, and the detector then found no encoding at all for 70 KB of
+    EUC-KR. No byte below 0x30 is part of a multi-byte character in any of them.
+    """
+    if len(payload) <= _SAMPLE_BYTES:
+        return payload
+    sample = payload[:_SAMPLE_BYTES]
+    end = max(sample.rfind(b"\n"), sample.rfind(b" ")) + 1
+    return sample[:end] if end else sample
+
+
+def _refuse_unread_cjk(sample: bytes, lenient: str, *, cut: bool) -> None:
+    """Refuse, naming them, bytes that CJK codecs read strictly but not as their language.
+
+    The detector found nothing, and each strict reading has too few of its
+    language's common characters to be told from a misreading (a list of rare
+    syllables, binary that happens to be valid): taking the only reading, or
+    the first of two, would be a guess. Raises nothing when no CJK codec reads
+    the sample, or when lenient UTF-8 is acceptable anyway.
+    """
+    if lenient.count("\ufffd") <= _MAX_REPLACEMENT_SHARE * max(1, len(lenient)):
+        return
+    readings = cjk_readings(sample, cut=cut)
+    if readings:
+        listed = "; ".join(f"as {r.encoding}, {r.common} of its {r.characters} characters are "
+                           f"common in {r.language}" for r in readings)
+        raise UndecodableText(
+            "not UTF-8 and in no code page the detector recognised; it decodes strictly "
+            f"{listed}: too few to tell text from a misreading")
 
 
 def _iso2022(payload: bytes) -> DecodedText | None:
@@ -329,7 +395,55 @@ def _decodes(sample: bytes, encoding: str) -> bool:
     return controls <= 0.01 * len(text)
 
 
-def _detect_code_page(sample: bytes) -> tuple[str, float] | None:
+def _detect_code_page(sample: bytes, *, cut: bool) -> tuple[str, float] | None:
+    """The detector's code page, unless a CJK reading shows it misread CJK text.
+
+    charset-normalizer judges how messy each reading looks, which for a short
+    CJK text often prefers the wrong one of GB2312, EUC-KR and EUC-JP (the
+    same bytes are valid in all three), sometimes Thai; and it finds nothing
+    when a file's rare characters look messy. `read_cjk` judges what the
+    characters are, and the evidence it needs grows with what it overturns: a
+    CJK reading the detector is unsure of (`SWITCH_EVIDENCE`: a tie, or a
+    reading mostly outside its codec's base standard, as Shift-JIS read as
+    cp949 is), no reading at all (`EVIDENCE`), a single-byte code page or a CJK
+    reading the detector is sure of (`OVERRIDE_EVIDENCE`). When both name the
+    same byte structure (EUC-JP as ``euc_jis_2004``), the detector's name
+    stands. `cut` says the sample is the start of a longer payload.
+    """
+    guess = _detector_guess(sample)
+    if guess is None:
+        needed = EVIDENCE
+    elif family_of(guess.encoding) is not None and (
+            guess.tied or standard_share(sample, guess.encoding, cut=cut) < _MOSTLY_STANDARD):
+        needed = SWITCH_EVIDENCE
+    else:
+        needed = OVERRIDE_EVIDENCE
+    confident = read_cjk(sample, evidence=needed, cut=cut)
+    if confident is None:
+        return None if guess is None else (guess.encoding, guess.confidence)
+    reading, lead = confident
+    if (guess is not None and family_of(guess.encoding) == family_of(reading.encoding)
+            and _strict_decodes(sample, guess.encoding, cut=cut)):
+        return guess.encoding, guess.confidence
+    return reading.encoding, lead
+
+
+def _strict_decodes(sample: bytes, encoding: str, *, cut: bool) -> bool:
+    try:
+        codecs.getincrementaldecoder(encoding)("strict").decode(sample, final=not cut)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class _Guess(NamedTuple):
+    encoding: str
+    confidence: float
+    tied: bool
+    """Other readings were as clean (within 0.02 of chaos): the detector could not tell."""
+
+
+def _detector_guess(sample: bytes) -> _Guess | None:
     try:
         from charset_normalizer import from_bytes
     except ImportError:  # pragma: no cover - a core dependency; kept for vendored installs
@@ -340,9 +454,10 @@ def _detect_code_page(sample: bytes) -> tuple[str, float] | None:
     best = matches[0]
     ties = [m for m in matches if m.chaos <= best.chaos + 0.02]
     names = [_codec_name(m.encoding) for m in ties]
-    confidence = max(0.0, 1.0 - best.chaos) / (1 if len(ties) == 1 else 2)
+    tied = len(ties) > 1
+    confidence = round(max(0.0, 1.0 - best.chaos) / (2 if tied else 1), 3)
     if "cp1252" in names:
-        return "cp1252", round(confidence, 3)
+        return _Guess("cp1252", confidence, tied)
     if names[0].startswith(("utf-16", "utf-32")) and len(sample) < 64:
         # A few bytes of Latin-1 decode as two or three "CJK" characters too.
         try:
@@ -350,8 +465,8 @@ def _detect_code_page(sample: bytes) -> tuple[str, float] | None:
         except UnicodeDecodeError:
             text = ""
         if text and all(ch >= " " or ch in "\t\n\r" for ch in text):
-            return "cp1252", 0.5
-    return names[0], round(confidence, 3)
+            return _Guess("cp1252", 0.5, tied)
+    return _Guess(names[0], confidence, tied)
 
 
 def _codec_name(name: str) -> str:

@@ -11,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from capsa.guard import normalize
-from capsa.guard.normalize import UndecodableText, clean_detail, decode_text, detect_and_decode
+from capsa.guard.cjk import family_of
+from capsa.guard.normalize import (
+    DecodedText,
+    UndecodableText,
+    clean_detail,
+    decode_text,
+    detect_and_decode,
+)
 
 
 def test_normalize_turns_every_newline_style_into_unix() -> None:
@@ -269,3 +276,256 @@ def test_normalising_a_piece_at_a_time_gives_what_the_whole_text_gives(text: str
         assert module.normalize(text) == whole
     finally:
         patch.undo()
+
+
+# legacy CJK: a strict reading made of its language's common characters corrects the detector
+
+KOREAN = "대한민국의 수도는 서울이며, 오늘 회의는 오후 세 시에 시작합니다."
+CHINESE = "中华人民共和国的首都是北京。今天下午三点开会，请准时参加。"
+TRADITIONAL = "臺灣的首都是臺北。今天下午三點開會，請準時參加。"
+JAPANESE = "日本の首都は東京です。今日の会議は午後三時に始まります。"
+
+
+@pytest.mark.parametrize(("text", "codec"), [
+    (KOREAN, "euc_kr"), (KOREAN, "cp949"), (KOREAN, "johab"), (KOREAN, "iso2022_kr"),
+    (CHINESE, "gb2312"), (CHINESE, "gbk"), (CHINESE, "gb18030"), (CHINESE, "hz"),
+    (TRADITIONAL, "big5"), (TRADITIONAL, "big5hkscs"), (TRADITIONAL, "cp950"),
+    (JAPANESE, "shift_jis"), (JAPANESE, "cp932"), (JAPANESE, "euc_jp"), (JAPANESE, "iso2022_jp"),
+])
+def test_detect_and_decode_reads_two_sentences_in_each_cjk_encoding(text: str, codec: str) -> None:
+    decoded = detect_and_decode(text.encode(codec))
+
+    assert decoded.text == text
+    assert decoded.encoding is not None
+    assert (family_of(decoded.encoding) or decoded.encoding) == (family_of(codec) or codec)
+
+
+@pytest.mark.parametrize(("text", "codec"), [
+    ("中华人民共和国的首都是北京。", "gb2312"),  # the detector: Korean, 櫓빽훙췽묾뵨벌돨
+    ("日本の首都は東京です。今日", "euc_jp"),     # the detector: Korean, 폽居ㅞ숍텃ㅟ
+])
+def test_detect_and_decode_reads_one_sentence_the_detector_takes_for_korean(
+        text: str, codec: str) -> None:
+    decoded = detect_and_decode(text.encode(codec))
+
+    assert decoded.text == text
+    assert family_of(decoded.encoding or "utf-8") == family_of(codec)
+
+
+def test_detect_and_decode_reads_hz_rather_than_its_ascii() -> None:
+    payload = b"This sentence is in ASCII.\nThe next is in GB.~{<:Ky2;S{#,NpJ)l6HK!#~}Bye.\n"
+
+    decoded = detect_and_decode(payload)
+
+    assert decoded == DecodedText("This sentence is in ASCII.\nThe next is in GB."
+                                  "己所不欲，勿施於人。Bye.\n", "hz", 1.0)
+
+
+def test_detect_and_decode_reads_a_file_whose_64_kib_sample_ends_inside_a_character() -> None:
+    body = (KOREAN + "\n").encode("euc_kr") * 1200
+    payload = next(b"#" * pad + body for pad in range(2)
+                   if (b"#" * pad + body)[65535] >= 0xa1
+                   and not (b"#" * pad + body)[:65536].decode("euc_kr", "ignore").endswith("\n"))
+    assert len(payload) > 65536
+
+    decoded = detect_and_decode(payload)
+
+    assert "\ufffd" not in decoded.text
+    assert family_of(decoded.encoding or "utf-8") == family_of("euc_kr")
+
+
+# the detector's answer and the CJK reading, with the detector's answer pinned
+
+
+def _detector_says(monkeypatch: pytest.MonkeyPatch, guess: tuple[str, float, bool] | None,
+                   ) -> None:
+    module = importlib.import_module("capsa.guard.normalize")
+    pinned = None if guess is None else module._Guess(*guess)
+    monkeypatch.setattr(module, "_detector_guess", lambda sample: pinned)
+
+
+def test_a_cjk_reading_replaces_a_cjk_codec_the_detector_could_not_tell_from_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _detector_says(monkeypatch, ("cp949", 0.5, True))
+
+    assert detect_and_decode(CHINESE.encode("gb2312")).encoding == "gb18030"
+
+
+def test_a_confident_cjk_pick_stands_against_a_few_common_characters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Korean chat in jamo reads as hiragana in EUC-JP (ㅇㅇ as しし): when the
+    # detector is sure of Korean, a sentence's worth of kana does not overturn it.
+    _detector_says(monkeypatch, ("cp949", 1.0, False))
+    payload = "ㅇㅇ 알았어 ㄴㄴ 내일 보자 ㅇㅇ 이건 아니야".encode("euc_kr")
+
+    assert detect_and_decode(payload).encoding == "cp949"
+
+
+@pytest.mark.parametrize(("text", "encoding"), [
+    ((KOREAN + "\n") * 3, "cp949"),  # a paragraph: overwhelming evidence
+    (KOREAN[:12], "cp874"),          # a phrase: the detector's Thai stands
+])
+def test_a_cjk_reading_overturns_a_single_byte_code_page_only_on_strong_evidence(
+        monkeypatch: pytest.MonkeyPatch, text: str, encoding: str) -> None:
+    _detector_says(monkeypatch, ("cp874", 1.0, False))
+
+    assert detect_and_decode(text.encode("euc_kr")).encoding == encoding
+
+
+def test_a_cjk_reading_replaces_a_confident_pick_made_of_characters_outside_its_standard(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shift-JIS read as cp949 is Hangul syllables that KS X 1001 does not have.
+    _detector_says(monkeypatch, ("cp949", 1.0, False))
+
+    decoded = detect_and_decode(JAPANESE.encode("shift_jis"))
+
+    assert (decoded.text, decoded.encoding) == (JAPANESE, "cp932")
+
+
+def test_the_detectors_name_stands_when_it_names_the_same_byte_structure(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _detector_says(monkeypatch, ("euc_jis_2004", 0.5, True))
+
+    assert detect_and_decode(JAPANESE.encode("euc_jp")).encoding == "euc_jis_2004"
+
+
+def test_bytes_only_cjk_codecs_read_and_none_as_its_language_are_refused_with_the_readings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hangul syllables outside EUC-KR's 2,350, none of them common: valid
+    # cp949 (and GB18030), text in neither as far as anything can tell.
+    _detector_says(monkeypatch, None)
+    rare = [chr(c) for c in range(0xAC00, 0xD7A4) if chr(c).encode("cp949")[1] < 0xA1]
+    payload = " ".join("".join(rare[i * 211 + j] for j in range(3)) for i in range(16))
+
+    with pytest.raises(UndecodableText, match=r"decodes strictly .*as cp949, 0 of its 48 .*"
+                                              "too few to tell text from a misreading"):
+        decode_text(payload.encode("cp949"))
+
+
+def test_a_cjk_reading_is_taken_when_the_detector_finds_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _detector_says(monkeypatch, None)
+
+    decoded = detect_and_decode(KOREAN.encode("johab"))
+
+    assert (decoded.text, decoded.encoding) == (KOREAN, "johab")
+
+
+# other text is not newly read as CJK
+
+
+@pytest.mark.parametrize("text", [
+    "plain ASCII, nothing else: 100% of it.",
+    "UTF-8 with CJK in it: 中文, 日本語, 한국어.",
+    "Grüße aus Köln — “quoted” façade, naïve café, señor, São Paulo.",
+])
+def test_detect_and_decode_keeps_ascii_and_utf8_as_utf8(text: str) -> None:
+    assert detect_and_decode(text.encode()) == DecodedText(text, None, None)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_detect_and_decode_keeps_utf16_as_utf16(encoding: str) -> None:
+    text = "Grüße, 中文 and 한국어 in UTF-16"
+
+    decoded = detect_and_decode(text.encode(encoding))
+
+    assert decoded.text == text and decoded.encoding is not None
+    assert decoded.encoding.startswith("utf-16")
+
+
+@pytest.mark.parametrize("text", [
+    "Résumé für Ångström, façade, naïve — “quoted”.",
+    "Le château où j'ai passé l'été était très agréable, même en hiver.",
+    "Die Straße war schön, und wir aßen Käse in München.",
+    "El niño comió piñas en la montaña, ¿verdad? ¡Sí!",
+    "Não há razão para não ir à praia amanhã, disse João.",
+    "Þetta er íslensk setning með ð og þ og æ.",
+])
+def test_detect_and_decode_reads_western_european_cp1252_as_it_was_written(text: str) -> None:
+    decoded = detect_and_decode(text.encode("cp1252"))
+
+    assert decoded.text == text
+    assert family_of(decoded.encoding or "utf-8") is None
+
+
+@pytest.mark.parametrize(("text", "codec"), [
+    ("Zażółć gęślą jaźń, powiedział Łukasz.", "cp1250"),
+    ("Příliš žluťoučký kůň úpěl ďábelské ódy.", "cp1250"),
+    ("Съешь же ещё этих мягких французских булок, да выпей чаю.", "cp1251"),
+    ("Съешь же ещё этих мягких французских булок, да выпей чаю.", "koi8_r"),
+    ("Съешь же ещё этих мягких французских булок, да выпей чаю.", "cp866"),
+    ("Ξεσκεπάζω την ψυχοφθόρα βδελυγμία.", "cp1253"),
+    ("Pijamalı hasta yağız şoföre çabucak güvendi.", "cp1254"),
+    ("עטלף אבק נס דרך מזגן שהתפוצץ כי חם", "cp1255"),
+    ("نص حكيم له سر قاطع وذو شأن عظيم", "cp1256"),
+    ("เป็นมนุษย์สุดประเสริฐเลิศคุณค่า", "cp874"),
+])
+def test_detect_and_decode_reads_no_single_byte_code_page_as_cjk(text: str, codec: str) -> None:
+    try:
+        decoded = detect_and_decode(text.encode(codec))
+    except UndecodableText:
+        return
+    assert family_of(decoded.encoding or "utf-8") is None
+
+
+@pytest.mark.parametrize("junk", [
+    bytes(range(256)) * 4,
+    bytes(range(128, 256)) * 4,
+    bytes((i * 7919) % 256 for i in range(4096)),
+])
+def test_detect_and_decode_reads_binary_junk_as_no_cjk_text(junk: bytes) -> None:
+    try:
+        decoded = detect_and_decode(junk)
+    except UndecodableText:
+        return
+    assert family_of(decoded.encoding or "utf-8") is None
+
+
+# round trips: everyday sentences, written here, encoded and decoded back
+
+_PHRASES = {
+    "Chinese": ["我们在北京开会", "他们的报告已经完成了", "这个问题很重要", "你可以看一下附件",
+                "我们要在下周一以前回复", "公司今年的发展很好", "大家都同意这个方案",
+                "他说明天不能来", "这是我们的工作计划", "会议上讨论了很多事情",
+                "我觉得这个想法不错", "请把文件发给我"],
+    "Traditional": ["我們在臺北開會", "他們的報告已經完成了", "這個問題很重要", "你可以看一下附件",
+                    "我們要在下週一以前回覆", "公司今年的發展很好", "大家都同意這個方案",
+                    "他說明天不能來", "這是我們的工作計劃", "會議上討論了很多事情",
+                    "我覺得這個想法不錯", "請把文件發給我"],
+    "Japanese": ["私は東京で働いています", "会議は午後三時に始まります",
+                 "添付の資料をご確認ください",
+                 "来週の月曜日までに返事をください", "この問題について話し合いました",
+                 "新しい計画はとても良いと思います", "田中さんは明日来ません",
+                 "これは私たちの仕事の予定です", "駅の近くに新しい店ができました",
+                 "報告書を書き終わりました"],
+    "Korean": ["저는 서울에서 일하고 있습니다", "회의는 오후 세 시에 시작합니다",
+               "첨부한 자료를 확인해 주세요", "다음 주 월요일까지 답장을 주세요",
+               "이 문제에 대해 이야기했습니다", "새로운 계획이 아주 좋다고 생각합니다",
+               "김 선생님은 내일 오지 않습니다", "이것은 우리의 업무 일정입니다",
+               "역 근처에 새 가게가 생겼습니다", "보고서를 다 썼습니다"],
+}
+_PUNCTUATION = {"Chinese": ("，", "。", ""), "Traditional": ("，", "。", ""),
+                "Japanese": ("、", "。", ""), "Korean": (", ", ".", " ")}
+_CODECS = {"Chinese": ["gb2312", "gbk", "gb18030", "hz"],
+           "Traditional": ["big5", "big5hkscs", "cp950", "gb18030"],
+           "Japanese": ["shift_jis", "cp932", "euc_jp", "iso2022_jp"],
+           "Korean": ["euc_kr", "cp949", "johab", "iso2022_kr"]}
+
+
+def _sentences(language: str) -> st.SearchStrategy[str]:
+    comma, stop, between = _PUNCTUATION[language]
+    sentence = st.lists(st.sampled_from(_PHRASES[language]), min_size=1, max_size=2).map(
+        lambda phrases: comma.join(phrases) + stop)
+    return st.lists(sentence, min_size=2, max_size=8).map(between.join)
+
+
+@pytest.mark.parametrize("language", sorted(_PHRASES))
+@given(data=st.data())
+def test_two_or_more_everyday_sentences_come_back_from_every_codec_of_their_language(
+        language: str, data: st.DataObject) -> None:
+    # One short sentence has too few characters to tell a misreading from
+    # (the detector decides it, often rightly); two already have enough.
+    text = data.draw(_sentences(language))
+
+    for codec in _CODECS[language]:
+        assert detect_and_decode(text.encode(codec)).text == text, codec
