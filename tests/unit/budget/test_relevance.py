@@ -119,7 +119,7 @@ def test_embedding_scorer_embeds_each_text_once_across_calls() -> None:
     assert first[1] == second[0] and first[0] == first[2]
 
 
-def test_pack_embeds_each_sentence_once_whatever_the_number_of_budgets() -> None:
+def test_pack_embeds_each_text_once_whatever_the_number_of_budgets() -> None:
     calls: list[list[str]] = []
     scorer = EmbeddingScorer(embed=_counting_embed(calls))
     passages = [Passage(id="a", text="The hotel cap is EUR 165. Taxis need a receipt."),
@@ -127,10 +127,28 @@ def test_pack_embeds_each_sentence_once_whatever_the_number_of_budgets() -> None
     for tokens in (12, 25, 60, 400):
         pack("hotel cap", passages, Budget(max_tokens=tokens), scorer=scorer)
     embedded = [text for call in calls for text in call]
-    # the query and the three sentences, once each; passages are pooled from their sentences
+    # the query, the three sentences and the passage of two, once each (b is its one sentence)
     assert sorted(embedded) == sorted(["hotel cap", "The hotel cap is EUR 165.",
                                        "Taxis need a receipt.",
-                                       "Rail travel is booked in standard class."])
+                                       "Rail travel is booked in standard class.",
+                                       "The hotel cap is EUR 165. Taxis need a receipt."])
+
+
+def test_embedding_scorer_embeds_a_passage_by_its_opening() -> None:
+    calls: list[list[str]] = []
+    scorer = EmbeddingScorer(embed=_counting_embed(calls), passage_words=4)
+    scorer.score_passages("q", ["one two three four five six"], [["one two three four five six"]])
+    assert calls == [["q", "one two three four"]]
+
+
+def test_embedding_scorer_without_passage_words_pools_the_sentences() -> None:
+    calls: list[list[str]] = []
+    pooled = EmbeddingScorer(embed=_counting_embed(calls), passage_words=0, lexical_weight=0.0)
+    sentences = [["the hotel cap", "a taxi"], ["trains"]]
+    scores = pooled.score_passages("hotel", ["the hotel cap a taxi", "trains"], sentences)
+    assert sorted(text for call in calls for text in call) == sorted(
+        ["hotel", "the hotel cap", "a taxi", "trains"])  # no passage embedded
+    assert scores[0] > scores[1]
 
 
 def test_embedding_scorer_cache_keeps_at_most_cache_size_texts() -> None:
