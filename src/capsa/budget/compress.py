@@ -99,6 +99,8 @@ _FILL_TRIES = 3
 """How many of the most useful sentences left out are tried for the room left."""
 _NEAR_DUPLICATE = 0.85
 """Word-set Jaccard similarity above which two sentences count as the same."""
+_NEAR_DUPLICATE_WORDS = 6
+"""Fewest distinct words a sentence needs to count as another's near duplicate."""
 
 _LEAD_SHARE = 0.5
 """Least share of the best sentence a cut must keep to be packed instead of others."""
@@ -1006,7 +1008,7 @@ class Seen:
         size = len(unit.words)
         # a near duplicate shares at least `_NEAR_DUPLICATE` of the union of both word sets,
         # so of `unit`'s words: most sentences fail this before their prefix is worked out
-        if size < 6 or len(unit.words & self._words) < _NEAR_DUPLICATE * size:
+        if size < _NEAR_DUPLICATE_WORDS or len(unit.words & self._words) < _NEAR_DUPLICATE * size:
             return False
         checked: set[int] = set()
         for word in unit.prefix:
@@ -1032,10 +1034,10 @@ class Seen:
 
 def _prefix(words: Sequence[str], frequency: Counter[str]) -> tuple[str, ...]:
     """The rarest words of a sentence: any near duplicate shares at least one of them."""
-    if len(words) < 6:
+    if len(words) < _NEAR_DUPLICATE_WORDS:
         return ()
     unique = set(words)
-    if len(unique) < 6:
+    if len(unique) < _NEAR_DUPLICATE_WORDS:
         return ()
     # by (frequency, word): a stable sort by frequency of the alphabetical order
     distinct = sorted(sorted(unique), key=frequency.__getitem__)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 __all__ = ["CHANCE_SHARE", "EVIDENCE", "FAMILIES", "HZ_SHARE", "MARGIN", "OVERRIDE_EVIDENCE",
            "SWITCH_EVIDENCE", "CjkReading", "cjk_readings", "family_of", "read_cjk", "read_hz",
-           "standard_share"]
+           "standard_share", "strict_text"]
 
 FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Chinese", ("gb18030",)),
@@ -42,10 +42,6 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Japanese", ("euc_jp", "euc_jis_2004")),
     ("Japanese", ("cp932", "shift_jis_2004")),
 )
-_STANDARD = {"gb18030": "gb2312", "big5": "big5", "cp949": "euc_kr", "johab": "euc_kr",
-             "euc_jp": "euc_jp", "cp932": "shift_jis"}
-"""Each family's base standard (GB 2312, Big5, KS X 1001, JIS X 0208), by its first codec:
-the characters text in that family is mostly written in; extensions hold rare ones."""
 """Each byte structure's language and codecs, in the order they are tried.
 
 The first codec that decodes a sample strictly names the reading. GB18030
@@ -53,6 +49,10 @@ reads GB2312 and GBK, cp949 reads EUC-KR, cp932 reads Shift-JIS, each with the
 same text for what they share, so the narrower ones are not tried (they are
 the names the detector gives too); Big5's extensions and JIS X 0213 differ
 from the base codec in a few characters, so the base is tried first."""
+_STANDARD = {"gb18030": "gb2312", "big5": "big5", "cp949": "euc_kr", "johab": "euc_kr",
+             "euc_jp": "euc_jp", "cp932": "shift_jis"}
+"""Each family's base standard (GB 2312, Big5, KS X 1001, JIS X 0208), by its first codec:
+the characters text in that family is mostly written in; extensions hold rare ones."""
 
 _ALIASES = {"gb2312": "gb18030", "gbk": "gb18030", "euc_kr": "cp949", "shift_jis": "cp932",
             "euc_jisx0213": "euc_jis_2004", "shift_jisx0213": "shift_jis_2004"}
@@ -150,7 +150,7 @@ def standard_share(sample: bytes, encoding: str, *, cut: bool = False) -> float:
     members = family_of(encoding)
     if members is None:
         return 1.0
-    text = _strict(sample, encoding, cut=cut)
+    text = strict_text(sample, encoding, cut=cut)
     if text is None:
         return 0.0
     distinct = {ch for ch in set(text) if ch >= "\x80"}
@@ -178,7 +178,7 @@ def cjk_readings(sample: bytes, *, cut: bool = False) -> list[CjkReading]:
     readings = []
     for language, members in FAMILIES:
         for encoding in members:
-            text = _strict(sample, encoding, cut=cut)
+            text = strict_text(sample, encoding, cut=cut)
             if text is None:
                 continue
             if not _CONTROLS.search(text):
@@ -232,14 +232,14 @@ def read_hz(sample: bytes, *, cut: bool = False) -> CjkReading | None:
     """
     if b"~{" not in sample or not sample.isascii():
         return None
-    text = _strict(sample, "hz", cut=cut)
+    text = strict_text(sample, "hz", cut=cut)
     if text is None or _CONTROLS.search(text):
         return None
     reading = _score("hz", "Chinese", text)
     return reading if reading.common and reading.share >= HZ_SHARE else None
 
 
-def _strict(sample: bytes, encoding: str, *, cut: bool) -> str | None:
+def strict_text(sample: bytes, encoding: str, *, cut: bool = False) -> str | None:
     """`sample` decoded without any replacement (a sequence cut at its end allowed if `cut`)."""
     try:
         return codecs.getincrementaldecoder(encoding)("strict").decode(sample, final=not cut)

@@ -17,6 +17,7 @@ from capsa.guard.cjk import (
     read_cjk,
     read_hz,
     standard_share,
+    strict_text,
 )
 
 __all__ = [
@@ -423,17 +424,9 @@ def _detect_code_page(sample: bytes, *, cut: bool) -> tuple[str, float] | None:
         return None if guess is None else (guess.encoding, guess.confidence)
     reading, lead = confident
     if (guess is not None and family_of(guess.encoding) == family_of(reading.encoding)
-            and _strict_decodes(sample, guess.encoding, cut=cut)):
+            and strict_text(sample, guess.encoding, cut=cut) is not None):
         return guess.encoding, guess.confidence
     return reading.encoding, lead
-
-
-def _strict_decodes(sample: bytes, encoding: str, *, cut: bool) -> bool:
-    try:
-        codecs.getincrementaldecoder(encoding)("strict").decode(sample, final=not cut)
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 class _Guess(NamedTuple):
