@@ -1119,6 +1119,20 @@ def _read_paths(args: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def _identity(args: dict[str, Any]) -> dict[str, Any]:
+    """What the child learns of the machine's name, and whether it can change it."""
+    name = os.uname()
+    proc = _read_file("/proc/sys/kernel/hostname", 200)
+    etc = _read_file("/etc/hostname", 200)
+    wanted = b"renamed-by-a-parser"
+    return {
+        "nodename": name.nodename,
+        "proc_hostname": _err() if proc is None else "ok:" + proc.decode("utf-8", "replace"),
+        "etc_hostname": _err() if etc is None else "ok:" + etc.decode("utf-8", "replace"),
+        "sethostname": _contained(lambda: _ok(_libc.sethostname(wanted, len(wanted)))),
+    }
+
+
 _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "echo_marker": _echo_marker,
     "scan_self": _scan_self,
@@ -1146,6 +1160,7 @@ _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "flock_hold": _flock_hold,
     "clone3_namespaces": _clone3_namespaces,
     "read_paths": _read_paths,
+    "identity": _identity,
 }
 """Every attack `BoxAttackExtractor` runs, by the name a payload gives."""
 

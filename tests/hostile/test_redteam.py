@@ -19,6 +19,7 @@ site-packages put that worktree's ``src`` first.
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from typing import Any
 import pytest
 
 from capsa.guard import IsolatedExtractor
-from capsa.guard.sandbox import layers, seccomp
+from capsa.guard.sandbox import layers, namespaces, seccomp
 
 from .test_sealed_box import attack, refused, require, started_pool
 
@@ -193,3 +194,30 @@ def test_tessdata_prefix_opens_only_a_directory_of_models(
     roots = layers.data_roots()
     assert _beneath(models / "eng.traineddata", roots)
     assert not _beneath(tmp_path / "share" / "secret.txt", roots)
+
+
+# ----------------------------------------------------------- 4. the machine's name
+
+
+@pytest.fixture(scope="module")
+def identity_report(pool: IsolatedExtractor) -> dict[str, Any]:
+    return attack(pool, "identity")
+
+
+def test_child_does_not_learn_the_machines_name(pool: IsolatedExtractor,
+                                                identity_report: dict[str, Any]) -> None:
+    # A host's name is often its tenant's or its pod's; uname and /proc answer it
+    # to anyone unless the worker has a UTS namespace of its own.
+    require(pool, "network_namespace")
+    host = os.uname().nodename
+    assert host != namespaces.HOST_NAME.decode()  # else this test shows nothing
+    assert identity_report["nodename"] == namespaces.HOST_NAME.decode(), identity_report
+    assert host not in identity_report["proc_hostname"], identity_report
+    assert host not in identity_report["etc_hostname"], identity_report
+
+
+def test_child_cannot_rename_the_machine(pool: IsolatedExtractor,
+                                         identity_report: dict[str, Any]) -> None:
+    assert refused(identity_report["sethostname"]), identity_report
+    assert os.uname().nodename != "renamed-by-a-parser"
+    assert attack(pool, "identity")["nodename"] == namespaces.HOST_NAME.decode()

@@ -98,8 +98,11 @@ LAYERS: dict[str, tuple[str, str]] = {
         "setxattr outside it, whatever file permissions say",
         "file permissions (and Landlock, which does not cover metadata) decide"),
     "network_namespace": (
-        "no network interface but a down loopback",
-        "network reachable if a socket is ever allowed (seccomp still refuses them)"),
+        "no network interface but a down loopback, and a host name of its own "
+        "('capsa', in a UTS namespace): the machine's name, often a tenant's or a "
+        "pod's, is not shown",
+        "network reachable if a socket is ever allowed (seccomp still refuses them), "
+        "and uname shows the host's name"),
     "cgroup": (
         "CPU time, memory (memfd, shared memory and tmpfs included) and processes "
         "are counted for the whole file, not per process",

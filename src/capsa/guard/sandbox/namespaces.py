@@ -1,7 +1,9 @@
 """Namespaces: the worker's once, and each file's own.
 
 The **worker** (the zygote) enters, once, a user namespace (when not root),
-a mount namespace, a network namespace with only a down loopback, and a PID
+a mount namespace, a network namespace with only a down loopback, a UTS
+namespace named `HOST_NAME` (so ``uname`` and ``/proc/sys/kernel/hostname``
+do not tell a parser which machine, pod or tenant it runs on), and a PID
 namespace of which it is the init. When it runs as root it also covers
 directories an unprivileged uid cannot traverse (``/root`` holding a pyenv
 Python, say) with a tmpfs into which just the paths the parsers need are
@@ -33,11 +35,12 @@ import os
 import stat
 from collections.abc import Iterable
 
-__all__ = ["enter_file_namespaces", "enter_worker_namespaces", "host_pid", "libc",
+__all__ = ["HOST_NAME", "enter_file_namespaces", "enter_worker_namespaces", "host_pid", "libc",
            "limit_ipc", "make_reachable", "mount_scratch", "new_pid_namespace",
            "read_only_root"]
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -49,6 +52,8 @@ _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID = 0x1, 0x2
 _SYS_MOUNT_SETATTR = 442  # the same number on x86-64 and AArch64
+HOST_NAME = b"capsa"
+"""The host name (and, as ``(none)``, the NIS domain) a worker's parsers see."""
 
 
 def libc() -> ctypes.CDLL | None:
@@ -75,7 +80,7 @@ def enter_worker_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> 
     """
     state: dict[str, str] = {}
     as_root = os.geteuid() == 0
-    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS
     uid, gid = os.geteuid(), os.getegid()
     if not as_root:
         if lib.unshare(CLONE_NEWUSER | flags) != 0:
@@ -92,7 +97,7 @@ def enter_worker_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> 
                 ("mount_namespace", "pid_namespace", "ipc_namespace")}
     else:
         state["user_namespace"] = "not needed: the pool runs as root"
-    state["network_namespace"] = "active"
+    state["network_namespace"] = _rename_host(lib)
     _become_pid_init(lib)
     state["host_pid"] = str(host_pid())
     if lib.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
@@ -109,6 +114,19 @@ def enter_worker_namespaces(lib: ctypes.CDLL, keep_reachable: Iterable[str]) -> 
         if hidden:
             state["hidden"] = ", ".join(hidden)
     return state
+
+
+def _rename_host(lib: ctypes.CDLL) -> str:
+    """Give the new UTS namespace `HOST_NAME`; the network layer's state.
+
+    The host's name is often the tenant's or the pod's; a parser has no use
+    for it, and a crafted file should not learn it.
+    """
+    domain = b"(none)"
+    if lib.sethostname(HOST_NAME, len(HOST_NAME)) != 0 or \
+            lib.setdomainname(domain, len(domain)) != 0:
+        return f"active, but the host's name still shows ({_error()})"
+    return "active"
 
 
 def host_pid() -> int:

@@ -471,7 +471,7 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
     policy = layers.prepare(config.get("sandbox", "best-effort"), lib)  # may fork into a PID ns
     _refuse_sockets()
     network = "namespace+sockets-refused"
-    if policy.namespaces.get("network_namespace") != "active":
+    if not policy.namespaces.get("network_namespace", "").startswith("active"):
         network = "sockets-refused"
         if lib is not None and lib.unshare(namespaces.CLONE_NEWNET) == 0:
             network = "namespace+sockets-refused"
