@@ -307,7 +307,8 @@ def prepare(
             _passage_terms(inputs, spans, separated, analysed), headings, strict=True)]
         passage_scores = _normalise(scorer.score_terms(idf(query_terms, whole), whole))
     elif type(scorer) is StaticScorer:  # the same scores, from the words already held
-        unit_raw, passage_raw = scorer.score_prepared(query, words, analysed, ranges, headings)
+        unit_raw, passage_raw = scorer.score_prepared(query, words, analysed, ranges, headings,
+                                                      weights)
         unit_scores, passage_scores = _normalise(unit_raw), _normalise(passage_raw)
     else:
         unit_scores = _normalise(scores_of(scorer, query, texts))

@@ -139,7 +139,9 @@ class StaticScorer(BaseModel):
 
     def score_prepared(self, query: str, sentences: Sequence[tuple[str, ...]],
                        terms: Sequence[tuple[str, ...]], passages: Sequence[range],
-                       headings: Sequence[str]) -> tuple[list[float], list[float]]:
+                       headings: Sequence[str],
+                       weights: dict[str, float] | None = None,
+                       ) -> tuple[list[float], list[float]]:
         """`score` of every sentence and `score_passages` of every passage, in one pass.
 
         The packer (`capsa.budget.compress.prepare`) already holds each sentence's
@@ -156,6 +158,8 @@ class StaticScorer(BaseModel):
             passages: the sentences of each passage, as a range of indices.
             headings: each passage's heading (`source_words`), "" for none;
                 read as its first sentence, as `score_passages` reads it.
+            weights: the query terms' `idf` over `terms`, when the caller has
+                it already (the packer does); computed here otherwise.
         """
         model = _load(self.path)
         content = [tuple([w for w in words if w not in _STOPWORDS]) for words in sentences]
@@ -164,8 +168,10 @@ class StaticScorer(BaseModel):
         whole = [tuple(itertools.chain(head, *terms[span.start:span.stop]))
                  for head, span in zip(head_terms, passages, strict=True)]
         query_terms = set(analyze_query(query))
-        exact_sentences = self._exact(query_terms, terms)
-        exact_passages = self._exact(query_terms, whole)
+        by_sentence = idf(query_terms, terms) if weights is None else weights
+        by_passage_weights = idf(query_terms, whole)
+        exact_sentences = self.lexical.score_terms(by_sentence, terms)
+        exact_passages = self.lexical.score_terms(by_passage_weights, whole)
         asked = self._asked(query)
         if self.strength == 0.0 or not asked or not (sentences or passages):
             return exact_sentences, exact_passages
@@ -180,9 +186,11 @@ class StaticScorer(BaseModel):
                                               best[:, span.start:span.stop].max(axis=1))
         targets = set(asked.values())
         return ([e + c for e, c in zip(exact_sentences, self._credit(
-                    best[:, :count], asked, idf(targets, terms), terms), strict=True)],
+                    best[:, :count], asked, _within(by_sentence, targets, terms), terms),
+                    strict=True)],
                 [e + c for e, c in zip(exact_passages, self._credit(
-                    by_passage, asked, idf(targets, whole), whole), strict=True)])
+                    by_passage, asked, _within(by_passage_weights, targets, whole), whole),
+                    strict=True)])
 
     def _score(self, query: str, words: Sequence[tuple[str, ...]]) -> list[float]:
         if not words:
@@ -305,7 +313,8 @@ class _StaticModel:
                     self._table = grown
                 self._table[used:used + len(missing)] = fresh
                 self._rows.update(zip(missing, range(used, used + len(missing)), strict=True))
-            return self._table, np.array(list(map(self._rows.__getitem__, words)), dtype=np.intp)
+            return self._table, np.fromiter(map(self._rows.__getitem__, words), dtype=np.intp,
+                                            count=len(words))
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit vectors, one per text: the normalised sum of its pieces' vectors."""
@@ -397,6 +406,16 @@ def _named(query: str) -> frozenset[str]:
 _QUERY_WORD = re.compile(r"[^\W_][\w'’.-]*")
 _OPENERS = " \t\n\"'“‘([¿¡"
 _ENDERS = ".!?:;"
+
+
+def _within(weights: dict[str, float], targets: set[str],
+            docs: Sequence[Sequence[str]]) -> dict[str, float]:
+    """`idf(targets, docs)`, read from `weights` (the query's terms' idf over the same
+    `docs`) when it holds every target, as it does when every stand-in target is a
+    query term."""
+    if targets <= weights.keys():
+        return {term: weights[term] for term in sorted(targets)}
+    return idf(targets, docs)
 
 
 def _content_words(text: str) -> tuple[str, ...]:

@@ -241,3 +241,38 @@ def test_importing_the_budget_package_loads_neither_numpy_nor_the_model() -> Non
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.split() == ["False", "0"]
+
+
+class _PlainStatic(StaticScorer):
+    """The static scorer reached through `score` and `score_passages` only: `prepare`
+    takes its one-pass shortcut (`StaticScorer.score_prepared`) for the class itself."""
+
+
+_STATIC_PIECES = st.sampled_from([
+    "The hotel cap", " is EUR 165.", " A car costs 40 a day to hire.", " Lodging per night",
+    "\n\n", " Taxis need a receipt.", " 文字。", " automobile rental", "Dr. No", " the",
+])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_STATIC_PIECES, min_size=1, max_size=12).map("".join), min_size=1,
+                max_size=4),
+       st.sampled_from([RENT, "nightly hotel limit", "Who is Dr. No?", "", "文字 receipt"]),
+       st.booleans())
+def test_prepare_with_the_static_scorer_scores_as_score_and_score_passages_do(
+        texts: list[str], query: str, titled: bool) -> None:
+    from capsa.budget.compress import prepare
+    from capsa.budget.tokens import estimate_tokens
+
+    passages = [Passage(id=f"p{n}", text=text, title="Car hire" if titled and n else None)
+                for n, text in enumerate(texts)]
+    fast = prepare(query, passages[:1], passages[1:], tokenizer=estimate_tokens,
+                   scorer=StaticScorer())
+    plain = prepare(query, passages[:1], passages[1:], tokenizer=estimate_tokens,
+                    scorer=_PlainStatic())
+    for quick, slow in zip(fast.attached + fast.retrieved, plain.attached + plain.retrieved,
+                           strict=True):
+        assert quick.relevance == pytest.approx(slow.relevance, abs=1e-6)
+        assert quick.prior == pytest.approx(slow.prior, abs=1e-6)
+        assert [u.relevance for u in quick.units] == pytest.approx(
+            [u.relevance for u in slow.units], abs=1e-6)
