@@ -8,6 +8,8 @@ written anywhere nor take the message's text down with it.
 
 from __future__ import annotations
 
+from email.message import EmailMessage
+
 import pytest
 
 from capsa.guard import Attachment, Extracted, IsolatedExtractor, Omission
@@ -91,6 +93,41 @@ def test_e4_one_poisoned_message_among_good_ones_leaves_them_included(
         ("poisoned.eml", "nested_too_deep")]
     assert [o.text for o in run.result.extracted] == [
         f"Harbor note number {i}." for i in range(3)]
+
+
+@pytest.mark.slow
+def test_e6_a_rendering_beside_the_body_crosses_the_worker_as_a_note_not_a_file(
+        real_pool: IsolatedExtractor) -> None:
+    """iOS Mail's ``mixed[plain, related[html, picture]]``, then a picture and a paragraph:
+    the plain rendering is left out and said so (the note crosses the worker's reply); the
+    paragraph is a file of its own."""
+    words = ("Northwind Harbor berth schedule: the north berth opens on Monday at six, the "
+             "south berth stays closed until the dredging ends in June.")
+    related = EmailMessage()
+    related.set_content(f"<div>{words}</div><div><img src='cid:plan' alt='berth plan'></div>",
+                        subtype="html")
+    related.add_related(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", cid="<plan>")
+    message = EmailMessage()
+    message["From"], message["Subject"] = "harbour@example.org", "Berths"
+    message.make_mixed()
+    for text, subtype in ((f"{words}\n\n[image: berth plan]\n", "plain"), ("", "related"),
+                          ("The crane photo is below; its boom needs paint.", "plain")):
+        if subtype == "related":
+            message.attach(related)
+            continue
+        part = EmailMessage()
+        part.set_content(text, subtype=subtype)
+        message.attach(part)
+
+    outcome = _run_eml(real_pool, bytes(message))
+
+    assert isinstance(outcome, Extracted)
+    assert outcome.text.count("the north berth opens on Monday") == 1
+    assert any(note.startswith("1 text part not extracted separately: the message body "
+                               "already says what it says (text/plain,") for note in outcome.notes)
+    listed = outcome.text.split("Attached:\n", 1)[1].splitlines()  # extract_all lists children
+    assert [line.split(" (")[0] for line in listed] == ["- attachment-1", "- attachment-2.txt"]
+    assert listed[1].endswith("text/plain; extracted separately)")
 
 
 def test_e5_a_malformed_outlook_msg_is_refused_before_any_parser(

@@ -9,7 +9,8 @@ import pytest
 from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, Extracted, Omission, extract_all, extract_attachment
 from capsa.guard.extractors import PlainTextExtractor, Router, UnstructuredExtractor
-from capsa.guard.extractors.mail import read_mail
+from capsa.guard.extractors._repeats import BUDGET_BYTES, COMPARED_BYTES
+from capsa.guard.extractors.mail import MailParts, RepeatedPart, read_mail
 from capsa.guard.limits import INGESTION_LIMITS
 
 pytestmark = pytest.mark.slow
@@ -163,3 +164,296 @@ def test_extract_attachment_reads_a_utf16_mail_as_a_message_not_its_source(
 
     assert item.kind == "eml"
     assert item.text == "Wide body text."
+
+
+# --- text parts that say the body again ---------------------------------------------
+
+BODY_HTML = ("<div>Hi Dana,</div><div>Please find the <a href='https://billing.example.com/"
+             "inv/117'>invoice for March</a> below. The total is <b>4,180.00 EUR</b>, due on "
+             "30 April.</div><div><img src='cid:image001.png@01DA2B3C' alt='Company logo'>"
+             "</div><div>If anything looks wrong, call me on +44 20 7946 0123.</div>"
+             "<div>Best regards,<br>Marta Kowalska<br>Accounts, Northwind Harbour</div>")
+BODY_PLAIN = ("Hi Dana,\n\nPlease find the invoice for March\n<https://billing.example.com/inv/117>"
+              " below. The total is *4,180.00 EUR*, due on 30 April.\n\n[image: Company logo]"
+              "\nIf anything looks wrong, call me on +44 20 7946 0123.\n\nBest regards,\n"
+              "Marta Kowalska\nAccounts, Northwind Harbour\n")
+"""One message rendered twice, the plain one as Gmail writes links and pictures."""
+
+
+def _text_part(text: str, subtype: str = "plain", **params: str) -> EmailMessage:
+    part = EmailMessage()
+    part.set_content(text, subtype=subtype, **params)  # type: ignore[arg-type]
+    return part
+
+
+def _mixed(*parts: EmailMessage) -> bytes:
+    mail = EmailMessage()
+    mail["From"], mail["To"], mail["Subject"] = "a@example.com", "b@example.com", "Invoice"
+    mail.make_mixed()
+    for part in parts:
+        mail.attach(part)
+    return bytes(mail)
+
+
+def _picture() -> EmailMessage:
+    picture = EmailMessage()
+    picture.set_content(b"\x89PNG\r\n\x1a\nnot really", maintype="image", subtype="png",
+                        disposition="inline")
+    return picture
+
+
+@pytest.mark.parametrize("html_first", [True, False], ids=["html-plain", "plain-html"])
+def test_read_mail_leaves_out_a_plain_part_beside_the_html_body_that_says_the_same(
+        html_first: bool) -> None:
+    html, plain = _text_part(BODY_HTML, "html"), _text_part(BODY_PLAIN)
+
+    mail = read_mail(_mixed(*((html, plain) if html_first else (plain, html))))
+
+    assert mail.embedded == ()
+    (repeated,) = mail.repeated
+    # every word but "image", from Gmail's "[image: Company logo]"
+    assert (repeated.media_type, repeated.found, repeated.words) == ("text/plain", 44, 45)
+
+
+def test_read_mail_leaves_out_a_plain_part_beside_a_related_html_body() -> None:
+    """Apple and iOS Mail: ``mixed[plain, related[html, picture]]``."""
+    related = _text_part(BODY_HTML, "html")
+    related.add_related(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", cid="<logo>")
+
+    mail = read_mail(_mixed(_text_part(BODY_PLAIN), related))
+
+    assert [f.media_type for f in mail.embedded] == ["image/png"]
+    assert [r.media_type for r in mail.repeated] == ["text/plain"]
+
+
+def test_read_mail_leaves_out_an_html_part_beside_the_plain_body_that_says_the_same() -> None:
+    """The other direction: a ``related`` whose root is the plain text, its HTML beside it."""
+    related = EmailMessage()
+    related["From"], related["Subject"] = "a@example.com", "Invoice"
+    related.set_content(BODY_PLAIN)
+    related.add_related(BODY_HTML, subtype="html")
+
+    mail = read_mail(bytes(related))
+
+    assert mail.embedded == ()
+    assert [(r.media_type, r.found == r.words) for r in mail.repeated] == [("text/html", True)]
+
+
+def test_read_mail_leaves_out_a_rendering_whose_signature_is_laid_out_differently() -> None:
+    html = _text_part(BODY_HTML + "<table><tr><td><b>Marta Kowalska</b></td><td>Accounts</td>"
+                      "</tr><tr><td colspan=2>+44 20 7946 0123 | harbour.example</td></tr>"
+                      "</table>", "html")
+    plain = _text_part(BODY_PLAIN + "-- \nMarta Kowalska - Accounts\nT: +44 20 7946 0123\n"
+                       "W: harbour.example\n")
+
+    mail = read_mail(_mixed(html, plain))
+
+    assert mail.embedded == ()
+    assert [(r.found, r.words) for r in mail.repeated] == [(44, 47)]  # not "image", "t", "w"
+
+
+@pytest.mark.parametrize(("extra", "left_out"), [
+    ("one two three four", True),  # 45 of 49 words in the body, 0.918
+    ("one two three four five", False),  # 45 of 50, 0.9: at the share, left out
+    ("one two three four five six", False),  # 45 of 51, 0.882: kept
+], ids=["0.918", "0.900", "0.882"])
+def test_read_mail_leaves_out_a_rendering_from_nine_tenths_of_its_words_in_the_body(
+        extra: str, left_out: bool) -> None:
+    plain = _text_part(BODY_PLAIN.replace("[image: Company logo]", "Company logo") + extra)
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), plain))
+
+    assert (len(mail.repeated), len(mail.embedded)) == ((1, 0) if left_out else (0, 1))
+
+
+def test_read_mail_hands_back_a_rendering_whose_signature_adds_words() -> None:
+    plain = _text_part(BODY_PLAIN + "-- \nNorthwind Harbour Ltd, registered in England no. "
+                       "04817263, 12 Quay Street, Bristol BS1 4DJ\n")
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), plain))
+
+    assert [(f.name, f.media_type) for f in mail.embedded] == [("attachment-1.txt", "text/plain")]
+    assert mail.repeated == ()
+
+
+@pytest.mark.parametrize("added", [
+    "The second page shows the credit note we agreed in February; it is already deducted.",
+    "See you on Monday.",
+    "_______________________________________________\nHarbour mailing list\n"
+    "https://lists.example.org/listinfo/harbour",
+    "BEGIN:VCALENDAR\nSUMMARY:Payment run\nEND:VCALENDAR",
+], ids=["after-a-picture", "short", "list-footer", "calendar"])
+def test_read_mail_hands_back_a_text_part_that_adds_words(added: str) -> None:
+    subtype = "calendar" if added.startswith("BEGIN:VCALENDAR") else "plain"
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), _picture(),
+                            _text_part(added, subtype)))
+
+    assert [f.media_type for f in mail.embedded] == ["image/png", f"text/{subtype}"]
+    assert mail.repeated == ()
+
+
+def test_read_mail_hands_back_a_list_footer_whose_words_a_quoted_reply_holds() -> None:
+    """A footer is a sliver of the body, not a rendering of it (real list mail quotes the
+    footer of the message it answers)."""
+    footer = ("_______________________________________________\nharbour mailing list\n"
+              "harbour@lists.example.org\nhttps://lists.example.org/mailman/listinfo/harbour\n")
+    body = ("Applied, thanks; it is in main since yesterday.\n\nOn Thursday Erdong wrote:\n"
+            "> The ring data is freed twice when the decoder halts early.\n> Thanks.\n> "
+            + footer.replace("\n", "\n> "))
+
+    mail = read_mail(_mixed(_text_part(body), _text_part(footer)))
+
+    assert [f.payload.decode() for f in mail.embedded] == [footer]
+    assert mail.repeated == ()
+
+
+@pytest.mark.parametrize("disposition", ["attachment", "inline"])
+def test_read_mail_hands_back_a_named_text_file_that_says_the_same(disposition: str) -> None:
+    named = _text_part(BODY_PLAIN, disposition=disposition, filename="invoice.txt")
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), named))
+
+    assert [f.name for f in mail.embedded] == ["invoice.txt"]
+    assert mail.repeated == ()
+
+
+def test_read_mail_leaves_out_a_short_part_only_when_it_says_the_body_in_order() -> None:
+    body = "<p>Thanks, that works for me.</p>"
+    same, reordered = _text_part("Thanks, that works for me."), _text_part("For me that works.")
+
+    mail = read_mail(_mixed(_text_part(body, "html"), same, reordered))
+
+    assert [f.payload.decode() for f in mail.embedded] == ["For me that works.\n"]
+    assert [(r.words, r.in_order) for r in mail.repeated] == [(5, True)]
+
+
+def test_read_mail_hands_back_the_html_piece_after_an_apple_mail_picture() -> None:
+    """``alternative[plain, mixed[html, picture, html]]``: the plain branch holds the whole
+    text, so it is not a file; the second HTML piece is in no other part that is read."""
+    pieces = EmailMessage()
+    pieces.make_mixed()
+    for part in (_text_part("<div>With Apple Mail you can put a picture here:</div>", "html"),
+                 _picture(),
+                 _text_part("<div>(that is the harbour at dawn)</div><div>Oh look, fonts!</div>",
+                            "html")):
+        pieces.attach(part)
+    mail = EmailMessage()
+    mail["From"], mail["Subject"] = "a@example.com", "just testing"
+    mail.make_alternative()
+    mail.attach(_text_part("With Apple Mail you can put a picture here:\n\n(that is the harbour "
+                           "at dawn)\n\nOh look, fonts!"))
+    mail.attach(pieces)
+
+    found = read_mail(bytes(mail)).embedded
+
+    assert [(f.name, f.media_type) for f in found] == [
+        ("attachment-1", "image/png"), ("attachment-2.html", "text/html")]
+    assert b"harbour at dawn" in found[1].payload
+
+
+def test_read_mail_hands_back_one_rendering_of_an_alternative_after_a_picture() -> None:
+    """``mixed[alternative, picture, alternative]``: the second pair is one piece of text; an
+    invitation beside it is handed back."""
+    def pair(text: str) -> EmailMessage:
+        alternative = EmailMessage()
+        alternative.make_alternative()
+        alternative.attach(_text_part(text))
+        alternative.attach(_text_part(f"<p>{text}</p>", "html"))
+        return alternative
+
+    second = pair("The south berth stays closed until June.")
+    second.attach(_text_part("BEGIN:VCALENDAR\nSUMMARY:Berth board\nEND:VCALENDAR", "calendar"))
+
+    mail = read_mail(_mixed(pair("The north berth opens on Monday."), _picture(), second))
+
+    assert [f.media_type for f in mail.embedded] == ["image/png", "text/html", "text/calendar"]
+    assert mail.repeated == ()
+
+
+def test_repeated_note_names_each_part_and_stays_short() -> None:
+    repeated = RepeatedPart("text/plain", 412, 58, 57, in_order=False)
+
+    one = MailParts((), 3, repeated=(repeated,)).repeated_note
+    many = MailParts((), 30, repeated=(repeated,) * 20).repeated_note
+
+    assert one == ("1 text part not extracted separately: the message body already says what it "
+                   "says (text/plain, 412 bytes, 57 of 58 words in the body)")
+    assert many is not None and len(many) <= 280
+    assert many.startswith("20 text parts") and many.endswith("; and 17 more)")
+    assert MailParts((), 1).repeated_note is None
+
+
+def test_extract_attachment_reports_a_left_out_rendering_in_the_message_notes() -> None:
+    payload = _mixed(_text_part(BODY_HTML, "html"), _text_part(BODY_PLAIN))
+
+    item = extract_attachment(Attachment(label="mail.eml", payload=payload), _router())
+
+    assert item.attachments == ()
+    assert "4,180.00 EUR" in item.text and "Attached:" not in item.text
+    assert item.notes == ("1 text part not extracted separately: the message body already says "
+                          f"what it says (text/plain, {len(BODY_PLAIN)} bytes, 44 of 45 words "
+                          "in the body)",)
+
+
+# --- hostile text parts ----------------------------------------------------------------
+
+@pytest.mark.timeout(60)  # a parser that rescans would take minutes here, not fail
+@pytest.mark.parametrize("markup", [
+    "<a " * 80_000, "<!--" * 60_000, "<![" * 80_000, "<" + "a" * 250_000,
+    "<div>" * 25_000 + "</div>" * 20_000, "<title>" + "x " * 120_000,
+], ids=["unclosed-tags", "unclosed-comments", "marked-sections", "one-long-tag", "deep",
+        "unclosed-title"])
+def test_read_mail_compares_hostile_html_parts_in_linear_time(markup: str) -> None:
+    assert len(markup) < COMPARED_BYTES  # compared, not skipped for its size
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), _text_part(markup, "html")))
+
+    assert [f.media_type for f in mail.embedded] == ["text/html"]  # nothing to match: kept
+    assert mail.repeated == ()
+
+
+@pytest.mark.timeout(60)
+def test_read_mail_reads_a_hostile_html_body_in_linear_time() -> None:
+    body = "<p>" + "<a " * 80_000 + "</p>"  # under COMPARED_BYTES: all of it is read
+
+    mail = read_mail(_mixed(_text_part(body, "html"), _text_part(BODY_PLAIN)))
+
+    assert [f.media_type for f in mail.embedded] == ["text/plain"]
+
+
+def test_read_mail_finds_the_body_in_deeply_nested_html() -> None:
+    nested = "<div>" * 20_000 + BODY_HTML + "</div>" * 20_000
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), _text_part(nested, "html")))
+
+    assert mail.embedded == () and len(mail.repeated) == 1
+
+
+def test_read_mail_stops_comparing_when_its_budget_is_spent() -> None:
+    copy = BODY_PLAIN * 20  # 5.4 KB, the same words
+    copies = [_text_part(copy) for _ in range(400)]
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), *copies))
+
+    assert len(mail.embedded) + len(mail.repeated) == 400  # every part is accounted for
+    assert len(mail.repeated) == -(-BUDGET_BYTES // len(copy))  # compared until spent
+    assert {f.media_type for f in mail.embedded} == {"text/plain"}
+
+
+def test_read_mail_keeps_a_part_longer_than_it_compares() -> None:
+    long_plain = BODY_PLAIN * (COMPARED_BYTES // len(BODY_PLAIN) + 1)  # its tail is unread
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), _text_part(long_plain)))
+
+    assert [f.media_type for f in mail.embedded] == ["text/plain"]
+    assert mail.repeated == ()
+
+
+@pytest.mark.parametrize("charset", ["punycode", "idna", "unicode-escape", "x-unknown"])
+def test_read_mail_reads_a_part_in_an_undeclarable_charset_as_utf8(charset: str) -> None:
+    plain = _text_part(BODY_PLAIN)
+    plain.set_param("charset", charset)
+
+    mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), plain))
+
+    assert len(mail.repeated) == 1

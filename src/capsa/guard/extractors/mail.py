@@ -10,6 +10,46 @@ nesting over the limit.
 
 Attachments and embedded messages are never parsed here: their bytes go back
 to the guard, which runs each through the whole pipeline as a file of its own.
+
+unstructured reads one body part (`get_body`, HTML before plain). Every other
+text part either says the body again or says something the body does not, and
+mailers do not agree on which shape means which:
+
+- The ordinary message (RFC 2046) is a ``multipart/alternative`` of
+  ``text/plain`` and ``text/html``, the HTML often inside ``multipart/related``
+  with its inline pictures (Gmail puts ``related`` around the alternative), in a
+  ``multipart/mixed`` with the attachments. The branches of an alternative say
+  the same thing, so only the branch holding the body is read; in an
+  alternative elsewhere in the message, only the branch `get_body` would choose
+  there.
+- Apple Mail with a picture in the middle of an HTML message sends
+  ``alternative[plain, mixed[html, picture, html]]``: the plain branch has the
+  whole text, the HTML is cut into pieces around the picture (fixtures of Ruby's
+  ``mail`` gem, issues of several mail readers that show only the first piece).
+  The second piece is handed back as a file: no other part that reaches the
+  context holds its words.
+- Apple Mail in plain text with a picture sends ``mixed[plain, picture,
+  plain]``; Exchange's MIME specification (MS-OXMIME, "aggregate body") joins
+  such pieces for Apple mailers. Each later piece is handed back.
+- Some Apple and iOS messages carry ``mixed[plain, related[html, pictures]]``,
+  and broken mailers put plain and HTML side by side in ``mixed`` (Python's
+  e-mail test message ``msg_15``: Outlook Express for Mac used one boundary for
+  both the mixed and the alternative, so the alternative's parts land in the
+  mixed). The plain part is then the body again, outside any alternative. A
+  plain or HTML part that is not an attachment and whose words the body already
+  holds (`capsa.guard.extractors._repeats`) is not handed back: it is reported
+  in `MailParts.repeated`, which the extractor turns into a note on the
+  message.
+- Mailman, when it cannot append its footer to the body, wraps the message in
+  ``multipart/mixed`` and adds the footer as a ``text/plain`` part of its own
+  (list.org's FAQ 4.39; Python's Mailman digest ``msg_02``). A footer is handed
+  back even when a quoted reply in the body holds its words: it says a sliver
+  of what the body says, where a second rendering says all of it.
+
+Plain renderings spell out what HTML keeps in its tags: Gmail writes a link as
+``text <url>`` and a picture as ``[image: alt]``, Outlook as ``text<url>`` and
+``[cid:image001.png@...]``, so the comparison counts an HTML body's link
+targets, sources and alternative texts among its words.
 """
 
 from __future__ import annotations
@@ -20,9 +60,10 @@ from email.message import EmailMessage, Message
 from email.parser import BytesParser
 
 from capsa.errors import IngestionRejected, RejectionReason
+from capsa.guard.extractors._repeats import BodyWords, RepeatedPart, declared_text
 from capsa.guard.port import EmbeddedFile
 
-__all__ = ["MAX_MIME_NESTING", "MAX_MIME_PARTS", "MailParts", "read_mail"]
+__all__ = ["MAX_MIME_NESTING", "MAX_MIME_PARTS", "MailParts", "RepeatedPart", "read_mail"]
 
 MAX_MIME_PARTS = 1000
 """Parts in one message, embedded messages' parts included."""
@@ -32,6 +73,10 @@ _EMBEDDED_MESSAGES = frozenset({"message/rfc822", "message/global"})
 _ENCRYPTED = frozenset({"multipart/encrypted", "application/pgp-encrypted"})
 _SMIME = frozenset({"application/pkcs7-mime", "application/x-pkcs7-mime"})
 _PGP_ARMOUR = b"-----BEGIN PGP MESSAGE-----"
+_RENDERINGS = frozenset({"text/plain", "text/html"})
+"""The text parts that can be another rendering of the body (what `get_body` chooses from)."""
+_NOTE_CHARS = 280
+"""A note's length, under the 300 characters the pool keeps of a worker's note."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +90,34 @@ class MailParts:
     unsplit: str | None = None
     """The body of a multipart message whose boundary is missing or never used, as text:
     the e-mail parser leaves such a body whole and unstructured reads none of it."""
+    repeated: tuple[RepeatedPart, ...] = ()
+    """Text parts outside the body's ``multipart/alternative`` that were not handed back
+    because the body already holds their words (see `repeated_note`)."""
+
+    @property
+    def repeated_note(self) -> str | None:
+        """The note that reports `repeated` on the message's result; None when it is empty.
+
+        Examples:
+            >>> MailParts((), 3, repeated=(RepeatedPart("text/plain", 412, 58, 57, False),)
+            ...           ).repeated_note
+            '1 text part not extracted separately: the message body already says what it \
+says (text/plain, 412 bytes, 57 of 58 words in the body)'
+        """
+        if not self.repeated:
+            return None
+        count = len(self.repeated)
+        head = (f"{count} text part{'s' if count > 1 else ''} not extracted separately: the "
+                f"message body already says what {'they say' if count > 1 else 'it says'} (")
+        listed: list[str] = []
+        for part in self.repeated:
+            more = count - len(listed) - 1
+            longer = "; ".join([*listed, part.describe()])
+            if listed and len(head) + len(longer) + len(f"; and {more} more)") > _NOTE_CHARS:
+                break
+            listed.append(part.describe())
+        more = count - len(listed)
+        return head + "; ".join(listed) + (f"; and {more} more)" if more else ")")
 
 
 def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
@@ -74,9 +147,13 @@ def read_mail(payload: bytes, *, max_parts: int = MAX_MIME_PARTS,
         raise _refuse("nested_too_deep", "the message nests deeper than the e-mail parser "
                                          f"can follow (limit {max_nesting} levels)") from None
     parts = _count(message, max_parts=max_parts, max_nesting=max_nesting)
+    body = message.get_body(_BODY_PREFERENCE) if isinstance(message, EmailMessage) else None
     embedded: list[EmbeddedFile] = []
-    _collect(message, embedded, shown=_shown_as_body(message))
-    return MailParts(embedded=tuple(embedded), parts=parts, unsplit=_unsplit_body(message))
+    repeated: list[RepeatedPart] = []
+    _collect(message, embedded, shown=_shown_as_body(message, body),
+             body=BodyWords(body) if body is not None else None, repeated=repeated)
+    return MailParts(embedded=tuple(embedded), parts=parts, unsplit=_unsplit_body(message),
+                     repeated=tuple(repeated))
 
 
 def _unsplit_body(message: Message) -> str | None:
@@ -86,10 +163,7 @@ def _unsplit_body(message: Message) -> str | None:
     data = message.get_payload(decode=True)
     if not isinstance(data, bytes) or not data.strip():
         return None
-    try:
-        return data.decode(message.get_content_charset() or "utf-8", "replace")
-    except LookupError:  # a charset Python does not know
-        return data.decode("utf-8", "replace")
+    return declared_text(data, message)
 
 
 def _count(message: Message, *, max_parts: int, max_nesting: int) -> int:
@@ -131,33 +205,51 @@ _BODY_PREFERENCE = ("html", "plain")
 ``content_source="text/html"``): `EmailMessage.get_body` with this preference."""
 
 
-def _shown_as_body(message: Message) -> set[int]:
-    """The ids of the parts whose text the message's own text already holds.
+def _shown_as_body(message: Message, body: Message | None) -> set[int]:
+    """The ids of the parts whose text the message's own text already holds, or that only
+    render another part's text.
 
-    unstructured reads one body part; its alternatives (the plain text beside
-    an HTML body, inside the same ``multipart/alternative``) say the same thing.
-    Every other text part (a second ``text/plain`` after an inline picture, a
-    mailing list's footer, ``text/calendar``) is in neither, so `_collect`
-    hands it back as a file of its own instead of dropping it.
+    unstructured reads one body part. Inside a ``multipart/alternative`` the
+    branches say the same thing, and a reader shows one of them: the branch
+    holding the body, or, in an alternative elsewhere (a second
+    plain-and-HTML pair after an inline picture), the branch holding the part
+    `get_body` would choose there. Every part in the other branches is shown
+    (in an alternative elsewhere, only their plain and HTML parts: an
+    invitation's ``text/calendar`` there is handed back, as before). Parts in
+    the shown branch beside its chosen part are not: Apple Mail puts
+    ``text/html``, picture, ``text/html`` in one ``multipart/mixed`` branch, and
+    the second HTML piece is in no other part that reaches the context.
     """
-    body = message.get_body(_BODY_PREFERENCE) if isinstance(message, EmailMessage) else None
-    if body is None:
-        return set()
-    shown = {id(body)}
+    shown = {id(body)} if body is not None else set()
     for part in message.walk():
-        if part.get_content_type() == "multipart/alternative":
-            inside = list(part.walk())
-            if any(candidate is body for candidate in inside):
-                shown.update(id(candidate) for candidate in inside)
+        if part.get_content_type() != "multipart/alternative" or not isinstance(
+                part, EmailMessage):
+            continue
+        holds_body = body is not None and _holds(part, body)
+        chosen = body if holds_body else part.get_body(_BODY_PREFERENCE)
+        if chosen is None:
+            continue
+        for branch in part.iter_parts():
+            if not _holds(branch, chosen):
+                shown.update(id(inside) for inside in branch.walk()
+                             if holds_body or inside.get_content_type() in _RENDERINGS)
     return shown
 
 
-def _collect(message: Message, found: list[EmbeddedFile], *, shown: set[int]) -> None:
+def _holds(tree: Message, target: Message) -> bool:
+    return any(inside is target for inside in tree.walk())
+
+
+def _collect(message: Message, found: list[EmbeddedFile], *, shown: set[int],
+             body: BodyWords | None, repeated: list[RepeatedPart]) -> None:
     """Append every attachment, embedded message and text part the body does not show.
 
     Embedded messages are not descended into; a message whose own type is
     ``message/rfc822`` (a forward sent as the whole message, as GroupWise does)
-    hands back the message it carries, since its body is that message.
+    hands back the message it carries, since its body is that message. A
+    plain or HTML part that is not an attachment and whose words the body
+    already holds (`BodyWords.repeat`) goes to `repeated` instead: a second
+    rendering of the body beside it, not a file of its own.
     """
     stack: list[Message] = [message]
     while stack:
@@ -169,11 +261,20 @@ def _collect(message: Message, found: list[EmbeddedFile], *, shown: set[int]) ->
             children = part.get_payload()
             if isinstance(children, list):
                 stack.extend(reversed([c for c in children if isinstance(c, Message)]))
-        elif part is not message and (_is_attachment(part) or (
-                id(part) not in shown and _has_text(part))):
-            data = part.get_payload(decode=True)
-            found.append(EmbeddedFile(name=_name(part, len(found)), media_type=ctype,
-                                      payload=data if isinstance(data, bytes) else b""))
+        elif part is not message and _is_attachment(part):
+            found.append(_file(part, ctype, len(found)))
+        elif part is not message and id(part) not in shown and _has_text(part):
+            repeat = body.repeat(part) if body is not None and ctype in _RENDERINGS else None
+            if repeat is not None:
+                repeated.append(repeat)
+            else:
+                found.append(_file(part, ctype, len(found)))
+
+
+def _file(part: Message, ctype: str, number: int) -> EmbeddedFile:
+    data = part.get_payload(decode=True)
+    return EmbeddedFile(name=_name(part, number), media_type=ctype,
+                        payload=data if isinstance(data, bytes) else b"")
 
 
 def _has_text(part: Message) -> bool:

@@ -68,8 +68,10 @@ class UnstructuredExtractor:
     XLSX, EPUB or HTML file whose text surely holds more characters than
     `max_text_chars` is refused from a count made before parsing
     (`capsa.guard.extractors._floors`); e-mail MIME nesting and part counts
-    are checked on the parsed message, and its attachments and embedded
-    messages are handed back to the guard as files of their own. PDF pages
+    are checked on the parsed message, and its attachments, embedded
+    messages and text parts the body does not show are handed back to the
+    guard as files of their own (a text part that only renders the body again
+    is left out with a note: `capsa.guard.extractors.mail`). PDF pages
     without a text layer are read by OCR (`capsa.guard.extractors.pdf_ocr`)
     unless `ocr_pdf` is False.
 
@@ -122,15 +124,17 @@ class UnstructuredExtractor:
                         check_text_floor(kind, archive, self.max_text_chars)
             if kind == "html" and self.max_text_chars is not None:
                 check_html_text_floor(payload, self.max_text_chars)
-            unsplit = None
+            unsplit = repeated = None
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
                 parts = read_mail(payload)
-                embedded, unsplit = parts.embedded, parts.unsplit
+                embedded, unsplit, repeated = parts.embedded, parts.unsplit, parts.repeated_note
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
         parsed = _parsed(elements, embedded, mail=kind == "eml")
+        if repeated is not None:  # a second rendering of the body, left out: said, not silent
+            parsed = replace(parsed, notes=(*parsed.notes, repeated))
         if unsplit is not None and not parsed.text.strip():
             return replace(parsed, text=unsplit, elements=(), notes=(
                 *parsed.notes, "the message says it has parts but no boundary divides them: "

@@ -1,0 +1,60 @@
+"""benchmarks/mail_repeats.py: every rendering is left out, every addition handed back.
+
+The script's generated renderings and additions are the shapes the thresholds
+of `capsa.guard.extractors._repeats` were chosen on; this pins that they still
+fall on the right side, and that the run reports its figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "mail_repeats.py"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    spec = importlib.util.spec_from_file_location("capsa_bench_mail_repeats", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, spec.name, module)
+        spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("bench") / "mail_repeats.json"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert module.main(["--out", str(out)]) == 0
+    return json.loads(out.read_text("utf-8")), printed.getvalue()
+
+
+def test_every_generated_rendering_is_left_out_and_every_addition_kept(run) -> None:
+    result, _ = run
+    summary = result["summary"]
+
+    assert summary["renderings_left_out"] == summary["renderings"] == 18
+    assert (summary["additions_left_out"], summary["additions"]) == (0, 24)
+
+
+def test_the_thresholds_sit_between_the_measured_extremes(run) -> None:
+    summary = run[0]["summary"]
+
+    assert summary["highest_addition_share_with_cover"] < summary["duplicate_share"]
+    assert summary["duplicate_share"] <= summary["lowest_rendering_share"]
+    assert summary["highest_kept_cover_at_share"] < summary["cover_share"]
+    assert summary["cover_share"] <= summary["lowest_rendering_cover"]
+
+
+def test_the_run_prints_one_line_per_case_and_the_summary(run) -> None:
+    result, printed = run
+
+    for row in result["rows"]:
+        assert row["case"] in printed
+    assert '"renderings_left_out": 18' in printed
