@@ -74,7 +74,7 @@ from capsa.budget.render import (
 )
 from capsa.budget.sentences import split_sentences
 from capsa.budget.static import StaticScorer
-from capsa.budget.tokens import Tokenizer, estimate_tokens
+from capsa.budget.tokens import Tokenizer, discounted, estimate_tokens, per_call_tokens
 
 _PASSAGE_WEIGHT = 0.3
 """Weight of the scorer's whole-passage relevance in every sentence's utility."""
@@ -217,6 +217,10 @@ class Prepared:
     measurable: bool
     """Whether relevance can be told at all: the query has terms, or something scored."""
     layout: Layout = TAGGED
+    charge: int = 0
+    """What the caller's counter charges once per call (`per_call_tokens`): `tokenizer`
+    is that counter less it, the planning count of a piece; the rendered packet pays
+    it once, so it is measured with ``tokenizer(text) + charge``."""
     trail: int = 0
     """What a trailing ``…`` costs beyond `gap` because a newline follows it: in compact
     documents, where a tokenizer may charge that newline after ``…`` but not after a
@@ -236,6 +240,10 @@ class Prepared:
                                                         compare=False)
     """Memo of this input as laid out for a budget's markup (see `capsa.budget.pack`):
     few (one per set of the options that shape it), and the same for every budget."""
+
+    def measure(self, text: str) -> int:
+        """The caller's own count of `text`: what the budget bounds."""
+        return self.tokenizer(text) + self.charge if self.charge else self.tokenizer(text)
 
     def count(self, text: str) -> int:
         """`tokenizer(text)`, remembered: tokenizers are deterministic, and bodies recur.
@@ -284,7 +292,13 @@ def prepare(
     scorer: Scorer,
     layout: Layout = TAGGED,
 ) -> Prepared:
-    """Segment, count and score every input once, for any number of budgets."""
+    """Segment, count and score every input once, for any number of budgets.
+
+    Pieces are counted without what `tokenizer` charges once per call
+    (`per_call_tokens`): the packet pays that once, not once per sentence.
+    """
+    charge = per_call_tokens(tokenizer)
+    tokenizer = discounted(tokenizer, charge)
     inputs: list[tuple[Group, Passage]] = [("attached", p) for p in attachments]
     inputs += [("retrieved", p) for p in passages]
     spans = [split_sentences(p.text) for _, p in inputs]
@@ -364,7 +378,7 @@ def prepare(
         weights=weights, gap=tokenizer(f" {ELLIPSIS} "), bullet=tokenizer("\n- "),
         context={g: tokenizer(layout.context_overhead(g)) for g in ("attached", "retrieved")},
         measurable=bool(query_terms) or any(unit_scores) or any(passage_scores),
-        layout=layout,
+        layout=layout, charge=charge,
     )
 
 

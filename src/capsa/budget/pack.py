@@ -185,11 +185,11 @@ def pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Pack
 def _pack_prepared(prepared: Prepared, budget: Budget, *, compress: bool) -> Packet:
     prepared = _with_markup(prepared, budget)
     ceiling = budget.max_tokens
-    empty = prepared.tokenizer("")
+    empty = prepared.measure("")
     if empty > ceiling:
         raise BudgetError(f"the tokenizer counts {empty} tokens for an empty packet, "
                           f"over the {ceiling}-token budget")
-    target = ceiling
+    target = ceiling - prepared.charge
     for _ in range(_QUICK_ATTEMPTS):
         plan, packet = _attempt(prepared, budget, target, compress)
         if packet.used_tokens <= ceiling:
@@ -270,7 +270,7 @@ def _with_markup(prepared: Prepared, budget: Budget) -> Prepared:
     if prepared.layout.frames is not None:
         return tagged
     if budget.markup == "auto":
-        ceiling = budget.max_tokens
+        ceiling = budget.max_tokens - prepared.charge
         attached = _demand(tagged, tagged.attached, "attached", shape)
         retrieved = _demand(tagged, tagged.retrieved, "retrieved", shape)
         if attached + retrieved > ceiling:
@@ -401,7 +401,7 @@ def compress_text(
     (doc,) = spare_top([replace(prepared.retrieved[0], overhead=0)], strict=strict_floor)
     prepared = replace(prepared, retrieved=(doc,))
     floor = floor_in_force(prepared, min_relevance, full, max_tokens)
-    target = max_tokens
+    target = max_tokens - prepared.charge
     while target > 0:
         selection = select(prepared, [doc], target, shape="passages", floor=floor)
         choice = selection.chosen.get(0)
@@ -542,7 +542,7 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
                                      selection, budget, nothing,
                                      (group, n) in plan.measured_out))
     return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
-                  receipts=tuple(receipts), used_tokens=prepared.tokenizer(text), rendered=text,
+                  receipts=tuple(receipts), used_tokens=prepared.measure(text), rendered=text,
                   compact=prepared.layout.compact and prepared.layout.frames is None,
                   emptied_by=_emptied_by(receipts) if nothing else None)
 

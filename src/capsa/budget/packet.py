@@ -203,7 +203,11 @@ class Receipt(BaseModel):
     page: str | None = None
     """The passage's `Passage.page`, so what survived can be cited by page."""
     tokens_full: NonNegativeInt
-    """Tokens in the passage as given, counted by the packet's tokenizer."""
+    """Tokens in the passage as given, counted by the packet's tokenizer.
+
+    Less what that tokenizer charges once per call, whatever the text (a Hugging
+    Face tokenizer's ``[CLS]`` and ``[SEP]``: `capsa.budget.tokens.per_call_tokens`),
+    which the packet pays once in `Packet.used_tokens`, not once per passage."""
     tokens_kept: NonNegativeInt
     """Tokens of what reached the packet, laid out as prose with its ``…`` and cut markers.
 

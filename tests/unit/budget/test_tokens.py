@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from capsa.budget import Budget, Passage, as_tokenizer, estimate_tokens, pack
-from capsa.budget.tokens import _PIECES, _SCRIPT_RUNS
+from capsa.budget.tokens import _PIECES, _SCRIPT_RUNS, per_call_tokens
 
 
 def test_estimate_tokens_is_zero_for_empty_text() -> None:
@@ -161,3 +161,54 @@ _ALPHABET = ("abcdefghXYZ0123456789 \n\t\r\x0b\x0c\x1c\x1f\x7f.,;:<>/=-_!#`\"'()
 @given(st.text(alphabet=st.sampled_from(_ALPHABET), max_size=300))
 def test_estimate_tokens_by_chunks_is_the_two_pass_estimate(text: str) -> None:
     assert estimate_tokens(text) == _reference_estimate(text)
+
+
+def _bert_style(vocabulary: dict[str, int]) -> Any:
+    """A Hugging Face tokenizer that wraps every text in [CLS] ... [SEP], as BERT's does."""
+    tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers not installed")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocabulary, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.post_processor = tokenizers.processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    return tokenizer
+
+
+def test_per_call_tokens_reads_the_special_tokens_a_tokenizer_adds_to_every_text() -> None:
+    tokenizer = _bert_style({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hotel": 3, "cap": 4})
+    assert as_tokenizer(tokenizer)("") == 2
+    assert per_call_tokens(as_tokenizer(tokenizer)) == 2
+    assert per_call_tokens(as_tokenizer(tokenizer.encode)) == 2
+    assert per_call_tokens(as_tokenizer(lambda text: [0, *text.split()])) == 1  # a BOS token
+
+
+@pytest.mark.parametrize("counter", [estimate_tokens, lambda text: len(text.split()),
+                                     lambda text: max(3, len(text) // 4),  # a minimum
+                                     # a charge, but super-additive beside it
+                                     lambda text: (len(text) // 15) ** 2 // 8
+                                     + len(text) // 15 + 1])
+def test_per_call_tokens_is_zero_unless_the_charge_is_a_constant(counter: Any) -> None:
+    assert per_call_tokens(counter) == 0
+
+
+@given(st.lists(st.sampled_from(["The hotel cap is EUR 165.", "Taxis need a receipt.",
+                                 "Meals are paid up to EUR 55 a day.", "Rooms are booked."]),
+                min_size=1, max_size=12),
+       st.integers(min_value=1, max_value=60), st.integers(min_value=1, max_value=3))
+def test_a_charge_per_call_is_paid_once_not_per_sentence(
+        sentences: list[str], budget: int, charge: int) -> None:
+    # The same packet as for the counter without the charge and a budget that much
+    # smaller: planning adds up sentences, and the rendered packet pays it once.
+    passages = [Passage(id=f"p{n}", text=" ".join(sentences[n::3])) for n in range(3)
+                if sentences[n::3]]
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    def charged(text: str) -> int:
+        return len(text.split()) + charge
+
+    plain = pack("hotel cap receipt", passages, Budget(max_tokens=budget), tokenizer=words)
+    paid = pack("hotel cap receipt", passages, Budget(max_tokens=budget + charge),
+                tokenizer=charged)
+    assert paid.render() == plain.render()
+    assert paid.used_tokens == plain.used_tokens + charge <= budget + charge
