@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from capsa.budget.pack import pack
 from capsa.budget.packet import Budget, Packet, Passage
 from capsa.budget.relevance import Scorer
-from capsa.budget.tokens import TokenizerLike, as_tokenizer
+from capsa.budget.tokens import TokenizerLike, as_tokenizer, discounted, per_call_tokens
 from capsa.errors import BudgetError, ExtractionFailed, IngestionRejected
 from capsa.guard import (
     Attachment,
@@ -364,14 +364,16 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
     attached = attachment_passages(extracted)
     problems = [f"{escape_attribute(o.label)}: {_reason(o)}" for o in omitted]
     notice = _notice(problems)
-    room = budget.max_tokens - (count(notice) + 2 if notice else 0)
+    # the notice joins the packet: a counter's charge per call (`per_call_tokens`) is paid once
+    notice_cost = discounted(count, per_call_tokens(count))
+    room = budget.max_tokens - (notice_cost(notice) + 2 if notice else 0)
     packet = _pack(query, passages, attached, budget, room, count, scorer)
     dropped = {r.passage_id for r in packet.receipts if r.dropped is not None}
     late = [f"{escape_attribute(p.source or p.id)}: did not fit the context budget"
             for p in attached if p.id in dropped]
     if late:
         notice = _notice(problems + late)
-        room = budget.max_tokens - (count(notice) + 2)
+        room = budget.max_tokens - (notice_cost(notice) + 2)
         packet = _pack(query, passages, attached, budget, room, count, scorer)
     text = _join(packet.render(), notice)
     while count(text) > budget.max_tokens and room > 1:  # rounding in the tokenizer
@@ -381,7 +383,7 @@ def attachment_context(query: str, extracted: Sequence[Extracted],
     if count(text) > budget.max_tokens:  # the notice itself leaves no room: shorter, or none
         missing = len(problems) + len(late)
         for notice in (f"Attached files not included: {missing} (names left out for room).", ""):
-            room = budget.max_tokens - (count(notice) + 2 if notice else 0)
+            room = budget.max_tokens - (notice_cost(notice) + 2 if notice else 0)
             packet = _pack(query, passages, attached, budget, room, count, scorer)
             text = _join(packet.render(), notice)
             if count(text) <= budget.max_tokens:
