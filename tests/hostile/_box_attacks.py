@@ -72,7 +72,7 @@ MiB = 1024 * 1024
 _AT_FDCWD = -100
 _O_RDONLY, _O_WRONLY, _O_RDWR = 0, 1, 2
 _O_CREAT, _O_EXCL, _O_TRUNC, _O_NONBLOCK = 0o100, 0o200, 0o1000, 0o4000
-_O_DIRECTORY, _O_CLOEXEC = 0o200000, 0o2000000
+_O_DIRECTORY, _O_CLOEXEC, _O_NOCTTY = 0o200000, 0o2000000, 0o400
 _IPC_CREAT, _IPC_NOWAIT = 0o1000, 0o4000
 _RLIMIT_CPU, _RLIMIT_FSIZE, _RLIMIT_NPROC, _RLIMIT_NOFILE, _RLIMIT_AS = 0, 1, 6, 7, 9
 _RLIM_INFINITY = (1 << 64) - 1
@@ -141,8 +141,8 @@ def _read(fd: int, size: int) -> bytes | None:
     return None if count < 0 else buffer.raw[:count]
 
 
-def _read_file(path: str, size: int = 1 << 16) -> bytes | None:
-    fd = _open(path, _O_RDONLY)
+def _read_file(path: str, size: int = 1 << 16, flags: int = _O_RDONLY) -> bytes | None:
+    fd = _open(path, flags)
     if fd < 0:
         return None
     try:
@@ -1111,11 +1111,23 @@ def _clone3_namespaces(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_paths(args: dict[str, Any]) -> dict[str, Any]:
-    """Read each of `paths`: ``"ok:<first bytes>"`` or the errno."""
+    """Read each of `paths`: ``"ok:<first bytes>"``, ``"ok:opened; read errno=..."`` (a
+    directory, a device with nothing to say), or the errno of the open.
+
+    With `nonblocking`, each is opened ``O_NONBLOCK | O_NOCTTY``, so a terminal or a
+    device that waits for data cannot hold the child.
+    """
+    flags = _O_RDONLY | (_O_NONBLOCK | _O_NOCTTY if args.get("nonblocking") else 0)
     report: dict[str, Any] = {}
     for path in args["paths"]:
-        data = _read_file(str(path), 200)
-        report[path] = _err() if data is None else "ok:" + data.decode("utf-8", "replace")
+        fd = _open(str(path), flags)
+        if fd < 0:
+            report[path] = _err()
+            continue
+        data = _read(fd, 200)
+        report[path] = f"ok:opened; read {_err()}" if data is None else \
+            "ok:" + data.decode("utf-8", "replace")
+        _close(fd)
     return report
 
 
@@ -1131,6 +1143,229 @@ def _identity(args: dict[str, Any]) -> dict[str, Any]:
         "etc_hostname": _err() if etc is None else "ok:" + etc.decode("utf-8", "replace"),
         "sethostname": _contained(lambda: _ok(_libc.sethostname(wanted, len(wanted)))),
     }
+
+
+# ----------------------------------------------------- red team, round 2 (test_redteam.py)
+
+
+def _descriptors() -> list[list[str | int]]:
+    """Every descriptor this child holds: [fd, what it is, how it is open]."""
+    found: list[list[str | int]] = []
+    for fd in range(1024):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            continue
+        access = {_O_RDONLY: "r", _O_WRONLY: "w", _O_RDWR: "rw"}.get(_libc.fcntl(fd, 3) & 3, "?")
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = "?"
+        kind = "fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else \
+            "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+            "directory" if stat.S_ISDIR(mode) else "file"
+        found.append([fd, f"{kind}:{target}", access])
+    return found
+
+
+def _status_lines(path: str, keys: tuple[str, ...]) -> dict[str, str]:
+    lines = (_read_file(path, 1 << 16) or b"").decode("utf-8", "replace").splitlines()
+    return {key: line.split(":", 1)[1].strip() for line in lines
+            for key in keys if line.startswith(key + ":")}
+
+
+def _threads() -> dict[str, dict[str, str]]:
+    """Each thread's seccomp mode and no_new_privs, from its own status file."""
+    report: dict[str, dict[str, str]] = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir("/proc/self/task"):
+            report[tid] = _status_lines(f"/proc/self/task/{tid}/status",
+                                        ("Seccomp", "NoNewPrivs"))
+    return report
+
+
+_RLIMITS = {"RLIMIT_RTPRIO": 14, "RLIMIT_NICE": 13, "RLIMIT_SIGPENDING": 11,
+            "RLIMIT_MSGQUEUE": 12, "RLIMIT_MEMLOCK": 8, "RLIMIT_NPROC": _RLIMIT_NPROC,
+            "RLIMIT_NOFILE": _RLIMIT_NOFILE, "RLIMIT_CORE": 4}
+
+
+def _rlimits() -> dict[str, list[int]]:
+    """Soft and hard limit of each of `_RLIMITS` (-1: unlimited)."""
+    found: dict[str, list[int]] = {}
+    for name, number in _RLIMITS.items():
+        old = (ctypes.c_uint64 * 2)()
+        if _sys("prlimit64", 0, number, None, ctypes.byref(old)) < 0:
+            found[name] = [-2, -2]
+            continue
+        found[name] = [-1 if value == _RLIM_INFINITY else int(value) for value in old]
+    return found
+
+
+def _realtime_priority() -> str:
+    param = ctypes.c_int(1)
+    ctypes.set_errno(0)
+    return _ok(int(_libc.sched_setscheduler(0, 1, ctypes.byref(param))))  # SCHED_FIFO
+
+
+def _raised_priority() -> str:
+    ctypes.set_errno(0)
+    return _ok(int(_libc.setpriority(0, 0, -1)))  # PRIO_PROCESS, itself, nice -1
+
+
+def _inheritance(args: dict[str, Any]) -> dict[str, Any]:
+    """What the child holds from the zygote and the application when its parse begins.
+
+    Its descriptors, its shared writable mappings (a page the zygote and every
+    later child would see too), each thread's seccomp state, the limits an
+    application may have raised, its own environment as the kernel keeps it, and
+    whether those limits let it raise its priority or its privileges.
+    """
+    shared = []
+    with contextlib.suppress(OSError):
+        for start, end, perms, path in _regions("self"):
+            if perms[1] == "w" and perms[3] == "s":
+                shared.append(f"{start:x}-{end:x} {perms} {path}")
+    environ = _read_file("/proc/self/environ", 1 << 16)
+    return {
+        "descriptors": _descriptors(),
+        "shared_writable": shared,
+        "threads": _threads(),
+        "rlimits": _rlimits(),
+        "environ": _err() if environ is None else
+        "ok:" + environ.replace(b"\0", b"\n").decode("utf-8", "replace"),
+        "realtime_priority": _contained(_realtime_priority),
+        "raised_priority": _contained(_raised_priority),
+        "prctl_set_mm": _contained(lambda: _ok(int(_libc.prctl(35, 1, 0x400000, 0, 0)))),
+        "prctl_cap_ambient_raise": _contained(
+            lambda: _ok(int(_libc.prctl(47, 2, 21, 0, 0)))),  # CAP_SYS_ADMIN
+    }
+
+
+def _pending_signals(args: dict[str, Any]) -> dict[str, Any]:
+    """Queue real-time signals to itself, blocked, as many as the kernel takes.
+
+    ``kill`` succeeds even once nothing more is queued, so the count comes from the
+    kernel's own ``SigQ`` line: queued / the limit. The count is kept per user,
+    and a pool that is not root runs the child as the application's uid.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+    refused = ""
+    for _ in range(int(args["attempts"])):
+        if _sys("kill", os.getpid(), int(signal.SIGRTMIN)) < 0:
+            refused = _err()
+            break
+    queued, _, limit = _status_lines("/proc/self/status", ("SigQ",)).get("SigQ", "-1/-1") \
+        .partition("/")
+    return {"queued": int(queued), "limit": int(limit), "refused": refused}
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+
+def _hold_objects(fill: int) -> dict[str, int]:
+    """Fill this process's descriptors with kernel objects: pipes (each given `fill`
+    bytes, or as many as it takes), eventfds, armed timerfds and epoll instances
+    watching the rest; counts of each."""
+    import select
+
+    counts = {"pipes": 0, "pipe_bytes": 0, "eventfds": 0, "timerfds": 0, "epolls": 0}
+    held: list[int] = []
+    pollers: list[Any] = []  # kept: an epoll object closes its descriptor when collected
+    tick = (_Timespec * 2)(_Timespec(0, 1_000_000), _Timespec(0, 1_000_000))
+    chunk = b"\x5a" * 65536
+    with contextlib.suppress(OSError):
+        while True:
+            read_fd, write_fd = os.pipe2(os.O_NONBLOCK)
+            held += [read_fd, write_fd]
+            counts["pipes"] += 1
+            put = 0
+            with contextlib.suppress(OSError):  # full: EAGAIN
+                while put < fill:
+                    put += os.write(write_fd, chunk[:fill - put])
+            counts["pipe_bytes"] += put
+            held.append(os.eventfd(0))
+            counts["eventfds"] += 1
+            timer = int(_libc.timerfd_create(1, _O_NONBLOCK))  # CLOCK_MONOTONIC
+            if timer < 0:
+                break
+            _libc.timerfd_settime(timer, 0, ctypes.byref(tick), None)
+            held.append(timer)
+            counts["timerfds"] += 1
+            poller = select.epoll()
+            counts["epolls"] += 1
+            for fd in held:
+                with contextlib.suppress(OSError):
+                    poller.register(fd, select.EPOLLIN)
+            pollers.append(poller)
+            held.append(poller.fileno())
+    return counts
+
+
+def _hoard(args: dict[str, Any]) -> dict[str, Any]:
+    """Kernel objects no mapping holds, in as many processes as the limits allow, each
+    holding them until the file ends; then threads, until refused. Each pipe gets
+    `fill` bytes."""
+    import threading
+
+    fill = int(args.get("fill", 4096))
+
+    report_r, report_w = os.pipe()
+    made, stopped = 0, ""
+    for _ in range(int(args["processes"])):
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            stopped = f"fork errno={errno.errorcode.get(exc.errno or 0, exc.errno)}"
+            break
+        if pid == 0:
+            try:
+                os.close(report_r)
+                os.write(report_w, json.dumps(_hold_objects(fill)).encode() + b"\n")
+                while True:
+                    _libc.pause()
+            finally:
+                os._exit(0)
+        made += 1
+    os.close(report_w)
+    lines: list[bytes] = []
+    buffer = b""
+    while len(lines) < made and (chunk := os.read(report_r, 65536)):
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        lines += complete
+    os.close(report_r)
+    totals: dict[str, int] = {}
+    for line in lines:
+        for key, value in json.loads(line).items():
+            totals[key] = totals.get(key, 0) + int(value)
+    gate = threading.Event()
+    threads = 0
+    with contextlib.suppress(RuntimeError):
+        for _ in range(int(args.get("threads", 256))):
+            threading.Thread(target=gate.wait, daemon=True).start()
+            threads += 1
+    gate.set()
+    return {"processes": made, "stopped": stopped, "threads": threads, **totals}
+
+
+def _reply_twice(args: dict[str, Any]) -> dict[str, Any]:
+    """Answer on every channel back to the application once per text in `texts`: the
+    first for this file, the rest meant for whatever file the application reads next.
+    The child's own reply follows them."""
+    from capsa.guard.sandbox import protocol
+
+    channels = _writable_channels()
+    for fd in channels:
+        for text in args["texts"]:
+            _write(fd, protocol.encode_reply({"ok": True}, str(text), []))
+    return {"channels": len(channels)}
+
+
+def _layout(args: dict[str, Any]) -> dict[str, Any]:
+    """Where libc's code and the heap are in this child: what an exploit needs to know."""
+    heap = [f"{start:x}" for start, _, _, path in _regions("self") if path == "[heap]"]
+    return {"libc": f"{ctypes.cast(_libc.printf, ctypes.c_void_p).value:x}", "heap": heap}
 
 
 _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -1161,6 +1396,11 @@ _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "clone3_namespaces": _clone3_namespaces,
     "read_paths": _read_paths,
     "identity": _identity,
+    "inheritance": _inheritance,
+    "pending_signals": _pending_signals,
+    "hoard": _hoard,
+    "layout": _layout,
+    "reply_twice": _reply_twice,
 }
 """Every attack `BoxAttackExtractor` runs, by the name a payload gives."""
 

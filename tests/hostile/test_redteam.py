@@ -2,9 +2,16 @@
 
 Each test names one attack that `test_sandbox` and `test_sealed_box` do not
 try. Attacks run in the parse child through `hostile._box_attacks`
-(``clone3_namespaces``, ``read_paths``); the policy finding is checked on the
-function that builds the policy, because showing it end to end needs an
-interpreter whose site-packages the test would have to change.
+(``clone3_namespaces``, ``read_paths``, ``identity``, ``inheritance``,
+``pending_signals``, ``hoard``, ``layout``); a policy finding is also checked
+on the function that builds the policy, because showing every case end to end
+needs an interpreter whose site-packages the test would have to change.
+
+The second round asks four questions of a child: what it **inherits** (its
+descriptors, shared pages, threads' filters, the application's environment and
+limits), what it can **use up** while it lives (queued signals, kernel objects,
+pipe buffers), what it can **reach** (the interpreter's prefix, devices, the
+host's state) and what it learns that outlives it (the worker's layout).
 
 Run as root and as ``nobody`` like the other sandbox suites::
 
@@ -19,6 +26,7 @@ site-packages put that worktree's ``src`` first.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -29,16 +37,34 @@ from typing import Any
 
 import pytest
 
-from capsa.guard import IsolatedExtractor
+from capsa.errors import ExtractionFailed
+from capsa.guard import Attachment, IsolatedExtractor, extract_attachment
 from capsa.guard.sandbox import layers, namespaces, seccomp
 
-from .test_sealed_box import attack, refused, require, started_pool
+from .test_sealed_box import (
+    LIMITS,
+    MiB,
+    assert_next_file_extracts,
+    attack,
+    attempt,
+    lingering,
+    refused,
+    require,
+    started_pool,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[IsolatedExtractor]:
+    with started_pool() as started:
+        yield started
+
+
+@pytest.fixture
+def fresh_pool() -> Iterator[IsolatedExtractor]:
+    """For an attack that may leave something behind or break its worker."""
     with started_pool() as started:
         yield started
 
@@ -221,3 +247,196 @@ def test_child_cannot_rename_the_machine(pool: IsolatedExtractor,
     assert refused(identity_report["sethostname"]), identity_report
     assert os.uname().nodename != "renamed-by-a-parser"
     assert attack(pool, "identity")["nodename"] == namespaces.HOST_NAME.decode()
+
+
+# ------------------------------------------- 5. what a child inherits when it starts
+
+
+@pytest.fixture(scope="module")
+def inherited() -> Iterator[dict[str, Any]]:
+    """A child's inheritance, from a pool started while the application's environment
+    holds a marker (a secret it would hold in a variable), and that child's memory scan."""
+    name, prefix = "CAPSA_REDTEAM_SECRET", f"env{secrets.token_hex(4)}q"
+    marker = prefix + secrets.token_hex(16)
+    os.environ[name] = marker
+    try:
+        with started_pool() as pool:
+            report = attack(pool, "inheritance")
+            report["scan"] = attack(pool, "scan_self", prefix_parts=[prefix[:4], prefix[4:]])
+            report["seccomp_active"] = pool.health.sandbox.is_active("seccomp")
+    finally:
+        del os.environ[name]
+    report["marker"] = marker
+    return report
+
+
+def test_child_holds_no_descriptor_but_null_and_its_reply(inherited: dict[str, Any]) -> None:
+    # the zygote's control socket, its spare's, the request pipe once read: none of them
+    held = inherited["descriptors"]
+    others = [d for d in held if d[1] != "device:/dev/null" and not
+              (d[1].startswith("fifo:") and d[2] == "w")]
+    assert others == [], held
+    assert len([d for d in held if d[1].startswith("fifo:")]) == 1, held
+
+
+def test_child_shares_no_writable_memory_with_the_zygote(inherited: dict[str, Any]) -> None:
+    # a shared writable page would be the zygote's and every later child's too
+    assert inherited["shared_writable"] == [], inherited["shared_writable"]
+
+
+def test_every_thread_of_the_child_is_filtered(inherited: dict[str, Any]) -> None:
+    if not inherited["seccomp_active"]:
+        pytest.skip("this machine lacks seccomp (see `capsa doctor`)")
+    threads = inherited["threads"]
+    assert threads and all(t == {"Seccomp": "2", "NoNewPrivs": "1"} for t in threads.values()), \
+        threads
+
+
+def test_child_finds_nothing_of_the_applications_environment(
+        inherited: dict[str, Any]) -> None:
+    assert inherited["scan"]["scanned"] > 1024 * 1024, inherited["scan"]
+    assert inherited["marker"] not in inherited["scan"]["found"], inherited["scan"]
+    assert inherited["marker"] not in inherited["environ"], inherited["environ"]
+
+
+@pytest.mark.parametrize(("limit", "most"), [("RLIMIT_RTPRIO", 0), ("RLIMIT_NICE", 0),
+                                             ("RLIMIT_SIGPENDING", 64),
+                                             ("RLIMIT_MSGQUEUE", 0)])
+def test_limits_an_application_may_have_raised_are_not_inherited(
+        inherited: dict[str, Any], limit: str, most: int) -> None:
+    # Real-time and raised priority (an audio-group desktop user often has both), and
+    # room in per-user counts that a pool that is not root shares with the application.
+    soft, hard = inherited["rlimits"][limit]
+    assert 0 <= soft <= hard <= most, inherited["rlimits"]
+
+
+@pytest.mark.parametrize("attempt", ["realtime_priority", "raised_priority", "prctl_set_mm",
+                                     "prctl_cap_ambient_raise"])
+def test_child_cannot_raise_its_priority_or_privileges(inherited: dict[str, Any],
+                                                       attempt: str) -> None:
+    assert refused(inherited[attempt]), inherited[attempt]
+
+
+def test_address_layout_is_the_workers_as_documented(pool: IsolatedExtractor) -> None:
+    # Children are forks of their zygote: an address one file leaks holds for the next
+    # file on that worker (docs/threat-model.md, "What remains"); a new worker draws anew.
+    first, second = attack(pool, "layout"), attack(pool, "layout")
+    assert first == second
+    with started_pool() as other:
+        assert attack(other, "layout") != first
+
+
+# ------------------------------------------------- 6. what a child can use up meanwhile
+
+
+def test_child_queues_a_few_signals_not_its_users_whole_allowance(
+        pool: IsolatedExtractor) -> None:
+    # The count is per user: a pool that is not root runs the child as the application's
+    # uid, so a child that queued its users's whole allowance (96 363 here) left the
+    # application's sigqueue and timer_create failing with EAGAIN while it lived.
+    report = attack(pool, "pending_signals", attempts=5000)
+    assert report["queued"] <= 64 and report["limit"] <= 64, report
+
+
+def test_kernel_objects_a_file_hoards_go_with_it(fresh_pool: IsolatedExtractor) -> None:
+    # pipes, eventfds, armed timerfds and epoll instances in every process the limits
+    # allow, then threads, all held until the file ends
+    report = attack(fresh_pool, "hoard", processes=200)
+    assert report["processes"] > 10 and report["pipes"] > 100, report
+    assert report["stopped"] == "fork errno=EAGAIN", report
+    assert_next_file_extracts(fresh_pool)
+    assert fresh_pool.restarts == 0
+    assert lingering(fresh_pool) == {}
+
+
+def test_bytes_a_file_leaves_in_pipes_count_as_its_memory(
+        fresh_pool: IsolatedExtractor) -> None:
+    # a pipe's buffer is kernel memory no process maps: filled in every process the
+    # limits allow, they hold far more than the file's 64 MiB
+    require(fresh_pool, "cgroup")
+    limits = LIMITS.model_copy(update={"memory_bytes": 64 * MiB})
+    outcome = attempt(fresh_pool, "hoard", limits, processes=200, fill=1 << 20)
+    if isinstance(outcome, ExtractionFailed):
+        assert outcome.cause == "memory_limit", outcome
+    else:
+        assert outcome["pipe_bytes"] <= 80 * MiB, outcome
+    assert_next_file_extracts(fresh_pool)
+    assert fresh_pool.restarts == 0
+
+
+def test_an_answer_meant_for_the_next_file_never_reaches_it(
+        fresh_pool: IsolatedExtractor) -> None:
+    # Each file has pipes of its own, read up to one whole frame: a child that answers
+    # twice lies only about its own file, and the next file reads its own answer.
+    payload = json.dumps({"attack": "reply_twice",
+                          "texts": ["this file's answer", "the next file's forged answer"]})
+    text = extract_attachment(Attachment(label="reply_twice.json", payload=payload.encode()),
+                              fresh_pool, LIMITS).text
+    assert text == "this file's answer"
+    assert_next_file_extracts(fresh_pool)
+    assert fresh_pool.restarts == 0
+
+
+# -------------------------------------------------- 7. what a child can reach on disk
+
+
+@pytest.fixture(scope="module")
+def landlocked(pool: IsolatedExtractor) -> IsolatedExtractor:
+    require(pool, "landlock")
+    return pool
+
+
+def test_child_reads_no_file_at_the_top_of_the_interpreters_prefix(
+        landlocked: IsolatedExtractor) -> None:
+    # pip reads a site-wide pip.conf from the prefix (its index URL often carries a
+    # token), conda a .condarc; a virtual environment's pyvenv.cfg sits beside them
+    tops = [entry.path for prefix in layers.installation_prefixes()
+            for entry in os.scandir(prefix) if entry.is_file()]
+    if not tops:
+        pytest.skip("this interpreter's prefixes hold no file at their top")
+    report = attack(landlocked, "read_paths", paths=tops)
+    assert [path for path in tops if not refused(report[path])] == [], report
+
+
+def test_read_roots_open_a_prefix_to_its_directories(tmp_path: Path) -> None:
+    # a prefix beneath a system root (the official image's /usr/local under /usr)
+    system = tmp_path / "usr"
+    prefix = system / "local"
+    for directory in (system / "lib", prefix / "lib" / "python3.12", prefix / "bin",
+                      prefix / "etc" / "fonts", prefix / ".cache"):
+        directory.mkdir(parents=True)
+    for name in ("pip.conf", ".condarc", "pyvenv.cfg"):
+        (prefix / name).write_text("index-url = https://user:token@example.invalid/simple\n")
+    (system / "README").write_text("")
+    roots = layers._opened([str(system), str(tmp_path / "elsewhere")], [str(prefix)])
+    for readable in (system / "lib", prefix / "lib" / "python3.12", prefix / "bin",
+                     prefix / "etc" / "fonts", tmp_path / "elsewhere"):
+        assert _beneath(readable, roots), roots
+    for hidden in ("pip.conf", ".condarc", "pyvenv.cfg", ".cache"):
+        assert not _beneath(prefix / hidden, roots), roots
+    assert not _beneath(system / "README", roots)
+
+
+DEVICES_AND_HOST_STATE = [
+    "/dev/tty", "/dev/console", "/dev/kmsg", "/dev/mem", "/dev/port", "/dev/fuse", "/dev/ptmx",
+    "/dev/pts/ptmx", "/dev/net/tun", "/dev/kvm", "/dev/loop-control", "/dev/vsock",
+    "/dev/userfaultfd", "/dev/hwrng", "/dev/full", "/dev/shm", "/proc/kcore", "/proc/kmsg",
+    "/proc/kallsyms", "/proc/keys", "/proc/cmdline", "/proc/meminfo", "/proc/uptime",
+    "/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/ns_last_pid", "/proc/sysvipc/shm",
+    "/sys/class/net", "/sys/fs/cgroup", "/sys/kernel/security", "/sys/firmware",
+    "/sys/class/dmi/id/product_uuid", "/etc/machine-id", "/var/lib/dbus/machine-id",
+    "/etc/passwd", "/etc/hosts", "/etc/resolv.conf",
+]
+
+
+@pytest.fixture(scope="module")
+def host_state_report(landlocked: IsolatedExtractor) -> dict[str, Any]:
+    return attack(landlocked, "read_paths", paths=DEVICES_AND_HOST_STATE, nonblocking=True)
+
+
+@pytest.mark.parametrize("path", DEVICES_AND_HOST_STATE)
+def test_child_opens_no_device_and_no_state_of_the_host(host_state_report: dict[str, Any],
+                                                        path: str) -> None:
+    # a terminal to type into, the kernel's log and memory, FUSE, tun, KVM, and what
+    # names the machine (boot id, machine id, DMI uuid) or its network
+    assert refused(host_state_report[path]), host_state_report[path]

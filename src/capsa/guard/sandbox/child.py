@@ -46,6 +46,8 @@ _DETAIL_CHARS = 2000
 """The longest detail a child sends back."""
 _DETAIL_SCAN = 4 * _DETAIL_CHARS
 _NOFILE = 64
+_SIGNALS_QUEUED = 64
+"""``RLIMIT_SIGPENDING``: the signals a child may queue (a parser queues none)."""
 
 
 def run(extractor: Any, control: socket.socket, scratch: str, zygote: int,
@@ -135,6 +137,15 @@ def _seal(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str,
         states["scratch_tmpfs"] = states["read_only_root"] = reason
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_NOFILE, _NOFILE)
+    # What the application's own limits may allow and no parser needs: real-time or
+    # raised priority (a desktop user's audio group often has both), and room in two
+    # counts the kernel keeps per user, which a pool that is not root shares with the
+    # application's uid: queued signals (a child that fills them leaves the application's
+    # sigqueue and timer_create failing with EAGAIN while it lives) and POSIX queue bytes.
+    _limit(resource.RLIMIT_RTPRIO, 0)
+    _limit(resource.RLIMIT_NICE, 0)
+    _limit(resource.RLIMIT_SIGPENDING, _SIGNALS_QUEUED)
+    _limit(resource.RLIMIT_MSGQUEUE, 0)
     used = resource.getrusage(resource.RUSAGE_SELF)
     # RLIMIT_CPU counts from the fork, in whole seconds; the spare's set-up is
     # rounded up and added, so the file itself gets at least cpu_s. soft < hard,

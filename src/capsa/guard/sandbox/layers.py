@@ -283,6 +283,47 @@ def _outermost(paths: Iterable[str]) -> list[str]:
     return kept
 
 
+def installation_prefixes() -> list[str]:
+    """The interpreter's installation prefixes: its own (a virtual environment's) and its base."""
+    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    return sorted({os.path.realpath(p) for p in prefixes if p and os.path.isdir(p)})
+
+
+def read_roots(prefixes: Iterable[str] | None = None) -> list[str]:
+    """Every path a parse child may read: `interpreter_roots` and `data_roots`, with each
+    installation prefix (`installation_prefixes`, or `prefixes`) opened to its directories.
+
+    A prefix's own top-level files are configuration, never code: pip reads its
+    site-wide ``pip.conf`` there (an index URL with a token, often), conda its
+    ``.condarc``, and a virtual environment keeps ``pyvenv.cfg`` beside them. So a
+    root that is, or holds, a prefix is replaced by its directories (`_opened`),
+    down to the prefix, and everything that imports and links stays readable.
+    """
+    found = interpreter_roots() + data_roots()
+    wanted = installation_prefixes() if prefixes is None else list(prefixes)
+    return _outermost(_opened(found, [os.path.realpath(p) for p in wanted]))
+
+
+def _opened(roots: Iterable[str], prefixes: list[str]) -> list[str]:
+    """`roots`, each one that is or holds a prefix replaced by its directories, down to it.
+
+    Hidden entries and the files at each level opened are left out: those of
+    ``/usr`` above a ``/usr/local`` prefix (none, normally) and the prefix's own.
+    """
+    kept: list[str] = []
+    pending = list(roots)
+    while pending:
+        root = pending.pop()
+        real = os.path.realpath(root)
+        if not any(_beneath(prefix, [real]) for prefix in prefixes):
+            kept.append(root)
+            continue
+        with contextlib.suppress(OSError), os.scandir(real) as entries:
+            pending.extend(entry.path for entry in entries
+                           if not entry.name.startswith(".") and entry.is_dir())
+    return kept
+
+
 def data_roots() -> list[str]:
     """System libraries and data parsers read (tessdata included)."""
     roots = list(_SYSTEM_READ)
@@ -316,7 +357,7 @@ def prepare(mode: SandboxMode, lib: ctypes.CDLL | None) -> SandboxPolicy:
     policy = SandboxPolicy(mode=mode, as_root=os.geteuid() == 0)
     if mode == "off" or lib is None:
         return policy
-    policy.read_roots = _outermost(interpreter_roots() + data_roots())
+    policy.read_roots = read_roots()
     policy.namespaces = namespaces.enter_worker_namespaces(lib, policy.read_roots)
     host = int(policy.namespaces.get("host_pid", os.getpid()))
     policy.child_uid = worker_uid(host)
