@@ -1131,6 +1131,39 @@ def _read_paths(args: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def _stat_paths(args: dict[str, Any]) -> dict[str, Any]:
+    """What the child learns of paths it may not read: ``stat``, ``access`` and ``readlink``
+    (none of them a Landlock right), and the mount points ``/proc/self/mountinfo`` lists.
+
+    Each of `paths` maps to ``{"stat": ..., "access": ..., "readlink": ...}``: ``"ok:..."``
+    with what the call told, or the errno. ``root_dev`` is the device of ``/``, so a
+    directory the minimal root holds only on the way to a read root can be told apart.
+    """
+    report: dict[str, Any] = {}
+    for path in args["paths"]:
+        entry: dict[str, str] = {}
+        try:
+            info = os.lstat(path)
+        except OSError as exc:
+            entry["stat"] = f"errno={errno.errorcode.get(exc.errno or 0, exc.errno)}"
+        else:
+            entry["stat"] = (f"ok:size={info.st_size} uid={info.st_uid} dev={info.st_dev} "
+                             f"mtime={int(info.st_mtime)}")
+        entry["access"] = _ok(_libc.access(str(path).encode(), 0))
+        try:
+            entry["readlink"] = "ok:" + os.readlink(path)
+        except OSError as exc:
+            entry["readlink"] = f"errno={errno.errorcode.get(exc.errno or 0, exc.errno)}"
+        report[path] = entry
+    try:
+        with open("/proc/self/mountinfo") as mounts:
+            report["mountinfo"] = [line.split()[4] for line in mounts]
+    except OSError as exc:
+        report["mountinfo"] = f"errno={errno.errorcode.get(exc.errno or 0, exc.errno)}"
+    report["root_dev"] = os.stat("/").st_dev
+    return report
+
+
 def _identity(args: dict[str, Any]) -> dict[str, Any]:
     """What the child learns of the machine's name, and whether it can change it."""
     name = os.uname()
@@ -1395,6 +1428,7 @@ _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "flock_hold": _flock_hold,
     "clone3_namespaces": _clone3_namespaces,
     "read_paths": _read_paths,
+    "stat_paths": _stat_paths,
     "identity": _identity,
     "inheritance": _inheritance,
     "pending_signals": _pending_signals,

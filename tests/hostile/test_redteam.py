@@ -440,3 +440,85 @@ def test_child_opens_no_device_and_no_state_of_the_host(host_state_report: dict[
     # a terminal to type into, the kernel's log and memory, FUSE, tun, KVM, and what
     # names the machine (boot id, machine id, DMI uuid) or its network
     assert refused(host_state_report[path]), host_state_report[path]
+
+
+# ------------------------------------ 8. what a child learns of paths it cannot read
+
+
+def _worker_read_roots() -> list[str]:
+    """The read roots a worker computes: in a ``python -I`` interpreter, as the pool starts it."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-I", "-c",
+         "import json; from capsa.guard.sandbox import layers; "
+         "print(json.dumps(layers.read_roots()))"],
+        check=True, capture_output=True, text=True, env={
+            k: v for k, v in os.environ.items() if k == "TESSDATA_PREFIX"}).stdout
+    roots: list[str] = json.loads(out)
+    return roots
+
+
+@pytest.fixture(scope="module")
+def unseen() -> Iterator[dict[str, str]]:
+    """Paths a child may not read, that exist on the host: the application's secrets,
+    its working directory and a guessed file in it, and a file in a temporary directory."""
+    directory = Path(tempfile.mkdtemp(prefix="capsa-unseen-"))
+    directory.chmod(0o755)
+    planted = directory / "planted.txt"
+    planted.write_text("exists")
+    planted.chmod(0o644)
+    cwd = Path.cwd()
+    guessed = next((cwd / name for name in ("pyproject.toml", "setup.py", ".env", "README.md")
+                    if (cwd / name).exists()), cwd)
+    try:
+        yield {"shadow": "/etc/shadow", "root": "/root", "root_profile": "/root/.bashrc",
+               "home": "/home", "cwd": str(cwd),
+               "guessed_in_cwd": str(guessed), "temp_dir": str(directory),
+               "planted_in_temp": str(planted), "passwd": "/etc/passwd",
+               "docker_hosts": "/etc/hosts"}
+    finally:
+        planted.unlink()
+        directory.rmdir()
+
+
+@pytest.fixture(scope="module")
+def stat_report(pool: IsolatedExtractor, unseen: dict[str, str]) -> dict[str, Any]:
+    require(pool, "minimal_root")
+    return attack(pool, "stat_paths", paths=list(unseen.values()))
+
+
+@pytest.mark.parametrize("name", ["shadow", "root_profile", "home", "guessed_in_cwd", "temp_dir",
+                                  "planted_in_temp", "passwd", "docker_hosts"])
+@pytest.mark.parametrize("call", ["stat", "access", "readlink"])
+def test_a_path_the_child_cannot_read_does_not_exist_for_it(
+        stat_report: dict[str, Any], unseen: dict[str, str], name: str, call: str) -> None:
+    # Landlock governs open, not stat, access or readlink: on the host's root a child
+    # learns whether any path exists, with its size, times and owner (/etc/shadow's size,
+    # a guessed file in the application's directory). In the minimal root it is not there.
+    assert stat_report[unseen[name]][call] == "errno=ENOENT", stat_report[unseen[name]]
+
+
+@pytest.mark.parametrize("name", ["cwd", "root"])
+def test_a_directory_on_the_way_to_a_read_root_is_only_a_step_of_the_minimal_root(
+        stat_report: dict[str, Any], unseen: dict[str, str], name: str) -> None:
+    # An editable install imports capsa from beneath the working directory, and a pyenv
+    # Python lives beneath /root: then the directory exists, but as an empty step of the
+    # minimal root (its device, its times), never the host's directory.
+    path = unseen[name]
+    seen = stat_report[path]["stat"]
+    if seen != "errno=ENOENT":
+        assert f"dev={stat_report['root_dev']} " in seen, seen
+        assert any(root.startswith(path + "/") for root in _worker_read_roots())
+
+
+def test_mountinfo_lists_only_the_minimal_roots_mounts(pool: IsolatedExtractor,
+                                                       stat_report: dict[str, Any]) -> None:
+    # on the host's root, /proc/self/mountinfo names every mount point of the machine
+    points = stat_report["mountinfo"]
+    assert isinstance(points, list), points
+    assert "/" in points
+    read = [os.path.realpath(r) for r in _worker_read_roots()] + _worker_read_roots()
+    exact = {"/", "/proc", pool._all[0].scratch, *pool._all[0].cgroups}
+    stray = [p for p in points if p not in exact and not _beneath(Path(p), read)]
+    assert stray == [], points

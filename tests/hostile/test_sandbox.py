@@ -174,7 +174,10 @@ def test_child_cannot_write_outside_its_scratch_directory(
     require(layers, "landlock")
     directories = targets["write_into"]
     assert isinstance(directories, dict)
-    assert report[f"write_{where}"] in ("errno=EACCES", "errno=EPERM", "errno=EROFS")
+    refusals = ("errno=EACCES", "errno=EPERM", "errno=EROFS")
+    if layers.is_active("minimal_root"):  # the application's directories are not there at all
+        refusals += ("errno=ENOENT",)
+    assert report[f"write_{where}"] in refusals
     assert not (Path(directories[where]) / str(targets["write_name"])).exists()
 
 

@@ -355,3 +355,39 @@ def test_a_strict_child_refuses_to_parse_when_a_layer_failed_for_it() -> None:
     assert _unsealed(SandboxPolicy(mode="strict"), missing) == (
         "sandbox='strict' and this child lacks: read_only_root")
     assert _unsealed(SandboxPolicy(mode="best-effort"), missing) is None
+
+
+def test_the_minimal_root_recreates_links_and_never_creates_beneath_a_bind(
+        tmp_path: Path) -> None:
+    from capsa.guard.sandbox.namespaces import _links, _point
+
+    host, new = tmp_path / "host", tmp_path / "new"
+    (host / "usr" / "lib").mkdir(parents=True)
+    (host / "lib").symlink_to("usr/lib")  # as Debian's merged /usr has it
+    new.mkdir()
+    binds = [str(host / "usr")]
+    _links(str(new), str(host / "lib"), binds)
+    link = new / str(host).lstrip("/") / "lib"
+    assert link.is_symlink() and os.readlink(link) == "usr/lib"
+    usr = _point(str(new), str(host / "usr"), True, binds)
+    assert Path(usr).is_dir() and Path(usr) == new / str(host / "usr").lstrip("/")
+    # a path beneath a bind exists there as the host's: nothing is made in it (it would
+    # be made on the host once the bind is mounted)
+    _point(str(new), str(host / "usr" / "lib" / "python3"), True, binds)
+    assert not (Path(usr) / "lib").exists()
+    cache = Path(_point(str(new), str(host / "etc" / "ld.so.cache"), False, binds))
+    assert cache.is_file() and cache.stat().st_size == 0
+    assert oct(cache.parent.stat().st_mode & 0o777) == "0o755"
+
+
+def test_the_minimal_root_is_reported_missing_without_a_mount_namespace() -> None:
+    from capsa.guard.sandbox import namespaces, zygote
+    from capsa.guard.sandbox.layers import SandboxPolicy
+
+    lib = namespaces.libc()
+    without = SandboxPolicy(namespaces={"mount_namespace": "unavailable: EPERM"})
+    assert zygote._minimal_root(without, lib) == \
+        "unavailable: the worker has no mount namespace of its own"
+    assert zygote._minimal_root(SandboxPolicy(mode="off"), lib) is None
+    # a strict child counts it among the layers it lacks
+    assert "minimal_root" in LAYERS

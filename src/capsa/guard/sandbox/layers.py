@@ -97,6 +97,14 @@ LAYERS: dict[str, tuple[str, str]] = {
         "every mount but scratch is read-only: no write, chmod, chown, utimes or "
         "setxattr outside it, whatever file permissions say",
         "file permissions (and Landlock, which does not cover metadata) decide"),
+    "minimal_root": (
+        "the child's root holds only what parsers read (bound read-only), /proc, the "
+        "file's scratch and the worker's cgroup: every other path of the host does not "
+        "exist for it, so stat, access and readlink (which Landlock does not cover) tell "
+        "it nothing of the host's files, and /proc/self/mountinfo lists only those mounts",
+        "the child sees the host's whole tree: it cannot open what Landlock refuses, but "
+        "learns whether any path its uid can traverse exists, with its size, times and "
+        "owner, and reads the host's mount points in /proc/self/mountinfo"),
     "network_namespace": (
         "no network interface but a down loopback, and a host name of its own "
         "('capsa', in a UTS namespace): the machine's name, often a tenant's or a "
@@ -150,7 +158,7 @@ class SandboxReport(BaseModel):
     Examples:
         >>> report = SandboxReport(layers={"seccomp": LayerStatus(active=True)})
         >>> report.active(), len(report.missing())
-        (['seccomp'], 13)
+        (['seccomp'], 14)
     """
 
     model_config = ConfigDict(frozen=True)

@@ -7,7 +7,10 @@ do not tell a parser which machine, pod or tenant it runs on), and a PID
 namespace of which it is the init. When it runs as root it also covers
 directories an unprivileged uid cannot traverse (``/root`` holding a pyenv
 Python, say) with a tmpfs into which just the paths the parsers need are
-bound back.
+bound back. Last, once its parsers are imported, it pivots into a **minimal
+root** (`enter_minimal_root`): a tmpfs holding only the paths parsers read,
+bound read-only, a ``/proc``, its scratch directory and its cgroup, so that
+nothing else of the host exists from a child's view, not even for ``stat``.
 
 Each **file** then gets namespaces of its own, so nothing it does outlives
 it or reaches the next file:
@@ -35,9 +38,9 @@ import os
 import stat
 from collections.abc import Iterable
 
-__all__ = ["HOST_NAME", "enter_file_namespaces", "enter_worker_namespaces", "host_pid", "libc",
-           "limit_ipc", "make_reachable", "mount_scratch", "new_pid_namespace",
-           "read_only_root"]
+__all__ = ["HOST_NAME", "enter_file_namespaces", "enter_minimal_root", "enter_worker_namespaces",
+           "host_pid", "libc", "limit_ipc", "make_reachable", "mount_scratch",
+           "new_pid_namespace", "read_only_root"]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -48,6 +51,8 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)
 _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID = 0x1, 0x2
@@ -203,6 +208,156 @@ def make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
             for fd in fds.values():
                 os.close(fd)
     return hidden
+
+
+# ---------------------------------------------------------------- the minimal root
+
+
+def enter_minimal_root(lib: ctypes.CDLL, *, read: Iterable[str], writable: Iterable[str]) -> str:
+    """Replace the zygote's root with one that holds only `read` (read-only) and `writable`.
+
+    Landlock decides what a child may open, but not what it may ``stat``,
+    ``access`` or ``readlink``: on the host's root a parser still learns
+    whether any path its uid can traverse exists, with its size, times and
+    owner, and ``/proc/self/mountinfo`` lists the host's mounts. So the
+    zygote, once, in its own mount namespace, builds a small tmpfs holding
+    the paths parsers read (bound read-only, recursively; a symbolic link on
+    the way, such as ``/lib`` to ``usr/lib``, recreated as one), the paths
+    the zygote itself writes (its scratch directory, which each file's tmpfs
+    covers, and its cgroup directories), a ``/proc``, and the directories on
+    the way to them; then ``pivot_root`` and detach the old root. Each file's
+    mount namespace is a copy of this one, so a file pays nothing for it, and
+    nothing else of the host exists from a child's view.
+
+    The first `writable` path holds the tmpfs while it is built (it is
+    covered only until the pivot). Returns the layer's state; on a failure
+    before the pivot everything is undone and the old root stays.
+    """
+    read, writable = list(read), list(writable)
+    if _SYS_PIVOT_ROOT < 0:
+        return f"unavailable: no pivot_root number for {os.uname().machine}"
+    if not writable:
+        return "unavailable: no directory to build the root in"
+    base = writable[0]
+    sources: dict[str, int] = {}
+    try:
+        for path in writable:
+            sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError as exc:
+        for fd in sources.values():
+            os.close(fd)
+        return f"unavailable: {exc.strerror}: {exc.filename}"
+    try:
+        if lib.mount(b"tmpfs", base.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                     b"mode=0755,size=1m,nr_inodes=4096") != 0:
+            return f"unavailable: tmpfs: {_error()}"
+        try:
+            count = _furnish(lib, base, read, sources)
+        except OSError as exc:
+            lib.umount2(base.encode(), _MNT_DETACH)
+            return f"unavailable: {exc.strerror or exc}"
+        os.chdir(base)
+        if lib.syscall(_SYS_PIVOT_ROOT, b".", b".") != 0:
+            error = _error()
+            os.chdir("/")
+            lib.umount2(base.encode(), _MNT_DETACH)
+            return f"unavailable: pivot_root: {error}"
+    finally:
+        for fd in sources.values():
+            os.close(fd)
+    # The old root is stacked on the new one at "/": detach it, and nothing of it is left.
+    if lib.umount2(b".", _MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"the old root could not be detached: {_error()}")
+    os.chdir("/")
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, 0, 0)
+    lib.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, b"/", 0, ctypes.byref(attr), ctypes.sizeof(attr))
+    return f"active: pivot_root into {count} read-only binds, /proc and scratch"
+
+
+def _furnish(lib: ctypes.CDLL, new: str, read: list[str], writable: dict[str, int]) -> int:
+    """Bind `read` (read-only) and `writable` into the tmpfs at `new`; how many read binds.
+
+    Raises OSError when a bind the sandbox needs cannot be made.
+    """
+    binds = _outermost_paths(os.path.realpath(p) for p in read if os.path.lexists(p))
+    binds = [p for p in binds if os.path.exists(p) and p != "/"]
+    for path in read:
+        _links(new, path, binds)
+    for path in binds:
+        target = _point(new, path, os.path.isdir(path), binds)
+        if lib.mount(path.encode(), target.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+            raise OSError(ctypes.get_errno(), f"bind {path}: {_error()}")
+        attr = _MountAttr(_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, 0, 0)
+        if lib.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, target.encode(), _AT_RECURSIVE,
+                       ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+            raise OSError(ctypes.get_errno(), f"read-only {path}: {_error()}")
+    for path, fd in writable.items():
+        # not recursive: the first one is covered by the tmpfs being built, which a
+        # recursive bind would copy into itself
+        target = _point(new, path, True, binds)
+        if lib.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND,
+                     None) != 0:
+            raise OSError(ctypes.get_errno(), f"bind {path}: {_error()}")
+    target = _point(new, "/proc", True, binds)
+    if lib.mount(b"proc", target.encode(), b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                 None) != 0:
+        raise OSError(ctypes.get_errno(), f"proc: {_error()}")
+    return len(binds)
+
+
+def _outermost_paths(paths: Iterable[str]) -> list[str]:
+    kept: list[str] = []
+    for path in sorted(set(paths)):
+        if not _under(path, kept):
+            kept.append(path)
+    return kept
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _point(new: str, path: str, directory: bool, binds: list[str]) -> str:
+    """Make (in the new root) the mount point for `path` and the directories on its way.
+
+    Nothing is created beneath a bind already made (that would write to the
+    host): there the path exists already, as the host's.
+    """
+    current = new
+    parts = path.strip("/").split("/")
+    for depth, name in enumerate(parts):
+        current = os.path.join(current, name)
+        inside = "/" + "/".join(parts[:depth + 1])
+        if _under(inside, [b for b in binds if b != path]) or os.path.lexists(current):
+            continue
+        if depth < len(parts) - 1 or directory:
+            os.mkdir(current, 0o755)
+            os.chmod(current, 0o755)
+        else:
+            os.close(os.open(current, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    return current
+
+
+def _links(new: str, path: str, binds: list[str], depth: int = 0) -> None:
+    """Recreate in the new root the symbolic links on the way to `path` (``/lib``)."""
+    if depth > 40:
+        return
+    parts = path.strip("/").split("/")
+    for index in range(len(parts)):
+        prefix = "/" + "/".join(parts[:index + 1])
+        if _under(prefix, binds):
+            return
+        if not os.path.islink(prefix):
+            continue
+        target = os.readlink(prefix)
+        _point(new, os.path.dirname(prefix), True, binds)
+        link = os.path.join(new, prefix.lstrip("/"))
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+        rest = "/".join(parts[index + 1:])
+        onward = os.path.normpath(os.path.join(os.path.dirname(prefix), target, rest))
+        _links(new, onward, binds, depth + 1)
+        return
 
 
 # ------------------------------------------------------------------------ each file

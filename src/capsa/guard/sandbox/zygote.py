@@ -327,6 +327,26 @@ class _Zygote:
         return {str(k): str(v) for k, v in states.items()}
 
 
+def _minimal_root(policy: SandboxPolicy, lib: ctypes.CDLL | None) -> str | None:
+    """Pivot the zygote into a root of only what parsers read (`namespaces.enter_minimal_root`).
+
+    Every file's mount namespace is then a copy of it. None where the sandbox is off.
+    The worker's cgroup directories are bound in as mount points, so the worker
+    cannot remove them itself when it ends; the application does (`pool._remove_cgroups`).
+    """
+    if policy.mode == "off" or lib is None:
+        return None
+    if policy.namespaces.get("mount_namespace") != "worker":
+        return "unavailable: the worker has no mount namespace of its own"
+    writable = [_shared_scratch()]
+    if policy.cgroups is not None:
+        writable += list(policy.cgroups.roots)
+    try:
+        return namespaces.enter_minimal_root(lib, read=policy.read_roots, writable=writable)
+    except OSError as exc:  # after the pivot: the old root still shows
+        return f"unavailable: {exc}"
+
+
 def _private_scratch(policy: SandboxPolicy) -> str:
     """A host directory for one file, where the child cannot have a tmpfs of its own."""
     import tempfile
@@ -482,6 +502,11 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
     lazy = config.get("warm") == "lazy"
     self_test: dict[str, str] = {} if lazy else _self_test(extractor, None)
     del config, frame
+    # Last of the worker's set-up, once the extractor's modules are imported (some
+    # come from the application's own paths, which the new root no longer holds).
+    state = _minimal_root(policy, lib)
+    if state is not None:
+        policy.namespaces["minimal_root"] = state
     # Everything imported and warmed so far is shared copy-on-write with every
     # child. Frozen, it is never walked by a child's garbage collector: a full
     # collection in a fresh child would otherwise touch (and copy) every page
