@@ -827,3 +827,50 @@ def test_warm_up_starts_every_worker_and_returns_the_first_ones_health() -> None
 
     assert health["ready"] is True
     assert len(started) == 2
+
+
+def test_a_pool_never_closed_removes_its_scratch_when_collected() -> None:
+    import gc
+
+    pool = IsolatedExtractor(MisbehavingExtractor("env"))
+    env = dict(line.split("=", 1) for line in run(pool).splitlines())
+    scratch = Path(env["TMPDIR"]).parent
+    assert scratch.is_dir()
+    del pool
+    gc.collect()
+    assert not scratch.exists()
+
+
+def test_a_pool_left_open_at_exit_leaves_no_scratch_behind(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    program = (
+        "import os\n"
+        "from capsa.guard import IsolatedExtractor\n"
+        "from capsa.guard.extractors import PlainTextExtractor\n"
+        "pool = IsolatedExtractor(PlainTextExtractor())\n"
+        "pool.start()\n"
+        "print(pool._scratch, os.path.isdir(pool._scratch), flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, check=True)
+    scratch, existed = done.stdout.split()
+    assert existed == "True"
+    assert not Path(scratch).exists()
+
+
+def test_a_forked_process_leaves_its_parents_pool_scratch_alone() -> None:
+    with IsolatedExtractor(PlainTextExtractor()) as pool:
+        pool.start()
+        scratch = pool._scratch
+        assert scratch is not None
+        child = os.fork()
+        if child == 0:  # what a forked server worker does when it ends normally
+            import atexit
+
+            atexit._run_exitfuncs()
+            os._exit(0)
+        os.waitpid(child, 0)
+        assert os.path.isdir(scratch)
+        assert pool.extract("text", "text/plain", b"still here", max_pages=1) == "still here"

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from types import TracebackType
 from typing import Any, Self
 
@@ -397,6 +398,21 @@ def _remove_cgroups(roots: list[str], wait_s: float = 2.0) -> None:
         time.sleep(0.01)
 
 
+def _release(workers: list[_Worker], scratch: str, owner: int) -> None:
+    """Stop a pool's workers and remove its scratch directory, in the process that made them.
+
+    A process forked from the application (a server's workers) inherits the
+    pool's finalizer; ending, it must not stop the workers or remove the
+    directory its parent still uses.
+    """
+    if os.getpid() != owner:
+        return
+    for worker in list(workers):
+        worker.kill()
+    workers.clear()
+    remove_tree(scratch)
+
+
 class IsolatedExtractor:
     """A pool of isolated workers that run `inner` on one file at a time each.
 
@@ -458,6 +474,9 @@ class IsolatedExtractor:
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._scratch: str | None = None
+        self._forget: weakref.finalize[[list[_Worker], str, int], IsolatedExtractor] | None = None
+        """Stops the workers and removes `_scratch` when the pool is closed, collected, or
+        still open when the program ends."""
         self._closed = False
         self._starting = 0
         self._lazy = _warms_lazily(inner)
@@ -523,12 +542,13 @@ class IsolatedExtractor:
         """Stop every worker and remove the scratch directory; never raises."""
         with self._lock:
             self._closed = True
-            workers, self._all = self._all, []
+            workers = list(self._all)
+            self._all.clear()  # the same list `_forget` holds
         for worker in workers:
             worker.kill()
-        if self._scratch is not None:
-            remove_tree(self._scratch)
-            self._scratch = None
+        if self._forget is not None:
+            self._forget()
+        self._scratch = None
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *,
                 max_pages: int) -> str | Parsed:
@@ -660,6 +680,10 @@ class IsolatedExtractor:
                     if self._scratch is None:
                         self._scratch = tempfile.mkdtemp(prefix="capsa-worker-")
                         os.chmod(self._scratch, 0o711)
+                        # a pool never closed (dropped, or open when the program
+                        # ends) must leave no worker, cgroup or directory behind
+                        self._forget = weakref.finalize(self, _release, self._all,
+                                                        self._scratch, os.getpid())
                     scratch = self._scratch
             if start:
                 return self._start(scratch)
