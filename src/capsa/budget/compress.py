@@ -243,7 +243,7 @@ class Prepared:
 
     def measure(self, text: str) -> int:
         """The caller's own count of `text`: what the budget bounds."""
-        return self.tokenizer(text) + self.charge if self.charge else self.tokenizer(text)
+        return self.tokenizer(text) + self.charge
 
     def count(self, text: str) -> int:
         """`tokenizer(text)`, remembered: tokenizers are deterministic, and bodies recur.

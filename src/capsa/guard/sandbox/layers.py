@@ -46,6 +46,7 @@ from capsa.guard.sandbox import landlock as _landlock
 from capsa.guard.sandbox import namespaces
 from capsa.guard.sandbox import seccomp as _seccomp
 from capsa.guard.sandbox.cgroups import WorkerCgroups
+from capsa.guard.sandbox.namespaces import _beneath, _outermost
 
 __all__ = ["LAYERS", "LayerStatus", "SandboxMode", "SandboxPolicy", "SandboxReport",
            "confine", "prepare", "summarise"]
@@ -276,19 +277,6 @@ def _holds_python(directory: str, suffixes: tuple[str, ...]) -> bool:
         return any(name.endswith(suffixes) for name in os.listdir(directory))
     except OSError:
         return False
-
-
-def _beneath(path: str, roots: Iterable[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
-def _outermost(paths: Iterable[str]) -> list[str]:
-    """`paths` without those beneath another one (a Landlock rule covers its subtree)."""
-    kept: list[str] = []
-    for path in sorted(paths):
-        if not any(path == root or path.startswith(root.rstrip("/") + "/") for root in kept):
-            kept.append(path)
-    return kept
 
 
 def installation_prefixes() -> list[str]:

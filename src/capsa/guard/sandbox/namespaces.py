@@ -279,7 +279,7 @@ def _furnish(lib: ctypes.CDLL, new: str, read: list[str], writable: dict[str, in
 
     Raises OSError when a bind the sandbox needs cannot be made.
     """
-    binds = _outermost_paths(os.path.realpath(p) for p in read if os.path.lexists(p))
+    binds = _outermost(os.path.realpath(p) for p in read if os.path.lexists(p))
     binds = [p for p in binds if os.path.exists(p) and p != "/"]
     for path in read:
         _links(new, path, binds)
@@ -305,15 +305,16 @@ def _furnish(lib: ctypes.CDLL, new: str, read: list[str], writable: dict[str, in
     return len(binds)
 
 
-def _outermost_paths(paths: Iterable[str]) -> list[str]:
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """`paths` without those beneath another one (a bind or a Landlock rule covers its subtree)."""
     kept: list[str] = []
-    for path in sorted(set(paths)):
-        if not _under(path, kept):
+    for path in sorted(paths):
+        if not _beneath(path, kept):
             kept.append(path)
     return kept
 
 
-def _under(path: str, roots: Iterable[str]) -> bool:
+def _beneath(path: str, roots: Iterable[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
@@ -328,7 +329,7 @@ def _point(new: str, path: str, directory: bool, binds: list[str]) -> str:
     for depth, name in enumerate(parts):
         current = os.path.join(current, name)
         inside = "/" + "/".join(parts[:depth + 1])
-        if _under(inside, [b for b in binds if b != path]) or os.path.lexists(current):
+        if _beneath(inside, [b for b in binds if b != path]) or os.path.lexists(current):
             continue
         if depth < len(parts) - 1 or directory:
             os.mkdir(current, 0o755)
@@ -345,7 +346,7 @@ def _links(new: str, path: str, binds: list[str], depth: int = 0) -> None:
     parts = path.strip("/").split("/")
     for index in range(len(parts)):
         prefix = "/" + "/".join(parts[:index + 1])
-        if _under(prefix, binds):
+        if _beneath(prefix, binds):
             return
         if not os.path.islink(prefix):
             continue
