@@ -43,6 +43,7 @@ from capsa.guard.sandbox import protocol
 from capsa.guard.sandbox.cgroups import remove_empty, sweep_stale
 from capsa.guard.sandbox.layers import SandboxMode, SandboxReport, summarise
 from capsa.guard.sandbox.protocol import ProtocolError, ReplyReader
+from capsa.guard.sandbox.scratch import claim_scratch, release_scratch, sweep_stale_scratch
 from capsa.guard.sandbox.seccomp import UNIX_LISTEN_KINDS
 from capsa.guard.sandbox.zygote import remove_tree, write_frame
 
@@ -398,19 +399,20 @@ def _remove_cgroups(roots: list[str], wait_s: float = 2.0) -> None:
         time.sleep(0.01)
 
 
-def _release(workers: list[_Worker], scratch: str, owner: int) -> None:
+def _release(workers: list[_Worker], directory: str, lock: int | None, owner: int) -> None:
     """Stop a pool's workers and remove its scratch directory, in the process that made them.
 
     A process forked from the application (a server's workers) inherits the
     pool's finalizer; ending, it must not stop the workers or remove the
-    directory its parent still uses.
+    directory its parent still uses (its copy of the lock keeps the
+    directory from other pools' sweeps until it ends too).
     """
     if os.getpid() != owner:
         return
     for worker in list(workers):
         worker.kill()
     workers.clear()
-    remove_tree(scratch)
+    release_scratch(directory, lock)
 
 
 class IsolatedExtractor:
@@ -474,7 +476,8 @@ class IsolatedExtractor:
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._scratch: str | None = None
-        self._forget: weakref.finalize[[list[_Worker], str, int], IsolatedExtractor] | None = None
+        self._forget: weakref.finalize[[list[_Worker], str, int | None, int],
+                                       IsolatedExtractor] | None = None
         """Stops the workers and removes `_scratch` when the pool is closed, collected, or
         still open when the program ends."""
         self._closed = False
@@ -677,16 +680,20 @@ class IsolatedExtractor:
                 start = len(self._all) + self._starting < self.workers
                 if start:
                     self._starting += 1
+                    sweep = self._scratch is None
                     if self._scratch is None:
-                        self._scratch = tempfile.mkdtemp(prefix="capsa-worker-")
-                        os.chmod(self._scratch, 0o711)
+                        directory, lock = claim_scratch()
+                        self._scratch = directory
                         # a pool never closed (dropped, or open when the program
                         # ends) must leave no worker, cgroup or directory behind
                         self._forget = weakref.finalize(self, _release, self._all,
-                                                        self._scratch, os.getpid())
-                    scratch = self._scratch
+                                                        directory, lock, os.getpid())
+                    else:
+                        directory = self._scratch
             if start:
-                return self._start(scratch)
+                if sweep:  # what pools in processes that ended by os._exit left
+                    sweep_stale_scratch()
+                return self._start(directory)
             with contextlib.suppress(queue.Empty):
                 worker = self._idle.get(timeout=0.2)
                 if worker.alive() and worker.settle():
