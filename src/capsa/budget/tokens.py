@@ -12,6 +12,8 @@ anything else with a message saying what to pass.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import re
 from collections.abc import Callable, Mapping, Sized
@@ -78,6 +80,9 @@ def as_tokenizer(counter: TokenizerLike | None) -> Tokenizer:
     count_method = getattr(counter, "get_num_tokens", None)
     if callable(count_method):
         return _Counted(count_method, counter)
+    quiet = _quiet_encode(counter)
+    if quiet is not None:
+        return _Counted(quiet, counter)
     encode = getattr(counter, "encode_ordinary", None) or getattr(counter, "encode", None)
     if not callable(counter) and callable(encode):
         return _Counted(encode, counter)
@@ -85,6 +90,34 @@ def as_tokenizer(counter: TokenizerLike | None) -> Tokenizer:
         return _Counted(counter, counter)
     raise TypeError(f"tokenizer {counter!r} ({type(counter).__name__}) cannot count tokens: "
                     f"{_WHAT_TO_PASS}")
+
+
+def _quiet_encode(counter: object) -> Callable[[str], Any] | None:
+    """A Hugging Face tokenizer's ``encode`` that does not warn of long texts, or None.
+
+    Called whole or through ``encode``, a `transformers` tokenizer logs "Token
+    indices sequence length is longer than the specified maximum sequence
+    length for this model ... will result in indexing errors" for the first
+    text longer than its model reads. A counter counts whole passages and
+    packets, which no model is run on, so the warning would be false; its
+    ``verbose=False`` turns it off. The tokenizer is told apart by
+    ``model_max_length``, and its ``encode`` gives the same count as calling
+    it (special tokens included), without the attention mask.
+    """
+    owner = getattr(counter, "__self__", None) if inspect.ismethod(counter) else counter
+    if owner is None or not isinstance(getattr(owner, "model_max_length", None), int):
+        return None
+    if owner is not counter and getattr(counter, "__name__", "") not in ("encode", "__call__"):
+        return None
+    encode = getattr(owner, "encode", None)
+    if not callable(encode):
+        return None
+    quiet = functools.partial(encode, verbose=False)
+    try:
+        quiet("")
+    except TypeError:  # an encode of its own that takes no ``verbose``: left as passed
+        return None
+    return quiet
 
 
 def per_call_tokens(count: Tokenizer) -> int:

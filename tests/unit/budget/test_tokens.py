@@ -212,3 +212,45 @@ def test_a_charge_per_call_is_paid_once_not_per_sentence(
                 tokenizer=charged)
     assert paid.render() == plain.render()
     assert paid.used_tokens == plain.used_tokens + charge <= budget + charge
+
+
+class _TransformersLike:
+    """What a `transformers` tokenizer shows a counter: ``model_max_length``, ``encode`` with
+    ``verbose``, and a warning the first time a text is longer than the model reads."""
+
+    model_max_length = 8
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def encode(self, text: str, add_special_tokens: bool = True, verbose: bool = True,
+               **_: Any) -> list[int]:
+        ids = [0] * len(text.split()) + ([1, 2] if add_special_tokens else [])
+        if verbose and len(ids) > self.model_max_length:
+            self.warnings.append(f"Token indices sequence length is longer than the specified "
+                                 f"maximum ({len(ids)} > {self.model_max_length})")
+        return ids
+
+    def __call__(self, text: str, verbose: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": self.encode(text, verbose=verbose)}
+
+
+def test_a_transformers_tokenizer_counts_long_texts_without_warning_of_indexing_errors() -> None:
+    long = "word " * 40
+    for form in ("whole", "encode"):
+        tokenizer = _TransformersLike()
+        count = as_tokenizer(tokenizer if form == "whole" else tokenizer.encode)
+
+        assert count(long) == len(tokenizer(long, verbose=False)["input_ids"]) == 42
+        assert per_call_tokens(count) == 2  # special tokens, as calling it gives
+        assert tokenizer.warnings == []
+
+
+def test_a_tokenizer_whose_encode_takes_no_verbose_is_called_as_passed() -> None:
+    class Plain:
+        model_max_length = 8
+
+        def encode(self, text: str) -> list[str]:
+            return text.split()
+
+    assert as_tokenizer(Plain().encode)("three short words") == 3
