@@ -37,8 +37,10 @@ import glob
 import gzip
 import importlib.util
 import json
+import os
 import re
 import sys
+import sysconfig
 import time
 import traceback
 from collections import Counter
@@ -62,7 +64,9 @@ def _load_realdocs() -> Any:
 
 realdocs = _load_realdocs()
 
-PYTEST_DATA = "/root/.pyenv/versions/3.12.1/lib/python3.12/test"
+PYTEST_DATA = os.path.join(sysconfig.get_paths()["stdlib"], "test")
+"""The running Python's own test data (its e-mail and CJK-encoding samples), where the
+interpreter ships it; Debian's python3 does not, and those groups are then skipped."""
 VENV = sorted(glob.glob("/work/main/.venv/lib/python3*/site-packages"))
 SITE = VENV[0] if VENV else "/nonexistent"
 LO = "/usr/lib/libreoffice/share/template/common"
