@@ -281,6 +281,12 @@ class _StaticModel:
         self.dims = int(rows.shape[1])
         self.ids = {piece: n for n, piece in enumerate(vocab)}
         self.unknown = self.ids["[UNK]"]
+        # a word's first piece and its continuations ("##" dropped) apart, each with its
+        # longest entry: a match is then tried from that length down, not the word's
+        self._heads = {piece: n for piece, n in self.ids.items() if not piece.startswith("##")}
+        self._tails = {piece[2:]: n for piece, n in self.ids.items() if piece.startswith("##")}
+        self._longest = (max(map(len, self._heads), default=0),
+                         max(map(len, self._tails), default=0))
         self._words: dict[str, tuple[int, ...]] = {}
         self._rows: dict[str, int] = {}
         self._table = np.zeros((4096, self.dims), dtype=np.float32)
@@ -358,19 +364,19 @@ class _StaticModel:
         if len(word) > _MAX_WORD_CHARS:
             return (self.unknown,)
         pieces: list[int] = []
-        start = 0
-        while start < len(word):
-            end = len(word)
+        start, size = 0, len(word)
+        table, longest = self._heads, self._longest[0]
+        while start < size:
+            end = min(size, start + longest)
             while end > start:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
-                found = self.ids.get(piece)
+                found = table.get(word[start:end])
                 if found is not None:
                     pieces.append(found)
                     break
                 end -= 1
             else:
                 return (self.unknown,)
-            start = end
+            start, table, longest = end, self._tails, self._longest[1]
         return tuple(pieces)
 
 

@@ -131,6 +131,17 @@ def test_static_model_splits_words_as_the_models_tokenizer_does() -> None:
     assert model.pieces(text) == reference.encode(text).ids
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789éü", min_size=1, max_size=60))
+def test_static_model_splits_any_word_as_the_models_tokenizer_does(word: str) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    model = _load(MODEL_PATH)
+    reference = tokenizers.Tokenizer(tokenizers.models.WordPiece(dict(model.ids),
+                                                                 unk_token="[UNK]"))
+    reference.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
+    assert model.pieces(word) == reference.encode(word).ids
+
+
 def test_static_scorer_loads_the_model_once_across_threads(
         fresh_models: dict[Path, object], monkeypatch: pytest.MonkeyPatch) -> None:
     loads: list[Path] = []
