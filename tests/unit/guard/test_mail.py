@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from email.message import EmailMessage
 
 import pytest
@@ -457,3 +459,186 @@ def test_read_mail_reads_a_part_in_an_undeclarable_charset_as_utf8(charset: str)
     mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), plain))
 
     assert len(mail.repeated) == 1
+
+
+# --- renderings in scripts written without spaces ---------------------------------------
+
+CJK_BODIES = {
+    "chinese": ("各位同事：\n泊位分配评审会议改到<b>星期四下午两点</b>，在三楼十二号会议室举行。"
+                "议程包括北泊位疏浚计划、四号起重机维护窗口以及五月份夜班人员安排。\n"
+                "幻灯片已经放在运营网站上。如有修改意见，请在星期三中午之前发给我。\n谢谢！\n王强"),
+    "japanese": ("チームの皆さん\n岸壁割り当ての見直し会議は<b>木曜日の午後二時</b>に"
+                 "変更になりました。場所は三階の会議室です。議題は北岸壁の浚渫計画、四号クレーンの点検日程、"
+                 "そして五月の夜勤体制です。\n資料は運用サイトに置いてあります。修正があれば"
+                 "水曜日の正午までにお知らせください。\nよろしくお願いします。\n山田"),
+    "korean": ("팀원 여러분,\n선석 배정 검토 회의가 <b>목요일 오후 두 시</b>로 변경되었습니다. "
+               "장소는 3층 12호 회의실입니다. 안건은 북쪽 선석 준설 계획, 4호 크레인 점검 일정, "
+               "그리고 5월 야간 근무 편성입니다.\n자료는 "
+               "운영 사이트에 올려 두었습니다. 수정 사항이 "
+               "있으면 수요일 정오까지 알려 주세요.\n감사합니다.\n김민수"),
+    "mixed": ("Hi team / 各位：\nQ3 报告的 draft 已经放在 SharePoint 上了，请在 Friday 之前"
+              "review 一下。重点是 Crane 4 的 maintenance window 和北泊位 dredging 的预算。\n"
+              "如果有问题，直接回复这封邮件或者打我的分机 4512。\nThanks, 王强"),
+}
+"""One message per script, each line a paragraph; ``<b>`` marks what the HTML emphasises."""
+
+
+def _cjk_html(text: str) -> str:
+    return "".join(f"<div>{line}</div>" for line in text.split("\n"))
+
+
+def _cjk_plain(text: str, columns: int) -> str:
+    """The plain rendering a mailer makes: tags gone, lines wrapped at `columns` display
+    columns (a wide character takes two), breaking between any two wide characters and at
+    the spaces of Latin or Korean text, as UAX #14 lets a wrapper do."""
+    lines: list[str] = []
+    for paragraph in text.replace("<b>", "").replace("</b>", "").split("\n"):
+        line, width = "", 0
+        for piece in re.findall(r"[A-Za-z0-9@.:/_'-]+|\s|.", paragraph):
+            size = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in piece)
+            if width + size > columns and line:
+                lines.append(line.rstrip())
+                line, width = ("", 0) if piece.isspace() else (piece, size)
+                continue
+            line, width = line + piece, width + size
+        lines.append(line.rstrip())
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _apple_mixed(plain: str, html: str) -> bytes:
+    """Apple and iOS Mail: ``mixed[plain, related[html, picture]]``."""
+    related = _text_part(html, "html")
+    related.add_related(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", cid="<p1>")
+    return _mixed(_text_part(plain), related)
+
+
+@pytest.mark.parametrize("columns", [20, 37, 76])
+@pytest.mark.parametrize("language", list(CJK_BODIES))
+def test_read_mail_leaves_out_a_wrapped_cjk_rendering_beside_a_related_html_body(
+        language: str, columns: int) -> None:
+    text = CJK_BODIES[language]
+
+    mail = read_mail(_apple_mixed(_cjk_plain(text, columns), _cjk_html(text)))
+
+    assert [f.media_type for f in mail.embedded] == ["image/png"]
+    (repeated,) = mail.repeated
+    assert (repeated.media_type, repeated.found) == ("text/plain", repeated.words)
+
+
+@pytest.mark.parametrize("columns", [20, 76])
+@pytest.mark.parametrize("html_first", [True, False], ids=["html-plain", "plain-html"])
+@pytest.mark.parametrize("language", list(CJK_BODIES))
+def test_read_mail_leaves_out_a_wrapped_cjk_rendering_side_by_side_with_the_body(
+        language: str, html_first: bool, columns: int) -> None:
+    text = CJK_BODIES[language]
+    html, plain = _text_part(_cjk_html(text), "html"), _text_part(_cjk_plain(text, columns))
+
+    mail = read_mail(_mixed(*((html, plain) if html_first else (plain, html))))
+
+    assert mail.embedded == ()
+    assert [r.media_type for r in mail.repeated] == ["text/plain"]
+
+
+@pytest.mark.parametrize("language", list(CJK_BODIES))
+def test_read_mail_leaves_out_a_cjk_html_part_beside_its_wrapped_plain_body(
+        language: str) -> None:
+    """The other direction: a ``related`` whose root is the wrapped plain text."""
+    text = CJK_BODIES[language]
+    related = EmailMessage()
+    related.set_content(_cjk_plain(text, 30))
+    related.add_related(_cjk_html(text), subtype="html")
+
+    mail = read_mail(bytes(related))
+
+    assert mail.embedded == ()
+    assert [r.media_type for r in mail.repeated] == ["text/html"]
+
+
+def test_read_mail_leaves_out_a_short_cjk_reply_said_in_the_same_order() -> None:
+    same, reordered = _text_part("谢谢，\n没问题。"), _text_part("没问题，谢谢。")
+
+    mail = read_mail(_mixed(_text_part("<p>谢谢，没问题。</p>", "html"), same, reordered))
+
+    assert [f.payload.decode() for f in mail.embedded] == ["没问题，谢谢。\n"]
+    assert [(r.words, r.in_order) for r in mail.repeated] == [(3, True)]
+
+
+CJK_ADDITIONS = {
+    "list-footer": ("_______________________________________________\n港口运营邮件列表\n"
+                    "harbour-ops@lists.example.org\n退订或修改设置请访问 "
+                    "https://lists.example.org/listinfo/harbour-ops\n"),
+    "other-message": ("各位同事：\n四号起重机的维护工作提前到星期二上午完成，"
+                      "星期四之前可以恢复作业。夜班人员请按原计划到岗。\n谢谢！\n李娜"),
+    "after-picture": "这是今天早上拍的起重机照片：吊臂上的锈比三月份更严重了。\n",
+    "postscript": CJK_BODIES["chinese"].replace("<b>", "").replace("</b>", "")
+                  + "\n附言：银行账户上周已经变更，以后请使用新的账户付款，旧账户将于下月关闭。",
+}
+
+
+@pytest.mark.parametrize("added", list(CJK_ADDITIONS))
+def test_read_mail_hands_back_a_cjk_part_that_adds_words(added: str) -> None:
+    text = CJK_BODIES["chinese"]
+    quoted_footer = text + "\n> " + CJK_ADDITIONS["list-footer"].replace("\n", "\n> ")
+
+    mail = read_mail(_apple_mixed(_cjk_plain(CJK_ADDITIONS[added], 40),
+                                  _cjk_html(quoted_footer if added == "list-footer" else text)))
+
+    assert [f.media_type for f in mail.embedded] == ["text/plain", "image/png"]
+    assert mail.repeated == ()
+
+
+@pytest.mark.parametrize("language", ["japanese", "korean"])
+def test_read_mail_hands_back_a_message_in_another_cjk_language_beside_the_body(
+        language: str) -> None:
+    """The same meeting told in Japanese or Korean beside the Chinese body is not its
+    rendering: kanji the two share do not make their pairs of characters the same."""
+    mail = read_mail(_mixed(_text_part(_cjk_html(CJK_BODIES["chinese"]), "html"),
+                            _text_part(_cjk_plain(CJK_BODIES[language], 40))))
+
+    assert [f.media_type for f in mail.embedded] == ["text/plain"]
+
+
+def test_read_mail_leaves_out_a_wrapped_thai_rendering() -> None:
+    """Thai is written without spaces too, and its vowel marks are no ``\\w``."""
+    text = "ประชุมทบทวนการจัดสรรท่าเรือย้ายไปวันพฤหัสบดีเวลาบ่ายสองโมงที่ห้องประชุมชั้นสาม"
+    plain = "\n".join(text[i:i + 17] for i in range(0, len(text), 17))
+
+    mail = read_mail(_mixed(_text_part(f"<p>{text}</p>", "html"), _text_part(plain)))
+
+    assert mail.embedded == () and len(mail.repeated) == 1
+
+
+_DISTINCT_HAN = "".join(chr(0x4E00 + (i * 7919) % 20_000) for i in range(85_000))
+"""85,000 ideographs (255 KB in UTF-8), nearly every pair of them a different word."""
+
+
+@pytest.mark.timeout(60)  # a quadratic scan of 85,000 characters takes minutes, not seconds
+@pytest.mark.parametrize("text", [
+    "中" * 87_000, "中 " * 65_000, "中\n" * 65_000, "中" + " " * 250_000 + "a",
+    _DISTINCT_HAN, "<a 中" * 40_000, "ก\u0e31" * 40_000,
+], ids=["one-character", "spaced", "one-per-line", "long-gap", "distinct-pairs",
+        "unclosed-tags", "thai-marks"])
+def test_read_mail_compares_hostile_cjk_parts_in_linear_time(text: str) -> None:
+    assert len(text.encode()) < COMPARED_BYTES  # compared, not skipped for its size
+    subtype = "html" if text.startswith("<") else "plain"
+
+    mail = read_mail(_mixed(_text_part(_cjk_html(CJK_BODIES["chinese"]), "html"),
+                            _text_part(text, subtype)))
+
+    assert [f.media_type for f in mail.embedded] == [f"text/{subtype}"]  # says other things
+    assert mail.repeated == ()
+
+
+@pytest.mark.timeout(60)
+def test_read_mail_leaves_out_a_rendering_of_a_long_cjk_body_in_linear_time() -> None:
+    """The body's 255 KB are read whole; a wrapped copy of them is its rendering."""
+    wrapped = "\n".join(_DISTINCT_HAN[i:i + 38] for i in range(0, len(_DISTINCT_HAN), 38))
+
+    mail = read_mail(_mixed(_text_part(f"<p>{_DISTINCT_HAN}</p>", "html"),
+                            _text_part(wrapped)))
+
+    assert mail.embedded == ()
+    (repeated,) = mail.repeated
+    assert repeated.found == repeated.words > 19_000  # every pair of the part in the body
+
