@@ -12,7 +12,7 @@ from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, Extracted, Omission, extract_all, extract_attachment
 from capsa.guard.extractors import PlainTextExtractor, Router, UnstructuredExtractor
 from capsa.guard.extractors._repeats import BUDGET_BYTES, COMPARED_BYTES
-from capsa.guard.extractors.mail import MailParts, RepeatedPart, read_mail
+from capsa.guard.extractors.mail import MAX_CALENDARS, MailParts, RepeatedPart, read_mail
 from capsa.guard.limits import INGESTION_LIMITS
 
 pytestmark = pytest.mark.slow
@@ -642,3 +642,171 @@ def test_read_mail_leaves_out_a_rendering_of_a_long_cjk_body_in_linear_time() ->
     (repeated,) = mail.repeated
     assert repeated.found == repeated.words > 19_000  # every pair of the part in the body
 
+
+# --- invitations in the body's alternative --------------------------------------------
+
+INVITE_TEXT = ("Team,\n\nThe berth allocation review moves to Thursday. Agenda: north berth "
+               "dredging, crane 4 maintenance, night shifts in May.\n\nThanks,\nJonas\n")
+
+
+def _outlook_ics(description: str = INVITE_TEXT, *, size: int = 0) -> bytes:
+    """Exchange's meeting request: a time zone block, the event, an alarm; folded at 75."""
+    escaped = description.replace("\\", "\\\\").replace(",", "\\,").replace("\n", "\\n")
+    lines = [
+        "BEGIN:VCALENDAR", "METHOD:REQUEST", "PRODID:Microsoft Exchange Server 2010",
+        "VERSION:2.0", "BEGIN:VTIMEZONE", "TZID:W. Europe Standard Time", "BEGIN:STANDARD",
+        "DTSTART:16010101T030000", "TZOFFSETFROM:+0200", "TZOFFSETTO:+0100",
+        "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=10", "END:STANDARD", "END:VTIMEZONE",
+        "BEGIN:VEVENT", 'ORGANIZER;CN="Berg, Jonas":mailto:jonas.berg@example.com',
+        "ATTENDEE;ROLE=REQ-PARTICIPANT;PARTSTAT=NEEDS-ACTION;RSVP=TRUE;CN=Dana Reyes:mailto:"
+        "dana.reyes@example.com", f"DESCRIPTION;LANGUAGE=en-US:{escaped}",
+        "UID:040000008200E00074C5B7101A82E00800000000", "SUMMARY;LANGUAGE=en-US:Berth "
+        "allocation review", "DTSTART;TZID=W. Europe Standard Time:20240516T140000",
+        "DTEND;TZID=W. Europe Standard Time:20240516T150000", "CLASS:PUBLIC",
+        "PRIORITY:5", "DTSTAMP:20240510T091500Z", "TRANSP:OPAQUE", "STATUS:CONFIRMED",
+        "SEQUENCE:0", "LOCATION;LANGUAGE=en-US:Room 3.12", "X-MICROSOFT-CDO-BUSYSTATUS:BUSY",
+        *(f"X-FILLER:{'x' * 70}" for _ in range(size // 80)),
+        "BEGIN:VALARM", "DESCRIPTION:REMINDER", "TRIGGER;RELATED=START:-PT15M",
+        "ACTION:DISPLAY", "END:VALARM", "END:VEVENT", "END:VCALENDAR"]
+    folded = []
+    for line in lines:
+        data = line.encode()
+        folded.append(b"\r\n ".join(data[i:i + 74] for i in range(0, len(data), 74)))
+    return b"\r\n".join(folded) + b"\r\n"
+
+
+def _invitation(ics: bytes, *, plain: str = INVITE_TEXT) -> EmailMessage:
+    """Outlook's ``alternative[plain, html, calendar; method=REQUEST]``, base64 as Exchange
+    sends it."""
+    mail = EmailMessage()
+    mail["From"], mail["Subject"] = "jonas.berg@example.com", "Berth allocation review"
+    mail.set_content(plain)
+    mail.add_alternative("".join(f"<p>{p}</p>" for p in plain.split("\n\n")), subtype="html")
+    mail.add_alternative(ics, maintype="text", subtype="calendar",
+                         params={"method": "REQUEST", "charset": "utf-8"})
+    return mail
+
+
+OUTLOOK_INVITATION = ("Invitation: Berth allocation review\n"
+                      "When: 2024-05-16 14:00 to 15:00 (W. Europe Standard Time)\n"
+                      "Where: Room 3.12\n"
+                      "Organizer: Berg, Jonas <jonas.berg@example.com>\n"
+                      "Attendees: Dana Reyes <dana.reyes@example.com>")
+
+
+def test_read_mail_reads_an_outlook_invitation_in_the_body_alternative_as_text() -> None:
+    """The description is the body again (Outlook copies it), so it is not repeated."""
+    mail = read_mail(bytes(_invitation(_outlook_ics())))
+
+    assert mail.embedded == () and mail.repeated == ()
+    (invitation,) = mail.invitations
+    assert invitation.text == OUTLOOK_INVITATION
+    assert (invitation.events, invitation.descriptions_left_out) == (1, 1)
+
+
+def test_read_mail_keeps_an_invitation_description_the_body_does_not_hold() -> None:
+    ics = _outlook_ics("Bring the dredging survey from April; the crane vendor dials in.")
+
+    (invitation,) = read_mail(bytes(_invitation(ics))).invitations
+
+    assert invitation.text.endswith("\nDescription: Bring the dredging survey from April; the "
+                                    "crane vendor dials in.")
+    assert invitation.descriptions_left_out == 0
+
+
+def test_read_mail_reads_a_google_invitation_and_hands_back_its_named_ics_file() -> None:
+    """Google Calendar: ``mixed[alternative[plain, html, calendar], invite.ics]``; a named
+    file is handed back whatever it says."""
+    ics = _outlook_ics().replace(b"PRODID:Microsoft Exchange Server 2010",
+                                 b"PRODID:-//Google Inc//Google Calendar 70.9054//EN")
+    mail = _invitation(ics)
+    mail.make_mixed()
+    mail.add_attachment(ics, maintype="application", subtype="ics", filename="invite.ics")
+
+    found = read_mail(bytes(mail))
+
+    assert [(f.name, f.media_type) for f in found.embedded] == [
+        ("invite.ics", "application/ics")]
+    assert [i.text for i in found.invitations] == [OUTLOOK_INVITATION]
+
+
+def test_read_mail_hands_back_other_text_in_the_body_alternative_but_not_its_renderings(
+        ) -> None:
+    mail = _invitation(_outlook_ics())
+    mail.add_alternative("<p>Team, the review moves.</p>", subtype="watch-html")
+    mail.add_alternative("<bold>Team</bold>, the review moves.", subtype="enriched")
+    mail.add_alternative("BEGIN:VCARD\nFN:Jonas Berg\nEND:VCARD", subtype="vcard")
+
+    found = read_mail(bytes(mail))
+
+    assert [(f.name, f.media_type) for f in found.embedded] == [
+        ("attachment-1", "text/vcard")]
+    assert len(found.invitations) == 1
+
+
+def test_extract_attachment_gives_an_invitation_after_the_body_with_a_note() -> None:
+    payload = bytes(_invitation(_outlook_ics()))
+
+    item = extract_attachment(Attachment(label="invite.eml", payload=payload), _router())
+
+    assert item.text.endswith("Jonas\n\n" + OUTLOOK_INVITATION)
+    assert item.text.count("night shifts in May") == 1
+    assert item.attachments == ()
+    assert item.notes == (
+        f"1 invitation (text/calendar in the message body's alternative, "
+        f"{len(_outlook_ics())} bytes) given as text after the body: each event's title, "
+        "time, place, people and description; time zone rules, alarms and other properties "
+        "left out; 1 description left out, the body already says it",)
+    assert item.elements[-1].category == "Text"
+    assert item.text[item.elements[-1].start:item.elements[-1].end] == OUTLOOK_INVITATION
+
+
+@pytest.mark.parametrize(("ics", "why"), [
+    (_outlook_ics(size=COMPARED_BYTES), "bytes, over the 262144 read as an invitation"),
+    (b"BEGIN:VCALENDAR\r\nMETHOD:REQUEST\r\nEND:VCALENDAR\r\n",
+     "no event in it that says what, when or where"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "no event in it that says what, when or where"),
+], ids=["huge", "no-event", "binary"])
+def test_read_mail_hands_back_an_invitation_it_cannot_read_and_says_why(ics: bytes,
+                                                                        why: str) -> None:
+    found = read_mail(bytes(_invitation(ics)))
+
+    assert [(f.name, f.media_type, f.payload) for f in found.embedded] == [
+        ("attachment-1.ics", "text/calendar", ics)]
+    (note,) = found.invitation_notes
+    assert note.startswith("1 text/calendar part in the message body's alternative handed back "
+                           "as files, not read as invitations (attachment-1.ics: ")
+    assert why in note and found.invitations == ()
+
+
+def test_read_mail_reads_a_few_invitations_per_message_and_hands_back_the_rest() -> None:
+    mail = _invitation(_outlook_ics())
+    for _ in range(MAX_CALENDARS + 2):
+        mail.add_alternative(_outlook_ics(), maintype="text", subtype="calendar")
+
+    found = read_mail(bytes(mail))
+
+    assert len(found.invitations) == MAX_CALENDARS
+    assert [f.name for f in found.embedded] == ["attachment-1.ics", "attachment-2.ics",
+                                                "attachment-3.ics"]
+    assert all(len(note) <= 280 for note in found.invitation_notes)
+    assert found.invitation_notes[1].endswith(f"more than {MAX_CALENDARS} in one message)")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ics", [
+    b"BEGIN:VEVENT\r\nSUMMARY:x" + b"\r\n y" * 60_000 + b"\r\n",
+    b"BEGIN:VEVENT\r\n" * 17_000 + b"SUMMARY:deep\r\n",
+    b"BEGIN:VEVENT\r\n" + b'X;A="' * 50_000 + b"\r\nSUMMARY:x\r\n",
+    b"BEGIN:VEVENT\r\nSUMMARY:" + b"\\" * 250_000 + b"\r\n",
+    b"BEGIN:VEVENT\r\n" + b";" * 250_000 + b"\r\n",
+    b"BEGIN:VEVENT\r\n" + b"ATTENDEE;CN=a:mailto:a\r\n" * 10_000,
+], ids=["folded-lines", "nested-events", "open-quotes", "backslashes", "separators",
+        "attendees"])
+def test_read_mail_reads_a_hostile_invitation_in_linear_time(ics: bytes) -> None:
+    assert len(ics) < COMPARED_BYTES  # read, not handed back for its size
+
+    found = read_mail(bytes(_invitation(ics)))
+
+    assert len(found.invitations) + len(found.embedded) == 1  # read, or handed back and said
+    assert len(found.invitation_notes) == 1

@@ -196,13 +196,29 @@ class BodyWords:
         intersection is the same from either side).
         """
         tokens, spelled = part_words(data, part)
+        return self._compare(tokens, spelled, covering=True)
+
+    def compare_text(self, text: str) -> Overlap | None:
+        """How far the body holds the words of `text` (an invitation's description, which
+        Outlook copies from the body); None once the message's budget is spent.
+
+        `Overlap.in_order` is computed for a text of fewer than `FEW_WORDS` words whose
+        words are all in the body, however little of the body it covers.
+        """
+        if self._budget <= 0:
+            return None
+        self._budget -= len(text)
+        return self._compare(words(text), frozenset(), covering=False)
+
+    def _compare(self, tokens: list[str], spelled: frozenset[str], *,
+                 covering: bool) -> Overlap:
         distinct = set(tokens)
         self._read_body()
         found = sum(1 for word in distinct if word in self._reference)
         covered = sum(1 for word in distinct | spelled if word in self._words)
         in_order = False
         if (0 < len(distinct) < FEW_WORDS and found == len(distinct)
-                and covered >= COVER_SHARE * len(self._words)):
+                and (not covering or covered >= COVER_SHARE * len(self._words))):
             self._budget -= len(self._sequence)
             in_order = f" {' '.join(tokens)} " in self._sequence
         return Overlap(len(distinct), found, len(self._words), covered, in_order)
