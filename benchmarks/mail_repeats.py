@@ -12,9 +12,15 @@ least ``COVER_SHARE`` of the body's are in it. This measures both shares on:
    numbers list items; a footnote-link converter (html2text's way) ends the text
    with ``[1]: url``. Each is compared both ways: the plain part beside the HTML
    body, and the HTML part beside the plain body. All should be left out.
+   Four more messages are Chinese, Japanese, Korean and Chinese mixed with
+   English, each rendered as plain text wrapped at 20, 37 and 76 display
+   columns (a wide character takes two), broken between any two wide
+   characters and at spaces, as UAX #14 lets a wrapper break them.
 2. **additions**: parts that add text to the same bodies: a paragraph after a
    picture, a list footer, an invitation line, a reply above a quote, a P.S.,
-   a signature only one rendering has. All should be handed back.
+   a signature only one rendering has; for the CJK messages, a list footer
+   (also beside a body that quotes it), another message in the same language,
+   the same message in another CJK language. All should be handed back.
 3. **found**: Python's own e-mail test messages (``test/test_email/data`` of
    the running interpreter, skipped where it has none): what `read_mail`
    hands back and leaves out for each.
@@ -28,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import sysconfig
+import unicodedata
 from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
@@ -132,6 +140,79 @@ ADDITIONS: dict[str, dict[str, str]] = {
 }
 """Parts that add text to each message; the first plain rendering stands for its plain body."""
 
+CJK: dict[str, str] = {
+    "zh": ("各位同事：\n泊位分配评审会议改到<b>星期四下午两点</b>，在三楼十二号会议室"
+           "举行。议程包括北泊位疏浚计划、四号起重机维护窗口以及五月份夜班人员安排。\n"
+           '幻灯片已经放在<a href="https://intranet.example.com/ops/berths">运营网站</a>'
+           "上。如有修改意见，请在星期三中午之前发给我。\n谢谢！\n王强"),
+    "ja": ("チームの皆さん\n岸壁割り当ての見直し会議は<b>木曜日の午後二時</b>に変更に"
+           "なりました。場所は三階の会議室です。議題は北岸壁の浚渫計画、四号クレーンの"
+           "点検日程、そして五月の夜勤体制です。\n資料は運用サイトに置いてあります。"
+           "修正があれば水曜日の正午までにお知らせください。\nよろしくお願いします。\n山田"),
+    "ko": ("팀원 여러분,\n선석 배정 검토 회의가 <b>목요일 오후 두 시</b>로 "
+           "변경되었습니다. 장소는 3층 12호 회의실입니다. 안건은 북쪽 선석 준설 "
+           "계획, 4호 크레인 점검 일정, 그리고 5월 야간 근무 편성입니다.\n"
+           "자료는 운영 사이트에 올려 두었습니다. 수정 사항이 있으면 수요일 정오까지 "
+           "알려 주세요.\n감사합니다.\n김민수"),
+    "zh-en": ("Hi team / 各位：\nQ3 报告的 draft 已经放在 SharePoint 上了，请在 Friday "
+              "之前 review 一下。重点是 Crane 4 的 maintenance window 和北泊位 dredging "
+              "的预算。\n如果有问题，直接回复这封邮件或者打我的分机 4512。\nThanks, 王强"),
+}
+"""Messages in scripts written without spaces, one paragraph a line, as HTML fragments."""
+CJK_WIDTHS = (20, 37, 76)
+CJK_ADDITIONS: dict[str, str] = {
+    "list-footer": ("_______________________________________________\n港口运营邮件列表\n"
+                    "harbour-ops@lists.example.org\n退订或修改设置请访问 "
+                    "https://lists.example.org/listinfo/harbour-ops\n"),
+    "other-message": ("各位同事：\n四号起重机的维护工作提前到星期二上午完成，"
+                      "星期四之前可以恢复作业。夜班人员请按原计划到岗。\n谢谢！\n李娜"),
+    "after-picture": "这是今天早上拍的起重机照片：吊臂上的锈比三月份更严重了。\n",
+    "postscript": "附言：银行账户上周已经变更，以后请使用新的账户付款，旧账户将于下月关闭。",
+    "short-reply": "好的，星期四见。",
+}
+"""Parts that add text beside the Chinese message (the P.S. follows its whole text)."""
+
+
+def _cjk_html(text: str) -> str:
+    return "".join(f"<div>{line}</div>" for line in text.split("\n"))
+
+
+def _cjk_plain(text: str, columns: int) -> str:
+    """A mailer's plain rendering of `text`: tags gone, a link as ``text <url>``, lines
+    wrapped at `columns` display columns between any two wide characters or at a space."""
+    text = re.sub(r'<a href="([^"]*)">([^<]*)</a>', r"\2 <\1>", text)
+    text = re.sub(r"<[^>]*>", "", text)
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line, width = "", 0
+        for piece in re.findall(r"[A-Za-z0-9@.:/_<>'-]+|\s|.", paragraph):
+            size = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in piece)
+            if width + size > columns and line:
+                lines.append(line.rstrip())
+                line, width = ("", 0) if piece.isspace() else (piece, size)
+                continue
+            line, width = line + piece, width + size
+        lines += [line.rstrip(), ""]
+    return "\n".join(lines)
+
+
+for _name, _text in CJK.items():
+    RENDERINGS[_name] = (_cjk_html(_text), {f"wrap-{width}": _cjk_plain(_text, width)
+                                            for width in CJK_WIDTHS})
+ADDITIONS.update({
+    "zh": {**{what: _cjk_plain(text, 40) for what, text in CJK_ADDITIONS.items()},
+           "postscript": _cjk_plain(CJK["zh"] + "\n" + CJK_ADDITIONS["postscript"], 40),
+           "ja-version": _cjk_plain(CJK["ja"], 40), "ko-version": _cjk_plain(CJK["ko"], 40)},
+    "ja": {"zh-version": _cjk_plain(CJK["zh"], 40)},
+    "ko": {"other-message": _cjk_plain(
+        "팀원 여러분,\n4호 크레인 정비가 화요일 오전에 끝나서 목요일 전에 작업을 "
+        "재개할 수 있습니다. 야간 근무자는 원래 계획대로 출근해 주세요.\n"
+        "감사합니다.\n이나래", 40)},
+    "zh-en": {"list-footer": _cjk_plain(CJK_ADDITIONS["list-footer"], 40)},
+})
+QUOTED_FOOTER = _cjk_html(CJK["zh"] + "\n> " + CJK_ADDITIONS["list-footer"].replace("\n", "\n> "))
+"""The Chinese message quoting the list footer of the message it answers."""
+
 
 def _part(text: str, subtype: str = "plain") -> EmailMessage:
     part = EmailMessage()
@@ -143,7 +224,9 @@ def _row(case: str, kind: str, body: Message, part: Message) -> dict[str, Any]:
     data = part.get_payload(decode=True)
     assert isinstance(data, bytes)
     overlap = BodyWords(body).overlap(part, data)
-    return {"case": case, "kind": kind, "words": overlap.words, "found": overlap.found,
+    script = "cjk" if case.split("/")[0] in CJK else "latin"
+    return {"case": case, "kind": kind, "script": script, "words": overlap.words,
+            "found": overlap.found,
             "share": round(overlap.found / max(1, overlap.words), 3),
             "body_words": overlap.body_words, "covered": overlap.covered,
             "cover": round(overlap.covered / max(1, overlap.body_words), 3),
@@ -165,6 +248,8 @@ def measured() -> list[dict[str, Any]]:
                              _part(html, "html"), _part(text)))
             rows.append(_row(f"{name}/{what}: beside plain body", "addition",
                              _part(first_plain), _part(text)))
+    rows.append(_row("zh/list-footer: beside an HTML body quoting it", "addition",
+                     _part(QUOTED_FOOTER, "html"), _part(ADDITIONS["zh"]["list-footer"])))
     return rows
 
 
@@ -212,10 +297,16 @@ def _beside(message: Message, body: Message) -> list[Message]:
 
 
 def summary(rows: list[dict[str, Any]], found_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The extremes the two thresholds sit between."""
+    """The extremes the two thresholds sit between, over all rows and over the CJK ones."""
+    measured_found = [part for row in found_rows for part in row.get("parts", ())]
+    cjk = [r for r in rows if r["script"] == "cjk"]
+    return {**_extremes(rows, measured_found), "cjk": _extremes(cjk, [])}
+
+
+def _extremes(rows: list[dict[str, Any]], measured_found: list[dict[str, Any]]
+              ) -> dict[str, Any]:
     renderings = [r for r in rows if r["kind"] == "rendering"]
     additions = [r for r in rows if r["kind"] == "addition"]
-    measured_found = [part for row in found_rows for part in row.get("parts", ())]
     return {
         "duplicate_share": DUPLICATE_SHARE, "cover_share": COVER_SHARE,
         "renderings_left_out": sum(r["left_out"] for r in renderings),

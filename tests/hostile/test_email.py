@@ -1,4 +1,5 @@
-"""E: e-mail (E1–E5): nesting, attachment floods, hostile attachment names.
+"""E: e-mail (E1–E8): nesting, attachment floods, hostile attachment names, renderings and
+invitations beside the body.
 
 capsa reads an e-mail's own text in the worker and hands each attachment back
 as bytes; the parent runs it through the whole guard as a file of its own,
@@ -128,6 +129,73 @@ def test_e6_a_rendering_beside_the_body_crosses_the_worker_as_a_note_not_a_file(
     listed = outcome.text.split("Attached:\n", 1)[1].splitlines()  # extract_all lists children
     assert [line.split(" (")[0] for line in listed] == ["- attachment-1", "- attachment-2.txt"]
     assert listed[1].endswith("text/plain; extracted separately)")
+
+
+@pytest.mark.slow
+def test_e7_a_wrapped_cjk_rendering_beside_the_body_crosses_the_worker_as_a_note(
+        real_pool: IsolatedExtractor) -> None:
+    """Apple Mail's ``mixed[plain, related[html, picture]]`` in Chinese, the plain text
+    wrapped every 19 characters: its lines cut the HTML's unspaced sentences elsewhere."""
+    words = ("泊位分配评审会议改到星期四下午两点，在三楼十二号会议室举行。议程包括北泊位疏浚计划、"
+             "四号起重机维护窗口以及五月份夜班人员安排。")
+    related = EmailMessage()
+    related.set_content(f"<div>{words}</div><div><img src='cid:plan' alt='泊位图'></div>",
+                        subtype="html")
+    related.add_related(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", cid="<plan>")
+    message = EmailMessage()
+    message["From"], message["Subject"] = "harbour@example.org", "泊位"
+    message.make_mixed()
+    plain = EmailMessage()
+    plain.set_content("\n".join(words[i:i + 19] for i in range(0, len(words), 19)))
+    message.attach(plain)
+    message.attach(related)
+
+    outcome = _run_eml(real_pool, bytes(message))
+
+    assert isinstance(outcome, Extracted)
+    assert outcome.text.count("四号起重机维护窗口") == 1
+    assert any(note.startswith("1 text part not extracted separately") for note in outcome.notes)
+
+
+def _invitation(ics: bytes) -> bytes:
+    body = "The berth allocation review moves to Thursday; agenda on the ops site."
+    message = EmailMessage()
+    message["From"], message["Subject"] = "jonas.berg@example.com", "Berth allocation review"
+    message.set_content(body)
+    message.add_alternative(f"<p>{body}</p>", subtype="html")
+    message.add_alternative(ics, maintype="text", subtype="calendar",
+                            params={"method": "REQUEST"})
+    return bytes(message)
+
+
+@pytest.mark.slow
+def test_e8_an_invitation_in_the_body_alternative_crosses_the_worker_as_text(
+        real_pool: IsolatedExtractor) -> None:
+    ics = (b"BEGIN:VCALENDAR\r\nMETHOD:REQUEST\r\nBEGIN:VEVENT\r\nSUMMARY:Berth allocation "
+           b"review\r\nDTSTART;TZID=Europe/Amsterdam:20240516T140000\r\nLOCATION:Room 3.1\r\n"
+           b" 2\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+
+    outcome = _run_eml(real_pool, _invitation(ics))
+
+    assert isinstance(outcome, Extracted)
+    assert outcome.text.endswith("Invitation: Berth allocation review\n"
+                                 "When: 2024-05-16 14:00 (Europe/Amsterdam)\nWhere: Room 3.12")
+    assert any(note.startswith("1 invitation (text/calendar") for note in outcome.notes)
+
+
+@pytest.mark.slow
+def test_e8_an_unreadable_invitation_comes_back_as_a_file_with_its_reason(
+        real_pool: IsolatedExtractor) -> None:
+    """Folded 60,000 times, with no event in it: not read as an invitation,
+    handed back to the guard as a file, and the message says why."""
+    ics = b"BEGIN:VCALENDAR\r\nX-JUNK:" + b"\r\n x" * 60_000 + b"\r\nEND:VCALENDAR\r\n"
+
+    outcome = _run_eml(real_pool, _invitation(ics))
+
+    assert isinstance(outcome, Extracted)
+    assert "- attachment-1.ics (" in outcome.text
+    assert any("handed back as files, not read as invitations (attachment-1.ics: no event"
+               in note for note in outcome.notes)
 
 
 def test_e5_a_malformed_outlook_msg_is_refused_before_any_parser(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from email.message import EmailMessage
 
 import pytest
@@ -10,7 +12,7 @@ from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, Extracted, Omission, extract_all, extract_attachment
 from capsa.guard.extractors import PlainTextExtractor, Router, UnstructuredExtractor
 from capsa.guard.extractors._repeats import BUDGET_BYTES, COMPARED_BYTES
-from capsa.guard.extractors.mail import MailParts, RepeatedPart, read_mail
+from capsa.guard.extractors.mail import MAX_CALENDARS, MailParts, RepeatedPart, read_mail
 from capsa.guard.limits import INGESTION_LIMITS
 
 pytestmark = pytest.mark.slow
@@ -457,3 +459,354 @@ def test_read_mail_reads_a_part_in_an_undeclarable_charset_as_utf8(charset: str)
     mail = read_mail(_mixed(_text_part(BODY_HTML, "html"), plain))
 
     assert len(mail.repeated) == 1
+
+
+# --- renderings in scripts written without spaces ---------------------------------------
+
+CJK_BODIES = {
+    "chinese": ("各位同事：\n泊位分配评审会议改到<b>星期四下午两点</b>，在三楼十二号会议室举行。"
+                "议程包括北泊位疏浚计划、四号起重机维护窗口以及五月份夜班人员安排。\n"
+                "幻灯片已经放在运营网站上。如有修改意见，请在星期三中午之前发给我。\n谢谢！\n王强"),
+    "japanese": ("チームの皆さん\n岸壁割り当ての見直し会議は<b>木曜日の午後二時</b>に"
+                 "変更になりました。場所は三階の会議室です。議題は北岸壁の浚渫計画、四号クレーンの点検日程、"
+                 "そして五月の夜勤体制です。\n資料は運用サイトに置いてあります。修正があれば"
+                 "水曜日の正午までにお知らせください。\nよろしくお願いします。\n山田"),
+    "korean": ("팀원 여러분,\n선석 배정 검토 회의가 <b>목요일 오후 두 시</b>로 변경되었습니다. "
+               "장소는 3층 12호 회의실입니다. 안건은 북쪽 선석 준설 계획, 4호 크레인 점검 일정, "
+               "그리고 5월 야간 근무 편성입니다.\n자료는 "
+               "운영 사이트에 올려 두었습니다. 수정 사항이 "
+               "있으면 수요일 정오까지 알려 주세요.\n감사합니다.\n김민수"),
+    "mixed": ("Hi team / 各位：\nQ3 报告的 draft 已经放在 SharePoint 上了，请在 Friday 之前"
+              "review 一下。重点是 Crane 4 的 maintenance window 和北泊位 dredging 的预算。\n"
+              "如果有问题，直接回复这封邮件或者打我的分机 4512。\nThanks, 王强"),
+}
+"""One message per script, each line a paragraph; ``<b>`` marks what the HTML emphasises."""
+
+
+def _cjk_html(text: str) -> str:
+    return "".join(f"<div>{line}</div>" for line in text.split("\n"))
+
+
+def _cjk_plain(text: str, columns: int) -> str:
+    """The plain rendering a mailer makes: tags gone, lines wrapped at `columns` display
+    columns (a wide character takes two), breaking between any two wide characters and at
+    the spaces of Latin or Korean text, as UAX #14 lets a wrapper do."""
+    lines: list[str] = []
+    for paragraph in text.replace("<b>", "").replace("</b>", "").split("\n"):
+        line, width = "", 0
+        for piece in re.findall(r"[A-Za-z0-9@.:/_'-]+|\s|.", paragraph):
+            size = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in piece)
+            if width + size > columns and line:
+                lines.append(line.rstrip())
+                line, width = ("", 0) if piece.isspace() else (piece, size)
+                continue
+            line, width = line + piece, width + size
+        lines.append(line.rstrip())
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _apple_mixed(plain: str, html: str) -> bytes:
+    """Apple and iOS Mail: ``mixed[plain, related[html, picture]]``."""
+    related = _text_part(html, "html")
+    related.add_related(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", cid="<p1>")
+    return _mixed(_text_part(plain), related)
+
+
+@pytest.mark.parametrize("columns", [20, 37, 76])
+@pytest.mark.parametrize("language", list(CJK_BODIES))
+def test_read_mail_leaves_out_a_wrapped_cjk_rendering_beside_a_related_html_body(
+        language: str, columns: int) -> None:
+    text = CJK_BODIES[language]
+
+    mail = read_mail(_apple_mixed(_cjk_plain(text, columns), _cjk_html(text)))
+
+    assert [f.media_type for f in mail.embedded] == ["image/png"]
+    (repeated,) = mail.repeated
+    assert (repeated.media_type, repeated.found) == ("text/plain", repeated.words)
+
+
+@pytest.mark.parametrize("columns", [20, 76])
+@pytest.mark.parametrize("html_first", [True, False], ids=["html-plain", "plain-html"])
+@pytest.mark.parametrize("language", list(CJK_BODIES))
+def test_read_mail_leaves_out_a_wrapped_cjk_rendering_side_by_side_with_the_body(
+        language: str, html_first: bool, columns: int) -> None:
+    text = CJK_BODIES[language]
+    html, plain = _text_part(_cjk_html(text), "html"), _text_part(_cjk_plain(text, columns))
+
+    mail = read_mail(_mixed(*((html, plain) if html_first else (plain, html))))
+
+    assert mail.embedded == ()
+    assert [r.media_type for r in mail.repeated] == ["text/plain"]
+
+
+@pytest.mark.parametrize("language", list(CJK_BODIES))
+def test_read_mail_leaves_out_a_cjk_html_part_beside_its_wrapped_plain_body(
+        language: str) -> None:
+    """The other direction: a ``related`` whose root is the wrapped plain text."""
+    text = CJK_BODIES[language]
+    related = EmailMessage()
+    related.set_content(_cjk_plain(text, 30))
+    related.add_related(_cjk_html(text), subtype="html")
+
+    mail = read_mail(bytes(related))
+
+    assert mail.embedded == ()
+    assert [r.media_type for r in mail.repeated] == ["text/html"]
+
+
+def test_read_mail_leaves_out_a_short_cjk_reply_said_in_the_same_order() -> None:
+    same, reordered = _text_part("谢谢，\n没问题。"), _text_part("没问题，谢谢。")
+
+    mail = read_mail(_mixed(_text_part("<p>谢谢，没问题。</p>", "html"), same, reordered))
+
+    assert [f.payload.decode() for f in mail.embedded] == ["没问题，谢谢。\n"]
+    assert [(r.words, r.in_order) for r in mail.repeated] == [(3, True)]
+
+
+CJK_ADDITIONS = {
+    "list-footer": ("_______________________________________________\n港口运营邮件列表\n"
+                    "harbour-ops@lists.example.org\n退订或修改设置请访问 "
+                    "https://lists.example.org/listinfo/harbour-ops\n"),
+    "other-message": ("各位同事：\n四号起重机的维护工作提前到星期二上午完成，"
+                      "星期四之前可以恢复作业。夜班人员请按原计划到岗。\n谢谢！\n李娜"),
+    "after-picture": "这是今天早上拍的起重机照片：吊臂上的锈比三月份更严重了。\n",
+    "postscript": CJK_BODIES["chinese"].replace("<b>", "").replace("</b>", "")
+                  + "\n附言：银行账户上周已经变更，以后请使用新的账户付款，旧账户将于下月关闭。",
+}
+
+
+@pytest.mark.parametrize("added", list(CJK_ADDITIONS))
+def test_read_mail_hands_back_a_cjk_part_that_adds_words(added: str) -> None:
+    text = CJK_BODIES["chinese"]
+    quoted_footer = text + "\n> " + CJK_ADDITIONS["list-footer"].replace("\n", "\n> ")
+
+    mail = read_mail(_apple_mixed(_cjk_plain(CJK_ADDITIONS[added], 40),
+                                  _cjk_html(quoted_footer if added == "list-footer" else text)))
+
+    assert [f.media_type for f in mail.embedded] == ["text/plain", "image/png"]
+    assert mail.repeated == ()
+
+
+@pytest.mark.parametrize("language", ["japanese", "korean"])
+def test_read_mail_hands_back_a_message_in_another_cjk_language_beside_the_body(
+        language: str) -> None:
+    """The same meeting told in Japanese or Korean beside the Chinese body is not its
+    rendering: kanji the two share do not make their pairs of characters the same."""
+    mail = read_mail(_mixed(_text_part(_cjk_html(CJK_BODIES["chinese"]), "html"),
+                            _text_part(_cjk_plain(CJK_BODIES[language], 40))))
+
+    assert [f.media_type for f in mail.embedded] == ["text/plain"]
+
+
+def test_read_mail_leaves_out_a_wrapped_thai_rendering() -> None:
+    """Thai is written without spaces too, and its vowel marks are no ``\\w``."""
+    text = "ประชุมทบทวนการจัดสรรท่าเรือย้ายไปวันพฤหัสบดีเวลาบ่ายสองโมงที่ห้องประชุมชั้นสาม"
+    plain = "\n".join(text[i:i + 17] for i in range(0, len(text), 17))
+
+    mail = read_mail(_mixed(_text_part(f"<p>{text}</p>", "html"), _text_part(plain)))
+
+    assert mail.embedded == () and len(mail.repeated) == 1
+
+
+_DISTINCT_HAN = "".join(chr(0x4E00 + (i * 7919) % 20_000) for i in range(85_000))
+"""85,000 ideographs (255 KB in UTF-8), nearly every pair of them a different word."""
+
+
+@pytest.mark.timeout(60)  # a quadratic scan of 85,000 characters takes minutes, not seconds
+@pytest.mark.parametrize("text", [
+    "中" * 87_000, "中 " * 65_000, "中\n" * 65_000, "中" + " " * 250_000 + "a",
+    _DISTINCT_HAN, "<a 中" * 40_000, "ก\u0e31" * 40_000,
+], ids=["one-character", "spaced", "one-per-line", "long-gap", "distinct-pairs",
+        "unclosed-tags", "thai-marks"])
+def test_read_mail_compares_hostile_cjk_parts_in_linear_time(text: str) -> None:
+    assert len(text.encode()) < COMPARED_BYTES  # compared, not skipped for its size
+    subtype = "html" if text.startswith("<") else "plain"
+
+    mail = read_mail(_mixed(_text_part(_cjk_html(CJK_BODIES["chinese"]), "html"),
+                            _text_part(text, subtype)))
+
+    assert [f.media_type for f in mail.embedded] == [f"text/{subtype}"]  # says other things
+    assert mail.repeated == ()
+
+
+@pytest.mark.timeout(60)
+def test_read_mail_leaves_out_a_rendering_of_a_long_cjk_body_in_linear_time() -> None:
+    """The body's 255 KB are read whole; a wrapped copy of them is its rendering."""
+    wrapped = "\n".join(_DISTINCT_HAN[i:i + 38] for i in range(0, len(_DISTINCT_HAN), 38))
+
+    mail = read_mail(_mixed(_text_part(f"<p>{_DISTINCT_HAN}</p>", "html"),
+                            _text_part(wrapped)))
+
+    assert mail.embedded == ()
+    (repeated,) = mail.repeated
+    assert repeated.found == repeated.words > 19_000  # every pair of the part in the body
+
+
+# --- invitations in the body's alternative --------------------------------------------
+
+INVITE_TEXT = ("Team,\n\nThe berth allocation review moves to Thursday. Agenda: north berth "
+               "dredging, crane 4 maintenance, night shifts in May.\n\nThanks,\nJonas\n")
+
+
+def _outlook_ics(description: str = INVITE_TEXT, *, size: int = 0) -> bytes:
+    """Exchange's meeting request: a time zone block, the event, an alarm; folded at 75."""
+    escaped = description.replace("\\", "\\\\").replace(",", "\\,").replace("\n", "\\n")
+    lines = [
+        "BEGIN:VCALENDAR", "METHOD:REQUEST", "PRODID:Microsoft Exchange Server 2010",
+        "VERSION:2.0", "BEGIN:VTIMEZONE", "TZID:W. Europe Standard Time", "BEGIN:STANDARD",
+        "DTSTART:16010101T030000", "TZOFFSETFROM:+0200", "TZOFFSETTO:+0100",
+        "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=10", "END:STANDARD", "END:VTIMEZONE",
+        "BEGIN:VEVENT", 'ORGANIZER;CN="Berg, Jonas":mailto:jonas.berg@example.com',
+        "ATTENDEE;ROLE=REQ-PARTICIPANT;PARTSTAT=NEEDS-ACTION;RSVP=TRUE;CN=Dana Reyes:mailto:"
+        "dana.reyes@example.com", f"DESCRIPTION;LANGUAGE=en-US:{escaped}",
+        "UID:040000008200E00074C5B7101A82E00800000000", "SUMMARY;LANGUAGE=en-US:Berth "
+        "allocation review", "DTSTART;TZID=W. Europe Standard Time:20240516T140000",
+        "DTEND;TZID=W. Europe Standard Time:20240516T150000", "CLASS:PUBLIC",
+        "PRIORITY:5", "DTSTAMP:20240510T091500Z", "TRANSP:OPAQUE", "STATUS:CONFIRMED",
+        "SEQUENCE:0", "LOCATION;LANGUAGE=en-US:Room 3.12", "X-MICROSOFT-CDO-BUSYSTATUS:BUSY",
+        *(f"X-FILLER:{'x' * 70}" for _ in range(size // 80)),
+        "BEGIN:VALARM", "DESCRIPTION:REMINDER", "TRIGGER;RELATED=START:-PT15M",
+        "ACTION:DISPLAY", "END:VALARM", "END:VEVENT", "END:VCALENDAR"]
+    folded = []
+    for line in lines:
+        data = line.encode()
+        folded.append(b"\r\n ".join(data[i:i + 74] for i in range(0, len(data), 74)))
+    return b"\r\n".join(folded) + b"\r\n"
+
+
+def _invitation(ics: bytes, *, plain: str = INVITE_TEXT) -> EmailMessage:
+    """Outlook's ``alternative[plain, html, calendar; method=REQUEST]``, base64 as Exchange
+    sends it."""
+    mail = EmailMessage()
+    mail["From"], mail["Subject"] = "jonas.berg@example.com", "Berth allocation review"
+    mail.set_content(plain)
+    mail.add_alternative("".join(f"<p>{p}</p>" for p in plain.split("\n\n")), subtype="html")
+    mail.add_alternative(ics, maintype="text", subtype="calendar",
+                         params={"method": "REQUEST", "charset": "utf-8"})
+    return mail
+
+
+OUTLOOK_INVITATION = ("Invitation: Berth allocation review\n"
+                      "When: 2024-05-16 14:00 to 15:00 (W. Europe Standard Time)\n"
+                      "Where: Room 3.12\n"
+                      "Organizer: Berg, Jonas <jonas.berg@example.com>\n"
+                      "Attendees: Dana Reyes <dana.reyes@example.com>")
+
+
+def test_read_mail_reads_an_outlook_invitation_in_the_body_alternative_as_text() -> None:
+    """The description is the body again (Outlook copies it), so it is not repeated."""
+    mail = read_mail(bytes(_invitation(_outlook_ics())))
+
+    assert mail.embedded == () and mail.repeated == ()
+    (invitation,) = mail.invitations
+    assert invitation.text == OUTLOOK_INVITATION
+    assert (invitation.events, invitation.descriptions_left_out) == (1, 1)
+
+
+def test_read_mail_keeps_an_invitation_description_the_body_does_not_hold() -> None:
+    ics = _outlook_ics("Bring the dredging survey from April; the crane vendor dials in.")
+
+    (invitation,) = read_mail(bytes(_invitation(ics))).invitations
+
+    assert invitation.text.endswith("\nDescription: Bring the dredging survey from April; the "
+                                    "crane vendor dials in.")
+    assert invitation.descriptions_left_out == 0
+
+
+def test_read_mail_reads_a_google_invitation_and_hands_back_its_named_ics_file() -> None:
+    """Google Calendar: ``mixed[alternative[plain, html, calendar], invite.ics]``; a named
+    file is handed back whatever it says."""
+    ics = _outlook_ics().replace(b"PRODID:Microsoft Exchange Server 2010",
+                                 b"PRODID:-//Google Inc//Google Calendar 70.9054//EN")
+    mail = _invitation(ics)
+    mail.make_mixed()
+    mail.add_attachment(ics, maintype="application", subtype="ics", filename="invite.ics")
+
+    found = read_mail(bytes(mail))
+
+    assert [(f.name, f.media_type) for f in found.embedded] == [
+        ("invite.ics", "application/ics")]
+    assert [i.text for i in found.invitations] == [OUTLOOK_INVITATION]
+
+
+def test_read_mail_hands_back_other_text_in_the_body_alternative_but_not_its_renderings(
+        ) -> None:
+    mail = _invitation(_outlook_ics())
+    mail.add_alternative("<p>Team, the review moves.</p>", subtype="watch-html")
+    mail.add_alternative("<bold>Team</bold>, the review moves.", subtype="enriched")
+    mail.add_alternative("BEGIN:VCARD\nFN:Jonas Berg\nEND:VCARD", subtype="vcard")
+
+    found = read_mail(bytes(mail))
+
+    assert [(f.name, f.media_type) for f in found.embedded] == [
+        ("attachment-1", "text/vcard")]
+    assert len(found.invitations) == 1
+
+
+def test_extract_attachment_gives_an_invitation_after_the_body_with_a_note() -> None:
+    payload = bytes(_invitation(_outlook_ics()))
+
+    item = extract_attachment(Attachment(label="invite.eml", payload=payload), _router())
+
+    assert item.text.endswith("Jonas\n\n" + OUTLOOK_INVITATION)
+    assert item.text.count("night shifts in May") == 1
+    assert item.attachments == ()
+    assert item.notes == (
+        f"1 invitation (text/calendar in the message body's alternative, "
+        f"{len(_outlook_ics())} bytes) given as text after the body: each event's title, "
+        "time, place, people and description; time zone rules, alarms and other properties "
+        "left out; 1 description left out, the body already says it",)
+    assert item.elements[-1].category == "Text"
+    assert item.text[item.elements[-1].start:item.elements[-1].end] == OUTLOOK_INVITATION
+
+
+@pytest.mark.parametrize(("ics", "why"), [
+    (_outlook_ics(size=COMPARED_BYTES), "bytes, over the 262144 read as an invitation"),
+    (b"BEGIN:VCALENDAR\r\nMETHOD:REQUEST\r\nEND:VCALENDAR\r\n",
+     "no event in it that says what, when or where"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "no event in it that says what, when or where"),
+], ids=["huge", "no-event", "binary"])
+def test_read_mail_hands_back_an_invitation_it_cannot_read_and_says_why(ics: bytes,
+                                                                        why: str) -> None:
+    found = read_mail(bytes(_invitation(ics)))
+
+    assert [(f.name, f.media_type, f.payload) for f in found.embedded] == [
+        ("attachment-1.ics", "text/calendar", ics)]
+    (note,) = found.invitation_notes
+    assert note.startswith("1 text/calendar part in the message body's alternative handed back "
+                           "as files, not read as invitations (attachment-1.ics: ")
+    assert why in note and found.invitations == ()
+
+
+def test_read_mail_reads_a_few_invitations_per_message_and_hands_back_the_rest() -> None:
+    mail = _invitation(_outlook_ics())
+    for _ in range(MAX_CALENDARS + 2):
+        mail.add_alternative(_outlook_ics(), maintype="text", subtype="calendar")
+
+    found = read_mail(bytes(mail))
+
+    assert len(found.invitations) == MAX_CALENDARS
+    assert [f.name for f in found.embedded] == ["attachment-1.ics", "attachment-2.ics",
+                                                "attachment-3.ics"]
+    assert all(len(note) <= 280 for note in found.invitation_notes)
+    assert found.invitation_notes[1].endswith(f"more than {MAX_CALENDARS} in one message)")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ics", [
+    b"BEGIN:VEVENT\r\nSUMMARY:x" + b"\r\n y" * 60_000 + b"\r\n",
+    b"BEGIN:VEVENT\r\n" * 17_000 + b"SUMMARY:deep\r\n",
+    b"BEGIN:VEVENT\r\n" + b'X;A="' * 50_000 + b"\r\nSUMMARY:x\r\n",
+    b"BEGIN:VEVENT\r\nSUMMARY:" + b"\\" * 250_000 + b"\r\n",
+    b"BEGIN:VEVENT\r\n" + b";" * 250_000 + b"\r\n",
+    b"BEGIN:VEVENT\r\n" + b"ATTENDEE;CN=a:mailto:a\r\n" * 10_000,
+], ids=["folded-lines", "nested-events", "open-quotes", "backslashes", "separators",
+        "attendees"])
+def test_read_mail_reads_a_hostile_invitation_in_linear_time(ics: bytes) -> None:
+    assert len(ics) < COMPARED_BYTES  # read, not handed back for its size
+
+    found = read_mail(bytes(_invitation(ics)))
+
+    assert len(found.invitations) + len(found.embedded) == 1  # read, or handed back and said
+    assert len(found.invitation_notes) == 1

@@ -8,7 +8,14 @@ a ``multipart/related`` HTML body, plain and HTML side by side in
 context twice. This module decides, cheaply and on untrusted bytes, whether a
 part's words are already in the body's.
 
-Words are runs of letters and digits (``\\w+``), case-folded. A part repeats
+Words are runs of letters and digits (``\\w+``), case-folded. Chinese,
+Japanese, Korean, Thai, Lao, Khmer and Burmese are written without spaces
+between words (Korean with spaces a wrapper may still break between), so
+there a run is a whole sentence, and a plain rendering's line wraps cut it
+wherever its width falls: the HTML's ``会议改到星期四`` is the plain part's
+``会议改`` and ``到星期四``. Text in those scripts is compared as the pairs of
+adjacent characters it holds, white space between two such characters skipped,
+which no line break can change: each pair counts as one word. A part repeats
 the body when both hold:
 
 - at least `DUPLICATE_SHARE` of its distinct words are among the body's (a
@@ -44,7 +51,7 @@ from dataclasses import dataclass
 from email.message import Message
 
 __all__ = ["BUDGET_BYTES", "COMPARED_BYTES", "COVER_SHARE", "DUPLICATE_SHARE", "FEW_WORDS",
-           "BodyWords", "Overlap", "RepeatedPart", "declared_text", "part_words"]
+           "BodyWords", "Overlap", "RepeatedPart", "declared_text", "part_words", "words"]
 
 DUPLICATE_SHARE = 0.9
 """Share of a part's distinct words that must be in the body for the part to repeat it."""
@@ -58,7 +65,21 @@ BUDGET_BYTES = 1024 * 1024
 """Bytes of parts (and of the body's words searched in order) compared in one message;
 once spent, later parts are kept uncompared."""
 
-_WORD = re.compile(r"\w+")
+_UNSPACED = ("\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005-\u3007"
+             "\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f"
+             "\uac00-\ud7ff\uf900-\ufaff\uff66-\uffdc\U00020000-\U0003134f")
+"""Scripts written without spaces a wrapper must keep (their marks included, which ``\\w``
+leaves out): Thai, Lao, Burmese, Hangul jamo, Khmer, the ideographic iteration marks, kana,
+Hangul compatibility jamo and syllables, CJK ideographs and their extensions, halfwidth kana
+and Hangul."""
+# A word: a run of unspaced characters, or a run of other letters and digits. "2024年5月"
+# is four words whichever way it is wrapped.
+_WORD = re.compile(f"[{_UNSPACED}]+|[^\\W{_UNSPACED}]+")
+# White space between two unspaced characters: a line break a wrapper put there, or a
+# Korean space it may have put a break in instead. One character of look-behind, so the
+# scan is linear.
+_UNSPACED_GAP = re.compile(f"(?<=[{_UNSPACED}])\\s+(?=[{_UNSPACED}])")
+_UNSPACED_RUN = re.compile(f"[{_UNSPACED}]")
 # Comments, and script, style and title elements, up to their end or the end of the text.
 _HIDDEN = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|title)\b[^<>]*>.*?(?:</\1\s*>|\Z)",
                      re.IGNORECASE | re.DOTALL)
@@ -175,13 +196,29 @@ class BodyWords:
         intersection is the same from either side).
         """
         tokens, spelled = part_words(data, part)
+        return self._compare(tokens, spelled, covering=True)
+
+    def compare_text(self, text: str) -> Overlap | None:
+        """How far the body holds the words of `text` (an invitation's description, which
+        Outlook copies from the body); None once the message's budget is spent.
+
+        `Overlap.in_order` is computed for a text of fewer than `FEW_WORDS` words whose
+        words are all in the body, however little of the body it covers.
+        """
+        if self._budget <= 0:
+            return None
+        self._budget -= len(text)
+        return self._compare(words(text), frozenset(), covering=False)
+
+    def _compare(self, tokens: list[str], spelled: frozenset[str], *,
+                 covering: bool) -> Overlap:
         distinct = set(tokens)
         self._read_body()
         found = sum(1 for word in distinct if word in self._reference)
         covered = sum(1 for word in distinct | spelled if word in self._words)
         in_order = False
         if (0 < len(distinct) < FEW_WORDS and found == len(distinct)
-                and covered >= COVER_SHARE * len(self._words)):
+                and (not covering or covered >= COVER_SHARE * len(self._words))):
             self._budget -= len(self._sequence)
             in_order = f" {' '.join(tokens)} " in self._sequence
         return Overlap(len(distinct), found, len(self._words), covered, in_order)
@@ -204,8 +241,28 @@ def part_words(data: bytes, part: Message) -> tuple[list[str], frozenset[str]]:
     spelled = ""
     if part.get_content_type() == "text/html":
         text, spelled = _html_text(text)
-    return (_WORD.findall(text.casefold()),
-            frozenset(_WORD.findall(spelled.casefold())) if spelled else frozenset())
+    return words(text), frozenset(words(spelled)) if spelled else frozenset()
+
+
+def words(text: str) -> list[str]:
+    """`text`'s words in order, case-folded; a run of unspaced script as its character pairs.
+
+    Examples:
+        >>> words("Berth review: 会议改到\\n星期四 (Q3)")
+        ['berth', 'review', '会议', '议改', '改到', '到星', '星期', '期四', 'q3']
+        >>> words("회의는 목\\n요일에")
+        ['회의', '의는', '는목', '목요', '요일', '일에']
+    """
+    found: list[str] = []
+    text = text.casefold()
+    if _UNSPACED_RUN.search(text):
+        text = _UNSPACED_GAP.sub("", text)
+    for run in _WORD.findall(text):
+        if len(run) > 1 and _UNSPACED_RUN.match(run):
+            found.extend(run[i:i + 2] for i in range(len(run) - 1))
+        else:
+            found.append(run)
+    return found
 
 
 def declared_text(data: bytes, part: Message) -> str:

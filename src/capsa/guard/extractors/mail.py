@@ -40,6 +40,17 @@ mailers do not agree on which shape means which:
   holds (`capsa.guard.extractors._repeats`) is not handed back: it is reported
   in `MailParts.repeated`, which the extractor turns into a note on the
   message.
+- Outlook and Exchange send a meeting request as ``alternative[plain, html,
+  calendar]``, Google Calendar the same inside ``mixed`` with ``invite.ics``
+  (iMIP, RFC 6047). A mail client shows the calendar branch as the message,
+  and Outlook's HTML holds only the organizer's description: the title, time
+  and place are in the calendar alone. So a ``text/calendar`` branch of the
+  body's alternative is read (`capsa.guard.extractors._calendar`) into
+  `MailParts.invitations`, which the extractor adds after the body as text,
+  its description left out when the body already holds its words; one it
+  cannot read (over `COMPARED_BYTES`, no event, past `MAX_CALENDARS`) is
+  handed back as a file, and either way a note says so. Any other text in the
+  body's alternative that is not a rendering of it (a vCard) is handed back.
 - Mailman, when it cannot append its footer to the body, wraps the message in
   ``multipart/mixed`` and adds the footer as a ``text/plain`` part of its own
   (list.org's FAQ 4.39; Python's Mailman digest ``msg_02``). A footer is handed
@@ -54,16 +65,25 @@ targets, sources and alternative texts among its words.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 
 from capsa.errors import IngestionRejected, RejectionReason
-from capsa.guard.extractors._repeats import BodyWords, RepeatedPart, declared_text
+from capsa.guard.extractors._calendar import read_calendar
+from capsa.guard.extractors._repeats import (
+    COMPARED_BYTES,
+    DUPLICATE_SHARE,
+    FEW_WORDS,
+    BodyWords,
+    RepeatedPart,
+    declared_text,
+)
 from capsa.guard.port import EmbeddedFile
 
-__all__ = ["MAX_MIME_NESTING", "MAX_MIME_PARTS", "MailParts", "RepeatedPart", "read_mail"]
+__all__ = ["MAX_CALENDARS", "MAX_MIME_NESTING", "MAX_MIME_PARTS", "Invitation", "MailParts",
+           "RepeatedPart", "read_mail"]
 
 MAX_MIME_PARTS = 1000
 """Parts in one message, embedded messages' parts included."""
@@ -75,6 +95,15 @@ _SMIME = frozenset({"application/pkcs7-mime", "application/x-pkcs7-mime"})
 _PGP_ARMOUR = b"-----BEGIN PGP MESSAGE-----"
 _RENDERINGS = frozenset({"text/plain", "text/html"})
 """The text parts that can be another rendering of the body (what `get_body` chooses from)."""
+_ALTERNATIVE_RENDERINGS = _RENDERINGS | {"text/enriched", "text/richtext", "text/watch-html",
+                                         "text/x-amp-html"}
+"""Text parts that, in a branch of the body's ``multipart/alternative``, render the body
+again and nothing else: RFC 1896's enriched text, Apple Watch's HTML, Gmail's AMP HTML. Any
+other text there is read or handed back, never skipped."""
+_CALENDAR = "text/calendar"
+MAX_CALENDARS = 5
+"""Invitations in the body's alternative read as text per message; later ones are handed
+back as files."""
 _NOTE_CHARS = 280
 """A note's length, under the 300 characters the pool keeps of a worker's note."""
 
@@ -93,6 +122,46 @@ class MailParts:
     repeated: tuple[RepeatedPart, ...] = ()
     """Text parts outside the body's ``multipart/alternative`` that were not handed back
     because the body already holds their words (see `repeated_note`)."""
+    invitations: tuple[Invitation, ...] = ()
+    """``text/calendar`` branches of the body's ``multipart/alternative``, read as text to
+    follow the body (see `invitation_notes`)."""
+    unread_calendars: tuple[tuple[str, str], ...] = ()
+    """``text/calendar`` branches of the body's alternative handed back as files instead of
+    read: each file's name and why."""
+
+    @property
+    def invitation_notes(self) -> tuple[str, ...]:
+        """What became of the calendar branches of the body's alternative, one note each
+        for those read and those handed back; empty when there were none.
+
+        Examples:
+            >>> MailParts((), 4, invitations=(Invitation("Invitation: Review", 812, 1, 1),)
+            ...           ).invitation_notes
+            ("1 invitation (text/calendar in the message body's alternative, 812 bytes) given \
+as text after the body: each event's title, time, place, people and description; time zone \
+rules, alarms and other properties left out; 1 description left out, the body already says \
+it",)
+        """
+        notes: list[str] = []
+        if self.invitations:
+            count, size = len(self.invitations), sum(i.size for i in self.invitations)
+            described = sum(i.descriptions_left_out for i in self.invitations)
+            notes.append(
+                f"{count} invitation{'s' if count > 1 else ''} (text/calendar in the message "
+                f"body's alternative, {size} bytes) given as text after the body: each "
+                "event's title, time, place, people and description; time zone rules, alarms "
+                "and other properties left out"
+                + (f"; {described} description{'s' if described > 1 else ''} left out, the "
+                   f"body already says {'them' if described > 1 else 'it'}" if described else ""))
+        if self.unread_calendars:
+            named = "; ".join(f"{name}: {why}" for name, why in self.unread_calendars)
+            head = (f"{len(self.unread_calendars)} text/calendar part"
+                    f"{'s' if len(self.unread_calendars) > 1 else ''} in the message body's "
+                    "alternative handed back as files, not read as invitations (")
+            if len(head) + len(named) + 1 > _NOTE_CHARS:
+                named = named[: _NOTE_CHARS - len(head) - 2] + "\u2026"
+            notes.append(head + named + ")")
+        return tuple(notes)
 
     @property
     def repeated_note(self) -> str | None:
@@ -118,6 +187,20 @@ says (text/plain, 412 bytes, 57 of 58 words in the body)'
             listed.append(part.describe())
         more = count - len(listed)
         return head + "; ".join(listed) + (f"; and {more} more)" if more else ")")
+
+
+@dataclass(frozen=True, slots=True)
+class Invitation:
+    """A ``text/calendar`` branch of the body's alternative, as text."""
+
+    text: str
+    """Its events as labelled lines (``Invitation: ...``, ``When: ...``, ``Where: ...``)."""
+    size: int
+    """The part's decoded size in bytes."""
+    events: int
+    """Events rendered (at most `capsa.guard.extractors._calendar.MAX_EVENTS`)."""
+    descriptions_left_out: int = 0
+    """Event descriptions not rendered because the body already holds their words."""
 
 
 def _refuse(reason: RejectionReason, detail: str) -> IngestionRejected:
@@ -148,12 +231,14 @@ def read_mail(payload: bytes, *, max_parts: int = MAX_MIME_PARTS,
                                          f"can follow (limit {max_nesting} levels)") from None
     parts = _count(message, max_parts=max_parts, max_nesting=max_nesting)
     body = message.get_body(_BODY_PREFERENCE) if isinstance(message, EmailMessage) else None
-    embedded: list[EmbeddedFile] = []
-    repeated: list[RepeatedPart] = []
-    _collect(message, embedded, shown=_shown_as_body(message, body),
-             body=BodyWords(body) if body is not None else None, repeated=repeated)
-    return MailParts(embedded=tuple(embedded), parts=parts, unsplit=_unsplit_body(message),
-                     repeated=tuple(repeated))
+    shown, calendars = _shown_as_body(message, body)
+    collected = _Collected()
+    _collect(message, collected, shown=shown, calendars=calendars,
+             body=BodyWords(body) if body is not None else None)
+    return MailParts(embedded=tuple(collected.embedded), parts=parts,
+                     unsplit=_unsplit_body(message), repeated=tuple(collected.repeated),
+                     invitations=tuple(collected.invitations),
+                     unread_calendars=tuple(collected.unread_calendars))
 
 
 def _unsplit_body(message: Message) -> str | None:
@@ -205,22 +290,29 @@ _BODY_PREFERENCE = ("html", "plain")
 ``content_source="text/html"``): `EmailMessage.get_body` with this preference."""
 
 
-def _shown_as_body(message: Message, body: Message | None) -> set[int]:
+def _shown_as_body(message: Message, body: Message | None) -> tuple[set[int], set[int]]:
     """The ids of the parts whose text the message's own text already holds, or that only
-    render another part's text.
+    render another part's text; and the ids of the calendar branches of the body's own
+    alternative.
 
     unstructured reads one body part. Inside a ``multipart/alternative`` the
     branches say the same thing, and a reader shows one of them: the branch
     holding the body, or, in an alternative elsewhere (a second
     plain-and-HTML pair after an inline picture), the branch holding the part
-    `get_body` would choose there. Every part in the other branches is shown
-    (in an alternative elsewhere, only their plain and HTML parts: an
-    invitation's ``text/calendar`` there is handed back, as before). Parts in
+    `get_body` would choose there. The other branches' renderings are shown:
+    in the body's alternative, its plain, HTML, enriched, Apple Watch and AMP
+    renderings (`_ALTERNATIVE_RENDERINGS`); in an alternative elsewhere, only
+    plain and HTML. An invitation's ``text/calendar`` branch in the body's
+    alternative is what a mail client shows as the message (its title, time
+    and place, which Outlook's HTML lacks), so it is read as text (the second
+    set); anywhere else it is handed back, as is any other text a branch
+    holds. Parts in
     the shown branch beside its chosen part are not: Apple Mail puts
     ``text/html``, picture, ``text/html`` in one ``multipart/mixed`` branch, and
     the second HTML piece is in no other part that reaches the context.
     """
     shown = {id(body)} if body is not None else set()
+    calendars: set[int] = set()
     for part in message.walk():
         if part.get_content_type() != "multipart/alternative" or not isinstance(
                 part, EmailMessage):
@@ -229,28 +321,45 @@ def _shown_as_body(message: Message, body: Message | None) -> set[int]:
         chosen = body if holds_body else part.get_body(_BODY_PREFERENCE)
         if chosen is None:
             continue
+        renderings = _ALTERNATIVE_RENDERINGS if holds_body else _RENDERINGS
         for branch in part.iter_parts():
-            if not _holds(branch, chosen):
-                shown.update(id(inside) for inside in branch.walk()
-                             if holds_body or inside.get_content_type() in _RENDERINGS)
-    return shown
+            if _holds(branch, chosen):
+                continue
+            for inside in branch.walk():
+                ctype = inside.get_content_type()
+                if ctype in renderings:
+                    shown.add(id(inside))
+                elif holds_body and ctype == _CALENDAR:
+                    calendars.add(id(inside))
+    return shown, calendars
 
 
 def _holds(tree: Message, target: Message) -> bool:
     return any(inside is target for inside in tree.walk())
 
 
-def _collect(message: Message, found: list[EmbeddedFile], *, shown: set[int],
-             body: BodyWords | None, repeated: list[RepeatedPart]) -> None:
-    """Append every attachment, embedded message and text part the body does not show.
+@dataclass(slots=True)
+class _Collected:
+    embedded: list[EmbeddedFile] = field(default_factory=list)
+    repeated: list[RepeatedPart] = field(default_factory=list)
+    invitations: list[Invitation] = field(default_factory=list)
+    unread_calendars: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _collect(message: Message, collected: _Collected, *, shown: set[int], calendars: set[int],
+             body: BodyWords | None) -> None:
+    """Collect every attachment, embedded message and text part the body does not show.
 
     Embedded messages are not descended into; a message whose own type is
     ``message/rfc822`` (a forward sent as the whole message, as GroupWise does)
     hands back the message it carries, since its body is that message. A
     plain or HTML part that is not an attachment and whose words the body
     already holds (`BodyWords.repeat`) goes to `repeated` instead: a second
-    rendering of the body beside it, not a file of its own.
+    rendering of the body beside it, not a file of its own. A calendar branch of
+    the body's alternative (`calendars`) becomes an `Invitation`, or a file
+    with its reason when it cannot be read as one.
     """
+    found = collected.embedded
     stack: list[Message] = [message]
     while stack:
         part = stack.pop()
@@ -264,11 +373,43 @@ def _collect(message: Message, found: list[EmbeddedFile], *, shown: set[int],
         elif part is not message and _is_attachment(part):
             found.append(_file(part, ctype, len(found)))
         elif part is not message and id(part) not in shown and _has_text(part):
+            if id(part) in calendars and body is not None:
+                why = _read_invitation(part, body, collected)
+                if why is not None:
+                    collected.unread_calendars.append((_name(part, len(found)), why))
+                    found.append(_file(part, ctype, len(found)))
+                continue
             repeat = body.repeat(part) if body is not None and ctype in _RENDERINGS else None
             if repeat is not None:
-                repeated.append(repeat)
+                collected.repeated.append(repeat)
             else:
                 found.append(_file(part, ctype, len(found)))
+
+
+def _read_invitation(part: Message, body: BodyWords, collected: _Collected) -> str | None:
+    """Read `part` as an `Invitation` into `collected`; or say why it is handed back."""
+    data = part.get_payload(decode=True)
+    if not isinstance(data, bytes):
+        return "its content could not be decoded"
+    if len(collected.invitations) >= MAX_CALENDARS:
+        return f"more than {MAX_CALENDARS} in one message"
+    if len(data) > COMPARED_BYTES:
+        return f"{len(data)} bytes, over the {COMPARED_BYTES} read as an invitation"
+    calendar = read_calendar(data, lambda unfolded: declared_text(unfolded, part))
+    if calendar is None:
+        return "no event in it that says what, when or where"
+
+    def keep(description: str) -> bool:
+        overlap = body.compare_text(description)
+        if overlap is None or not overlap.words:
+            return True
+        if overlap.words < FEW_WORDS:
+            return not overlap.in_order
+        return overlap.found < DUPLICATE_SHARE * overlap.words
+
+    text, left_out = calendar.render(keep)
+    collected.invitations.append(Invitation(text, len(data), len(calendar.events), left_out))
+    return None
 
 
 def _file(part: Message, ctype: str, number: int) -> EmbeddedFile:
@@ -307,7 +448,8 @@ def _name(part: Message, number: int) -> str:
     if name:
         return str(name)
     if isinstance(part, EmailMessage):
-        extension = {"text/plain": "txt", "text/html": "html"}.get(part.get_content_type())
+        extension = {"text/plain": "txt", "text/html": "html",
+                     _CALENDAR: "ics"}.get(part.get_content_type())
         if extension:
             return f"attachment-{number + 1}.{extension}"
     return f"attachment-{number + 1}"

@@ -125,16 +125,22 @@ class UnstructuredExtractor:
             if kind == "html" and self.max_text_chars is not None:
                 check_html_text_floor(payload, self.max_text_chars)
             unsplit = repeated = None
+            invitations: tuple[str, ...] = ()
+            mail_notes: tuple[str, ...] = ()
             if kind == "eml":
                 payload = _mail_as_bytes(payload)
                 parts = read_mail(payload)
                 embedded, unsplit, repeated = parts.embedded, parts.unsplit, parts.repeated_note
+                invitations = tuple(invitation.text for invitation in parts.invitations)
+                mail_notes = parts.invitation_notes
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
-        parsed = _parsed(elements, embedded, mail=kind == "eml")
+        parsed = _parsed(elements, embedded, mail=kind == "eml", after=invitations)
         if repeated is not None:  # a second rendering of the body, left out: said, not silent
             parsed = replace(parsed, notes=(*parsed.notes, repeated))
+        if mail_notes:  # invitations read after the body, or handed back, and why
+            parsed = replace(parsed, notes=(*parsed.notes, *mail_notes))
         if unsplit is not None and not parsed.text.strip():
             return replace(parsed, text=unsplit, elements=(), notes=(
                 *parsed.notes, "the message says it has parts but no boundary divides them: "
@@ -157,8 +163,10 @@ class UnstructuredExtractor:
         return report
 
 
-def _parsed(elements: list[Any], embedded: tuple[EmbeddedFile, ...], *, mail: bool) -> Parsed:
-    """unstructured's elements as capsa's: the text, its structure, the mail headers."""
+def _parsed(elements: list[Any], embedded: tuple[EmbeddedFile, ...], *, mail: bool,
+            after: tuple[str, ...] = ()) -> Parsed:
+    """unstructured's elements as capsa's: the text, its structure, the mail headers; each
+    of `after` (an e-mail's invitations) one more element at the end."""
     pieces: list[Piece] = []
     lost = 0
     for element in elements:
@@ -175,6 +183,7 @@ def _parsed(elements: list[Any], embedded: tuple[EmbeddedFile, ...], *, mail: bo
             key=element_id if isinstance(element_id, str) else None,
             parent_key=parent if isinstance(parent, str) else None,
             languages=tuple(languages) if isinstance(languages, list) else ()))
+    pieces.extend(Piece(category="Text", text=extra) for extra in after)
     text, structure = assemble(pieces)
     notes = (f"{lost} table(s) kept as the parser's flat text: its HTML of them lost cells "
              "(merged or malformed cells)",) if lost else ()
