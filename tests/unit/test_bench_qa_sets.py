@@ -204,6 +204,24 @@ def test_passage_ranking_keeps_the_best_whole_and_cuts_the_next_to_fit(
     assert count(kept.text) <= budget
 
 
+def test_capsa_given_scores_packs_passages_carrying_the_retrievers_scores(
+        bench: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = bench.Question("q", "which river", "Rhine", (
+        "The Rhine flows through Basel.", "The Seine flows through Paris."), (True, False))
+    seen: list[Any] = []
+    real_pack = bench.pack
+
+    def spy(query: str, passages: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(passages)
+        return real_pack(query, passages, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "pack", spy)
+    bench.capsa_method(True, scores=lambda question: [0.25, 0.75])(q, 40, bench.estimate_tokens)
+    bench.capsa_method(True)(q, 40, bench.estimate_tokens)
+    assert [p.score for p in seen[0]] == [0.25, 0.75]
+    assert [p.score for p in seen[1]] == [None, None]
+
+
 def test_a_run_reports_development_and_set_aside_parts_with_their_halves(
         bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
