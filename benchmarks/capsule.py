@@ -537,15 +537,84 @@ def _signature(message: BaseMessage) -> str:
     )
 
 
-def _longest_shared(seen: Sequence[Sequence[str]], signatures: Sequence[str]) -> int:
-    """How many leading blocks `signatures` shares with the most alike earlier request."""
-    prefix = 0
-    for earlier in seen:
-        n = 0
-        while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
-            n += 1
-        prefix = max(prefix, n)
-    return prefix
+_MEASURED: dict[int, tuple[BaseMessage, str, int]] = {}
+
+
+def _measured(message: BaseMessage) -> tuple[str, int]:
+    """A message's signature and token count, worked out once per message object.
+
+    Every request of a chat repeats the messages of the one before (the same objects),
+    and each chat is billed several ways, so serialising and counting a message anew
+    at every request was most of this script's run time. The entry holds the message,
+    so its id cannot be reused while it is cached; nothing here changes a message's
+    type, content or tool calls once a request holds it.
+    """
+    entry = _MEASURED.get(id(message))
+    if entry is None:
+        entry = (message, _signature(message), count_tokens_approximately([message]))
+        _MEASURED[id(message)] = entry
+    return entry[1], entry[2]
+
+
+class _Prefixes:
+    """Earlier requests' blocks as a trie: what a new request shares with the most alike.
+
+    Comparing each request with every earlier one, block by block, is quadratic in the
+    chat's length; a walk down the trie finds the same longest shared prefix, and the
+    blocks at which earlier requests depart from this one.
+    """
+
+    def __init__(self) -> None:
+        self._root: dict[str, tuple[dict[str, Any], BaseMessage | None]] = {}
+
+    def add(self, signatures: Sequence[str], messages: Sequence[BaseMessage | None]) -> None:
+        node = self._root
+        for signature, message in zip(signatures, messages, strict=True):
+            node = node.setdefault(signature, ({}, message))[0]
+
+    def longest(self, signatures: Sequence[str]) -> int:
+        """Leading blocks `signatures` shares with the most alike earlier request."""
+        node, n = self._root, 0
+        while n < len(signatures) and signatures[n] in node:
+            node, n = node[signatures[n]][0], n + 1
+        return n
+
+    def departures(self, signatures: Sequence[str]) -> list[tuple[int, BaseMessage | None]]:
+        """Each (position, block) where an earlier request holds another block than this.
+
+        Earlier requests that hold the same block there are one entry: equal signatures
+        mean equal messages for every comparison made here.
+        """
+        out: list[tuple[int, BaseMessage | None]] = []
+        node, n = self._root, 0
+        while n < len(signatures):
+            out.extend((n, message) for signature, (_, message) in node.items()
+                       if signature != signatures[n])
+            if signatures[n] not in node:
+                break
+            node, n = node[signatures[n]][0], n + 1
+        return out
+
+
+def _bill_steps(
+    requests: Sequence[Sequence[BaseMessage]], read: float, write: float, tools: int
+) -> list[tuple[float, float, float]]:
+    """Input, cached and billed tokens summed up to each request (see `bill`)."""
+    seen = _Prefixes()
+    total = cached = billed = 0.0
+    steps = []
+    for request in requests:
+        measured = [_measured(m) for m in request]
+        signatures = ["tools", *(signature for signature, _ in measured)]
+        tokens = [tools, *(count for _, count in measured)]
+        prefix = seen.longest(signatures)
+        hit = sum(tokens[:prefix])
+        total += sum(tokens)
+        cached += hit
+        billed += hit * read + (sum(tokens) - hit) * write
+        seen.add(signatures, [None, *request])
+        steps.append((total, cached, billed))
+    return steps
 
 
 def bill(
@@ -554,17 +623,7 @@ def bill(
     """Billed input over the chat: cached prefix at `read`, the rest at `write`.
 
     `tools` tokens of tool schemas lead every request (a prefix like any other)."""
-    seen: list[list[str]] = []
-    total = cached = billed = 0.0
-    for request in requests:
-        signatures = ["tools", *(_signature(m) for m in request)]
-        tokens = [tools, *(count_tokens_approximately([m]) for m in request)]
-        prefix = _longest_shared(seen, signatures)
-        hit = sum(tokens[:prefix])
-        total += sum(tokens)
-        cached += hit
-        billed += hit * read + (sum(tokens) - hit) * write
-        seen.append(signatures)
+    total, cached, billed = [(0.0, 0.0, 0.0), *_bill_steps(requests, read, write, tools)][-1]
     return {
         "input_tokens": int(total),
         "cached_tokens": int(cached),
@@ -580,8 +639,9 @@ def _blocks(request: Sequence[BaseMessage], tools: Sequence[str]) -> tuple[list[
     content, or one ``tool_use`` with no text, or one ``tool_result``), so a message and a
     block are the same unit here; a message carrying a list of blocks would count more.
     """
-    signatures = [f"tool:{t}" for t in tools] + [_signature(m) for m in request]
-    tokens = [TOOL_TOKENS[t] for t in tools] + [count_tokens_approximately([m]) for m in request]
+    measured = [_measured(m) for m in request]
+    signatures = [f"tool:{t}" for t in tools] + [signature for signature, _ in measured]
+    tokens = [TOOL_TOKENS[t] for t in tools] + [count for _, count in measured]
     return signatures, tokens
 
 
@@ -615,20 +675,17 @@ def bill_openai(
     the earlier one at four to a token (the counter's own rate). Nothing below 1,024
     shared tokens is cached; above, the cached part is 1,024 plus whole 128-token steps.
     """
-    seen: list[tuple[list[str], Sequence[BaseMessage]]] = []
+    seen = _Prefixes()
     total = cached = billed = 0.0
+    head = len(tools)
     for request in requests:
         signatures, tokens = _blocks(request, tools)
-        head = len(tools)
-        shared = 0.0
-        for earlier, messages in seen:
-            n = 0
-            while n < min(len(earlier), len(signatures)) and earlier[n] == signatures[n]:
-                n += 1
-            extra = 0.0
-            if token_prefix and head <= n < min(len(earlier), len(signatures)):
-                extra = _common_chars(messages[n - head], request[n - head]) / 4
-            shared = max(shared, sum(tokens[:n]) + extra)
+        shared = float(sum(tokens[: seen.longest(signatures)]))
+        if token_prefix:
+            for n, earlier in seen.departures(signatures):
+                if n >= head and earlier is not None:
+                    extra = _common_chars(earlier, request[n - head]) / 4
+                    shared = max(shared, sum(tokens[:n]) + extra)
         hit = 0
         if shared >= OPENAI_MIN_TOKENS:
             steps = int(shared - OPENAI_MIN_TOKENS) // OPENAI_INCREMENT
@@ -636,7 +693,7 @@ def bill_openai(
         total += sum(tokens)
         cached += hit
         billed += hit * read + (sum(tokens) - hit)
-        seen.append((signatures, request))
+        seen.add(signatures, [*([None] * head), *request])
     return {
         "input_tokens": int(total),
         "cached_tokens": int(cached),
@@ -744,13 +801,12 @@ end of the stable prefix (hypothetical), or on the previous question's user mess
 
 def _ideal_reads(requests: Sequence[Sequence[BaseMessage]], tools: Sequence[str]) -> list[int]:
     """Tokens the idealised cache reads on each request (any earlier prefix, any length)."""
-    seen: list[list[str]] = []
+    seen = _Prefixes()
     out = []
     for request in requests:
         signatures, tokens = _blocks(request, tools)
-        prefix = _longest_shared(seen, signatures)
-        out.append(sum(tokens[:prefix]))
-        seen.append(signatures)
+        out.append(sum(tokens[: seen.longest(signatures)]))
+        seen.add(signatures, [*([None] * len(tools)), *request])
     return out
 
 
@@ -786,7 +842,7 @@ def lookback_misses(
 
 def _shared(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> int:
     n = 0
-    while n < min(len(a), len(b)) and _signature(a[n]) == _signature(b[n]):
+    while n < min(len(a), len(b)) and _measured(a[n])[0] == _measured(b[n])[0]:
         n += 1
     return n
 
@@ -883,11 +939,11 @@ def cumulative_bill(
     chat: Chat, requests: Sequence[Sequence[BaseMessage]], read: float, write: float, tools: int
 ) -> list[float]:
     """Billed input summed up to the end of each question."""
-    out = []
-    for k in range(1, QUESTIONS + 1):
-        upto = [r for meta, r in zip(chat.requests, requests, strict=True) if meta.question <= k]
-        out.append(bill(upto, read, write, tools)["billed"])
-    return out
+    questions = [meta.question for meta, _ in zip(chat.requests, requests, strict=True)]
+    assert questions == sorted(questions), "a question's requests come after the one before's"
+    steps = [(0.0, 0.0, 0.0), *_bill_steps(requests, read, write, tools)]
+    # what `bill` gives for the requests up to each question's end: a prefix of the chat
+    return [round(steps[sum(q <= k for q in questions)][2], 1) for k in range(1, QUESTIONS + 1)]
 
 
 _PARTS = (
@@ -1115,6 +1171,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
 
 def measure_time(runs: int) -> dict[str, Any]:
     """Compaction time on a history of at least `TIMING_MESSAGES` messages."""
+    _MEASURED.clear()  # the billing memo's messages are no part of the heap timed here
     plans, _ = plan_chat(random.Random(SEED + 1), questions=40)
     chat = render_chat(plans, recall=True)
     request = next(r for r in chat.requests if r.length >= TIMING_MESSAGES)

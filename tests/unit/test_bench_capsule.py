@@ -7,27 +7,17 @@ what the chat and capsa's contract guarantee whatever the numbers.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "capsule.py"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("capsule")
-    subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    return json.loads((out / "capsule.json").read_text())
+def report(bench_scripts: Any) -> dict:
+    # in its own interpreter: the script switches matplotlib to its Agg backend
+    return bench_scripts.run("capsule", "--quick", out_dir=True, process=True)[0]
 
 
 def test_capsule_bench_breakdown_accounts_for_every_token(report: dict) -> None:

@@ -7,15 +7,10 @@ refused at the archive stage, every throughput file extracted).
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import io
-import json
 import math
 import statistics
-import sys
 import zipfile
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -25,33 +20,19 @@ from capsa.demo.corpus_source import DOCUMENTS, HOSTILE_FILES
 from capsa.errors import IngestionRejected
 from capsa.guard import ExtractionLimits, inspect_archive
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "extraction.py"
+
+@pytest.fixture(scope="module")
+def bench(bench_scripts: Any) -> ModuleType:
+    return bench_scripts.load("extraction")
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("capsa_bench_extraction", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def quick_run(bench: ModuleType, tmp_path_factory: pytest.TempPathFactory
-              ) -> tuple[dict[str, Any], str]:
-    out = tmp_path_factory.mktemp("bench") / "extraction.json"
-    printed = io.StringIO()
+def quick_run(bench: ModuleType, bench_scripts: Any) -> tuple[dict[str, Any], str]:
     with pytest.MonkeyPatch.context() as patch:
         for name, value in bench._WORKER_ENV.items():
             patch.setenv(name, value)  # restored afterwards, whatever main() sets
         patch.delenv("OMP_THREAD_LIMIT", raising=False)
-        with contextlib.redirect_stdout(printed):
-            status = bench.main(["--quick", "--plain", "--out", str(out)])
-    assert status == 0
-    return json.loads(out.read_text()), printed.getvalue()
+        return bench_scripts.run(bench, "--quick", "--plain")
 
 
 # ---------------------------------------------------------------- inputs (fast)

@@ -6,25 +6,18 @@ document in and out) and for ratios that agree with the seconds they come from.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 from capsa.demo.corpus_source import DOCUMENTS
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "ingestion_workers.py"
-
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def test_ingestion_workers_reports_every_mode_with_consistent_ratios(tmp_path: Path) -> None:
-    out = tmp_path / "result.json"
-    subprocess.run([sys.executable, str(SCRIPT), "--copies", "1", "--out", str(out)],
-                   check=True, capture_output=True)
-    result = json.loads(out.read_text())
+def test_ingestion_workers_reports_every_mode_with_consistent_ratios(bench_scripts: Any) -> None:
+    # in its own interpreter: its main() reads sys.argv
+    result, _ = bench_scripts.run("ingestion_workers", "--copies", "1", process=True)
     rows = result["rows"]
     assert set(rows) == {"single", "workers", "workers_twice"}
     for row in rows.values():

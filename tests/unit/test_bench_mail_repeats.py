@@ -7,32 +7,14 @@ fall on the right side, and that the run reports its figures.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import io
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "mail_repeats.py"
-
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    spec = importlib.util.spec_from_file_location("capsa_bench_mail_repeats", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, spec.name, module)
-        spec.loader.exec_module(module)
-    out = tmp_path_factory.mktemp("bench") / "mail_repeats.json"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert module.main(["--out", str(out)]) == 0
-    return json.loads(out.read_text("utf-8")), printed.getvalue()
+def run(bench_scripts: Any) -> tuple[dict[str, Any], str]:
+    return bench_scripts.run("mail_repeats")
 
 
 def test_every_generated_rendering_is_left_out_and_every_addition_kept(run) -> None:

@@ -15,10 +15,8 @@ text.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,25 +43,13 @@ with their subject, as ``hotpot-single``'s do)."""
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("capsa_bench_compression",
-                                                  ROOT / "benchmarks" / "compression.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, spec.name, module)
-        spec.loader.exec_module(module)
-    return module
+def bench(bench_scripts: Any) -> ModuleType:
+    return bench_scripts.load("compression")
 
 
 @pytest.fixture(scope="module")
-def qa_sets() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("capsa_bench_qa_sets",
-                                                  ROOT / "benchmarks" / "data" / "qa_sets.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def qa_sets(bench_scripts: Any) -> ModuleType:
+    return bench_scripts.load("qa_sets", ROOT / "benchmarks" / "data" / "qa_sets.py")
 
 
 def _rows(name: str) -> list[dict[str, Any]]:
@@ -286,14 +272,12 @@ def test_with_titles_a_passage_ranker_reads_each_paragraph_under_its_title(
 
 
 @pytest.mark.parametrize("name", ["hotpot-single", "squad-open", "covid"])
-def test_a_windows_set_is_its_source_recut_into_windows_of_eighty_words(name: str) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "capsa_bench_make_windows", ROOT / "benchmarks" / "data" / "make_windows_qa.py")
-    assert spec is not None and spec.loader is not None
-    builder = importlib.util.module_from_spec(spec)
+def test_a_windows_set_is_its_source_recut_into_windows_of_eighty_words(
+        bench_scripts: Any, name: str) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(ROOT / "benchmarks" / "data"))
-        spec.loader.exec_module(builder)
+        patch.syspath_prepend(str(ROOT / "benchmarks" / "data"))  # it imports qa_sets by name
+        builder = bench_scripts.load("make_windows",
+                                     ROOT / "benchmarks" / "data" / "make_windows_qa.py")
     sources = {row["question_id"]: row for row in _rows(name)}
     built = _rows(f"{name}-windows")
     assert {row["question_id"] for row in built} <= set(sources)

@@ -7,25 +7,14 @@ formatter are checked on inputs built inline. No test asserts on time.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sandbox_compare.py"
-
 
 @pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("capsa_bench_sandbox_compare", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, spec.name, module)
-        spec.loader.exec_module(module)
-    return module
+def bench(bench_scripts: Any) -> Any:
+    return bench_scripts.load("sandbox_compare")
 
 
 def test_argv_unshares_everything_and_ends_with_a_read_only_root(bench) -> None:

@@ -7,32 +7,14 @@ paired, rows per query as the routes return).
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import io
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "shadow.py"
-
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    spec = importlib.util.spec_from_file_location("capsa_bench_shadow", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(sys.modules, spec.name, module)
-        spec.loader.exec_module(module)
-    out = tmp_path_factory.mktemp("bench") / "shadow.json"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert module.main(["--quick", "--baseline-ms", "2", "--out", str(out)]) == 0
-    return json.loads(out.read_text("utf-8")), printed.getvalue()
+def quick_run(bench_scripts: Any) -> tuple[dict[str, Any], str]:
+    return bench_scripts.run("shadow", "--quick", "--baseline-ms", "2")
 
 
 @pytest.mark.slow

@@ -6,42 +6,22 @@ shape (every set, both halves, every method) and for its own arithmetic.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import io
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "static_scorer.py"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+def quick_run(bench_scripts: Any) -> tuple[dict[str, Any], str]:
     pytest.importorskip("numpy")
-    spec = importlib.util.spec_from_file_location("capsa_bench_static_scorer", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    out = tmp_path_factory.mktemp("bench") / "static_scorer.json"
-    printed = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "path", list(sys.path))  # the script puts benchmarks/ first
-        patch.setitem(sys.modules, spec.name, module)
-        had_compression = "compression" in sys.modules
-        try:
-            spec.loader.exec_module(module)  # imports benchmarks/compression.py as compression
-            with contextlib.redirect_stdout(printed):
-                assert module.main(["--limit", "6", "--no-embeddings", "--out", str(out)]) == 0
-        finally:
-            if not had_compression:
-                sys.modules.pop("compression", None)
-    return json.loads(out.read_text("utf-8")), printed.getvalue()
+    # the script puts benchmarks/ first on the path and imports compression.py by name;
+    # the run takes both back afterwards
+    return bench_scripts.run("static_scorer", "--limit", "6", "--no-embeddings")
 
 
 def test_quick_run_reports_both_halves_of_every_local_set(quick_run) -> None:
