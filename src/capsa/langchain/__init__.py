@@ -18,6 +18,7 @@ _NAMES = {
     "CapsaLoader": "loaders",
     "CapsaCompressor": "compressors",
     "BudgetedRetriever": "retrievers",
+    "ScoredRetriever": "retrievers",
     "format_packet": "compressors",
     "budget_for_model": "compressors",
     "AttachmentMiddleware": "attachments",
@@ -48,5 +49,6 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime imports lazily
     from capsa.langchain.middleware import cite_tool as cite_tool
     from capsa.langchain.middleware import recall_tool as recall_tool
     from capsa.langchain.retrievers import BudgetedRetriever as BudgetedRetriever
+    from capsa.langchain.retrievers import ScoredRetriever as ScoredRetriever
     from capsa.langchain.shadow import ShadowMiddleware as ShadowMiddleware
     from capsa.langchain.shadow import ShadowRetriever as ShadowRetriever

@@ -1,12 +1,15 @@
-"""LangChain retriever wrapper: any retriever's results, packed into a token budget.
+"""LangChain retrievers: any retriever's results packed into a budget, and scored hits.
 
 `BudgetedRetriever` does what ``ContextualCompressionRetriever(CapsaCompressor)``
 does, without needing langchain-classic, and adds a ``k`` cap that can be set
-per call, as LangChain's standard retriever tests expect.
+per call, as LangChain's standard retriever tests expect. `ScoredRetriever` is
+a vector store's search that keeps each hit's relevance score, which
+``vectorstore.as_retriever()`` computes and drops, for capsa to weigh.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -19,6 +22,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, patch_config
+from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PositiveInt
 
 from capsa.budget import Budget, Scorer
@@ -32,7 +36,7 @@ from capsa.langchain.compressors import (
     counter,
 )
 
-__all__ = ["BudgetedRetriever"]
+__all__ = ["BudgetedRetriever", "ScoredRetriever"]
 
 _CONFIG = "capsa_caller_config"
 """Keyword carrying the caller's config from `invoke` to the retrieval hook."""
@@ -139,3 +143,100 @@ class BudgetedRetriever(BaseRetriever):
             budget = budget.model_copy(update={"max_items": limit})
         return PackSettings(budget, self.compress, counter(self.tokenizer, self.model),
                             self.scorer)
+
+
+class ScoredRetriever(BaseRetriever):
+    """A vector store's search that keeps each hit's relevance score in its metadata.
+
+    ``vectorstore.as_retriever()`` returns documents without the similarity
+    its search computed, so `CapsaCompressor` and `BudgetedRetriever` see
+    only the order. Given the score (``metadata["relevance_score"]``), capsa
+    weighs each passage by it beside its own relevance. Measured with
+    all-MiniLM-L6-v2's cosines as the scores (``benchmarks/compression.py``,
+    fourteen sets, 1,425 development questions), the lexical default kept
+    1,002 / 1,242 / 1,329 answers at 10 / 25 / 50 % of the tokens with them
+    and 976 / 1,208 / 1,319 without; 481 / 589 / 644 against 468 / 580 / 631
+    of the 685 set aside.
+
+    The search is ``similarity_search_with_relevance_scores``, so the store's
+    relevance function applies (scores from 0 to 1, higher is closer). A
+    store without one (LangChain's `InMemoryVectorStore`) is searched with
+    ``similarity_search_with_score``, whose scores are a similarity in some
+    stores and a distance in others: the hits come best first, so scores
+    that rise down the list are distances and are negated (capsa reads only
+    their order and gaps), and scores that neither rise nor fall throughout
+    are left out. ``filter`` and the like go in `search_kwargs` or as invoke
+    kwargs. Each hit comes back as a new `Document` (the same id and
+    content, its metadata copied with the score added); the store's own
+    documents are never changed.
+
+    Setup:
+        ``pip install 'capsa[langchain]'``
+
+    Examples:
+        >>> from langchain_core.documents import Document
+        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+        >>> from langchain_core.vectorstores import InMemoryVectorStore
+        >>> store = InMemoryVectorStore.from_documents(
+        ...     [Document(page_content="The hotel cap is EUR 165."),
+        ...      Document(page_content="Trains are booked in standard class.")],
+        ...     DeterministicFakeEmbedding(size=8))
+        >>> hits = ScoredRetriever(vectorstore=store, k=2).invoke("hotel")
+        >>> scores = [hit.metadata["relevance_score"] for hit in hits]
+        >>> scores[0] > scores[1]
+        True
+
+    Use with capsa:
+        ``BudgetedRetriever(retriever=ScoredRetriever(vectorstore=store, k=10),
+        budget=Budget(max_tokens=800))``
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    vectorstore: VectorStore
+    """The store to search."""
+    k: PositiveInt = 4
+    """How many hits to fetch, as ``as_retriever()`` fetches by default."""
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Passed to the search (``score_threshold``, ``filter``; a ``k`` here wins over `k`);
+    invoke kwargs win over both."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any,
+    ) -> list[Document]:
+        search = {"k": self.k} | self.search_kwargs | kwargs
+        try:
+            hits = self.vectorstore.similarity_search_with_relevance_scores(query, **search)
+        except NotImplementedError:  # no relevance function: raw scores, direction unknown
+            return _scored(self.vectorstore.similarity_search_with_score(query, **search))
+        return [_with_score(document, score) for document, score in hits]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any,
+    ) -> list[Document]:
+        search = {"k": self.k} | self.search_kwargs | kwargs
+        try:
+            hits = await self.vectorstore.asimilarity_search_with_relevance_scores(
+                query, **search)
+        except NotImplementedError:
+            return _scored(await self.vectorstore.asimilarity_search_with_score(query, **search))
+        return [_with_score(document, score) for document, score in hits]
+
+
+def _scored(hits: list[tuple[Document, float]]) -> list[Document]:
+    """Raw search scores as relevance, by the direction the best-first order shows."""
+    scores = [float(score) for _, score in hits]
+    falls = all(a >= b for a, b in itertools.pairwise(scores))
+    rises = all(a <= b for a, b in itertools.pairwise(scores))
+    if falls == rises:  # all equal (nothing to weigh), or no order: leave them out
+        return [_with_score(document, None) for document, _ in hits]
+    sign = 1.0 if falls else -1.0
+    return [_with_score(document, sign * score) for (document, _), score in zip(
+        hits, scores, strict=True)]
+
+
+def _with_score(document: Document, score: float | None) -> Document:
+    metadata = dict(document.metadata)
+    if score is not None:
+        metadata["relevance_score"] = float(score)
+    return Document(page_content=document.page_content, id=document.id, metadata=metadata)

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from capsa.budget import Budget, estimate_tokens
 from capsa.demo.corpus_source import DOCUMENTS, QUESTIONS
-from capsa.langchain import BudgetedRetriever, budget_for_model, format_packet
+from capsa.langchain import BudgetedRetriever, ScoredRetriever, budget_for_model, format_packet
 
 
 def corpus() -> list[Document]:
@@ -250,3 +250,96 @@ async def test_async_retrieval_packs_off_the_event_loop(loop_watch: Any) -> None
     assert kept and loop_watch.ticks_while_packing > 0
     assert threading.get_ident() not in loop_watch.threads
     assert loop_watch.tenants == {"tenant-b"}
+
+
+# --- ScoredRetriever: a vector store's hits with the scores as_retriever() drops -------
+
+
+class TestScoredRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[ScoredRetriever]:
+        return ScoredRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        store = InMemoryVectorStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+        return {"vectorstore": store, "k": 3}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "What is the nightly hotel cap?"
+
+
+class CosineStore(InMemoryVectorStore):
+    """An in-memory store with a relevance function, as Chroma, FAISS or PGVector have."""
+
+    def _select_relevance_score_fn(self) -> Any:
+        return lambda similarity: (similarity + 1.0) / 2.0
+
+
+class DistanceStore(InMemoryVectorStore):
+    """A store whose raw scores are distances, lowest first, as FAISS's L2 search gives."""
+
+    def similarity_search_with_score(self, query: str, k: int = 4,
+                                     **kwargs: Any) -> list[tuple[Document, float]]:
+        return [(doc, 1.0 - similarity)
+                for doc, similarity in super().similarity_search_with_score(query, k, **kwargs)]
+
+    async def asimilarity_search_with_score(self, query: str, k: int = 4,
+                                            **kwargs: Any) -> list[tuple[Document, float]]:
+        return self.similarity_search_with_score(query, k, **kwargs)
+
+
+def test_scored_retriever_keeps_the_stores_relevance_scores_on_copies() -> None:
+    store = CosineStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+    expected = store.similarity_search_with_relevance_scores("hotel cap", k=4)
+
+    hits = ScoredRetriever(vectorstore=store, search_kwargs={"k": 4}).invoke("hotel cap")
+
+    assert [(hit.id, hit.metadata["relevance_score"]) for hit in hits] == [
+        (doc.id, score) for doc, score in expected]
+    assert all("relevance_score" not in doc.metadata
+               for doc in store.get_by_ids([hit.id for hit in hits if hit.id]))
+
+
+@pytest.mark.parametrize("store_type", [InMemoryVectorStore, DistanceStore])
+def test_scored_retriever_reads_raw_scores_by_the_order_of_the_hits(
+        store_type: type[InMemoryVectorStore]) -> None:
+    store = store_type.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+
+    hits = ScoredRetriever(vectorstore=store).invoke("hotel cap", k=5)
+    scores = [hit.metadata["relevance_score"] for hit in hits]
+
+    assert len(hits) == 5
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]
+
+
+async def test_scored_retriever_searches_asynchronously_too() -> None:
+    store = DistanceStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+    retriever = ScoredRetriever(vectorstore=store, search_kwargs={"k": 3})
+
+    hits = await retriever.ainvoke("hotel cap")
+
+    assert [hit.id for hit in hits] == [hit.id for hit in retriever.invoke("hotel cap")]
+    assert [hit.metadata["relevance_score"] for hit in hits] == [
+        hit.metadata["relevance_score"] for hit in retriever.invoke("hotel cap")]
+
+
+def test_budgeted_retriever_packs_a_scored_retrievers_hits_in_a_chain() -> None:
+    store = CosineStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+    retriever = BudgetedRetriever(
+        retriever=ScoredRetriever(vectorstore=store, search_kwargs={"k": 8}),
+        budget=Budget(max_tokens=300))
+    model = FakeListChatModel(responses=["EUR 165."])
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer from:\n{context}"), ("human", "{question}")])
+    chain = ({"context": retriever | format_packet, "question": RunnablePassthrough()}
+             | prompt | model | StrOutputParser())
+    seen = Messages()
+
+    assert chain.invoke("What is the nightly hotel cap?", config={"callbacks": [seen]}) == \
+        "EUR 165."
+    kept = retriever.invoke("What is the nightly hotel cap?")
+    assert kept and all("capsa_receipt" in doc.metadata and "relevance_score" in doc.metadata
+                        for doc in kept)
+    assert estimate_tokens(seen.sent[0][0].content) <= 300 + 20  # the packet and the frame
