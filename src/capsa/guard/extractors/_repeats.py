@@ -143,13 +143,20 @@ class Overlap:
     there in the same order, one after another. False for any other part."""
 
     @property
-    def repeats(self) -> bool:
-        """The rule: the part says the body again, so it is not a file of its own."""
-        if not self.words or self.covered < COVER_SHARE * self.body_words:
+    def held(self) -> bool:
+        """The body already says what the part says, however little of the body that is:
+        `DUPLICATE_SHARE` of its words there, or, under `FEW_WORDS`, all of them in order."""
+        if not self.words:
             return False
         if self.words < FEW_WORDS:
             return self.in_order
         return self.found >= DUPLICATE_SHARE * self.words
+
+    @property
+    def repeats(self) -> bool:
+        """The rule: the part says the body again, so it is not a file of its own: `held`,
+        and it covers `COVER_SHARE` of the body (a list footer a reply quotes does not)."""
+        return self.covered >= COVER_SHARE * self.body_words and self.held
 
 
 class BodyWords:

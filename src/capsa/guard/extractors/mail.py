@@ -74,8 +74,6 @@ from capsa.errors import IngestionRejected, RejectionReason
 from capsa.guard.extractors._calendar import read_calendar
 from capsa.guard.extractors._repeats import (
     COMPARED_BYTES,
-    DUPLICATE_SHARE,
-    FEW_WORDS,
     BodyWords,
     RepeatedPart,
     declared_text,
@@ -401,11 +399,7 @@ def _read_invitation(part: Message, body: BodyWords, collected: _Collected) -> s
 
     def keep(description: str) -> bool:
         overlap = body.compare_text(description)
-        if overlap is None or not overlap.words:
-            return True
-        if overlap.words < FEW_WORDS:
-            return not overlap.in_order
-        return overlap.found < DUPLICATE_SHARE * overlap.words
+        return overlap is None or not overlap.held
 
     text, left_out = calendar.render(keep)
     collected.invitations.append(Invitation(text, len(data), len(calendar.events), left_out))

@@ -1,6 +1,6 @@
 """A pool's scratch directory, held by a lock for as long as its pool lives.
 
-Every pool makes one ``capsa-worker-*`` directory under the temporary
+Every pool makes one ``capsa-worker-pool-*`` directory under the temporary
 directory, and its workers make theirs inside it. The pool removes it when
 it is closed, collected, or still open at exit; a process that ends by
 ``os._exit`` or a signal (a process-pool worker, an OOM kill) runs none of
