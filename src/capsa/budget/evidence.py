@@ -11,12 +11,14 @@ module finds those links the way a reader does, from names:
   does not contain are the names the answer may hang on; a passage whose
   opening (its subject, in encyclopaedic and reference text) is one of the
   names *another* passage's best sentences mention is *linked*, and the packer
-  ranks it as if it matched the question (a passage naming its own subject
-  links nothing, and neither does a name most passages mention: that is the
-  text's vocabulary, such as a licence's defined terms); its sentences that
-  share anything with the question gain relevance in proportion to the link,
-  since there the answer shares few terms with the question (a sentence
-  sharing none stays below the floor);
+  ranks the passage higher in proportion to the link (a passage naming its own
+  subject links nothing, and neither does a name most passages mention: that
+  is the text's vocabulary, such as a licence's defined terms). The link
+  raises the passage, not its sentences: lifting every relevant sentence of a
+  linked passage as well spread tight packets over the passages that the best
+  evidence merely mentions, which cost single-hop questions more than it won
+  multi-hop ones (`docs/benchmarks.md`, "The second hop raises passages,
+  not sentences");
 - *answer type*: "when" and "what year" questions favour sentences with a year
   or a date, "how many" and "how much" ones sentences with a number.
 
@@ -40,11 +42,6 @@ _SEEDS = 3
 """How many of the best-matching sentences seed the second hop."""
 _CUE_WEIGHT = 0.15
 """Bonus for a relevant sentence that holds what the question asks for."""
-_LINK_BLEND = 0.6
-"""Bonus, times its passage's link, for a relevant sentence of a second-hop passage.
-
-Checked on each half of HotpotQA separately (gains at 10% and 25% on both)
-and on pydocs-qa, where passages seldom link and nothing changes."""
 _SHARED_NAME = 0.5
 """Share of the passages above which a name they mention links none of them.
 
@@ -173,8 +170,6 @@ def link(
             total = sum(weights.get(t, 1.0) for t in head)
             linked[n] = mass / total if total else 0.0
     cue = answer_cue(query)
-    relevance = [r + _LINK_BLEND * linked[owners[k]] if r > 0 else r
-                 for k, r in enumerate(relevance)]
     if cue is not None:
         relevance = [r + _CUE_WEIGHT if r > 0 and cue.search(texts[k]) else r
                      for k, r in enumerate(relevance)]
