@@ -18,6 +18,7 @@ import math
 import operator
 import re
 import threading
+import unicodedata
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -553,8 +554,10 @@ _TERM_CACHE_SIZE = 200_000
 
 def _term(word: str) -> str:
     """The term(s) of one lower-cased word, space-separated; "" for a stop word."""
-    if not word.isascii() and _CJK.search(word):
-        return " ".join(ch for ch in word if ch != "_")
+    if not word.isascii():
+        if _CJK.search(word):
+            return " ".join(ch for ch in word if ch != "_")
+        word = fold(word)
     word = word.strip("_")
     if not word or word in _STOPWORDS:
         return ""
@@ -562,6 +565,35 @@ def _term(word: str) -> str:
         return f"{word} {word.split('.', 1)[0]}"
     return _stem(word)
 
+
+def fold(word: str) -> str:
+    """A lower-cased word with its Latin letters' accents taken off, for matching.
+
+    People type "cafe", "Pokemon" and "Sao Paulo" for what a text spells
+    "café", "Pokémon" and "São Paulo", and the other way round; as terms the
+    two spellings would never meet. So a Latin letter loses its combining
+    marks, the letters no decomposition reaches are spelled out (ß, æ, œ, ø,
+    ł, đ, ð, þ, ı), and compatibility forms (full-width letters, ligatures)
+    become plain ones, as search engines' ASCII folding does. Marks on any
+    other script's letters stay: in Cyrillic, Greek or Devanagari they make
+    different letters, not accented ones. Only for matching: kept text is
+    never changed.
+
+    Examples:
+        >>> fold("fiancée"), fold("straße"), fold("ｆｉｌｅ"), fold("йод")
+        ('fiancee', 'strasse', 'file', 'йод')
+    """
+    kept: list[str] = []
+    for char in unicodedata.normalize("NFKD", word):
+        if kept and unicodedata.combining(char) and kept[-1].isascii():
+            continue
+        kept.append(char)
+    return unicodedata.normalize("NFC", "".join(kept)).translate(_LATIN_LETTERS)
+
+
+_LATIN_LETTERS = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d",
+                                "ð": "d", "þ": "th", "ı": "i"})
+"""Latin letters that Unicode does not decompose into a base letter and a mark."""
 
 def idf(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, float]:
     """Return the BM25 inverse document frequency of each query term over `docs`."""

@@ -30,6 +30,27 @@ def test_analyze_splits_cjk_into_characters() -> None:
     assert analyze("東京") == ("東", "京")
 
 
+
+@pytest.mark.parametrize(("typed", "written"), [
+    ("fiancee", "fiancée"), ("Pokemon", "Pokémon"), ("Sao Paulo", "São Paulo"),
+    ("Zurich", "Zürich"), ("strasse", "Straße"), ("Aeroskobing", "Ærøskøbing"),
+    ("Lodz", "Łódź"), ("file", "ｆｉｌｅ"), ("office", "oﬃce"),
+])
+def test_a_word_typed_without_its_accents_is_the_same_term(typed: str, written: str) -> None:
+    assert analyze(typed) == analyze(written)
+    # so a packet ranks the passage that names it first, either way round
+    for query, text in ((typed, written), (written, typed)):
+        passages = [Passage(id="a", text="Unrelated words about trains."),
+                    Passage(id="b", text=f"Our guide to {text} is here.")]
+        packet = pack(f"Tell me about {query}", passages, Budget(max_tokens=200))
+        assert [p.id for p in packet.passages] == ["b", "a"]
+
+
+def test_folding_keeps_other_scripts_letters_apart() -> None:
+    # In Cyrillic "й" is its own letter, not an accented "и"; kana keep their voicing marks.
+    assert analyze("йод") != analyze("иод")
+    assert analyze("が") != analyze("か")
+
 def test_lexical_scorer_ranks_the_text_with_the_query_terms_first() -> None:
     scores = LexicalScorer().score("hotel cap", ["Trains are slow.", "The hotel cap is EUR 165."])
     assert scores[1] > scores[0] == 0.0
