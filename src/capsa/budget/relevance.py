@@ -523,12 +523,19 @@ def mend(text: str) -> str:
     mark where a word may break. Left in, each gives two non-words, and the
     sentence loses the term it holds. A possessive ``'s`` goes too, so
     "gzip's" is the term ``gzip`` and not also an ``s`` that every ``-s`` flag
-    and possessive shares. Only for matching: kept text is never changed.
+    and possessive shares. A letter stored as its base and a combining accent
+    (decomposed, as macOS file names and some PDFs store text) is composed
+    first: the accent is no word character, and would split a decomposed
+    "Zurich" with an umlaut in two. Only for matching: kept text is never changed.
 
     Examples:
         >>> mend("the com\u2010\\n   mands of gzip's")
         'the commands of gzip'
+        >>> mend("zu\u0308rich") == "z\u00fcrich"
+        True
     """
+    if not text.isascii() and not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
     if "\n" in text or "'" in text or "\u2019" in text or "\u00ad" in text:
         return _MENDED.sub("", text)
     return text  # most sentences: four scans, not a regular expression's walk

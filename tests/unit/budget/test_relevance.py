@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pickle
+import unicodedata
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -44,6 +45,12 @@ def test_a_word_typed_without_its_accents_is_the_same_term(typed: str, written: 
                     Passage(id="b", text=f"Our guide to {text} is here.")]
         packet = pack(f"Tell me about {query}", passages, Budget(max_tokens=200))
         assert [p.id for p in packet.passages] == ["b", "a"]
+
+
+def test_a_decomposed_accent_does_not_split_its_word() -> None:
+    decomposed = unicodedata.normalize("NFD", "Zürich fiancée")
+    assert analyze(decomposed) == analyze("Zurich fiancee") == ("zurich", "fiance")
+    assert LexicalScorer().score("fiancée in Zürich", [decomposed, "trains"])[0] > 0
 
 
 def test_folding_keeps_other_scripts_letters_apart() -> None:
