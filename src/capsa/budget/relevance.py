@@ -30,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from capsa.budget.tokens import as_tokenizer, estimate_tokens
 from capsa.errors import ScorerError
 
-__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "mend",
+__all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "fold",
+           "mend",
            "passage_scores_of", "scores_of"]
 
 _WORD = re.compile(r"\d+(?:\.\d+)+|\w+")
@@ -581,10 +582,9 @@ def fold(word: str) -> str:
     two spellings would never meet. So a Latin letter loses its combining
     marks, the letters no decomposition reaches are spelled out (ß, æ, œ, ø,
     ł, đ, ð, þ, ı), and compatibility forms (full-width letters, ligatures)
-    become plain ones, as search engines' ASCII folding does. Marks on any
-    other script's letters stay: in Cyrillic, Greek or Devanagari they make
-    different letters, not accented ones. Only for matching: kept text is
-    never changed.
+    become plain ones, as search engines' ASCII folding does. Marks on other
+    scripts' letters stay, since there a mark can make another letter ("й"
+    is not an accented "и"). Only for matching: kept text is never changed.
 
     Examples:
         >>> fold("fiancée"), fold("straße"), fold("ｆｉｌｅ"), fold("йод")
@@ -601,6 +601,7 @@ def fold(word: str) -> str:
 _LATIN_LETTERS = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d",
                                 "ð": "d", "þ": "th", "ı": "i"})
 """Latin letters that Unicode does not decompose into a base letter and a mark."""
+
 
 def idf(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, float]:
     """Return the BM25 inverse document frequency of each query term over `docs`."""
