@@ -31,8 +31,7 @@ from capsa.budget.tokens import as_tokenizer, estimate_tokens
 from capsa.errors import ScorerError
 
 __all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "fold",
-           "mend",
-           "passage_scores_of", "scores_of"]
+           "mend", "passage_scores_of", "scores_of"]
 
 _WORD = re.compile(r"\d+(?:\.\d+)+|\w+")
 """A word: a dotted number whole (``3.0``, ``2.6.1``: "0.3" is not "3.0"), else a ``\\w+`` run."""
