@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import pickle
+import re
 import unicodedata
 from collections.abc import Callable, Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from capsa.budget import (
     Budget,
@@ -15,7 +18,7 @@ from capsa.budget import (
     compress_text,
     pack,
 )
-from capsa.budget.relevance import analyze, batches, scores_of
+from capsa.budget.relevance import analyze, batches, fold, scores_of
 from capsa.errors import CapsaError, ScorerError
 
 
@@ -51,6 +54,14 @@ def test_a_decomposed_accent_does_not_split_its_word() -> None:
     decomposed = unicodedata.normalize("NFD", "Zürich fiancée")
     assert analyze(decomposed) == analyze("Zurich fiancee") == ("zurich", "fiance")
     assert LexicalScorer().score("fiancée in Zürich", [decomposed, "trains"])[0] > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=24))
+def test_folding_twice_changes_nothing_and_any_text_analyses(text: str) -> None:
+    for word in re.findall(r"\w+", text.lower()):
+        assert fold(fold(word)) == fold(word)
+    assert all(analyze(text))  # no empty term, whatever the script
 
 
 def test_folding_keeps_other_scripts_letters_apart() -> None:
