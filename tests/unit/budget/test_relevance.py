@@ -34,7 +34,6 @@ def test_analyze_splits_cjk_into_characters() -> None:
     assert analyze("東京") == ("東", "京")
 
 
-
 @pytest.mark.parametrize(("typed", "written"), [
     ("fiancee", "fiancée"), ("Pokemon", "Pokémon"), ("Sao Paulo", "São Paulo"),
     ("Zurich", "Zürich"), ("strasse", "Straße"), ("Aeroskobing", "Ærøskøbing"),
@@ -68,6 +67,7 @@ def test_folding_keeps_other_scripts_letters_apart() -> None:
     # In Cyrillic "й" is its own letter, not an accented "и"; kana keep their voicing marks.
     assert analyze("йод") != analyze("иод")
     assert analyze("が") != analyze("か")
+
 
 def test_lexical_scorer_ranks_the_text_with_the_query_terms_first() -> None:
     scores = LexicalScorer().score("hotel cap", ["Trains are slow.", "The hotel cap is EUR 165."])
