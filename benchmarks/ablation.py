@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -85,18 +84,14 @@ def scorer_for(kind: str) -> Any:
 
 def hits(questions: dict[str, list[compression.Question]], kind: str,
          spec: str = "") -> dict[str, list[list[bool]]]:
-    """Per set, each question's answer kept or not at the three budgets."""
+    """Per set, each question's answer kept or not at the three budgets (`compression.run`)."""
     kept: dict[str, list[list[bool]]] = {}
     with changed(spec):
-        method = compression.capsa_method(True, scorer_for(kind))
+        methods = {"capsa": compression.capsa_method(True, scorer_for(kind))}
         for key, rows in questions.items():
-            kept[key] = []
-            for q in rows:
-                total = estimate_tokens("\n\n".join(q.paragraphs))
-                gold = compression.normalise(q.answer)
-                kept[key].append([gold in compression.normalise(
-                    method(q, max(1, int(f * total)), estimate_tokens).text)
-                    for f in compression.FRACTIONS])
+            tallies = compression.run(rows, methods, estimate_tokens)["capsa"]
+            kept[key] = [list(per_question) for per_question in zip(
+                *(tallies[f].hit_list for f in compression.FRACTIONS), strict=True)]
     return kept
 
 
@@ -125,10 +120,8 @@ def compare(questions: dict[str, list[compression.Question]], base: dict[str, li
 
 
 def load(limit: int | None) -> tuple[dict[str, list[compression.Question]], list[str]]:
-    data = Path(os.environ.get("CAPSA_EVAL_DATA", compression.ROOT.parent / "shared" / "eval-data"))
     questions, missing = {}, []
-    for key, (_, path) in compression.SETS.items():
-        path = data / path if key == "hotpotqa" else path
+    for key, (_, path) in compression.set_paths().items():
         if not path.exists():
             missing.append(key)
             continue

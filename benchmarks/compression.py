@@ -755,6 +755,13 @@ def plot(summary: dict[str, Any], path: Path, dataset: str) -> bool:
     return True
 
 
+def set_paths() -> dict[str, tuple[str, Path]]:
+    """Every set's name and file, HotpotQA's under ``CAPSA_EVAL_DATA``."""
+    data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
+    return {key: (name, data / DATASET / FILE if key == "hotpotqa" else path)
+            for key, (name, path) in SETS.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--limit", type=int, default=None, help="first N answerable questions")
@@ -774,9 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global TITLES
     TITLES = args.titles
-    data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
-    paths = {key: (name, data / DATASET / FILE if key == "hotpotqa" else path)
-             for key, (name, path) in SETS.items()}
+    paths = set_paths()
     chosen = list(paths) if args.dataset == "all" else args.dataset.split(",")
     unknown = [key for key in chosen if key not in paths]
     if unknown:

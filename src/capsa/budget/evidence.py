@@ -127,8 +127,9 @@ def link(
         priors: per passage, its whole-passage relevance, 0 to 1.
 
     Returns:
-        The sentences' relevance with second-hop and answer-type evidence, and
-        each passage's link.
+        The sentences' relevance with answer-type evidence, and each passage's
+        link (which the packer weighs into the passage's prior, not into its
+        sentences).
     """
     query_terms = set(analyze_query(query))
     count = len(texts)

@@ -124,13 +124,13 @@ class Budget(BaseModel):
     """Relevance floor for retrieved text that must be compressed: nothing at or below it is filler.
 
     Relevance is the scorer's score divided by the best one of the packing
-    (0 to 1), with second-hop and answer-type evidence (`capsa.budget.evidence`).
+    (0 to 1), with answer-type evidence (`capsa.budget.evidence`).
     When the retrieved passages do not all fit, sentences at or below the floor
     are never packed to fill room, a passage with nothing above it is dropped
     as ``irrelevant`` (except the retriever's top passage, unless
     `strict_floor`: then, when nothing is relevant, the packet is empty and its
     receipts say "no relevant evidence" instead of padding it). With the lexical
-    default, 0.0 means "shares at least one query term (or a second-hop name)";
+    default, 0.0 means "shares at least one query term";
     use an `EmbeddingScorer` where paraphrase matters. When everything fits,
     everything is kept, as the retriever chose it. Attachments, which the user
     chose, are never dropped for relevance. The floor is off when the query has
