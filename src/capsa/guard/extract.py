@@ -541,14 +541,20 @@ def _as_error(omission: Omission) -> IngestionRejected | ExtractionFailed:
 
 
 def rejection_from_worker(fields: dict[str, Any], label: str) -> IngestionRejected:
-    """Rebuild a worker's refusal, accepting only the closed sets of reasons and stages."""
+    """Rebuild a worker's refusal, accepting only the closed sets of reasons and stages.
+
+    The child wrote every field, so a reason or stage may be any JSON value;
+    one that is not a string is unknown here, never a `TypeError` (a list is
+    unhashable) out of a set's membership test.
+    """
     reason = fields.get("reason")
     stage = fields.get("stage")
     detail = clean_detail(fields.get("detail", ""))
-    if reason not in _REASONS or stage not in _STAGES:
+    if (not isinstance(reason, str) or not isinstance(stage, str)
+            or reason not in _REASONS or stage not in _STAGES):
         return IngestionRejected(f"worker sent an unknown refusal ({str(reason)[:50]!r})",
                                  label=label, stage="parser", reason="corrupt")
-    return IngestionRejected(detail, label=label, stage=stage, reason=reason)
+    return IngestionRejected(detail, label=label, stage=fields["stage"], reason=fields["reason"])
 
 
 _DEFAULT: list[IsolatedExtractor] = []

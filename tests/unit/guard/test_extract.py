@@ -604,7 +604,10 @@ def test_rejection_from_worker_keeps_a_known_reason_and_stage() -> None:
 
 @pytest.mark.parametrize(
     "fields",
-    [{"reason": "pwned", "stage": "preflight"}, {"reason": "empty", "stage": "kernel"}, {}],
+    [{"reason": "pwned", "stage": "preflight"}, {"reason": "empty", "stage": "kernel"}, {},
+     # any JSON value a child can write: an unhashable one must not raise TypeError
+     {"reason": ["corrupt"], "stage": "parser"}, {"reason": "corrupt", "stage": {"a": 1}},
+     {"reason": 7, "stage": None}],
 )
 def test_rejection_from_worker_turns_an_unknown_reason_or_stage_into_corrupt(
     fields: dict[str, Any],

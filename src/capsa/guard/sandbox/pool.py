@@ -795,6 +795,12 @@ def _interpret(reader: ReplyReader, label: str, limits: ExtractionLimits) -> Par
     if isinstance(rejected, dict):
         from capsa.guard.extract import rejection_from_worker
 
+        # A child controls every byte of this: a reason or stage that is a list or an
+        # object would make the closed-set check raise TypeError (unhashable), untyped,
+        # out of `extract_all`, ending the whole set.
+        if not all(isinstance(rejected.get(key), str) for key in ("reason", "stage")):
+            raise ExtractionFailed("the worker sent a refusal whose reason or stage is not "
+                                   "a string", label=label, cause="protocol")
         raise rejection_from_worker(rejected, label)
     failed = answer.get("failed")
     if isinstance(failed, dict):
