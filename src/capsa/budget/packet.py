@@ -8,10 +8,11 @@ and be compared, hashed in tests and serialised as JSON.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator
 
 __all__ = ["Budget", "DropReason", "EmptyReason", "Group", "Markup", "Packet", "Passage",
            "Receipt", "Shape"]
@@ -88,12 +89,19 @@ class Passage(BaseModel):
     `source` is, and never rendered. A page at ``https://example.com/p/8412`` titled
     "Resetting the router" is scored under both."""
     score: float | None = None
-    """The retriever's score, higher meaning more relevant; combined with capsa's own."""
+    """The retriever's score, higher meaning more relevant; combined with capsa's own.
+    NaN or an infinity (a vector store's failed similarity) is no score: compared
+    with the others it would reorder them all."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Caller's data, carried through untouched and never rendered."""
     page: str | None = None
     """The page it is on in its source (``"12"``); rendered as the document's ``page``,
     so an answer can cite it. None when the source has no pages or did not say."""
+
+    @field_validator("score")
+    @classmethod
+    def _finite(cls, score: float | None) -> float | None:
+        return score if score is None or math.isfinite(score) else None
 
 
 class Budget(BaseModel):

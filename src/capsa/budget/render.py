@@ -105,10 +105,13 @@ def source_name(source: object) -> str | None:
         'q3-report.pdf'
         >>> source_name("https://example.com/policy.html")
         'https://example.com/policy.html'
+        >>> source_name(b"/srv/data/acme/q3-report.pdf")
+        'q3-report.pdf'
     """
     if source is None:
         return None
-    text = str(source)
+    # a path given as bytes (os.fsencode's, or a loader's) by its name, not its repr
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else str(source)
     if "://" in text:
         return text
     return text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or text

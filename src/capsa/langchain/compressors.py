@@ -13,8 +13,10 @@ documents in capsa's provenance-tagged containers for a prompt template.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING, Annotated, Any
 
 from langchain_core.callbacks import (
@@ -242,11 +244,24 @@ def _unique_ids(documents: Sequence[Document]) -> list[str]:
 
 
 def _passage(document: Document, handle: str) -> Passage:
-    score = document.metadata.get("relevance_score", document.metadata.get("score"))
     return Passage(id=handle, text=document.page_content, source=_source(document.metadata),
                    title=label_of(document.metadata.get("title")),
                    page=page_of(document.metadata),
-                   score=float(score) if isinstance(score, int | float) else None)
+                   score=_score(document.metadata))
+
+
+def _score(metadata: dict[str, Any]) -> float | None:
+    """The retriever's or reranker's score: ``relevance_score`` if set, else ``score``.
+
+    Any finite real number counts, NumPy's among them (FlashRank and FAISS give
+    ``float32``, which is not a `float`); a flag, text, NaN or an infinity
+    (which would make every other score meaningless once scores are compared)
+    is no score.
+    """
+    value = metadata.get("relevance_score", metadata.get("score"))
+    if isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _source(metadata: dict[str, Any]) -> str | None:

@@ -23,7 +23,7 @@ from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, patch_config
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt, TypeAdapter
 
 from capsa.budget import Budget, Scorer
 from capsa.langchain.compressors import (
@@ -38,6 +38,8 @@ from capsa.langchain.compressors import (
 
 __all__ = ["BudgetedRetriever", "ScoredRetriever"]
 
+_K: TypeAdapter[int] = TypeAdapter(PositiveInt, config=ConfigDict(title="BudgetedRetriever k"))
+"""Checks a per-call ``k`` as the `BudgetedRetriever.k` field is checked."""
 _CONFIG = "capsa_caller_config"
 """Keyword carrying the caller's config from `invoke` to the retrieval hook."""
 
@@ -136,7 +138,9 @@ class BudgetedRetriever(BaseRetriever):
         return kept
 
     def _settings(self, k: int | None) -> PackSettings:
-        cap = self.k if k is None else k
+        # A per-call k is checked like the field: model_copy below would not check it,
+        # and k=0 would empty every packet under a misleading "all empty" report.
+        cap = self.k if k is None else _K.validate_python(k)
         budget = self.budget
         if cap is not None:
             limit = cap if budget.max_items is None else min(cap, budget.max_items)

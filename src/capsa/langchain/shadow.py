@@ -20,6 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from contextvars import ContextVar
+from numbers import Real
 from typing import Any
 from uuid import UUID
 
@@ -288,7 +289,7 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         if self.score_key is None:
             return by_rank
         value = doc.metadata.get(self.score_key)
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, Real):  # NumPy's float32 is Real
             return math.nan  # the capture refuses it: a missing score is ambiguous
         return float(value)
 

@@ -17,6 +17,7 @@ capsa's tags are never charged, because LlamaIndex never sends them.
 from __future__ import annotations
 
 import asyncio
+import math
 import pickle
 import re
 from collections.abc import Sequence
@@ -25,7 +26,14 @@ from typing import Annotated, Any
 from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import (
+    BaseNode,
+    MediaResource,
+    MetadataMode,
+    Node,
+    NodeWithScore,
+    QueryBundle,
+)
 from llama_index_instrumentation import get_dispatcher
 from pydantic import AfterValidator
 
@@ -261,8 +269,7 @@ def _as_sent(node: BaseNode, hide_paths: bool) -> BaseNode:
 
 def _frame(node: BaseNode) -> tuple[str, str]:
     """The text LlamaIndex sends around this node's body, from its own templates."""
-    rendered = node.model_copy(update={"text": _SENTINEL}).get_content(
-        metadata_mode=MetadataMode.LLM)
+    rendered = _with_text(node, _SENTINEL).get_content(metadata_mode=MetadataMode.LLM)
     before, _, after = rendered.partition(_SENTINEL)
     return before, after
 
@@ -279,7 +286,8 @@ def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
             source=source_label(metadata.get("file_name") or metadata.get("source"),
                                 metadata.get("title") or metadata.get("document_title")),
             title=label_of(metadata.get("title")) or label_of(metadata.get("document_title")),
-            score=item.score, page=page_of(metadata),
+            score=item.score if item.score is not None and math.isfinite(item.score) else None,
+            page=page_of(metadata),
         ))
     return passages
 
@@ -291,13 +299,28 @@ def _to_nodes(packet: Packet, nodes: list[NodeWithScore]) -> list[NodeWithScore]
     for passage, text in zip(packet.passages, packet.texts, strict=True):
         original = by_id[passage.id]
         node = original.node
-        update = {
-            "text": text,
-            "metadata": {**node.metadata,
-                         RECEIPT_KEY: receipts[passage.id].model_dump(mode="json")},
-        }
-        kept.append(NodeWithScore(node=node.model_copy(update=update), score=original.score))
+        metadata = {**node.metadata, RECEIPT_KEY: receipts[passage.id].model_dump(mode="json")}
+        kept.append(NodeWithScore(node=_with_text(node, text, metadata=metadata),
+                                  score=original.score))
     return kept
+
+
+def _with_text(node: BaseNode, text: str, **update: Any) -> BaseNode:
+    """A copy of `node` whose content is `text`, whatever the node class keeps it in.
+
+    `TextNode` and its kin hold a ``text`` field; `Document` and `ImageDocument`
+    (`Node` subclasses) hold it in ``text_resource``, and their ``text`` is a
+    read-only property that ``model_copy(update={"text": ...})`` would not change.
+    """
+    if isinstance(node, Node):
+        resource = node.text_resource
+        update["text_resource"] = (MediaResource(text=text) if resource is None
+                                   else resource.model_copy(update={"text": text}))
+    else:
+        update["text"] = text
+    return node.model_copy(update=update)
+
+
 def _ids(nodes: list[NodeWithScore]) -> list[str]:
     return [p.id for p in _to_passages(nodes)]
 
