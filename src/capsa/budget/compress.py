@@ -62,6 +62,7 @@ from capsa.budget.relevance import (
     idf,
     mend,
     passage_scores_of,
+    respell,
     scores_of,
     terms_of,
 )
@@ -104,6 +105,9 @@ _NEAR_DUPLICATE_WORDS = 6
 
 _LEAD_SHARE = 0.5
 """Least share of the best sentence a cut must keep to be packed instead of others."""
+
+_RESPELL = True
+"""Read a misspelt query word as the passages' word one edit away (`respell`)."""
 
 _COUNTS_KEPT = 4096
 """Most distinct strings one `Prepared` remembers the count of."""
@@ -207,6 +211,9 @@ class Prepared:
     """Everything about the inputs that does not depend on the budget."""
 
     query: str
+    """The query as the caller wrote it."""
+    respelt: tuple[tuple[str, str], ...]
+    """Query words no passage holds, read as the passage word one edit away (`respell`)."""
     tokenizer: Tokenizer
     attached: tuple[Doc, ...]
     retrieved: tuple[Doc, ...]
@@ -306,12 +313,18 @@ def prepare(
              for s, e in doc_spans]
     lowered = [mend(text.lower()) for text in texts]
     words = [tuple((_ASCII_WORD if text.isascii() else _WORD).findall(text)) for text in lowered]
-    query_terms = set(analyze_query(query))
     analysed = [terms_of(unit_words) for unit_words in words]  # analyze(text), from its words
+    headings = [heading_words(p.source, p.title) for _, p in inputs]
+    asked = query
+    if _RESPELL:  # a query word no passage holds, read as the passage word it mistypes
+        named = [tuple(_WORD.findall(heading.lower())) for heading in headings if heading]
+        query, respelt = respell(query, [*words, *named], [*analysed, *map(terms_of, named)])
+    else:
+        respelt = ()
+    query_terms = set(analyze_query(query))
     weights = idf(query_terms, analysed) if texts else {}
     separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
                                                                           strict=True)]
-    headings = [heading_words(p.source, p.title) for _, p in inputs]
     # each passage's sentences, as positions in `texts`
     ends = list(itertools.accumulate(len(doc_spans) for doc_spans in spans))
     ranges = [range(end - len(doc_spans), end) for doc_spans, end in zip(spans, ends, strict=True)]
@@ -372,7 +385,7 @@ def prepare(
         ))
         counters[group] += 1
     return Prepared(
-        query=query, tokenizer=tokenizer,
+        query=asked, respelt=respelt, tokenizer=tokenizer,
         attached=tuple(d for d in docs if d.group == "attached"),
         retrieved=tuple(d for d in docs if d.group == "retrieved"),
         weights=weights, gap=tokenizer(f" {ELLIPSIS} "), bullet=tokenizer("\n- "),

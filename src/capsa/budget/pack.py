@@ -544,7 +544,8 @@ def _packet(prepared: Prepared, budget: Budget, plan: _Plan) -> Packet:
     return Packet(query=prepared.query, budget=budget, passages=tuple(kept), texts=tuple(texts),
                   receipts=tuple(receipts), used_tokens=prepared.measure(text), rendered=text,
                   compact=prepared.layout.compact and prepared.layout.frames is None,
-                  emptied_by=_emptied_by(receipts) if nothing else None)
+                  emptied_by=_emptied_by(receipts) if nothing else None,
+                  respelt=prepared.respelt)
 
 
 def _emptied_by(receipts: Sequence[Receipt]) -> EmptyReason:

@@ -273,6 +273,11 @@ class Packet(BaseModel):
     """True when the documents are written in the compact form (`Budget.markup`)."""
     emptied_by: EmptyReason | None = None
     """Which rule left the packet empty (see `EmptyReason`); None when anything was kept."""
+    respelt: tuple[tuple[str, str], ...] = ()
+    """Query words no passage holds that were read as a passage's word one edit away,
+    as ``(typed, read as)`` pairs: ``(("recieve", "receive"),)``. Relevance was
+    judged with the respelt query; `query` stays as the caller wrote it
+    (`capsa.budget.relevance.respell`)."""
 
     @property
     def dropped(self) -> tuple[Receipt, ...]:

@@ -20,9 +20,11 @@ import re
 import threading
 import unicodedata
 import urllib.parse
-from collections import OrderedDict
+import zipfile
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
@@ -31,7 +33,7 @@ from capsa.budget.tokens import as_tokenizer, estimate_tokens
 from capsa.errors import ScorerError
 
 __all__ = ["EmbeddingScorer", "LexicalScorer", "Scorer", "analyze_query", "batches", "fold",
-           "mend", "passage_scores_of", "scores_of"]
+           "known_words", "mend", "passage_scores_of", "respell", "scores_of"]
 
 _WORD = re.compile(r"\d+(?:\.\d+)+|\w+")
 """A word: a dotted number whole (``3.0``, ``2.6.1``: "0.3" is not "3.0"), else a ``\\w+`` run."""
@@ -600,6 +602,124 @@ def fold(word: str) -> str:
 _LATIN_LETTERS = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d",
                                 "ð": "d", "þ": "th", "ı": "i"})
 """Latin letters that Unicode does not decompose into a base letter and a mark."""
+
+
+def respell(query: str, words: Sequence[Sequence[str]],
+            terms: Sequence[Sequence[str]] | None = None,
+            ) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The query with each misspelt word read as the passages' word one edit away.
+
+    People mistype ("recieve", "Eurpean", "snowbaorder"), and a misspelt word
+    matches no term, so the sentence that answers loses the question's
+    rarest word, often the only one it shared with it. This is search
+    engines' fuzzy matching (Lucene's, at one edit), held to words that are
+    plainly typos. A query word is respelt only when
+
+    - it has `_RESPELL_LETTERS` letters or more, all Latin (no number: 1979
+      is not a typo of 1978);
+    - it is not a word of English (`known_words`): "country" is asked about,
+      not mistyped for "county", even where only "county" is written;
+    - no passage holds any of its terms;
+    - a passage word is one edit from it (a letter dropped, added or
+      changed, or two neighbours swapped, as Damerau counts them) and starts
+      with the same letter, where people seldom slip.
+
+    It is read as that word; as the commonest of them when several are. A
+    query the passages match already is returned as it is.
+
+    Args:
+        query: the question, as the caller wrote it.
+        words: every sentence's lower-cased words (``\\w+`` runs).
+        terms: every sentence's terms (`terms_of` its words), when already at hand.
+
+    Returns:
+        The query, respelt, and each ``(typed, read as)`` pair, in query order.
+
+    Examples:
+        >>> respell("Who did she recieve it from?", [["she", "did", "receive", "it"]])
+        ('Who did she receive it from?', (('recieve', 'receive'),))
+        >>> respell("Which codec does it encode?", [["decode", "codec"]])[1]
+        ()
+    """
+    asked = [m for m in _QUERY_WORD.finditer(query) if len(m.group()) >= _RESPELL_LETTERS]
+    known = known_words() if asked else frozenset()
+    unknown = [m for m in asked if m.group().lower() not in known]
+    if not known or not unknown:
+        return query, ()
+    present = set(itertools.chain.from_iterable(map(terms_of, words) if terms is None else terms))
+    vocabulary: set[str] | None = None
+    pairs: list[tuple[str, str]] = []
+    pieces: list[str] = []
+    last = 0
+    for match in unknown:
+        typed = match.group()
+        lowered = typed.lower()
+        terms = terms_of([lowered])
+        if not terms or not present.isdisjoint(terms) or not fold(lowered).isascii():
+            continue
+        if vocabulary is None:
+            vocabulary = {w for sentence in words for w in sentence
+                          if len(w) >= _RESPELL_LETTERS - 1 and w.isalpha()}
+        near = [w for w in vocabulary if w[0] == lowered[0] and _one_edit(lowered, w)]
+        if not near:
+            continue
+        if len(near) > 1:
+            frequency = Counter(w for sentence in words for w in sentence if w in near)
+            near.sort(key=lambda w: (-frequency[w], w))
+        read = near[0]
+        if typed[:1].isupper():
+            read = typed[0] + read[1:]
+        pairs.append((typed, read))
+        pieces += [query[last:match.start()], read]
+        last = match.end()
+    if not pairs:
+        return query, ()
+    return "".join([*pieces, query[last:]]), tuple(pairs)
+
+
+_RESPELL_LETTERS = 5
+"""Fewest letters of a query word worth respelling: shorter words are one edit from many."""
+_QUERY_WORD = re.compile(r"\b[^\W\d_]+\b")
+
+
+@lru_cache(maxsize=1)
+def known_words() -> frozenset[str]:
+    """Words of English as people spell them: the whole words of BERT's vocabulary.
+
+    The vocabulary that `capsa.budget.StaticScorer`'s vectors ship with
+    (``data/static-minilm-128.npz``) holds some twenty thousand common words
+    whole (a rare or misspelt word it holds only in pieces), which is the
+    line `respell` needs. Read here without numpy, from the archive's raw
+    bytes; empty if the file cannot be read, so nothing is respelt then.
+    """
+    try:
+        with zipfile.ZipFile(_VOCABULARY) as archive:
+            raw = archive.read("vocab.npy")
+        wide = raw[6] > 1  # .npy: magic, version, the header's size in 2 bytes (4 from 2.0)
+        header = (12 + int.from_bytes(raw[8:12], "little") if wide
+                  else 10 + int.from_bytes(raw[8:10], "little"))
+        pieces = raw[header:].decode("utf-8").split("\n")
+    except (OSError, KeyError, IndexError, UnicodeDecodeError, zipfile.BadZipFile):
+        return frozenset()
+    return frozenset(p for p in pieces if p.isalpha() and p.islower())
+
+
+_VOCABULARY = Path(__file__).resolve().parent / "data" / "static-minilm-128.npz"
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether `b` is `a` with one letter dropped, added or changed, or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diffs = [k for k in range(len(a)) if a[k] != b[k]]
+        return len(diffs) == 1 or (len(diffs) == 2 and diffs[1] == diffs[0] + 1
+                                   and a[diffs[0]] == b[diffs[1]] and a[diffs[1]] == b[diffs[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    k = 0
+    while k < len(short) and short[k] == long[k]:
+        k += 1
+    return short[k:] == long[k + 1:]
 
 
 def idf(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, float]:

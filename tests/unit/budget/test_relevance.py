@@ -18,7 +18,7 @@ from capsa.budget import (
     compress_text,
     pack,
 )
-from capsa.budget.relevance import analyze, batches, fold, scores_of
+from capsa.budget.relevance import analyze, batches, fold, known_words, respell, scores_of
 from capsa.errors import CapsaError, ScorerError
 
 
@@ -67,6 +67,72 @@ def test_folding_keeps_other_scripts_letters_apart() -> None:
     # In Cyrillic "й" is its own letter, not an accented "и"; kana keep their voicing marks.
     assert analyze("йод") != analyze("иод")
     assert analyze("が") != analyze("か")
+
+
+def _words(*texts: str) -> list[list[str]]:
+    return [re.findall(r"\w+", text.lower()) for text in texts]
+
+
+@pytest.mark.parametrize(("mistyped", "meant"), [
+    ("recieve", "receive"),  # two neighbours swapped
+    ("Eurpean", "European"),  # a letter dropped; the capital kept
+    ("snowbaorder", "snowboarder"),
+    ("depedent", "dependent"),
+    ("sountrack", "soundtrack"),
+    ("similiar", "similar"),  # a letter added
+    ("refnud", "refund"),
+])
+def test_a_mistyped_query_word_is_read_as_the_passage_word_it_misses(
+        mistyped: str, meant: str) -> None:
+    text = f"The {meant.lower()} is in section four of the policy."
+    query, respelt = respell(f"Where is the {mistyped}?", _words(text))
+    assert respelt == ((mistyped, meant),)
+    assert query == f"Where is the {meant}?"
+    # and a packet then ranks that passage first, where it ranked on nothing before
+    passages = [Passage(id="a", text="Trains are booked in standard class."),
+                Passage(id="b", text=text)]
+    packet = pack(f"Where is the {mistyped}?", passages, Budget(max_tokens=200))
+    assert [p.id for p in packet.passages] == ["b", "a"]
+    assert packet.respelt == ((mistyped, meant),)
+    assert packet.query == f"Where is the {mistyped}?"  # the caller's, unchanged
+
+
+@pytest.mark.parametrize(("query", "text", "why"), [
+    ("Which country is it in?", "The county of Kent.", "a word of English"),
+    ("When was it founded in 1978?", "It was founded in 1979.", "a number"),
+    ("What does encodr do?", "The decoder reads it.", "another first letter"),
+    ("Who is Rolo?", "Rola and Rolf are towns.", "too short to tell"),
+    ("Where is Gasherbrum?", "Gasherbrum II is in Pakistan.", "the passage holds it"),
+    ("Where is Qwzxvbn?", "Nothing close is written here.", "no word one edit away"),
+    ("Is recieve right?", "", "no passage text at all"),
+])
+def test_a_word_is_left_as_typed_unless_it_is_plainly_a_typo(
+        query: str, text: str, why: str) -> None:
+    assert respell(query, _words(text)) == (query, ()), why
+
+
+def test_of_several_words_one_edit_away_the_commonest_is_read() -> None:
+    words = _words("The influenza season.", "Influenza cases rose.", "Its influence waned.")
+    assert respell("Which influenze strain?", words)[1] == (("influenze", "influenza"),)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["hotel", "cap", "London", "EUR", "230", "receipt", "meals",
+                                 "refund", "travel", "standard", "class", "booked"]),
+                min_size=1, max_size=8))
+def test_a_query_the_passages_match_is_never_respelt(asked: list[str]) -> None:
+    text = "The hotel cap in London is EUR 230; meals, refund and travel receipt: " \
+           "standard class booked."
+    query = " ".join(asked)
+    assert respell(query, _words(text)) == (query, ())
+
+
+def test_every_known_word_is_lower_case_letters_and_common_words_are_known() -> None:
+    known = known_words()
+    assert len(known) > 15_000
+    assert all(word.isalpha() and word.islower() for word in known)
+    assert {"country", "receive", "european", "influence"} <= known
+    assert not {"recieve", "eurpean"} & known
 
 
 def test_lexical_scorer_ranks_the_text_with_the_query_terms_first() -> None:
