@@ -47,10 +47,11 @@ RULES: tuple[str, ...] = (
     "capsa.budget.compress._COVERAGE_DECAY=1",
     "capsa.budget.compress._DENSE_BONUS=0",
     "capsa.budget.evidence._CUE_WEIGHT=0",
+    "capsa.budget.compress._RESPELL=0",
 )
 """Each rule off: the passage's own relevance, the first sentence's bonus, the second
 hop's link, novelty (a covered term counting nothing more, 0, or as much again, 1),
-the tight-budget rule, the answer-type cue."""
+the tight-budget rule, the answer-type cue, typos respelt."""
 PARTS = ("dev", "dev-a", "dev-b", "aside")
 
 

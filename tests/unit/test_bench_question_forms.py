@@ -63,7 +63,7 @@ def test_a_quick_run_adds_up_and_leaves_respelling_on(bench_scripts: Any) -> Non
     assert set(result["forms"]) == {"written", "typed", "typo"}
     for form, methods in result["forms"].items():
         assert {"capsa", "capsa-exact", "bm25-passages"} <= set(methods)
-        for name, found in methods.items():
+        for found in methods.values():
             for part in ("dev", "aside"):
                 assert found["all"][part] == [
                     sum(found["sets"][key][part][n] for key in result["sets"]) for n in range(3)]
