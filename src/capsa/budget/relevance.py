@@ -566,7 +566,9 @@ def _term(word: str) -> str:
     if not word.isascii():
         if _CJK.search(word):
             return " ".join(ch for ch in word if ch != "_")
-        word = fold(word)
+        folded = fold(word)
+        if _WORD.fullmatch(folded):  # not a spacing mark's form ("ﹰ" folds to a space)
+            word = folded
     word = word.strip("_")
     if not word or word in _STOPWORDS:
         return ""
@@ -617,12 +619,16 @@ def respell(query: str, words: Sequence[Sequence[str]],
 
     - it has `_RESPELL_LETTERS` letters or more, all Latin (no number: 1979
       is not a typo of 1978);
-    - it is not a word of English (`known_words`): "country" is asked about,
-      not mistyped for "county", even where only "county" is written;
     - no passage holds any of its terms;
     - a passage word is one edit from it (a letter dropped, added or
       changed, or two neighbours swapped, as Damerau counts them) and starts
-      with the same letter, where people seldom slip.
+      with the same letter, where people seldom slip;
+    - it is not a word of English (`known_words`): "country" is asked about,
+      not mistyped for "county", even where only "county" is written. A word
+      of English is read only as its other spelling, British for American or
+      the other way round ("colour" as "color", "organise" as "organize",
+      "centre" as "center": `_variant`), so a question typed in London finds
+      a manual written in Boston.
 
     It is read as that word; as the commonest of them when several are. A
     query the passages match already is returned as it is.
@@ -643,24 +649,30 @@ def respell(query: str, words: Sequence[Sequence[str]],
     """
     asked = [m for m in _QUERY_WORD.finditer(query) if len(m.group()) >= _RESPELL_LETTERS]
     known = known_words() if asked else frozenset()
-    unknown = [m for m in asked if m.group().lower() not in known]
-    if not known or not unknown:
+    if not known or not asked:
         return query, ()
-    present = set(itertools.chain.from_iterable(map(terms_of, words) if terms is None else terms))
+    present: set[str] | None = None
     vocabulary: set[str] | None = None
     pairs: list[tuple[str, str]] = []
     pieces: list[str] = []
     last = 0
-    for match in unknown:
+    for match in asked:
         typed = match.group()
         lowered = typed.lower()
+        english = lowered in known
+        if english and not _VARIANT_LETTERS.search(lowered):
+            continue  # a word of English with no spelling variant: asked about, not mistyped
+        if present is None:
+            present = set(itertools.chain.from_iterable(
+                map(terms_of, words) if terms is None else terms))
         terms = terms_of([lowered])
         if not terms or not present.isdisjoint(terms) or not fold(lowered).isascii():
             continue
         if vocabulary is None:
             vocabulary = {w for sentence in words for w in sentence
                           if len(w) >= _RESPELL_LETTERS - 1 and w.isalpha()}
-        near = [w for w in vocabulary if w[0] == lowered[0] and _one_edit(lowered, w)]
+        near = [w for w in vocabulary if w[0] == lowered[0] and (
+            _variant(lowered, w) if english else _one_edit(lowered, w))]
         if not near:
             continue
         if len(near) > 1:
@@ -705,6 +717,49 @@ def known_words() -> frozenset[str]:
 
 
 _VOCABULARY = Path(__file__).resolve().parent / "data" / "static-minilm-128.npz"
+
+
+def _variant(a: str, b: str) -> bool:
+    """Whether `a` and `b` are one word's British and American spellings, either way round.
+
+    Each is one edit of a known kind: colour and color, organise and organize
+    (analyse, analyze), centre and center (kilometres, kilometers), defence
+    and defense, travelled and traveled. A word of English is respelt only so.
+
+    Examples:
+        >>> _variant("colours", "colors"), _variant("kilometres", "kilometers")
+        (True, True)
+        >>> _variant("filling", "filing"), _variant("hours", "hors"), _variant("acres", "acers")
+        (False, False, False)
+    """
+    if len(a) == len(b):
+        diffs = [k for k in range(len(a)) if a[k] != b[k]]
+        if len(diffs) == 1:  # organise/organize, analyse/analyze; defence/defense
+            k = diffs[0]
+            pair = {a[k], b[k]}
+            return ((pair == {"s", "z"} and a[k - 1] in "iy" and a[k + 1:k + 2] in ("e", "a", "i"))
+                    or (pair == {"c", "s"} and a[k - 2:k] == "en" and a[k + 1:k + 2] == "e"))
+        if len(diffs) == 2 and diffs[1] == diffs[0] + 1:  # centre/center, metres/meters
+            k = diffs[0]
+            return ({a[k:k + 2], b[k:k + 2]} == {"re", "er"} and k >= 3
+                    and a[k + 2:] in ("", "s", "d") and a[k - 1] not in "aeiou")
+        return False
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    if len(long) != len(short) + 1:
+        return False
+    k = 0
+    while k < len(short) and short[k] == long[k]:
+        k += 1
+    if short[k:] != long[k + 1:]:
+        return False
+    # colour/color: the u of -our; travelled/traveled: the second l after an e
+    return ((long[k] == "u" and k >= 3 and long[k - 1] == "o" and long[k + 1:k + 2] == "r")
+            or (long[k] == "l" and long[k - 2:k] == "el" and long[k + 1:k + 2] in ("e", "i")))
+
+
+_VARIANT_LETTERS = re.compile(r"ou?r|[iy][sz][eai]|[^aeiou](?:re|er)[sd]?$|en[cs]e|ell?[ei]")
+"""Where a British and an American spelling part (`_variant`): a word without any of
+these has one spelling, and a word of English without them is never respelt."""
 
 
 def _one_edit(a: str, b: str) -> bool:
