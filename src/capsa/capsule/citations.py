@@ -136,8 +136,10 @@ def cite_ids(raw_ids: Iterable[str], retrieved_ids: Sequence[str]) -> CiteResult
     ignored: list[str] = []
     for raw in raw_ids:
         written = _normalize(raw)
-        if written in known:
-            chunk_id: str | None = written
+        if raw in known:  # an id that itself has outer spaces or brackets, written exactly
+            chunk_id: str | None = raw
+        elif written in known:
+            chunk_id = written
         else:
             chunk_id = _repair(written, retrieved_ids) if written else None
             if chunk_id is not None:
@@ -172,7 +174,7 @@ def parse_citations(answer_text: str, retrieved_ids: Sequence[str]) -> tuple[str
     found: list[str] = []
     for marker in _MARKER.finditer(answer_text):
         for piece in re.split(r"[,;]", marker.group(1)):
-            chunk_id = _normalize(piece)
+            chunk_id = piece if piece in known else _normalize(piece)
             if chunk_id in known and chunk_id not in found:
                 found.append(chunk_id)
     return tuple(found)
@@ -191,7 +193,8 @@ def _names_source(evidence: Evidence, ref: CitationRef) -> bool:
 def _resolve_one(ref: CitationRef, evidence: Sequence[Evidence]) -> str | None:
     if ref.chunk_id is not None:
         written = _normalize(ref.chunk_id)
-        return next((e.chunk_id for e in evidence if e.chunk_id == written), None)
+        return next((e.chunk_id for e in evidence if e.chunk_id == ref.chunk_id), None) or next(
+            (e.chunk_id for e in evidence if e.chunk_id == written), None)
     if ref.cited_text and ref.cited_text.strip():
         quote = _squash(ref.cited_text)
         matches = [e for e in evidence if quote in _squash(e.content)]

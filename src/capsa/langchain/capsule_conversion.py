@@ -123,12 +123,34 @@ def stamp(doc: Document, collection: str | None) -> Document:
     return Document(page_content=doc.page_content, metadata=meta, id=identity)
 
 
+def _document_of(item: Mapping[str, Any]) -> Document | None:
+    """A Document from its dict form, as a checkpointer gives back a tool's artifact.
+
+    LangGraph's serializer restores a `ToolMessage` whose artifact held Documents
+    with each Document as ``{"id", "metadata", "page_content", "type": "Document"}``
+    (``model_dump``, also what `messages_to_dict` writes); LangChain's own
+    serialisation (``dumpd``) nests the same fields under ``kwargs``.
+    """
+    data = item.get("kwargs") if item.get("lc") == 1 else item
+    if not isinstance(data, Mapping) or not isinstance(data.get("page_content"), str):
+        return None
+    metadata = data.get("metadata")
+    identity = data.get("id")
+    return Document(
+        page_content=data["page_content"],
+        metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
+        id=str(identity) if identity is not None else None,
+    )
+
+
 def evidence_of(item: Any) -> Evidence | None:
-    """An `Evidence` from a Document, an Evidence, or its dict form; None otherwise."""
+    """An `Evidence` from a Document, an Evidence, or either's dict form; None otherwise."""
     if isinstance(item, Evidence):
         return item
     if isinstance(item, Mapping) and "chunk_id" in item:
         return Evidence.model_validate(item)
+    if isinstance(item, Mapping):
+        item = _document_of(item)
     if not isinstance(item, Document):
         return None
     meta = item.metadata

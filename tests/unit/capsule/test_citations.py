@@ -26,6 +26,14 @@ def test_cite_ids_strips_brackets_quotes_and_trailing_punctuation():
     )
 
 
+def test_an_id_that_itself_has_outer_spaces_or_brackets_matches_as_written():
+    known = ["  padded  ", "[7]", "c1"]
+    assert cite_ids(["  padded  ", "[7]", "[c1]"], known).accepted == ("  padded  ", "[7]", "c1")
+    assert parse_citations("See [  padded  ] and [c1].", known) == ("  padded  ", "c1")
+    assert resolve_citations([CitationRef(chunk_id="[7]")],
+                             [_evidence("[7]"), _evidence("7")]) == ("[7]",)
+
+
 def test_cite_ids_repairs_a_dropped_character():
     damaged = UUID_A[:10] + UUID_A[11:]
     result = cite_ids([damaged], [UUID_A, UUID_B])
