@@ -281,6 +281,7 @@ def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
         "dropped": [{"id": r.passage_id, "reason": r.dropped, "detail": r.detail}
                     for r in receipts if r.dropped is not None],
         "emptied_by": packet.emptied_by,
+        "respelt": [list(pair) for pair in packet.respelt],
         "receipts": [r.model_dump(mode="json") for r in receipts],
     }
 

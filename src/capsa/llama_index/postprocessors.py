@@ -79,6 +79,9 @@ class CapsaCompressionEvent(BaseEvent):
     """``{"id", "reason", "detail"}`` for every node that kept nothing."""
     emptied_by: str | None = None
     """When no node was kept, the rule that emptied the packet (`capsa.budget.EmptyReason`)."""
+    respelt: list[list[str]] = Field(default_factory=list)
+    """``[typed, read as]`` for each mistyped query word read as a node's word
+    (`capsa.budget.Packet.respelt`)."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -338,4 +341,5 @@ def _event(packet: Packet) -> CapsaCompressionEvent:
         dropped=[{"id": r.passage_id, "reason": r.dropped, "detail": r.detail}
                  for r in packet.dropped],
         emptied_by=packet.emptied_by,
+        respelt=[list(pair) for pair in packet.respelt],
     )

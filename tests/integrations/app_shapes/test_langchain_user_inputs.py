@@ -268,3 +268,15 @@ def test_a_bytes_source_is_shown_by_its_file_name() -> None:
                           metadata={"source": b"/srv/travel.pdf"})]
     kept = CapsaCompressor(budget=Budget(max_tokens=80)).compress_documents(documents, QUESTION)
     assert 'source="travel.pdf"' in format_packet.invoke(kept)
+
+
+def test_a_mistyped_question_is_read_as_the_documents_spell_it_and_the_report_says_so() -> None:
+    retriever = ContextualCompressionRetriever(
+        base_compressor=CapsaCompressor(budget=Budget(max_tokens=40)),
+        base_retriever=RunnableLambda(lambda q: corpus()))
+    recorder = Recorder()
+    rag_chain(retriever).invoke("What is the hotel cap in Londno?",
+                                config={"callbacks": [recorder]})
+    [report] = recorder.reports
+    assert report["respelt"] == [["Londno", "London"]]
+    assert report["kept"][0] == "hotel" and "EUR 230" in recorder.context()

@@ -154,6 +154,15 @@ def test_postprocessor_emits_an_instrumentation_event_with_the_report(events: Ev
                                         "min_relevance 0.0 for the query"}]
 
 
+def test_a_mistyped_query_word_is_read_as_the_nodes_word_and_the_event_says_so(
+        events: Events) -> None:
+    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=25, strict_floor=True)) \
+        .postprocess_nodes(nodes(), query_str="hotell cap in London")
+    assert [n.node.node_id for n in kept] == ["hotel"]
+    [event] = events.seen
+    assert event.respelt == [["hotell", "hotel"]] and event.query == "hotell cap in London"
+
+
 async def test_postprocessor_async_path_matches_the_sync_one(events: Events) -> None:
     post = CapsaNodePostprocessor(budget=Budget(max_tokens=45))
     sync = post.postprocess_nodes(nodes(), query_str="hotel cap")
