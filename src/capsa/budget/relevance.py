@@ -652,7 +652,8 @@ def respell(query: str, words: Sequence[Sequence[str]],
     if not known or not asked:
         return query, ()
     present: set[str] | None = None
-    vocabulary: set[str] | None = None
+    vocabulary: dict[tuple[str, int], list[str]] | None = None
+    looked = 0
     pairs: list[tuple[str, str]] = []
     pieces: list[str] = []
     last = 0
@@ -668,15 +669,23 @@ def respell(query: str, words: Sequence[Sequence[str]],
         terms = terms_of([lowered])
         if not terms or not present.isdisjoint(terms) or not fold(lowered).isascii():
             continue
-        if vocabulary is None:
-            vocabulary = {w for sentence in words for w in sentence
-                          if len(w) >= _RESPELL_LETTERS - 1 and w.isalpha()}
-        near = [w for w in vocabulary if w[0] == lowered[0] and (
-            _variant(lowered, w) if english else _one_edit(lowered, w))]
+        looked += 1
+        if looked > _RESPELL_MOST:
+            break  # a pasted log or listing, not a typed question: its odd words are no typos
+        if vocabulary is None:  # the passages' words by first letter and length
+            vocabulary = {}
+            for w in set(itertools.chain.from_iterable(words)):
+                if len(w) >= _RESPELL_LETTERS - 1 and w.isalpha():
+                    vocabulary.setdefault((w[0], len(w)), []).append(w)
+        first, size = lowered[0], len(lowered)
+        near = [w for length in (size - 1, size, size + 1)
+                for w in vocabulary.get((first, length), ())
+                if (_variant(lowered, w) if english else _one_edit(lowered, w))]
         if not near:
             continue
         if len(near) > 1:
-            frequency = Counter(w for sentence in words for w in sentence if w in near)
+            wanted = set(near)
+            frequency = Counter(w for sentence in words for w in sentence if w in wanted)
             near.sort(key=lambda w: (-frequency[w], w))
         read = near[0]
         if typed[:1].isupper():
@@ -691,6 +700,9 @@ def respell(query: str, words: Sequence[Sequence[str]],
 
 _RESPELL_LETTERS = 5
 """Fewest letters of a query word worth respelling: shorter words are one edit from many."""
+_RESPELL_MOST = 16
+"""Most query words looked up: a question holds a typo or two, and a query with more
+words that no passage holds is pasted text, where the look-ups would only cost time."""
 _QUERY_WORD = re.compile(r"\b[^\W\d_]+\b")
 
 

@@ -135,6 +135,13 @@ def test_a_word_of_english_is_not_read_as_another_word(asked: str, written: str)
     assert respell(query, _words(f"The {written} is in section four.")) == (query, ())
 
 
+def test_a_pasted_text_full_of_odd_words_has_only_its_first_sixteen_looked_up() -> None:
+    meant = [f"zeta{letter}word" for letter in "abcdefghijklmnopqrst"]  # twenty words
+    mistyped = [word.replace("word", "wrod") for word in meant]
+    respelt = respell(" ".join(mistyped), _words(" ".join(meant)))[1]
+    assert respelt == tuple(zip(mistyped, meant, strict=True))[:16]
+
+
 def test_of_several_words_one_edit_away_the_commonest_is_read() -> None:
     words = _words("The influenza season.", "Influenza cases rose.", "Its influence waned.")
     assert respell("Which influenze strain?", words)[1] == (("influenze", "influenza"),)
