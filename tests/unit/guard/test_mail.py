@@ -810,3 +810,67 @@ def test_read_mail_reads_a_hostile_invitation_in_linear_time(ics: bytes) -> None
 
     assert len(found.invitations) + len(found.embedded) == 1  # read, or handed back and said
     assert len(found.invitation_notes) == 1
+
+
+@pytest.mark.parametrize("boundary", ["----=_NextPart_000_0001", "=_a", "x=y=z"])
+def test_an_unquoted_boundary_holding_an_equals_sign_still_divides_the_parts(
+        boundary: str) -> None:
+    # Outlook Express wrote boundary=----=_NextPart_...; Python reads "----" unquoted
+    raw = (f"From: a@example.com\nSubject: Outlook\nMIME-Version: 1.0\n"
+           f"Content-Type: multipart/alternative;\n\tboundary={boundary}\n\n"
+           f"--{boundary}\nContent-Type: text/plain\n\nPlain words here.\n"
+           f"--{boundary}\nContent-Type: text/html\nContent-Transfer-Encoding: "
+           f"quoted-printable\n\n<p class=3D\"x\">Plain words here.</p>\n--{boundary}--\n"
+           ).encode()
+    parts = read_mail(raw)
+    assert parts.unsplit is None and parts.parts == 3
+    assert parts.mended is not None and f'boundary="{boundary}"'.encode() in parts.mended
+
+    parsed = UnstructuredExtractor().extract("eml", None, raw, max_pages=10)
+    assert "Plain words here." in parsed.text and "=3D" not in parsed.text
+    assert parsed.mail is not None and parsed.mail.subject == "Outlook"
+
+
+def test_a_boundary_in_the_body_text_is_left_as_written() -> None:
+    raw = (b"Content-Type: text/plain\n\nPaste: Content-Type: multipart/mixed; "
+           b"boundary=a=b\n")
+    assert read_mail(raw).mended is None  # only a header line is ever mended
+
+
+def test_a_bounce_hands_back_its_delivery_status_as_text() -> None:
+    raw = (b"From: MAILER-DAEMON@example.com\nSubject: Undelivered\nMIME-Version: 1.0\n"
+           b'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\n\n'
+           b"--b\nContent-Type: text/plain\n\nDelivery failed.\n"
+           b"--b\nContent-Type: message/delivery-status\n\n"
+           b"Reporting-MTA: dns; mx.example.com\n\n"
+           b"Final-Recipient: rfc822; gone@example.org\nAction: failed\nStatus: 5.1.1\n"
+           b"--b--\n")
+    (status,) = read_mail(raw).embedded
+    assert status.media_type == "text/plain" and status.name == "delivery-status-1.txt"
+    assert b"Final-Recipient: rfc822; gone@example.org" in status.payload
+    assert b"Status: 5.1.1" in status.payload
+
+
+@pytest.mark.parametrize("declared", ["gb2312", "iso-2022-jp", "koi8-r", "no-such-charset"])
+def test_a_utf8_body_under_another_charset_is_read_as_utf8_with_a_note(declared: str) -> None:
+    body = "Grüße, すみません, 尊敬的管理员".encode()
+    raw = (f"From: a@example.com\nSubject: Hi\nMIME-Version: 1.0\n"
+           f"Content-Type: text/plain; charset={declared}\n"
+           f"Content-Transfer-Encoding: 8bit\n\n").encode() + body + b"\n"
+    parts = read_mail(raw)
+    if declared == "koi8-r":  # every byte is a koi8-r letter: it reads, as it says
+        assert parts.relabelled == () and parts.mended is None
+        return
+    assert parts.relabelled == (("text/plain", declared),)
+
+    parsed = UnstructuredExtractor().extract("eml", None, raw, max_pages=10)
+    assert "すみません" in parsed.text and "\ufffd" not in parsed.text
+    assert any("read as UTF-8" in note and declared in note for note in parsed.notes)
+
+
+def test_a_body_that_reads_in_its_declared_charset_is_left_alone() -> None:
+    raw = (b"From: a@example.com\nSubject: Hi\nMIME-Version: 1.0\n"
+           b"Content-Type: text/plain; charset=iso-8859-1\n"
+           b"Content-Transfer-Encoding: 8bit\n\n") + "Grüße\n".encode("latin-1")
+    parts = read_mail(raw)
+    assert parts.relabelled == () and parts.mended is None

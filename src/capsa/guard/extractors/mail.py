@@ -65,6 +65,7 @@ targets, sources and alternative texts among its words.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage, Message
@@ -81,7 +82,7 @@ from capsa.guard.extractors._repeats import (
 from capsa.guard.port import EmbeddedFile
 
 __all__ = ["MAX_CALENDARS", "MAX_MIME_NESTING", "MAX_MIME_PARTS", "Invitation", "MailParts",
-           "RepeatedPart", "read_mail"]
+           "RepeatedPart", "quote_boundaries", "read_mail"]
 
 MAX_MIME_PARTS = 1000
 """Parts in one message, embedded messages' parts included."""
@@ -98,6 +99,9 @@ _ALTERNATIVE_RENDERINGS = _RENDERINGS | {"text/enriched", "text/richtext", "text
 """Text parts that, in a branch of the body's ``multipart/alternative``, render the body
 again and nothing else: RFC 1896's enriched text, Apple Watch's HTML, Gmail's AMP HTML. Any
 other text there is read or handed back, never skipped."""
+_REPORT_FIELDS = frozenset({"message/delivery-status", "message/global-delivery-status",
+                            "message/disposition-notification"})
+"""Report parts made of header-field blocks: a bounce's status, a read receipt."""
 _CALENDAR = "text/calendar"
 MAX_CALENDARS = 5
 """Invitations in the body's alternative read as text per message; later ones are handed
@@ -126,6 +130,30 @@ class MailParts:
     unread_calendars: tuple[tuple[str, str], ...] = ()
     """``text/calendar`` branches of the body's alternative handed back as files instead of
     read: each file's name and why."""
+    mended: bytes | None = None
+    """The message as the body's parser must read it, when it differs from the bytes
+    given: a boundary quoted (`quote_boundaries`), a mislabelled text part relabelled."""
+    relabelled: tuple[tuple[str, str], ...] = ()
+    """Text parts whose bytes are not in the charset they declare but are UTF-8, read as
+    UTF-8: each part's type and the charset it declared."""
+
+    @property
+    def charset_notes(self) -> tuple[str, ...]:
+        """One note for the parts `relabelled`; empty when there were none.
+
+        Examples:
+            >>> MailParts((), 2, relabelled=(("text/plain", "iso-2022-jp"),)).charset_notes
+            ('1 text part read as UTF-8: its bytes are UTF-8, not the charset it declares \
+(text/plain, declared iso-2022-jp)',)
+        """
+        if not self.relabelled:
+            return ()
+        count = len(self.relabelled)
+        listed = "; ".join(f"{ctype}, declared {charset}" for ctype, charset in self.relabelled)
+        note = (f"{count} text part{'s' if count > 1 else ''} read as UTF-8: "
+                f"{'their' if count > 1 else 'its'} bytes are UTF-8, not the charset "
+                f"{'they declare' if count > 1 else 'it declares'} ({listed})")
+        return (note if len(note) <= _NOTE_CHARS else note[: _NOTE_CHARS - 2] + "\u2026)",)
 
     @property
     def invitation_notes(self) -> tuple[str, ...]:
@@ -222,12 +250,16 @@ def read_mail(payload: bytes, *, max_parts: int = MAX_MIME_PARTS,
         >>> [(f.name, f.payload) for f in read_mail(mail).embedded]
         [('n.txt', b'note')]
     """
+    quoted = quote_boundaries(payload)
     try:
-        message = BytesParser(policy=policy.default).parsebytes(payload)
+        message = BytesParser(policy=policy.default).parsebytes(quoted)
     except RecursionError:
         raise _refuse("nested_too_deep", "the message nests deeper than the e-mail parser "
                                          f"can follow (limit {max_nesting} levels)") from None
     parts = _count(message, max_parts=max_parts, max_nesting=max_nesting)
+    relabelled = _relabel(message)
+    mended = (message.as_bytes(policy=policy.default) if relabelled
+              else quoted if quoted is not payload else None)
     body = message.get_body(_BODY_PREFERENCE) if isinstance(message, EmailMessage) else None
     shown, calendars = _shown_as_body(message, body)
     collected = _Collected()
@@ -236,7 +268,66 @@ def read_mail(payload: bytes, *, max_parts: int = MAX_MIME_PARTS,
     return MailParts(embedded=tuple(collected.embedded), parts=parts,
                      unsplit=_unsplit_body(message), repeated=tuple(collected.repeated),
                      invitations=tuple(collected.invitations),
-                     unread_calendars=tuple(collected.unread_calendars))
+                     unread_calendars=tuple(collected.unread_calendars),
+                     mended=mended, relabelled=relabelled)
+
+
+_UNQUOTED_BOUNDARY = re.compile(rb'(?i)(\bboundary\s*=\s*)([^\s;"]*=[^\s;"]*)')
+"""A boundary parameter written without quotes but holding ``=``, which RFC 2045 says
+must be quoted and Outlook Express never quoted (``boundary=----=_NextPart_000``)."""
+_CONTENT_TYPE_LINE = re.compile(rb"(?im)^content-type:[^\n]*(?:\r?\n[ \t][^\n]*)*")
+
+
+def quote_boundaries(payload: bytes) -> bytes:
+    """`payload` with every unquoted boundary that holds ``=`` quoted, in its header only.
+
+    Python's e-mail parser ends an unquoted parameter at its first ``=``, so
+    Outlook Express's ``boundary=----=_NextPart_000_0001`` reads as ``----``,
+    no part is found, and the whole multipart source, headers, quoted-printable
+    and HTML markup included, would be the body. Only ``Content-Type`` header
+    lines (and their folded continuations) are touched, never body text; a
+    message with no such boundary is returned as the same object.
+
+    Examples:
+        >>> quote_boundaries(b"Content-Type: multipart/alternative; boundary=----=_P_0\\n")
+        b'Content-Type: multipart/alternative; boundary="----=_P_0"\\n'
+        >>> quote_boundaries(b'Content-Type: multipart/mixed; boundary="a=b"\\n')
+        b'Content-Type: multipart/mixed; boundary="a=b"\\n'
+    """
+    if _UNQUOTED_BOUNDARY.search(payload) is None:
+        return payload
+    quoted = _CONTENT_TYPE_LINE.sub(
+        lambda line: _UNQUOTED_BOUNDARY.sub(rb'\1"\2"', line.group()), payload)
+    return payload if quoted == payload else quoted
+
+
+def _relabel(message: Message) -> tuple[tuple[str, str], ...]:
+    """Relabel as UTF-8 each inline text part whose bytes fail its declared charset but
+    are UTF-8 (a mail client's mislabel: UTF-8 sent as gb2312 or iso-2022-jp), so the body
+    reads as written instead of as replacement characters; say which."""
+    relabelled: list[tuple[str, str]] = []
+    for part in message.walk():
+        if (part.get_content_maintype() != "text" or part.is_multipart()
+                or _is_attachment(part)):
+            continue
+        charset = part.get_content_charset()
+        if charset is None or charset in ("utf-8", "us-ascii", "ascii"):
+            continue
+        data = part.get_payload(decode=True)
+        if not isinstance(data, bytes) or data.isascii():
+            continue
+        try:
+            data.decode(charset)
+            continue  # it reads as it says
+        except (LookupError, UnicodeDecodeError):
+            pass
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # neither: left to the declared charset's replacement characters
+        part.set_param("charset", "utf-8")
+        relabelled.append((part.get_content_type(), charset))
+    return tuple(relabelled)
 
 
 def _unsplit_body(message: Message) -> str | None:
@@ -364,6 +455,8 @@ def _collect(message: Message, collected: _Collected, *, shown: set[int], calend
         ctype = part.get_content_type()
         if ctype in _EMBEDDED_MESSAGES:
             found.append(_embedded_message(part, len(found)))
+        elif ctype in _REPORT_FIELDS:
+            found.append(_report_fields(part, ctype, len(found)))
         elif part.is_multipart():
             children = part.get_payload()
             if isinstance(children, list):
@@ -410,6 +503,24 @@ def _file(part: Message, ctype: str, number: int) -> EmbeddedFile:
     data = part.get_payload(decode=True)
     return EmbeddedFile(name=_name(part, number), media_type=ctype,
                         payload=data if isinstance(data, bytes) else b"")
+
+
+def _report_fields(part: Message, ctype: str, number: int) -> EmbeddedFile:
+    """A delivery report's status fields as a text file: what failed, for whom, and why.
+
+    Python parses ``message/delivery-status`` as blocks of header fields with no
+    body (``Final-Recipient``, ``Action``, ``Status: 5.1.1``, ``Diagnostic-Code``);
+    walked as parts they hold nothing, and a bounce would lose what it reports.
+    """
+    blocks = part.get_payload()
+    if isinstance(blocks, list):
+        text = "\n".join(str(block) for block in blocks if isinstance(block, Message))
+        data = text.encode("utf-8", "replace")
+    else:
+        raw = part.get_payload(decode=True)
+        data = raw if isinstance(raw, bytes) else b""
+    name = part.get_filename() or f"{ctype.split('/')[1]}-{number + 1}.txt"
+    return EmbeddedFile(name=str(name), media_type="text/plain", payload=data)
 
 
 def _has_text(part: Message) -> bool:

@@ -132,7 +132,9 @@ class UnstructuredExtractor:
                 parts = read_mail(payload)
                 embedded, unsplit, repeated = parts.embedded, parts.unsplit, parts.repeated_note
                 invitations = tuple(invitation.text for invitation in parts.invitations)
-                mail_notes = parts.invitation_notes
+                mail_notes = (*parts.invitation_notes, *parts.charset_notes)
+                if parts.mended is not None:  # a boundary quoted, a mislabelled part relabelled
+                    payload = parts.mended
             elements = partition(payload)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
