@@ -35,7 +35,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
-from langchain_core.runnables import RunnableConfig, ensure_config, patch_config
+from langchain_core.runnables import RunnableConfig, RunnableLambda, ensure_config, patch_config
 from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr
 
 from capsa.errors import CaptureInvalid
@@ -199,7 +199,7 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
                 slot.cancel()
             raise
         if slot and served_seen:
-            snapshot = list(served)
+            snapshot = _snapshot(served)
             trial_seen = _PackerObserver()
             trial_config = _side_config(config, run_manager.get_child("shadow_candidate"),
                                         trial_seen)
@@ -229,13 +229,19 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
                 slot.cancel()
             raise
         if slot and served_seen:
-            snapshot = list(served)
+            snapshot = _snapshot(served)
             trial_seen = _PackerObserver()
             trial_config = _side_config(config, run_manager.get_child("shadow_candidate"),
                                         trial_seen)
 
             async def trial() -> RouteCapture:
-                documents = await self.candidate.ainvoke(query, trial_config, **kwargs)
+                if _only_blocking(self.candidate):
+                    # LangChain would run it in the loop's default executor, where a
+                    # hanging candidate takes the threads served requests need.
+                    documents = await self._recorder.run_blocking(
+                        lambda: self.candidate.invoke(query, trial_config, **kwargs))
+                else:
+                    documents = await self.candidate.ainvoke(query, trial_config, **kwargs)
                 return self._capture("candidate", query, documents, trial_seen)
 
             slot.astart(lambda: self._capture("baseline", query, snapshot, served_seen), trial,
@@ -360,13 +366,13 @@ class _PackerObserver(BaseCallbackHandler):
     def on_retriever_end(self, documents: Sequence[Document], *, run_id: UUID,
                          parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         with self._lock:
-            self._outputs.append((parent_run_id, list(documents)))
+            self._outputs.append((parent_run_id, _snapshot(documents)))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID,
                      parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         if isinstance(outputs, list) and all(isinstance(d, Document) for d in outputs):
             with self._lock:
-                self._outputs.append((parent_run_id, list(outputs)))
+                self._outputs.append((parent_run_id, _snapshot(outputs)))
 
     def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if name == REPORT_EVENT and isinstance(data, dict):
@@ -384,6 +390,19 @@ class _PackerObserver(BaseCallbackHandler):
             raise CaptureInvalid("a packing report came without the documents it packed",
                                  cause="packing_mismatch")
         return inputs[-1], report
+
+
+def _snapshot(documents: Sequence[Document]) -> list[Document]:
+    """The documents as they are now: the caller may edit the served ones in place
+    (decorate the text, pop a score) before the deferred capture reads them."""
+    return [d.model_copy(update={"metadata": dict(d.metadata)}) for d in documents]
+
+
+def _only_blocking(route: object) -> bool:
+    """A route whose async path LangChain runs in the loop's default executor."""
+    if isinstance(route, BaseRetriever):
+        return type(route)._aget_relevant_documents is BaseRetriever._aget_relevant_documents
+    return isinstance(route, RunnableLambda) and not hasattr(route, "afunc")
 
 
 def _side_config(config: RunnableConfig, child: BaseCallbackManager,

@@ -236,11 +236,12 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
             raise
         finally:
             _OBSERVED.reset(token)
-        query, snapshot = query_bundle.query_str, list(served)
+        query, snapshot = query_bundle.query_str, _snapshot(served)
 
         def trial() -> RouteCapture:
             events: list[BaseEvent] = []
             _OBSERVED.set(events)
+            _WIRE.set(None)  # the candidate's own LLM calls are not the served wire
             nodes = self.candidate.retrieve(query_bundle)
             _OBSERVED.set(None)
             return self._capture("candidate", query, nodes, events)
@@ -255,6 +256,7 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         await _dispatcher.aevent(self._event(slot is not None))
         if slot is None:
             return await self.baseline.aretrieve(query_bundle)
+        events: list[BaseEvent] = []
         seen: list[BaseEvent] = []
         token = _OBSERVED.set(seen)
         try:
@@ -264,12 +266,17 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
             raise
         finally:
             _OBSERVED.reset(token)
-        query, snapshot = query_bundle.query_str, list(served)
+        query, snapshot = query_bundle.query_str, _snapshot(served)
 
         async def trial() -> RouteCapture:
-            events: list[BaseEvent] = []
             _OBSERVED.set(events)
-            nodes = await self.candidate.aretrieve(query_bundle)
+            _WIRE.set(None)  # the candidate's own LLM calls are not the served wire
+            if _blocks_the_loop(self.candidate):
+                # run_blocking copies this context: the events list, no wire.
+                nodes = await self._recorder.run_blocking(
+                    lambda: self.candidate.retrieve(query_bundle))
+            else:
+                nodes = await self.candidate.aretrieve(query_bundle)
             _OBSERVED.set(None)
             return self._capture("candidate", query, nodes, events)
 
@@ -328,6 +335,21 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
             return by_rank
         # A node without a score is ambiguous: NaN makes the capture refuse it.
         return math.nan if item.score is None else float(item.score)
+
+
+def _snapshot(served: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+    """The served nodes as served: later in-place edits (a postprocessor replacing
+    a node's text or rescoring it) must not reach the baseline's deferred capture."""
+    return [NodeWithScore(node=n.node.model_copy(update={"metadata": dict(n.node.metadata)}),
+                          score=n.score) for n in served]
+
+
+def _blocks_the_loop(route: object) -> bool:
+    """A retriever (or a query engine's) whose async path is LlamaIndex's default:
+    it calls the blocking `_retrieve` on the event loop."""
+    retriever = route if isinstance(route, BaseRetriever) else getattr(route, "retriever", None)
+    return (isinstance(retriever, BaseRetriever)
+            and type(retriever)._aretrieve is BaseRetriever._aretrieve)
 
 
 def _text(item: NodeWithScore) -> str:

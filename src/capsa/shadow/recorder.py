@@ -23,13 +23,14 @@ import asyncio
 import contextvars
 import logging
 import math
+import queue
 import random
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
@@ -52,8 +53,9 @@ RowSink = Callable[[tuple[PairedDecision, ...]], object]
 """Where one query's paired rows go: a list's ``extend``, a queue, an analytics client."""
 
 InvalidationCause = Literal["candidate_raised", "candidate_timed_out", "capture_refused"]
-"""Why a query produced no rows: the candidate route raised, ran past its
-timeout, or a capture refused something ambiguous (`CaptureInvalid`)."""
+"""Why a query produced no rows: the candidate route raised (or its task was
+cancelled, as when the caller's event loop closes), ran past its timeout, or a
+capture refused something ambiguous (`CaptureInvalid`)."""
 
 ShadowOutcome = Literal[
     "paired", "sink_failed", "candidate_raised", "candidate_timed_out", "capture_refused"
@@ -62,6 +64,7 @@ ShadowOutcome = Literal[
 
 _log = logging.getLogger("capsa.shadow")
 _FLUSH_POLL_S = 0.05
+_T = TypeVar("_T")
 
 
 class ShadowCounts(BaseModel):
@@ -78,7 +81,7 @@ class ShadowCounts(BaseModel):
     dropped_busy: NonNegativeInt = 0
     """Queries served without a comparison because `max_in_flight` comparisons were running."""
     candidate_raised: NonNegativeInt = 0
-    """Queries lost because the candidate route raised."""
+    """Queries lost because the candidate route raised, or its task was cancelled."""
     candidate_timed_out: NonNegativeInt = 0
     """Queries lost because the candidate route ran past its timeout."""
     capture_refused: NonNegativeInt = 0
@@ -142,7 +145,11 @@ class Slot:
         """Async `start`: the candidate runs as a task on the running loop."""
         self._begin(wire_key)
         self._task_running = True
-        self._recorder._spawn(self._arun(baseline, candidate))
+        task = self._recorder._spawn(self._arun(baseline, candidate))
+        # A task cancelled before or while it runs (the caller's loop closing,
+        # as `asyncio.run` does when the request returns) must still give its
+        # place back, or the recorder fills up and `flush` never returns.
+        task.add_done_callback(lambda _: self._abandoned())
 
     def cancel(self) -> None:
         """Give the slot back without a comparison (the baseline itself raised)."""
@@ -270,6 +277,15 @@ class Slot:
         self._recorder._lose(cause)
         self._recorder._finished(self)
 
+    def _abandoned(self) -> None:
+        """The async task ended; without a capture it was cancelled: count it, free the place."""
+        self._task_running = False
+        with self._lock:
+            if self._done or self._captures is not None:
+                return
+        _log.info("shadow candidate task cancelled; comparison discarded")
+        self._lose("candidate_raised")
+
     def _expire(self) -> None:
         """Stop waiting for the wire: pair with visibility unknown."""
         self._observe(None, inline=True)
@@ -364,7 +380,7 @@ class ShadowRecorder:
         self._slots: set[Slot] = set()
         self._waiting: dict[Hashable, list[Slot]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _DaemonPool | None = None
         self._closed = False
 
     @property
@@ -482,24 +498,34 @@ class ShadowRecorder:
         if pool is not None:
             pool.shutdown(wait=True)
 
-    def _submit(self, work: Callable[[], None]) -> None:
+    def _pool_of_workers(self) -> _DaemonPool:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=self.max_workers, thread_name_prefix="capsa-shadow"
-                )
-            pool = self._pool
-        future: Future[None] = pool.submit(work)
+                self._pool = _DaemonPool(self.max_workers, "capsa-shadow")
+            return self._pool
+
+    def _submit(self, work: Callable[[], None]) -> None:
+        future: Future[None] = self._pool_of_workers().submit(work)
         future.add_done_callback(_log_crash)
 
-    def _spawn(self, work: Awaitable[None]) -> None:
-        async def run() -> None:
-            await work
+    async def run_blocking(self, work: Callable[[], _T]) -> _T:
+        """Await `work` run in the recorder's own pool, off the caller's event loop.
 
-        task = asyncio.get_running_loop().create_task(run())
+        For an async comparison whose candidate only has a blocking
+        implementation: on the loop it would stall every request served
+        there, and in the loop's default executor a hanging one would take
+        the threads served requests need. Here it can only cost the pool.
+        """
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool_of_workers(), context.run, work)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work)
         with self._lock:
             self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _await_wire(self, wire_key: Hashable, slot: Slot) -> None:
         with self._lock:
@@ -554,6 +580,63 @@ class ShadowRecorder:
 def _plus(counts: ShadowCounts, **deltas: int) -> ShadowCounts:
     current = counts.model_dump()
     return ShadowCounts(**{k: v + deltas.get(k, 0) for k, v in current.items()})
+
+
+class _DaemonPool(Executor):
+    """A fixed pool of daemon threads: a hanging candidate never holds up the process's exit.
+
+    `ThreadPoolExecutor` joins its workers when the interpreter exits, so one
+    candidate that never returns would keep a served process from stopping.
+    """
+
+    def __init__(self, max_workers: int, name: str) -> None:
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue())
+        self._threads = [threading.Thread(target=self._serve, name=f"{name}_{n}", daemon=True)
+                         for n in range(max_workers)]
+        self._lock = threading.Lock()
+        self._started = False
+        self._shut = False
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
+        """Queue `fn(*args, **kwargs)` for the next free worker."""
+        future: Future[_T] = Future()
+        with self._lock:
+            if self._shut:
+                raise RuntimeError("the shadow pool is shut down")
+            if not self._started:
+                self._started = True
+                for thread in self._threads:
+                    thread.start()
+            self._work.put((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Let each worker finish what it holds, then stop; `wait` joins them."""
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
+            started = self._started
+        if not started:
+            return
+        for _ in self._threads:
+            self._work.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, work = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = work()
+            except BaseException as error:  # noqa: BLE001 - handed to the future's owner
+                future.set_exception(error)
+            else:
+                future.set_result(result)
 
 
 def _log_crash(future: Future[None]) -> None:
