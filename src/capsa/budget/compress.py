@@ -58,6 +58,7 @@ from capsa.budget.relevance import (
     Scorer,
     analyze,
     analyze_query,
+    document_frequency,
     heading_words,
     idf,
     mend,
@@ -316,13 +317,17 @@ def prepare(
     analysed = [terms_of(unit_words) for unit_words in words]  # analyze(text), from its words
     headings = [heading_words(p.source, p.title) for _, p in inputs]
     asked = query
+    respelt: tuple[tuple[str, str], ...] = ()
+    query_terms = set(analyze_query(query))
+    frequency = document_frequency(query_terms, analysed)
     if _RESPELL:  # a query word no passage holds, read as the passage word it mistypes
         named = [tuple(_WORD.findall(heading.lower())) for heading in headings if heading]
-        query, respelt = respell(query, [*words, *named], [*analysed, *map(terms_of, named)])
-    else:
-        respelt = ()
-    query_terms = set(analyze_query(query))
-    weights = idf(query_terms, analysed) if texts else {}
+        held = {t for t, n in frequency.items() if n}.union(*map(terms_of, named))
+        query, respelt = respell(query, [*words, *named], held)
+        if respelt:
+            query_terms = set(analyze_query(query))
+            frequency = document_frequency(query_terms, analysed)
+    weights = idf(query_terms, analysed, frequency) if texts else {}
     separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
                                                                           strict=True)]
     # each passage's sentences, as positions in `texts`

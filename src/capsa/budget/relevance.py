@@ -22,7 +22,7 @@ import unicodedata
 import urllib.parse
 import zipfile
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -607,7 +607,7 @@ _LATIN_LETTERS = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "
 
 
 def respell(query: str, words: Sequence[Sequence[str]],
-            terms: Sequence[Sequence[str]] | None = None,
+            present: Collection[str] | None = None,
             ) -> tuple[str, tuple[tuple[str, str], ...]]:
     """The query with each misspelt word read as the passages' word one edit away.
 
@@ -636,7 +636,8 @@ def respell(query: str, words: Sequence[Sequence[str]],
     Args:
         query: the question, as the caller wrote it.
         words: every sentence's lower-cased words (``\\w+`` runs).
-        terms: every sentence's terms (`terms_of` its words), when already at hand.
+        present: the query's terms that some passage holds, when already counted
+            (`document_frequency`); else found from `words`.
 
     Returns:
         The query, respelt, and each ``(typed, read as)`` pair, in query order.
@@ -651,7 +652,7 @@ def respell(query: str, words: Sequence[Sequence[str]],
     known = known_words() if asked else frozenset()
     if not known or not asked:
         return query, ()
-    present: set[str] | None = None
+    held: Collection[str] | None = present
     vocabulary: dict[tuple[str, int], list[str]] | None = None
     looked = 0
     pairs: list[tuple[str, str]] = []
@@ -663,11 +664,10 @@ def respell(query: str, words: Sequence[Sequence[str]],
         english = lowered in known
         if english and not _VARIANT_LETTERS.search(lowered):
             continue  # a word of English with no spelling variant: asked about, not mistyped
-        if present is None:
-            present = set(itertools.chain.from_iterable(
-                map(terms_of, words) if terms is None else terms))
+        if held is None:
+            held = set(itertools.chain.from_iterable(map(terms_of, words)))
         terms = terms_of([lowered])
-        if not terms or not present.isdisjoint(terms) or not fold(lowered).isascii():
+        if not terms or any(t in held for t in terms) or not fold(lowered).isascii():
             continue
         looked += 1
         if looked > _RESPELL_MOST:
@@ -789,17 +789,28 @@ def _one_edit(a: str, b: str) -> bool:
     return short[k:] == long[k + 1:]
 
 
-def idf(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Return the BM25 inverse document frequency of each query term over `docs`."""
+def idf(query_terms: set[str], docs: Sequence[Sequence[str]],
+        frequency: dict[str, int] | None = None) -> dict[str, float]:
+    """Return the BM25 inverse document frequency of each query term over `docs`.
+
+    `frequency`, when given, is `document_frequency(query_terms, docs)`, already counted.
+    """
     total = len(docs)
-    frequency = dict.fromkeys(query_terms, 0)
-    for doc in docs:
-        for term in query_terms.intersection(doc):
-            frequency[term] += 1
+    if frequency is None:
+        frequency = document_frequency(query_terms, docs)
     return {
         term: math.log(1.0 + (total - frequency[term] + 0.5) / (frequency[term] + 0.5))
         for term in sorted(query_terms)
     }
+
+
+def document_frequency(query_terms: set[str], docs: Sequence[Sequence[str]]) -> dict[str, int]:
+    """How many of `docs` hold each query term."""
+    frequency = dict.fromkeys(query_terms, 0)
+    for doc in docs:
+        for term in query_terms.intersection(doc):
+            frequency[term] += 1
+    return frequency
 
 
 def _stem(word: str) -> str:
