@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import tempfile
@@ -14,7 +15,7 @@ from typing import Any, Literal
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.readers.base import BasePydanticReader
 from llama_index.core.readers.file.base import default_file_metadata_func
-from llama_index.core.schema import Document
+from llama_index.core.schema import Document, MetadataMode
 from llama_index_instrumentation import get_dispatcher
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -379,8 +380,11 @@ class CapsaDirectoryReader(BasePydanticReader):
     `SimpleDirectoryReader` writes them, beside capsa's provenance keys;
     ``shape="page"`` or ``"element"`` sets the inner reader's `shape`. With
     ``defer=True`` nothing is parsed here: each file becomes an empty
-    placeholder (``capsa_pending``) that `CapsaTransform` reads in an
-    `IngestionPipeline`, in parallel (``num_workers``).
+    placeholder (``capsa_pending``), whose id is the file's path, that
+    `CapsaTransform` reads in an `IngestionPipeline`, in parallel
+    (``num_workers``). A document's id is otherwise its content's digest, the
+    same for two copies of one file; ``filename_as_id=True`` names it by its
+    path as `SimpleDirectoryReader` does, for docstore upserts of edited files.
 
     Refusals are in `omitted` (the inner reader's) and fire `CapsaOmissionEvent`.
     Files are parsed `workers` at once, in sorted walk order or, with
@@ -420,6 +424,12 @@ class CapsaDirectoryReader(BasePydanticReader):
     """Files parsed at once; None for the reader's own setting, then the pool's width."""
     ordered: bool | None = None
     """Input (sorted walk) order, or as files finish; None for the reader's own setting."""
+    filename_as_id: bool = False
+    """Name each document by its file, as `SimpleDirectoryReader(filename_as_id=True)` does:
+    the path for a file that gives one document, ``<path>_part_<n>`` for each of several.
+    An edited file then keeps its ids, so `DocstoreStrategy.UPSERTS` replaces it
+    instead of keeping the old version beside the new; by default a document's id is its
+    content's digest (`capsa.guard.document_parts`)."""
     _reader: CapsaReader = PrivateAttr()
 
     def __init__(self, input_dir: str | os.PathLike[str] | None = None, *,
@@ -458,8 +468,17 @@ class CapsaDirectoryReader(BasePydanticReader):
                 else:
                     yield _pending(path, {"file_path": str(path), "file_name": path.name})
             return
-        yield from self._reader._stream(self._jobs(), workers=self.workers,
-                                        ordered=self.ordered)
+        documents = self._reader._stream(self._jobs(), workers=self.workers,
+                                         ordered=self.ordered)
+        if not self.filename_as_id:
+            yield from documents
+            return
+        # each file's documents arrive together, whatever the order of the files
+        for path, group in itertools.groupby(documents, lambda d: d.metadata.get("file_path")):
+            parts = list(group)
+            for number, document in enumerate(parts):
+                document.id_ = str(path) if len(parts) == 1 else f"{path}_part_{number}"
+                yield document
 
     def _walk(self) -> Iterator[tuple[Path, IngestionRejected | None]]:
         pattern = "**/*" if self.recursive else "*"
@@ -489,10 +508,32 @@ def _file_info(path: Path, info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pending(path: Path, info: dict[str, Any]) -> Document:
-    """An unparsed placeholder for `CapsaTransform`; size and date make an edit miss its cache."""
+    """An unparsed placeholder for `CapsaTransform`; size and date make an edit miss its cache.
+
+    Its id is the file's path, so the same folder read twice gives the same ids and a
+    docstore's upserts (`DocstoreStrategy.UPSERTS`) replace an edited file's documents
+    rather than adding every file again; `CapsaTransform` keeps the id.
+    """
     stat = path.stat()
     metadata = {**info, "file_size": stat.st_size, "last_modified_date": int(stat.st_mtime),
                 "capsa_pending": True}
     hidden = list(metadata)
-    return Document(text="", metadata=metadata, excluded_llm_metadata_keys=hidden,
-                    excluded_embed_metadata_keys=hidden)
+    return _Placeholder(text="", id_=str(path), metadata=metadata,
+                    excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=hidden)
+
+
+class _Placeholder(Document):
+    """A `Document` whose full content shows its metadata even with no text.
+
+    `IngestionPipeline`'s cache keys a batch by ``get_content(MetadataMode.ALL)``,
+    which for an empty text leaves the metadata out: every batch of empty
+    placeholders would share one key, and a second run (an edited file, another
+    folder) would be served the first run's extraction. Stored or pickled, it is
+    a plain `Document` (same class name and fields).
+    """
+
+    def get_content(self, metadata_mode: MetadataMode = MetadataMode.NONE) -> str:
+        """The text; with an empty text and ``MetadataMode.ALL``, the metadata instead."""
+        if self.text_resource is not None or metadata_mode != MetadataMode.ALL:
+            return super().get_content(metadata_mode=metadata_mode)
+        return self.get_metadata_str(mode=metadata_mode)
