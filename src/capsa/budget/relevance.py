@@ -650,7 +650,7 @@ def respell(query: str, words: Sequence[Sequence[str]],
     """
     asked = [m for m in _QUERY_WORD.finditer(query) if len(m.group()) >= _RESPELL_LETTERS]
     known = known_words() if asked else frozenset()
-    if not known or not asked:
+    if not known:  # no word long enough, or no vocabulary to tell typos by
         return query, ()
     held: Collection[str] | None = present
     vocabulary: dict[tuple[str, int], list[str]] | None = None
@@ -744,27 +744,18 @@ def _variant(a: str, b: str) -> bool:
         >>> _variant("filling", "filing"), _variant("hours", "hors"), _variant("acres", "acers")
         (False, False, False)
     """
-    if len(a) == len(b):
-        diffs = [k for k in range(len(a)) if a[k] != b[k]]
-        if len(diffs) == 1:  # organise/organize, analyse/analyze; defence/defense
-            k = diffs[0]
-            pair = {a[k], b[k]}
-            return ((pair == {"s", "z"} and a[k - 1] in "iy" and a[k + 1:k + 2] in ("e", "a", "i"))
-                    or (pair == {"c", "s"} and a[k - 2:k] == "en" and a[k + 1:k + 2] == "e"))
-        if len(diffs) == 2 and diffs[1] == diffs[0] + 1:  # centre/center, metres/meters
-            k = diffs[0]
-            return ({a[k:k + 2], b[k:k + 2]} == {"re", "er"} and k >= 3
-                    and a[k + 2:] in ("", "s", "d") and a[k - 1] not in "aeiou")
+    edit = _edit(a, b)
+    if edit is None:
         return False
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    if len(long) != len(short) + 1:
-        return False
-    k = 0
-    while k < len(short) and short[k] == long[k]:
-        k += 1
-    if short[k:] != long[k + 1:]:
-        return False
-    # colour/color: the u of -our; travelled/traveled: the second l after an e
+    kind, k = edit
+    if kind == "changed":  # organise/organize, analyse/analyze; defence/defense
+        pair = {a[k], b[k]}
+        return ((pair == {"s", "z"} and a[k - 1] in "iy" and a[k + 1:k + 2] in ("e", "a", "i"))
+                or (pair == {"c", "s"} and a[k - 2:k] == "en" and a[k + 1:k + 2] == "e"))
+    if kind == "swapped":  # centre/center, metres/meters
+        return ({a[k:k + 2], b[k:k + 2]} == {"re", "er"} and k >= 3
+                and a[k + 2:] in ("", "s", "d") and a[k - 1] not in "aeiou")
+    long = a if len(a) > len(b) else b  # colour/color: the u of -our; travelled: an e's 2nd l
     return ((long[k] == "u" and k >= 3 and long[k - 1] == "o" and long[k + 1:k + 2] == "r")
             or (long[k] == "l" and long[k - 2:k] == "el" and long[k + 1:k + 2] in ("e", "i")))
 
@@ -776,17 +767,30 @@ these has one spelling, and a word of English without them is never respelt."""
 
 def _one_edit(a: str, b: str) -> bool:
     """Whether `b` is `a` with one letter dropped, added or changed, or two neighbours swapped."""
+    return _edit(a, b) is not None
+
+
+def _edit(a: str, b: str) -> tuple[str, int] | None:
+    """The one edit between `a` and `b`, as Damerau counts it, and where; None for none or more.
+
+    ``("changed", k)``: the letter at `k` differs; ``("swapped", k)``: the letters at `k`
+    and `k + 1` trade places; ``("added", k)``: the longer word has one more letter, at `k`.
+    """
     if a == b or abs(len(a) - len(b)) > 1:
-        return False
+        return None
     if len(a) == len(b):
         diffs = [k for k in range(len(a)) if a[k] != b[k]]
-        return len(diffs) == 1 or (len(diffs) == 2 and diffs[1] == diffs[0] + 1
-                                   and a[diffs[0]] == b[diffs[1]] and a[diffs[1]] == b[diffs[0]])
+        if len(diffs) == 1:
+            return "changed", diffs[0]
+        k = diffs[0]
+        if diffs == [k, k + 1] and a[k] == b[k + 1] and a[k + 1] == b[k]:
+            return "swapped", k
+        return None
     short, long = (a, b) if len(a) < len(b) else (b, a)
     k = 0
     while k < len(short) and short[k] == long[k]:
         k += 1
-    return short[k:] == long[k + 1:]
+    return ("added", k) if short[k:] == long[k + 1:] else None
 
 
 def idf(query_terms: set[str], docs: Sequence[Sequence[str]],

@@ -13,7 +13,6 @@ documents in capsa's provenance-tagged containers for a prompt template.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
@@ -253,13 +252,12 @@ def _passage(document: Document, handle: str) -> Passage:
 def _score(metadata: dict[str, Any]) -> float | None:
     """The retriever's or reranker's score: ``relevance_score`` if set, else ``score``.
 
-    Any finite real number counts, NumPy's among them (FlashRank and FAISS give
-    ``float32``, which is not a `float`); a flag, text, NaN or an infinity
-    (which would make every other score meaningless once scores are compared)
-    is no score.
+    Any real number counts, NumPy's among them (FlashRank and FAISS give
+    ``float32``, which is not a `float`); a flag or text is no score, and
+    `Passage` takes NaN or an infinity for none.
     """
     value = metadata.get("relevance_score", metadata.get("score"))
-    if isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value):
+    if isinstance(value, Real) and not isinstance(value, bool):
         return float(value)
     return None
 

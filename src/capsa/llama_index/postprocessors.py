@@ -17,7 +17,6 @@ capsa's tags are never charged, because LlamaIndex never sends them.
 from __future__ import annotations
 
 import asyncio
-import math
 import pickle
 import re
 from collections.abc import Sequence
@@ -289,7 +288,7 @@ def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
             source=source_label(metadata.get("file_name") or metadata.get("source"),
                                 metadata.get("title") or metadata.get("document_title")),
             title=label_of(metadata.get("title")) or label_of(metadata.get("document_title")),
-            score=item.score if item.score is not None and math.isfinite(item.score) else None,
+            score=item.score,  # NaN or an infinity is no score (`Passage`)
             page=page_of(metadata),
         ))
     return passages
