@@ -46,6 +46,18 @@ _END = re.compile(r"(?<![.!?…])[.!?…]++[\"'’”)\]]*+(?=\s)|[。！？]++[
 whitespace, or a CJK full stop. A match starts only where a run starts, and never gives
 back what it read: tried at every position of a long run (``.!?.!?…``, dot leaders, OCR
 noise), the search cost the square of the run's length, 250,000 stops ten minutes."""
+_INVISIBLE = (
+    r"\x00-\x20\x7f-\xa0\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u1680\u180e"
+    r"\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u3000\ufeff\ufff9-\ufffb\U000110bd"
+    r"\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    r"\U000e0020-\U000e007f"
+)
+"""Whitespace, control and format characters (Unicode 14, Python 3.11's tables; a test
+derives the same ranges from `unicodedata`)."""
+_VISIBLE = re.compile(f"[^{_INVISIBLE}]")
+"""Any character that shows: not whitespace, a control or a format character. A stretch of
+zero-width spaces, joiners, byte-order marks or NULs is no sentence, so a passage of only
+those is empty, like one of only spaces."""
 _NEXT_START = re.compile(r"\s+([\"'“‘(\[]*[A-Z0-9À-ÖØ-Þ\u0370-\u03ff\u0400-\u04ff]|[^\x00-\x7f])")
 _ABBREVIATIONS = frozenset({
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "cf", "al", "fig",
@@ -232,5 +244,5 @@ def _add_capped(
         start = cut
         while start < end and text[start].isspace():
             start += 1
-    if end > start:
+    if end > start and _VISIBLE.search(text, start, end):
         out.append((start, end))

@@ -161,8 +161,16 @@ def test_odd_texts_get_one_receipt_each(text: str, max_tokens: int) -> None:
     packet = _checked("hotel cap", [Passage(id="odd", text=text), Passage(id="ok", text=HOTEL)],
                       Budget(max_tokens=max_tokens))
     odd = next(r for r in packet.receipts if r.passage_id == "odd")
-    if not text.strip():
-        assert odd.dropped == "empty"
+    shows = any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+    assert (odd.dropped == "empty") is not shows
+
+
+@pytest.mark.parametrize("text", ["\u200b" * 40, "\ufeff\u200d\u2060\u00ad", "\x00" * 9,
+                                  "\u200b \n\u200c\t\u202e", "\U000e0041\U000e0042"])
+def test_a_passage_of_only_invisible_characters_is_empty(text: str) -> None:
+    packet = pack("hotel", [Passage(id="odd", text=text)], Budget(max_tokens=50))
+    assert [r.dropped for r in packet.receipts] == ["empty"]
+    assert packet.emptied_by == "empty"
 
 
 @pytest.mark.parametrize("text", ["", " ", "\x00", ".!?" * 100, "hotel\ud800 cap. " * 50])

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import itertools
+import sys
+import unicodedata
 
 import pytest
 
 from capsa.budget import split_sentences
-from capsa.budget.sentences import MAX_UNIT_CHARS
+from capsa.budget.sentences import _VISIBLE, MAX_UNIT_CHARS
 
 
 def sentences(text: str) -> list[str]:
@@ -114,3 +116,19 @@ def test_split_sentences_spans_cover_every_visible_character_in_order() -> None:
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     covered = "".join(text[start:end] for start, end in spans)
     assert "".join(covered.split()) == "".join(text.split())
+
+
+def test_invisible_characters_are_the_unicode_whitespace_control_and_format_ones() -> None:
+    # The splitter's class is written out as ranges; it must name exactly these.
+    invisible = {c for c in map(chr, range(sys.maxunicode + 1))
+                 if c.isspace() or unicodedata.category(c) in ("Cc", "Cf")}
+    hidden = {c for c in map(chr, range(sys.maxunicode + 1)) if not _VISIBLE.match(c)}
+    if unicodedata.unidata_version == "14.0.0":
+        assert hidden == invisible
+    else:
+        assert hidden <= invisible
+
+
+def test_a_stretch_of_invisible_characters_is_no_sentence() -> None:
+    text = "One. \u200b\u200d\ufeff\n\nTwo."
+    assert [text[a:b] for a, b in split_sentences(text)] == ["One.", "Two."]
