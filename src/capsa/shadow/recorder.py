@@ -480,23 +480,57 @@ class ShadowRecorder:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         await asyncio.to_thread(self.flush)
 
-    def close(self) -> None:
-        """Flush, stop the pool, and serve every later query without a comparison."""
-        self._closed = True
-        self.flush()
-        self._stop_pool()
+    def close(self, timeout_s: float | None = None) -> None:
+        """Flush, stop the pool, and serve every later query without a comparison.
 
-    async def aclose(self) -> None:
-        """Async `close`: await the tasks too, then stop the pool."""
+        With `timeout_s`, a shutdown hook never waits longer than that on a
+        candidate that hangs: comparisons still running then are counted as
+        `candidate_timed_out`, whatever they return later is discarded, and
+        the pool's threads (daemons) are left to end with the process.
+        """
         self._closed = True
-        await self.aflush()
-        await asyncio.to_thread(self._stop_pool)
+        try:
+            self.flush(timeout_s)
+        except TimeoutError:
+            self._give_up()
+            self._stop_pool(wait=False)
+        else:
+            self._stop_pool(wait=True)
 
-    def _stop_pool(self) -> None:
+    async def aclose(self, timeout_s: float | None = None) -> None:
+        """Async `close`: await the tasks too, then stop the pool.
+
+        With `timeout_s`, tasks still running then are cancelled and counted,
+        with the pool's comparisons, as `candidate_timed_out`.
+        """
+        self._closed = True
+        if timeout_s is None:
+            await self.aflush()
+            await asyncio.to_thread(self._stop_pool, wait=True)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._tasks and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(list(self._tasks), timeout=left)
+        if self._tasks:
+            self._expire_waiting(everything=True)
+            self._give_up()  # counted before the cancellation could count them as raised
+            for task in list(self._tasks):
+                task.cancel()
+        await asyncio.to_thread(self.close, max(deadline - loop.time(), 0.0))
+
+    def _give_up(self) -> None:
+        """Count every comparison still running as timed out; its later result is dropped."""
+        with self._lock:
+            running = [slot for slot in self._slots if slot._used]
+        for slot in running:
+            slot._lose("candidate_timed_out")
+
+    def _stop_pool(self, *, wait: bool) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=wait)
 
     def _pool_of_workers(self) -> _DaemonPool:
         with self._lock:
@@ -664,10 +698,11 @@ class RecorderLifecycle:
         """Await every comparison started on the async path, then `flush`."""
         await self._recorder.aflush()
 
-    def close(self) -> None:
-        """Flush and stop; later queries are served without a comparison."""
-        self._recorder.close()
+    def close(self, timeout_s: float | None = None) -> None:
+        """Flush and stop, waiting at most `timeout_s`; later queries are served without a
+        comparison (`ShadowRecorder.close`)."""
+        self._recorder.close(timeout_s)
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout_s: float | None = None) -> None:
         """Async `close`: await running comparisons too, then stop."""
-        await self._recorder.aclose()
+        await self._recorder.aclose(timeout_s)

@@ -331,3 +331,54 @@ async def test_aclose_awaits_running_tasks_and_refuses_later_queries(rows) -> No
     recorder.reserve().astart(_captured("baseline", [A]), candidate)
     await recorder.aclose()
     assert recorder.counts.paired == 1 and recorder.reserve() is None
+
+
+# --- closing on a candidate that hangs ---------------------------------------------
+
+
+def _shadow_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("capsa-shadow")]
+
+
+def test_close_with_a_timeout_gives_up_on_a_candidate_that_never_returns(rows, gate) -> None:
+    recorder = ShadowRecorder(rows.extend, timeout_s=60.0)
+    running = threading.Event()
+
+    def hangs() -> RouteCapture:
+        running.set()
+        gate.wait()
+        return capture_retrieved("candidate", QUERY, [A, B])
+
+    recorder.reserve().start(_captured("baseline", [A]), hangs)
+    assert running.wait(5)
+    recorder.close(timeout_s=0.05)
+    assert recorder.counts == ShadowCounts(candidate_timed_out=1)
+    assert recorder.in_flight == 0 and recorder.reserve() is None
+    gate.set()  # the candidate answers after all: what it returns is dropped
+    for thread in _shadow_threads():
+        thread.join(5)
+    assert rows == [] and recorder.counts == ShadowCounts(candidate_timed_out=1)
+
+
+def test_close_with_a_timeout_still_pairs_what_ends_in_time(rows) -> None:
+    recorder = ShadowRecorder(rows.extend)
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A, B]))
+    recorder.close(timeout_s=5)
+    assert recorder.counts == ShadowCounts(paired=1, rows=2)
+
+
+async def test_aclose_with_a_timeout_cancels_a_task_that_never_returns(rows) -> None:
+    recorder = ShadowRecorder(rows.extend, timeout_s=60.0)
+    began = asyncio.Event()
+
+    async def hangs() -> RouteCapture:
+        began.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    recorder.reserve().astart(_captured("baseline", [A]), hangs)
+    await began.wait()
+    await recorder.aclose(timeout_s=0.05)
+    await asyncio.sleep(0)  # the cancelled task's own callbacks run
+    assert recorder.counts == ShadowCounts(candidate_timed_out=1)
+    assert recorder.in_flight == 0 and recorder.reserve() is None and rows == []
