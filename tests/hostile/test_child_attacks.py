@@ -208,7 +208,21 @@ def _prctls(args: dict[str, Any]) -> dict[str, Any]:
             return box._ok(int(libc.prctl(*(ctypes.c_ulong(v) for v in values))))
         return attempt
 
+    def advise(advice: int) -> Callable[[], str]:
+        def attempt() -> str:
+            region = mmap.mmap(-1, 4 * mmap.PAGESIZE)
+            region.write(b"x" * len(region))
+            address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+            ctypes.set_errno(0)
+            result = box._ok(int(libc.madvise(ctypes.c_void_p(address),
+                                              ctypes.c_size_t(len(region)), advice)))
+            return result
+        return attempt
+
     attempts = {
+        "memory_merge": call(67, 1, 0, 0, 0),          # PR_SET_MEMORY_MERGE (KSM)
+        "madvise_mergeable": advise(12),               # MADV_MERGEABLE (KSM)
+        "madvise_dontneed": advise(4),                 # MADV_DONTNEED: allocators need it
         "io_flusher": call(57, 1, 0, 0, 0),            # PR_SET_IO_FLUSHER
         "securebits": call(28, 0x2F, 0, 0, 0),         # PR_SET_SECUREBITS
         "ambient_raise_sys_admin": call(47, 2, 21, 0, 0),
@@ -388,6 +402,17 @@ def test_prctl_gives_no_privilege(prctl_report: dict[str, Any], name: str) -> No
     if name == "keepcaps_then_setuid_0":  # keepcaps alone is harmless; setuid is not
         result = result.split(";setuid ", 1)[1]
     assert refused(result), prctl_report
+
+
+@pytest.mark.parametrize("name", ["memory_merge", "madvise_mergeable"])
+def test_a_child_cannot_opt_into_same_page_merging(prctl_report: dict[str, Any],
+                                                   name: str) -> None:
+    # Merged pages answer a write more slowly: a timing channel between tenants.
+    assert prctl_report[name] == "errno=EPERM", prctl_report
+
+
+def test_other_memory_advice_still_passes(prctl_report: dict[str, Any]) -> None:
+    assert prctl_report["madvise_dontneed"] == "ok", prctl_report
 
 
 # ------------------------------------------------------------ 4. the file's own cgroup

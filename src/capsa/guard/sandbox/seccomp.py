@@ -12,7 +12,8 @@ namespaces, mounts, ``ptrace``, keyrings, ``bpf``, ``io_uring``...). A few
 are allowed only with safe arguments (`_ARGUMENT_RULES`): ``prlimit64``,
 ``setpriority`` and the ``sched_set*`` calls on the caller itself (pid 0),
 ``clone`` without namespace flags, ``ioctl`` without the terminal-injecting
-requests.
+requests. Two allowed calls are refused one option (`_REFUSED_OPTIONS`): the
+opt-in to kernel same-page merging, through ``madvise`` or ``prctl``.
 
 A refused call fails with ``EPERM``; a call on no list fails with
 ``ENOSYS``, which libc and Python treat as "not supported here" and route
@@ -125,6 +126,15 @@ _ARGUMENT_RULES: dict[str, tuple[int, ...]] = {
     "sched_setparam": (0,),
     "sched_setattr": (0,),
 }
+_REFUSED_OPTIONS: dict[str, tuple[int, int]] = {
+    "madvise": (2, 12),  # MADV_MERGEABLE
+    "prctl": (0, 67),    # PR_SET_MEMORY_MERGE
+}
+"""Options refused on calls that are otherwise allowed: name, then which argument and the
+value. Both opt the child's pages into kernel same-page merging (KSM), whose merged,
+copy-on-write pages answer a write more slowly, so a process that marks a guessed page
+mergeable learns whether another process holding mergeable memory has that page: a
+channel between tenants that no parser needs."""
 _AF_UNIX = 1
 UNIX_LISTEN_KINDS: frozenset[str] = frozenset({"doc", "xls", "ppt", "ods", "odp"})
 """The kinds whose child gets the `_LISTEN_ONLY` filter: LibreOffice converts them. The
@@ -206,6 +216,14 @@ def build_filter(*, unix_listen: bool = False) -> bytes:
     ]
     if arch == 0xC000003E:
         program += [_op(_JGE_K, _X32_BIT, 0, 1), _op(_RET_K, _RET_KILL_PROCESS)]
+    for name, (index, value) in sorted(_REFUSED_OPTIONS.items()):
+        program += [  # then the number is loaded again for the checks below
+            _op(_JEQ_K, numbers[name], 0, 4),
+            _op(_LD_W_ABS, arg[index]),
+            _op(_JEQ_K, value, 0, 1),
+            _errno(errno.EPERM),
+            _op(_LD_W_ABS, nr_offset),
+        ]
     names = allowed(unix_listen=unix_listen)
     plain = [name for name in names if name not in _ARGUMENT_RULES
              and name not in ("clone", "ioctl", "socket") and name in numbers]
