@@ -23,7 +23,10 @@ papers) and ``tatqa`` (TAT-QA, annual reports), ten passages a question;
 and ``hotpot-single-windows``, ``squad-open-windows`` and ``covid-windows``
 (``make_windows_qa.py``): three of those sets' paragraphs re-cut into 80-word
 windows that open and close mid-sentence, as DPR's passages and plain token
-splitters do.
+splitters do. One more, ``readmes`` (``make_readmes_qa.py``: developer
+questions over fourteen packages' READMEs, cut by LangChain's recursive
+splitter), is held out (`HELD_OUT`): written after the rules were frozen, it
+runs only when named (``--dataset readmes``), never in ``all``.
 Every set is reported on its development part and its set-aside part
 (`part`: a hash of the question id), and the development part's two halves
 side by side, whose difference is the noise a rule change must beat.
@@ -123,6 +126,7 @@ TATQA = DATA / "tatqa-qa.jsonl"
 HOTPOT_SINGLE_WINDOWS = DATA / "hotpot-single-windows-qa.jsonl"
 SQUAD_OPEN_WINDOWS = DATA / "squad-open-windows-qa.jsonl"
 COVID_WINDOWS = DATA / "covid-windows-qa.jsonl"
+READMES = DATA / "readmes-qa.jsonl"
 SETS: dict[str, tuple[str, Path]] = {
     "hotpotqa": (DATASET, Path(DATASET) / FILE),
     "pydocs": ("pydocs-qa", PYDOCS),
@@ -140,6 +144,10 @@ SETS: dict[str, tuple[str, Path]] = {
     "covid-windows": ("covid-windows-qa", COVID_WINDOWS),
 }
 """Every set the run reports: its name and file (HotpotQA's under ``CAPSA_EVAL_DATA``)."""
+HELD_OUT: dict[str, tuple[str, Path]] = {"readmes": ("readmes-qa", READMES)}
+"""Sets no rule is ever tuned on, written after the rules were frozen: run only when
+named, never in ``all``, and left out of every script that iterates `SETS` or
+`set_paths` (the ablation, the question forms)."""
 ASIDE_SHARE = 86
 """A question is set aside when the first byte of its id's SHA-256 is below this
 (about a third): the part no rule is ever tuned on, reported on its own."""
@@ -755,11 +763,13 @@ def plot(summary: dict[str, Any], path: Path, dataset: str) -> bool:
     return True
 
 
-def set_paths() -> dict[str, tuple[str, Path]]:
-    """Every set's name and file, HotpotQA's under ``CAPSA_EVAL_DATA``."""
+def set_paths(*, held_out: bool = False) -> dict[str, tuple[str, Path]]:
+    """Every set's name and file, HotpotQA's under ``CAPSA_EVAL_DATA``; `HELD_OUT`'s too
+    only with `held_out`."""
     data = Path(os.environ.get("CAPSA_EVAL_DATA", ROOT.parent / "shared" / "eval-data"))
+    sets = {**SETS, **HELD_OUT} if held_out else SETS
     return {key: (name, data / DATASET / FILE if key == "hotpotqa" else path)
-            for key, (name, path) in SETS.items()}
+            for key, (name, path) in sets.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -768,7 +778,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokenizer", choices=("estimate", "cl100k"), default="estimate")
     parser.add_argument("--no-embeddings", action="store_true", help="skip MiniLM methods")
     parser.add_argument("--dataset", default="all",
-                        help=f"all, or comma-separated names of: {', '.join(SETS)}")
+                        help=f"all, or comma-separated names of: {', '.join(SETS)}; "
+                             f"held out, never in all: {', '.join(HELD_OUT)}")
     parser.add_argument("--methods", default="",
                         help="comma-separated method names to run (default: all)")
     parser.add_argument("--embedding-cache", type=Path, default=None,
@@ -781,8 +792,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global TITLES
     TITLES = args.titles
-    paths = set_paths()
-    chosen = list(paths) if args.dataset == "all" else args.dataset.split(",")
+    paths = set_paths(held_out=True)
+    chosen = list(SETS) if args.dataset == "all" else args.dataset.split(",")
     unknown = [key for key in chosen if key not in paths]
     if unknown:
         parser.error(f"unknown dataset {', '.join(unknown)} (known: {', '.join(paths)})")

@@ -10,7 +10,9 @@ own normalisation, so a rebuild against other package versions or a recopied
 extract cannot quietly give a question a second chunk that holds its answer,
 or an answer that a chunk's opening words, or the question itself, already
 give away. The sentence chunker two builders share is checked on generated
-text.
+text. The held-out set (``readmes``, never tuned on) gets the hand-written
+sets' checks, is rebuilt from its copied READMEs, and is checked to run only
+when named.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ BUILT = {"squad-open": ("SQUAD_OPEN", 319, 10, 3, True), "covid": ("COVID", 60, 
 many questions it holds; passages per question; the fewest titles its gold passages
 span; whether an answer may open its gold passage (open-domain paragraphs often start
 with their subject, as ``hotpot-single``'s do)."""
+HELD_OUT = {"readmes": ("READMES", 14, 59)}
+"""Each held-out set, hand-written after the rules were frozen and ten passages a
+question: the benchmark's name for its file; the fewest sources its gold chunks span;
+how many questions it holds."""
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +77,7 @@ def test_a_set_holds_its_questions_of_nine_chunks(name: str) -> None:
     assert all(sum(c["is_supporting"] for c in row["contexts"]) == 1 for row in rows)
 
 
-@pytest.mark.parametrize("name", SETS)
+@pytest.mark.parametrize("name", [*SETS, *HELD_OUT])
 def test_each_answer_is_in_its_gold_chunk_and_in_no_distractor(bench: ModuleType,
                                                                 name: str) -> None:
     for row in _rows(name):
@@ -81,7 +87,7 @@ def test_each_answer_is_in_its_gold_chunk_and_in_no_distractor(bench: ModuleType
         assert holding == [True], row["question_id"]
 
 
-@pytest.mark.parametrize("name", SETS)
+@pytest.mark.parametrize("name", [*SETS, *HELD_OUT])
 def test_no_answer_opens_its_gold_chunk_or_is_in_its_question(bench: ModuleType,
                                                                name: str) -> None:
     for row in _rows(name):
@@ -91,11 +97,11 @@ def test_no_answer_opens_its_gold_chunk_or_is_in_its_question(bench: ModuleType,
         assert answer not in bench.normalise(row["question_text"]), row["question_id"]
 
 
-@pytest.mark.parametrize("name", SETS)
+@pytest.mark.parametrize("name", [*SETS, *HELD_OUT])
 def test_the_questions_span_the_sources(name: str) -> None:
     sources = {next(c["title"] for c in row["contexts"] if c["is_supporting"])
                for row in _rows(name)}
-    assert len(sources) >= SETS[name][1]
+    assert len(sources) >= {**SETS, **HELD_OUT}[name][1]
 
 
 def test_hotpot_single_has_one_passage_holding_each_answer(bench: ModuleType) -> None:
@@ -109,7 +115,7 @@ def test_hotpot_single_has_one_passage_holding_each_answer(bench: ModuleType) ->
         assert holding == [True], row["question_id"]
 
 
-@pytest.mark.parametrize("name", [*SETS, *BUILT, "hotpot-single", "pydocs"])
+@pytest.mark.parametrize("name", [*SETS, *BUILT, *HELD_OUT, "hotpot-single", "pydocs"])
 def test_about_a_third_of_each_set_is_set_aside_and_both_halves_are_filled(
         bench: ModuleType, name: str) -> None:
     parts = [bench.part(row["question_id"]) for row in _rows(name)]
@@ -169,6 +175,38 @@ def test_a_built_sets_gold_passages_span_its_sources(name: str) -> None:
     titles = {next(c["title"] for c in row["contexts"] if c["is_supporting"])
               for row in _rows(name)}
     assert len(titles) >= BUILT[name][3]
+
+
+@pytest.mark.parametrize("name", HELD_OUT)
+def test_the_benchmark_runs_a_held_out_set_only_when_named(bench: ModuleType,
+                                                          name: str) -> None:
+    path = ROOT / "benchmarks" / "data" / f"{name}-qa.jsonl"
+    assert getattr(bench, HELD_OUT[name][0]) == path
+    assert bench.HELD_OUT[name][1] == path
+    assert name not in bench.SETS
+    assert name not in bench.set_paths()
+    assert bench.set_paths(held_out=True)[name][1] == path
+
+
+@pytest.mark.parametrize("name", HELD_OUT)
+def test_a_held_out_set_holds_its_questions_of_ten_titled_passages(name: str) -> None:
+    rows = _rows(name)
+    assert len(rows) == HELD_OUT[name][2]
+    assert len({row["question_id"] for row in rows}) == len(rows)
+    assert all(len(row["contexts"]) == 10 for row in rows)
+    assert all(sum(c["is_supporting"] for c in row["contexts"]) == 1 for row in rows)
+    assert all(c["title"].strip() for row in rows for c in row["contexts"])
+
+
+def test_the_readmes_set_is_what_its_builder_writes_from_the_copied_readmes(
+        bench_scripts: Any) -> None:
+    pytest.importorskip("langchain_text_splitters")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(ROOT / "benchmarks" / "data"))  # it imports qa_sets by name
+        builder = bench_scripts.load("make_readmes",
+                                     ROOT / "benchmarks" / "data" / "make_readmes_qa.py")
+    built, _, _ = builder.rows()
+    assert built == _rows("readmes")
 
 
 def test_a_questions_part_depends_only_on_its_id(bench: ModuleType) -> None:
