@@ -47,13 +47,14 @@ import itertools
 import math
 import re
 import string
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from capsa.budget.evidence import link
 from capsa.budget.packet import Group, Passage, Shape
 from capsa.budget.relevance import (
+    _WORD,
     LexicalScorer,
     Scorer,
     analyze,
@@ -113,8 +114,7 @@ _RESPELL = True
 _COUNTS_KEPT = 4096
 """Most distinct strings one `Prepared` remembers the count of."""
 
-_WORD = re.compile(r"\d+(?:\.\d+)+|\w+")
-_ASCII_WORD = re.compile(r"\d+(?:\.\d+)+|\w+", re.ASCII)
+_ASCII_WORD = re.compile(_WORD.pattern, re.ASCII)
 """`_WORD` for ASCII text, where both find the same words; a quicker scan."""
 _NO_NUMBERS: frozenset[str] = frozenset()
 _DIGIT = re.compile(r"\d")
@@ -133,8 +133,8 @@ class Unit:
     key: str
     words: frozenset[str]
     lexicon: Lexicon = field(repr=False, compare=False)
-    """Where `numbers` and `prefix` come from, worked out only for sentences that
-    selection considers: most of a large input never is."""
+    """Where `numbers` come from, worked out only for sentences that selection
+    considers: most of a large input never is."""
     position: int = field(repr=False, compare=False)
     """This sentence's index in `lexicon`."""
 
@@ -143,25 +143,18 @@ class Unit:
         """The sentence's words holding a digit (near duplicates must share them)."""
         return self.lexicon.numbers(self.position)
 
-    @property
-    def prefix(self) -> tuple[str, ...]:
-        """The sentence's rarest words: any near duplicate shares one of them."""
-        return self.lexicon.prefix(self.position)
-
 
 class Lexicon:
     """The lower-cased words of every sentence of one packing, and what derives from them.
 
-    Numbers and near-duplicate prefixes are computed on first use and kept.
+    Numbers are computed on first use and kept.
     """
 
-    __slots__ = ("_frequency", "_lowered", "_numbers", "_prefixes", "_words")
+    __slots__ = ("_lowered", "_numbers", "_words")
 
     def __init__(self, lowered: Sequence[str], words: Sequence[Sequence[str]]) -> None:
         self._lowered, self._words = lowered, words
-        self._frequency: Counter[str] | None = None
         self._numbers: dict[int, frozenset[str]] = {}
-        self._prefixes: dict[int, tuple[str, ...]] = {}
 
     def numbers(self, position: int) -> frozenset[str]:
         found = self._numbers.get(position)
@@ -170,14 +163,6 @@ class Lexicon:
             found = self._numbers[position] = (
                 frozenset(filter(_DIGIT.search, words))
                 if _DIGIT.search(self._lowered[position]) else _NO_NUMBERS)
-        return found
-
-    def prefix(self, position: int) -> tuple[str, ...]:
-        found = self._prefixes.get(position)
-        if found is None:
-            if self._frequency is None:  # how many sentences hold each word
-                self._frequency = Counter(itertools.chain.from_iterable(map(set, self._words)))
-            found = self._prefixes[position] = _prefix(self._words[position], self._frequency)
         return found
 
 
@@ -617,6 +602,8 @@ class _State:
         self.cut: dict[int, int | None] = {}
         self.covered: dict[str, int] = defaultdict(int)
         """How often each query term is covered; only terms covered at least once are keys."""
+        self.covered_terms = self.covered.keys()
+        """The terms covered at least once: a live view of `covered`, made once."""
         self.deferred: dict[int, list[int]] = defaultdict(list)
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
@@ -649,17 +636,18 @@ class _State:
         lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
         if self.dense and n in self.kept:
             lead += self.dense
-        if not unit.terms or self.covered.keys().isdisjoint(unit.terms):
+        terms = unit.terms
+        if not terms or self.covered_terms.isdisjoint(terms):
             return unit.relevance + doc.prior + lead  # novelty 1: none of its terms covered yet
         weights = self.prepared.weights
         mass = self.mass.get((n, k))
         if mass is None:
-            mass = self.mass[(n, k)] = sum(weights[t] for t in unit.terms)
+            mass = self.mass[(n, k)] = sum([weights[t] for t in terms])
         novelty = 1.0
         if mass > 0:
             covered = self.covered
-            novelty = sum(weights[t] * _COVERAGE_DECAY ** covered.get(t, 0)
-                          for t in unit.terms) / mass
+            novelty = sum([weights[t] * _COVERAGE_DECAY ** covered.get(t, 0)
+                           for t in terms]) / mass
         return unit.relevance * novelty + doc.prior + lead
 
     def run(self) -> None:
@@ -850,12 +838,12 @@ class _State:
                 continue
             kept = sorted(self.kept[n])
             everything = list(range(len(doc.units)))
-            if any(self.seen.covers(doc.units[k]) for k in everything if k not in self.kept[n]):
-                continue  # completing it would repeat what is already packed
             extra = (_body_cost(self.prepared, doc, everything, self.shape)
                      - _body_cost(self.prepared, doc, kept, self.shape))
             if extra > self.remaining:
-                continue
+                continue  # asked first: it is the cheaper question, and most often the answer
+            if any(self.seen.covers(doc.units[k]) for k in everything if k not in self.kept[n]):
+                continue  # completing it would repeat what is already packed
             self.remaining -= max(extra, 0)
             for k in everything:
                 if k not in self.kept[n]:
@@ -1017,22 +1005,29 @@ class Seen:
 
     Exact duplicates (same words) are found by key. Near duplicates (word-set
     Jaccard similarity of at least `_NEAR_DUPLICATE`, same numbers, six words
-    or more) are found by prefix filtering: two such sets must share one of the
-    first few words of each in a fixed order, so only sentences sharing one are
-    compared.
+    or more) are found through an index of the packed sentences by word: a
+    near duplicate of a sentence holds all but a few of its words, so it holds
+    one of any few more than that (`_reach`), and only the packed sentences
+    holding one of the sentence's least held words are compared with it.
     """
 
     def __init__(self) -> None:
         self._keys: set[str] = set()
         self._by_word: dict[str, list[Unit]] = defaultdict(list)
+        """The packed sentences of `_NEAR_DUPLICATE_WORDS` words or more holding each word:
+        a shorter one is no sentence's near duplicate. Indexing every word costs a few
+        appends a sentence; choosing its rarest first cost a sort (most sentences packed
+        are never looked up)."""
         self._words: set[str] = set()
         """Every word of the sentences added: a near duplicate's words are mostly in it."""
 
     def add(self, unit: Unit) -> None:
         self._keys.add(unit.key)
         self._words.update(unit.words)
-        for word in unit.prefix:
-            self._by_word[word].append(unit)
+        if len(unit.words) >= _NEAR_DUPLICATE_WORDS:
+            by_word = self._by_word
+            for word in unit.words:
+                by_word[word].append(unit)
 
     def covers(self, unit: Unit) -> bool:
         """True when `unit` says what an already packed sentence says."""
@@ -1040,12 +1035,14 @@ class Seen:
             return True
         size = len(unit.words)
         # a near duplicate shares at least `_NEAR_DUPLICATE` of the union of both word sets,
-        # so of `unit`'s words: most sentences fail this before their prefix is worked out
+        # so of `unit`'s words: most sentences fail this before any index is read
         if size < _NEAR_DUPLICATE_WORDS or len(unit.words & self._words) < _NEAR_DUPLICATE * size:
             return False
+        by_word = self._by_word
+        least_held = sorted(unit.words, key=lambda word: len(by_word.get(word, ())))
         checked: set[int] = set()
-        for word in unit.prefix:
-            for other in self._by_word.get(word, ()):
+        for word in least_held[:_reach(size)]:
+            for other in by_word.get(word, ()):
                 if id(other) in checked:
                     continue
                 checked.add(id(other))
@@ -1065,16 +1062,13 @@ class Seen:
         return clone
 
 
-def _prefix(words: Sequence[str], frequency: Counter[str]) -> tuple[str, ...]:
-    """The rarest words of a sentence: any near duplicate shares at least one of them."""
-    if len(words) < _NEAR_DUPLICATE_WORDS:
-        return ()
-    unique = set(words)
-    if len(unique) < _NEAR_DUPLICATE_WORDS:
-        return ()
-    # by (frequency, word): a stable sort by frequency of the alphabetical order
-    distinct = sorted(sorted(unique), key=frequency.__getitem__)
-    return tuple(distinct[:len(distinct) - math.ceil(_NEAR_DUPLICATE * len(distinct)) + 1])
+def _reach(size: int) -> int:
+    """How many of a sentence's `size` distinct words any near duplicate holds one of.
+
+    A near duplicate holds at least ``ceil(_NEAR_DUPLICATE * size)`` of them, so it
+    lacks fewer than this many: prefix filtering's bound, for any choice of the words.
+    """
+    return size - math.ceil(_NEAR_DUPLICATE * size) + 1
 
 
 def _normalise(scores: Sequence[float]) -> list[float]:

@@ -41,11 +41,15 @@ _FENCE_OPEN = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.MULTILINE)
 _FENCE_CLOSE = {kind: re.compile(rf"^[ \t]*{kind}[ \t]*$", re.MULTILINE) for kind in ("```", "~~~")}
 _BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
 _LINE_START = re.compile(r"[ \t]*(?:[-*+•▪‣◦]\s|\d{1,3}[.)]\s|#{1,6}\s|\|)")
-_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'’”)\]]*+(?=\s)|[。！？]++[」』）\"”]*+")
+_END = re.compile(r"[.!?…。！？](?:(?<=[.!?…])(?<![.!?…][.!?…])[.!?…]*+[\"'’”)\]]*+(?=\s)"
+                  r"|(?<=[。！？])[。！？]*+[」』）\"”]*+)")
 """A sentence's end: a run of stops (its closing quotes and brackets after it) before
 whitespace, or a CJK full stop. A match starts only where a run starts, and never gives
 back what it read: tried at every position of a long run (``.!?.!?…``, dot leaders, OCR
-noise), the search cost the square of the run's length, 250,000 stops ten minutes."""
+noise), the search cost the square of the run's length, 250,000 stops ten minutes.
+The pattern opens with one class of every stop, and says where the run starts only
+after it: the engine then skips to the next stop in one scan, where a leading
+lookbehind had it try the whole pattern at every character (eight times slower)."""
 _INVISIBLE = (
     r"\x00-\x20\x7f-\xa0\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u1680\u180e"
     r"\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u3000\ufeff\ufff9-\ufffb\U000110bd"
