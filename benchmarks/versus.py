@@ -70,7 +70,10 @@ def export_src(rev: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
                              check=True, capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(into, filter="data")
+        else:
+            tar.extractall(into)  # our own repository's archive
     return into / "src"
 
 

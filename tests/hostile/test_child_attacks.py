@@ -199,7 +199,8 @@ def _syscalls(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _prctls(args: dict[str, Any]) -> dict[str, Any]:
-    """``prctl`` is allowed whole: the options below are the ones a privilege guards."""
+    """``prctl`` and ``madvise`` options: those a privilege guards, the opt-in to same-page
+    merging that the filter refuses, and an ordinary ``madvise`` that must still pass."""
     libc = box._libc
 
     def call(*values: int) -> Callable[[], str]:
@@ -214,9 +215,8 @@ def _prctls(args: dict[str, Any]) -> dict[str, Any]:
             region.write(b"x" * len(region))
             address = ctypes.addressof(ctypes.c_char.from_buffer(region))
             ctypes.set_errno(0)
-            result = box._ok(int(libc.madvise(ctypes.c_void_p(address),
-                                              ctypes.c_size_t(len(region)), advice)))
-            return result
+            return box._ok(int(libc.madvise(ctypes.c_void_p(address),
+                                            ctypes.c_size_t(len(region)), advice)))
         return attempt
 
     attempts = {

@@ -54,7 +54,8 @@ RowSink = Callable[[tuple[PairedDecision, ...]], object]
 
 InvalidationCause = Literal["candidate_raised", "candidate_timed_out", "capture_refused"]
 """Why a query produced no rows: the candidate route raised (or its task was
-cancelled, as when the caller's event loop closes), ran past its timeout, or a
+cancelled, as when the caller's event loop closes), ran past its timeout (or was
+still running or queued when `ShadowRecorder.close` gave up on it), or a
 capture refused something ambiguous (`CaptureInvalid`)."""
 
 ShadowOutcome = Literal[
@@ -83,7 +84,8 @@ class ShadowCounts(BaseModel):
     candidate_raised: NonNegativeInt = 0
     """Queries lost because the candidate route raised, or its task was cancelled."""
     candidate_timed_out: NonNegativeInt = 0
-    """Queries lost because the candidate route ran past its timeout."""
+    """Queries lost because the candidate route ran past its timeout, or was still running
+    or queued when `close` gave up waiting for it."""
     capture_refused: NonNegativeInt = 0
     """Queries lost because a capture refused something ambiguous."""
     sink_failed: NonNegativeInt = 0
@@ -113,6 +115,9 @@ class Slot:
         self._wire: object = _NO_WIRE
         self._awaits_wire = False
         self._done = False
+        self._pairing = False
+        """Set when the captures are done and pairing has begun: from then on the slot's
+        outcome is counted by the recorder (`_deliver`, `_refused`), or by `close` giving up."""
         self._task_running = False
         self.started_at = recorder._clock()
 
@@ -131,7 +136,8 @@ class Slot:
             wire_key: Wait for `ShadowRecorder.observe_wire` with this key
                 before pairing; None pairs as soon as the candidate is done.
         """
-        self._begin(wire_key)
+        if not self._begin(wire_key):
+            return
         context = contextvars.copy_context()
         self._recorder._submit(lambda: context.run(self._run, baseline, candidate))
 
@@ -143,7 +149,8 @@ class Slot:
         wire_key: Hashable | None = None,
     ) -> None:
         """Async `start`: the candidate runs as a task on the running loop."""
-        self._begin(wire_key)
+        if not self._begin(wire_key):
+            return
         self._task_running = True
         task = self._recorder._spawn(self._arun(baseline, candidate))
         # A task cancelled before or while it runs (the caller's loop closing,
@@ -155,22 +162,31 @@ class Slot:
         """Give the slot back without a comparison (the baseline itself raised)."""
         with self._lock:
             self._used = True
+            self._done = True
         self._recorder._finished(self)
 
-    def _begin(self, wire_key: Hashable | None) -> None:
+    def _begin(self, wire_key: Hashable | None) -> bool:
+        """Mark the slot started; False when its recorder closed after it was reserved
+        (the comparison is then counted as given up, and nothing runs)."""
         with self._lock:
             if self._used:
                 raise RuntimeError("a shadow slot is started once")
             self._used = True
             self._awaits_wire = wire_key is not None
+        if self._recorder._closed:
+            self._lose("candidate_timed_out")
+            return False
         if wire_key is not None:
             self._recorder._await_wire(wire_key, self)
+        return True
 
     def _run(
         self,
         baseline: Callable[[], RouteCapture],
         candidate: Callable[[], RouteCapture],
     ) -> None:
+        if self._done:  # given up while it waited in the queue
+            return
         try:
             served = baseline()
         except Exception:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
@@ -254,7 +270,7 @@ class Slot:
         with self._lock:
             if self._done or self._captures is None:
                 return
-            self._done = True
+            self._done = self._pairing = True
             served, trial = self._captures
             wire = self._wire
         try:
@@ -263,9 +279,9 @@ class Slot:
             rows = pair(served, trial, random_bytes=self._recorder._random_bytes)
         except Exception:  # noqa: BLE001 - CaptureInvalid, or a random source that repeated
             _log.info("shadow pairing refused; comparison discarded", exc_info=True)
-            self._recorder._lose("capture_refused")
+            self._recorder._refused(self)
         else:
-            self._recorder._deliver(rows)
+            self._recorder._deliver(rows, self)
         finally:
             self._recorder._finished(self)
 
@@ -382,6 +398,13 @@ class ShadowRecorder:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: _DaemonPool | None = None
         self._closed = False
+        self._sealed = False
+        """Set when `close` gives up: rows paired after that are dropped, never delivered."""
+        self._delivering = 0
+        """Sink calls in progress, which `close` waits for before it returns."""
+        self._in_sink: set[Slot] = set()
+        self._given_up: set[Slot] = set()
+        """Slots caught pairing when `close` gave up: counted then, so never again."""
 
     @property
     def counts(self) -> ShadowCounts:
@@ -472,65 +495,100 @@ class ShadowRecorder:
                                 else min(remaining, _FLUSH_POLL_S))
 
     async def aflush(self) -> None:
-        """Await every task started with `astart`, then `flush` the rest."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Await every task started with `astart` on this loop, then `flush` the rest."""
+        while tasks := self._tasks_here():
+            await asyncio.gather(*tasks, return_exceptions=True)
         self._expire_waiting(everything=True)
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        while tasks := self._tasks_here():
+            await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.to_thread(self.flush)
+
+    def _tasks_here(self) -> list[asyncio.Task[None]]:
+        """The comparison tasks of the running loop: another loop's cannot be awaited here."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            return [task for task in self._tasks if task.get_loop() is loop]
 
     def close(self, timeout_s: float | None = None) -> None:
         """Flush, stop the pool, and serve every later query without a comparison.
 
-        With `timeout_s`, a shutdown hook never waits longer than that on a
-        candidate that hangs: comparisons still running then are counted as
-        `candidate_timed_out`, whatever they return later is discarded, and
-        the pool's threads (daemons) are left to end with the process.
+        Args:
+            timeout_s: Wait at most this long, as a shutdown hook should, on a
+                candidate that hangs. Comparisons still running or queued then
+                are counted as `candidate_timed_out`, whatever they return
+                later is dropped before the sink, and the pool's threads
+                (daemons) are left to end with the process. None waits for
+                every comparison.
         """
         self._closed = True
+        if timeout_s is None:
+            self.flush()
+            self._stop_pool(deadline=None)
+            return
+        deadline = time.monotonic() + timeout_s
         try:
             self.flush(timeout_s)
         except TimeoutError:
-            self._give_up()
-            self._stop_pool(wait=False)
-        else:
-            self._stop_pool(wait=True)
+            self._give_up(deadline)
+        self._stop_pool(deadline=deadline)
 
     async def aclose(self, timeout_s: float | None = None) -> None:
-        """Async `close`: await the tasks too, then stop the pool.
+        """Async `close`: await this loop's comparison tasks too, then stop the pool.
 
-        With `timeout_s`, tasks still running then are cancelled and counted,
-        with the pool's comparisons, as `candidate_timed_out`.
+        Args:
+            timeout_s: As for `close`; tasks still running then are cancelled
+                and counted as `candidate_timed_out`.
         """
         self._closed = True
         if timeout_s is None:
             await self.aflush()
-            await asyncio.to_thread(self._stop_pool, wait=True)
+            await asyncio.to_thread(self._stop_pool, deadline=None)
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while self._tasks and (left := deadline - loop.time()) > 0:
-            await asyncio.wait(list(self._tasks), timeout=left)
-        if self._tasks:
+        while (tasks := self._tasks_here()) and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(tasks, timeout=left)
+        if tasks := self._tasks_here():
             self._expire_waiting(everything=True)
-            self._give_up()  # counted before the cancellation could count them as raised
-            for task in list(self._tasks):
+            # counted before the cancellation could count them as raised
+            await asyncio.to_thread(self._give_up, time.monotonic() + max(
+                deadline - loop.time(), 0.0))
+            for task in tasks:
                 task.cancel()
         await asyncio.to_thread(self.close, max(deadline - loop.time(), 0.0))
 
-    def _give_up(self) -> None:
-        """Count every comparison still running as timed out; its later result is dropped."""
-        with self._lock:
-            running = [slot for slot in self._slots if slot._used]
-        for slot in running:
-            slot._lose("candidate_timed_out")
+    def _give_up(self, deadline: float) -> None:
+        """Drop every comparison not yet delivered, counting it as timed out.
 
-    def _stop_pool(self, *, wait: bool) -> None:
+        Rows paired from now on never reach the sink, and a comparison caught
+        pairing is counted now. A sink call already under way is waited for
+        until `deadline`, so the counts add up when `close` returns unless a
+        sink call outlasts it.
+        """
+        with self._idle:
+            self._sealed = True
+            running = [slot for slot in self._slots if slot._used]
+            pairing = [slot for slot in running if slot._pairing and slot not in self._in_sink]
+            self._given_up.update(pairing)
+            self._counts = _plus(self._counts, candidate_timed_out=len(pairing))
+        for slot in running:
+            if slot not in pairing:
+                slot._lose("candidate_timed_out")
+        with self._idle:
+            while self._delivering and (left := deadline - time.monotonic()) > 0:
+                self._idle.wait(left)
+            self._slots.clear()
+            self._waiting.clear()
+            self._idle.notify_all()
+
+    def _stop_pool(self, *, deadline: float | None) -> None:
+        """Stop the pool: work still queued is cancelled once given up (`_sealed`), and its
+        threads are joined until `deadline` (None: until they end)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=wait)
+            pool.shutdown(wait=False, cancel_futures=self._sealed)
+            pool.join(deadline)
 
     def _pool_of_workers(self) -> _DaemonPool:
         with self._lock:
@@ -581,15 +639,37 @@ class ShadowRecorder:
         for slot in expired:
             slot._expire()
 
-    def _deliver(self, rows: tuple[PairedDecision, ...]) -> ShadowOutcome:
+    def _deliver(self, rows: tuple[PairedDecision, ...],
+                 slot: Slot | None = None) -> ShadowOutcome:
+        with self._idle:
+            if self._sealed:  # paired after `close` gave up on it
+                if slot not in self._given_up:
+                    self._counts = _plus(self._counts, candidate_timed_out=1)
+                return "candidate_timed_out"
+            self._delivering += 1
+            if slot is not None:
+                self._in_sink.add(slot)
         try:
             self._sink(rows)
         except Exception:  # noqa: BLE001 - a failing sink must not fail anything served
             _log.warning("shadow sink raised; %d paired rows lost", len(rows), exc_info=True)
             self._bump(sink_failed=1)
             return "sink_failed"
+        finally:
+            with self._idle:
+                self._delivering -= 1
+                self._in_sink.discard(slot)
+                self._idle.notify_all()
         self._bump(paired=1, rows=len(rows))
         return "paired"
+
+    def _refused(self, slot: Slot) -> None:
+        """A slot's pairing refused its captures: counted, unless `close` already gave up."""
+        with self._lock:
+            if slot in self._given_up:
+                return
+            self._counts = _plus(self._counts, capture_refused=1)
+        telemetry.shadow_invalidated("capture_refused")
 
     def _lose(self, cause: InvalidationCause) -> InvalidationCause:
         self._bump(**{cause: 1})
@@ -646,7 +726,10 @@ class _DaemonPool(Executor):
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Let each worker finish what it holds, then stop; `wait` joins them."""
+        """Let each worker finish what it holds, then stop; `wait` joins them.
+
+        With `cancel_futures`, work still queued is cancelled instead of run.
+        """
         with self._lock:
             if self._shut:
                 return
@@ -654,11 +737,28 @@ class _DaemonPool(Executor):
             started = self._started
         if not started:
             return
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
         for _ in self._threads:
             self._work.put(None)
         if wait:
-            for thread in self._threads:
+            self.join(None)
+
+    def join(self, deadline: float | None) -> None:
+        """Wait for the workers to end, until `deadline` (`time.monotonic`; None: no limit)."""
+        for thread in self._threads:
+            if not thread.is_alive():
+                continue
+            if deadline is None:
                 thread.join()
+            elif (left := deadline - time.monotonic()) > 0:
+                thread.join(left)
 
     def _serve(self) -> None:
         while (item := self._work.get()) is not None:
@@ -674,6 +774,8 @@ class _DaemonPool(Executor):
 
 
 def _log_crash(future: Future[None]) -> None:
+    if future.cancelled():  # queued work `close` gave up on
+        return
     error = future.exception()
     if error is not None:
         _log.error("shadow comparison crashed", exc_info=error)
@@ -699,10 +801,9 @@ class RecorderLifecycle:
         await self._recorder.aflush()
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Flush and stop, waiting at most `timeout_s`; later queries are served without a
-        comparison (`ShadowRecorder.close`)."""
+        """Flush and stop, waiting at most `timeout_s` (`ShadowRecorder.close`)."""
         self._recorder.close(timeout_s)
 
     async def aclose(self, timeout_s: float | None = None) -> None:
-        """Async `close`: await running comparisons too, then stop."""
+        """Async `close`: await running comparisons too, at most `timeout_s`, then stop."""
         await self._recorder.aclose(timeout_s)

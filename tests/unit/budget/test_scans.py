@@ -89,3 +89,15 @@ def test_seen_finds_exactly_the_duplicates_a_full_comparison_finds(sentences: li
         assert seen.covers(unit) is expected
         seen.add(unit)
         packed.append(unit)
+
+
+def test_a_near_duplicate_with_a_word_no_packed_sentence_holds_is_found() -> None:
+    # seven shared words and one new: the new word is the least held, so one look-up
+    # would miss the copy; prefix filtering's bound looks at two
+    text = "w1 w2 w3 w4 w5 w6 w7.\n\nw1 w2 w3 w4 w5 w6 w7 fresh."
+    prepared = prepare("w1", (), [Passage(id="p", text=text)], tokenizer=estimate_tokens,
+                       scorer=LexicalScorer())
+    first, second = prepared.retrieved[0].units
+    seen = Seen()
+    seen.add(first)
+    assert _near(second, first) and seen.covers(second)

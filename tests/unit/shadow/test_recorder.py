@@ -336,8 +336,9 @@ async def test_aclose_awaits_running_tasks_and_refuses_later_queries(rows) -> No
 # --- closing on a candidate that hangs ---------------------------------------------
 
 
-def _shadow_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("capsa-shadow")]
+def _pool_threads(recorder: ShadowRecorder) -> list[threading.Thread]:
+    pool = recorder._pool
+    return list(pool._threads) if pool is not None else []
 
 
 def test_close_with_a_timeout_gives_up_on_a_candidate_that_never_returns(rows, gate) -> None:
@@ -351,13 +352,50 @@ def test_close_with_a_timeout_gives_up_on_a_candidate_that_never_returns(rows, g
 
     recorder.reserve().start(_captured("baseline", [A]), hangs)
     assert running.wait(5)
+    threads = _pool_threads(recorder)
     recorder.close(timeout_s=0.05)
     assert recorder.counts == ShadowCounts(candidate_timed_out=1)
     assert recorder.in_flight == 0 and recorder.reserve() is None
     gate.set()  # the candidate answers after all: what it returns is dropped
-    for thread in _shadow_threads():
+    for thread in threads:
         thread.join(5)
     assert rows == [] and recorder.counts == ShadowCounts(candidate_timed_out=1)
+
+
+def test_comparisons_still_queued_when_close_gives_up_never_run(rows, gate) -> None:
+    recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=60.0)
+    running, calls = threading.Event(), []
+
+    def hangs() -> RouteCapture:
+        running.set()
+        gate.wait()
+        return capture_retrieved("candidate", QUERY, [A])
+
+    def baseline(n: int):
+        return lambda: calls.append(n) or capture_retrieved("baseline", QUERY, [A])
+
+    recorder.reserve().start(baseline(0), hangs)
+    assert running.wait(5)
+    for n in (1, 2, 3):
+        recorder.reserve().start(baseline(n), _captured("candidate", [A]))
+    threads = _pool_threads(recorder)
+    recorder.close(timeout_s=0.05)
+    gate.set()
+    for thread in threads:
+        thread.join(5)
+    assert calls == [0] and rows == []
+    assert recorder.counts == ShadowCounts(candidate_timed_out=4)
+
+
+def test_a_slot_started_after_close_runs_nothing_and_is_counted(rows) -> None:
+    recorder = ShadowRecorder(rows.extend)
+    slot = recorder.reserve()
+    recorder.close(timeout_s=5)
+    ran = []
+    slot.start(lambda: ran.append(1) or capture_retrieved("baseline", QUERY, [A]),
+               _captured("candidate", [A]))
+    assert ran == [] and recorder._pool is None
+    assert recorder.counts == ShadowCounts(candidate_timed_out=1) and recorder.in_flight == 0
 
 
 def test_close_with_a_timeout_still_pairs_what_ends_in_time(rows) -> None:
@@ -367,18 +405,47 @@ def test_close_with_a_timeout_still_pairs_what_ends_in_time(rows) -> None:
     assert recorder.counts == ShadowCounts(paired=1, rows=2)
 
 
+@pytest.mark.timeout(60)  # a hang guard: close must not join a blocked worker for good
+def test_close_with_a_timeout_leaves_a_worker_blocked_outside_any_slot(rows, gate) -> None:
+    # `run_blocking` work holds a pool thread after its own comparison has timed out
+    recorder = ShadowRecorder(rows.extend, timeout_s=0.05)
+    blocked = threading.Event()
+
+    def hangs() -> RouteCapture:
+        blocked.set()
+        gate.wait()
+        return capture_retrieved("candidate", QUERY, [A])
+
+    async def candidate() -> RouteCapture:
+        return await recorder.run_blocking(hangs)
+
+    async def serve() -> None:
+        recorder.reserve().astart(_captured("baseline", [A]), candidate)
+        await recorder.aflush()
+
+    asyncio.run(serve())
+    assert blocked.is_set() and recorder.counts == ShadowCounts(candidate_timed_out=1)
+    recorder.close(timeout_s=0.2)
+    assert recorder.reserve() is None
+
+
 async def test_aclose_with_a_timeout_cancels_a_task_that_never_returns(rows) -> None:
     recorder = ShadowRecorder(rows.extend, timeout_s=60.0)
-    began = asyncio.Event()
+    began, cancelled = asyncio.Event(), []
 
     async def hangs() -> RouteCapture:
         began.set()
-        await asyncio.Event().wait()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
         raise AssertionError("unreachable")
 
     recorder.reserve().astart(_captured("baseline", [A]), hangs)
     await began.wait()
     await recorder.aclose(timeout_s=0.05)
     await asyncio.sleep(0)  # the cancelled task's own callbacks run
+    assert cancelled == [True]
     assert recorder.counts == ShadowCounts(candidate_timed_out=1)
     assert recorder.in_flight == 0 and recorder.reserve() is None and rows == []
