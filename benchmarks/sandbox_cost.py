@@ -314,7 +314,9 @@ def measure(runs: int = 300, *, minimal_root: bool = False) -> dict[str, Any]:
     spare_runs = max(10, runs // 5)
     done = subprocess.run([sys.executable, "-I", "-c", _PROBE, str(runs), str(spare_runs),
                            "1" if minimal_root else "0"],
-                          env=env, capture_output=True, text=True, check=True, cwd="/")
+                          env=env, capture_output=True, text=True, check=False, cwd="/")
+    if done.returncode != 0:  # say why: a bare CalledProcessError hides the probe's traceback
+        raise RuntimeError(f"the layer probe exited {done.returncode}: {done.stderr[-3000:]}")
     raw = json.loads(done.stdout.strip().splitlines()[-1])
     with contextlib.suppress(OSError):
         os.rmdir(raw["scratch"])
