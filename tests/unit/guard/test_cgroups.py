@@ -9,6 +9,7 @@ does not have, is checked too.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,22 @@ def test_sweep_removes_only_dead_workers_cgroups_and_only_empty_ones(
     assert cgroups.sweep_stale({str(tmp_path)}) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "capsa-worker-4242", "capsa-worker-998", "other-1"]
+
+
+def test_a_dead_workers_cgroup_of_the_same_name_is_replaced() -> None:
+    # pids are reused: a worker killed before cleaning up leaves its name to a later pid
+    name = f"capsa-test-{id(object())}"
+    first, state = WorkerCgroups.create(name)
+    if first is None:
+        pytest.skip(f"this host delegates no cgroup ({state})")
+    for root in first.roots:
+        os.mkdir(os.path.join(root, "file-7"))  # its last file's cgroup, left too
+    second, state = WorkerCgroups.create(name)
+    try:
+        assert second is not None and state.startswith("active"), state
+        assert second.roots == first.roots
+        assert not any(Path(root, "file-7").exists() for root in second.roots)
+    finally:
+        if second is not None:
+            second.remove()
+        first.remove()

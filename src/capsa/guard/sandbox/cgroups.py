@@ -175,7 +175,7 @@ class WorkerCgroups:
         made: list[str] = []
         try:
             for root in roots:
-                os.mkdir(root, 0o755)
+                _make_own(root)
                 made.append(root)
         except OSError as exc:
             for root in made:
@@ -202,6 +202,22 @@ class WorkerCgroups:
         """Remove every file's cgroup that is empty, then the worker's own."""
         for root in self.roots:
             remove_empty(root)
+
+
+def _make_own(root: str) -> None:
+    """Make a worker's cgroup directory, first removing a stale one of the same name.
+
+    The name holds the worker's pid, and pids are reused (32,768 of them by
+    default): a worker killed before it could remove its cgroup leaves one that
+    a later process with the same pid finds in its way. No live worker can own
+    it, since the pid is this process's, so it is removed if empty and busy
+    ones (a process the dead worker left inside) keep the `mkdir` refused.
+    """
+    try:
+        os.mkdir(root, 0o755)
+    except FileExistsError:
+        remove_empty(root)
+        os.mkdir(root, 0o755)
 
 
 def remove_empty(root: str) -> bool:
