@@ -544,18 +544,16 @@ class ShadowRecorder:
             await self.aflush()
             await asyncio.to_thread(self._stop_pool, deadline=None)
             return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while (tasks := self._tasks_here()) and (left := deadline - loop.time()) > 0:
+        deadline = time.monotonic() + timeout_s
+        while (tasks := self._tasks_here()) and (left := deadline - time.monotonic()) > 0:
             await asyncio.wait(tasks, timeout=left)
         if tasks := self._tasks_here():
             self._expire_waiting(everything=True)
             # counted before the cancellation could count them as raised
-            await asyncio.to_thread(self._give_up, time.monotonic() + max(
-                deadline - loop.time(), 0.0))
+            await asyncio.to_thread(self._give_up, deadline)
             for task in tasks:
                 task.cancel()
-        await asyncio.to_thread(self.close, max(deadline - loop.time(), 0.0))
+        await asyncio.to_thread(self.close, max(deadline - time.monotonic(), 0.0))
 
     def _give_up(self, deadline: float) -> None:
         """Drop every comparison not yet delivered, counting it as timed out.
@@ -571,6 +569,8 @@ class ShadowRecorder:
             pairing = [slot for slot in running if slot._pairing and slot not in self._in_sink]
             self._given_up.update(pairing)
             self._counts = _plus(self._counts, candidate_timed_out=len(pairing))
+        for _ in pairing:
+            telemetry.shadow_invalidated("candidate_timed_out")
         for slot in running:
             if slot not in pairing:
                 slot._lose("candidate_timed_out")
@@ -642,13 +642,18 @@ class ShadowRecorder:
     def _deliver(self, rows: tuple[PairedDecision, ...],
                  slot: Slot | None = None) -> ShadowOutcome:
         with self._idle:
-            if self._sealed:  # paired after `close` gave up on it
-                if slot not in self._given_up:
-                    self._counts = _plus(self._counts, candidate_timed_out=1)
-                return "candidate_timed_out"
-            self._delivering += 1
-            if slot is not None:
-                self._in_sink.add(slot)
+            sealed = self._sealed
+            counted = sealed and slot not in self._given_up
+            if counted:  # paired after `close` gave up, and not counted then
+                self._counts = _plus(self._counts, candidate_timed_out=1)
+            if not sealed:
+                self._delivering += 1
+                if slot is not None:
+                    self._in_sink.add(slot)
+        if sealed:  # never handed to the sink once `close` gave up
+            if counted:
+                telemetry.shadow_invalidated("candidate_timed_out")
+            return "candidate_timed_out"
         try:
             self._sink(rows)
         except Exception:  # noqa: BLE001 - a failing sink must not fail anything served

@@ -336,6 +336,15 @@ async def test_aclose_awaits_running_tasks_and_refuses_later_queries(rows) -> No
 # --- closing on a candidate that hangs ---------------------------------------------
 
 
+def _held(gate: threading.Event, running: threading.Event):
+    """A candidate that says it is running, then waits for `gate` before it answers."""
+    def candidate() -> RouteCapture:
+        running.set()
+        gate.wait()
+        return capture_retrieved("candidate", QUERY, [A])
+    return candidate
+
+
 def _pool_threads(recorder: ShadowRecorder) -> list[threading.Thread]:
     pool = recorder._pool
     return list(pool._threads) if pool is not None else []
@@ -344,13 +353,7 @@ def _pool_threads(recorder: ShadowRecorder) -> list[threading.Thread]:
 def test_close_with_a_timeout_gives_up_on_a_candidate_that_never_returns(rows, gate) -> None:
     recorder = ShadowRecorder(rows.extend, timeout_s=60.0)
     running = threading.Event()
-
-    def hangs() -> RouteCapture:
-        running.set()
-        gate.wait()
-        return capture_retrieved("candidate", QUERY, [A, B])
-
-    recorder.reserve().start(_captured("baseline", [A]), hangs)
+    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
     assert running.wait(5)
     threads = _pool_threads(recorder)
     recorder.close(timeout_s=0.05)
@@ -366,15 +369,10 @@ def test_comparisons_still_queued_when_close_gives_up_never_run(rows, gate) -> N
     recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=60.0)
     running, calls = threading.Event(), []
 
-    def hangs() -> RouteCapture:
-        running.set()
-        gate.wait()
-        return capture_retrieved("candidate", QUERY, [A])
-
     def baseline(n: int):
         return lambda: calls.append(n) or capture_retrieved("baseline", QUERY, [A])
 
-    recorder.reserve().start(baseline(0), hangs)
+    recorder.reserve().start(baseline(0), _held(gate, running))
     assert running.wait(5)
     for n in (1, 2, 3):
         recorder.reserve().start(baseline(n), _captured("candidate", [A]))
@@ -411,13 +409,8 @@ def test_close_with_a_timeout_leaves_a_worker_blocked_outside_any_slot(rows, gat
     recorder = ShadowRecorder(rows.extend, timeout_s=0.05)
     blocked = threading.Event()
 
-    def hangs() -> RouteCapture:
-        blocked.set()
-        gate.wait()
-        return capture_retrieved("candidate", QUERY, [A])
-
     async def candidate() -> RouteCapture:
-        return await recorder.run_blocking(hangs)
+        return await recorder.run_blocking(_held(gate, blocked))
 
     async def serve() -> None:
         recorder.reserve().astart(_captured("baseline", [A]), candidate)
