@@ -6,14 +6,16 @@ stored history into the ledger of the question that just arrived: it resumes a
 question in progress, adopts a history it never recorded, and re-anchors on a
 history something shortened. `check_tools` fails loudly on a misconfigured agent.
 `PictureCache` fetches each cited picture once per question, through a sync or an
-async fetcher, so a question's model calls all send the same bytes.
+async fetcher, so a question's model calls all send the same bytes; the adapter
+names the question (its conversation included), because a fetcher may answer
+differently for each conversation's user.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 
 from capsa.capsule.capsule import RetainedPicture
 from capsa.capsule.ledger import EvidenceLedger
@@ -23,7 +25,7 @@ __all__ = ["AnyPictureFetcher", "PictureCache", "check_tools", "start_question"]
 AnyPictureFetcher = Callable[[RetainedPicture], bytes | Awaitable[bytes | None] | None]
 """Returns (or, async, resolves to) a picture's bytes, or None; may raise."""
 
-_Key = tuple[int | None, str | None, str, str]
+_Key = tuple[Hashable, str | None, str, str]
 
 
 def start_question(
@@ -107,6 +109,11 @@ def check_tools(
 class PictureCache:
     """Fetch each cited picture once per question; serve the bytes to every model call.
 
+    A question is named by a `scope` the adapter chooses, and it must name the
+    conversation too: one middleware serves many conversations, and a picture
+    store answers each with its own user's bytes (or refusal), so a scope shared
+    by two conversations would hand one the other's picture.
+
     Bounded: it keeps the most recent `size` pictures. A fetch that raised is
     remembered as raised, so a picture store that is down costs one call, not one
     per model call.
@@ -117,18 +124,18 @@ class PictureCache:
         self.size = size
         self._store: OrderedDict[_Key, bytes | Exception | None] = OrderedDict()
 
-    def _key(self, question: int | None, picture: RetainedPicture) -> _Key:
-        return (question, picture.collection, picture.document_id, picture.ref)
+    def _key(self, scope: Hashable, picture: RetainedPicture) -> _Key:
+        return (scope, picture.collection, picture.document_id, picture.ref)
 
     def _keep(self, key: _Key, value: bytes | Exception | None) -> None:
         self._store[key] = value
         while len(self._store) > self.size:
             self._store.popitem(last=False)
 
-    def fetch_all(self, pictures: Iterable[RetainedPicture], question: int | None) -> None:
-        """Fetch what is not cached yet; an async fetcher must use `afetch_all`."""
+    def fetch_all(self, pictures: Iterable[RetainedPicture], scope: Hashable) -> None:
+        """Fetch what `scope` has not fetched yet; an async fetcher must use `afetch_all`."""
         for picture in pictures:
-            key = self._key(question, picture)
+            key = self._key(scope, picture)
             if key in self._store:
                 continue
             try:
@@ -143,10 +150,10 @@ class PictureCache:
             except Exception as exc:  # noqa: BLE001 - reported as a dropped picture
                 self._keep(key, exc)
 
-    async def afetch_all(self, pictures: Iterable[RetainedPicture], question: int | None) -> None:
-        """Fetch what is not cached yet, awaiting an async fetcher."""
+    async def afetch_all(self, pictures: Iterable[RetainedPicture], scope: Hashable) -> None:
+        """Fetch what `scope` has not fetched yet, awaiting an async fetcher."""
         for picture in pictures:
-            key = self._key(question, picture)
+            key = self._key(scope, picture)
             if key in self._store:
                 continue
             try:
@@ -157,11 +164,11 @@ class PictureCache:
             except Exception as exc:  # noqa: BLE001 - reported as a dropped picture
                 self._keep(key, exc)
 
-    def lookup(self, question: int | None) -> Callable[[RetainedPicture], bytes | None]:
-        """A sync `PictureFetcher` over what was fetched for `question`."""
+    def lookup(self, scope: Hashable) -> Callable[[RetainedPicture], bytes | None]:
+        """A sync `PictureFetcher` over what was fetched for `scope`."""
 
         def get(picture: RetainedPicture) -> bytes | None:
-            value = self._store.get(self._key(question, picture))
+            value = self._store.get(self._key(scope, picture))
             if isinstance(value, Exception):
                 raise value
             return value

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NotRequired, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
@@ -27,6 +27,7 @@ from langchain_core.tools import BaseTool
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
     from langchain.agents.middleware.types import ModelResponse
+    from langgraph.config import get_config
     from langgraph.runtime import Runtime
 except ImportError as exc:  # langchain-core alone does not ship the agents package
     raise ImportError(
@@ -99,6 +100,16 @@ _EARLIER = Message(role="system")
 """Stands in for messages before the current question, which `record_messages` never reads."""
 
 
+def _thread_id() -> str | None:
+    """The LangGraph thread of the running agent: the conversation, when it has one."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a graph run
+        return None
+    thread = configurable.get("thread_id")
+    return None if thread is None else str(thread)
+
+
 def _tool_names(tools: Iterable[str | BaseTool]) -> frozenset[str]:
     return frozenset(t if isinstance(t, str) else t.name for t in tools)
 
@@ -162,7 +173,9 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             its history shows no earlier cite calls to follow.
         fetch_picture: Fetches a cited picture's bytes (sync or async) for
             re-attachment; without it no pictures are attached. Each picture is
-            fetched once per question.
+            fetched once per question of a conversation (a LangGraph
+            ``thread_id``); without a thread id, once per model call, since
+            nothing then tells one conversation from another.
         max_view_tokens: Bound on the messages of every request, counted by
             `tokenizer`; over it, the oldest questions leave the request (never the
             stored history) in steps down to `low_water` of the bound
@@ -260,12 +273,11 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             )
         self._own = own
         self.tools = list(own.values())
-        self._checked = False
         self._pictures = PictureCache(self.fetch_picture) if self.fetch_picture else None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for built in ("_own", "tools", "_checked", "_pictures"):
+        for built in ("_own", "tools", "_pictures"):
             state.pop(built, None)
         return state
 
@@ -315,26 +327,39 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
     # -- the model call -------------------------------------------------------------------------
 
     def _check(self, request: ModelRequest[Any]) -> None:
-        if self._checked:
-            return
+        """Check the agent's tools on every call: one instance may serve several agents."""
         available = [
             (t.name if isinstance(t, BaseTool) else str(t.get("name", "")), t)
             for t in request.tools
             if isinstance(t, BaseTool | dict)
         ]
         check_tools(self.evidence_tools, available, self._own, who="CitationCapsuleMiddleware")
-        self._checked = True
 
     def _ledger(self, request: ModelRequest[Any]) -> EvidenceLedger | None:
         ledger = load_ledger(request.state)
         return None if ledger is None else ledger.locate(keys(request.messages))
 
+    def _pictures_of(self, ledger: EvidenceLedger | None) -> tuple[PictureCache, Hashable] | None:
+        """The picture cache for this model call, and the name of its question there.
+
+        The shared cache serves a question of a LangGraph thread; without a thread
+        id the call gets a cache of its own, since a question index alone is the
+        same number in every conversation.
+        """
+        if self._pictures is None or ledger is None:
+            return None
+        thread = _thread_id()
+        if thread is None:
+            return PictureCache(self._pictures.fetch), ledger.question
+        return self._pictures, (thread, ledger.question)
+
     def _rewrite(
-        self, request: ModelRequest[Any], ledger: EvidenceLedger | None
+        self,
+        request: ModelRequest[Any],
+        ledger: EvidenceLedger | None,
+        pictures: tuple[PictureCache, Hashable] | None,
     ) -> tuple[ModelRequest[Any], Compaction]:
-        fetch = None
-        if self._pictures is not None and ledger is not None:
-            fetch = self._pictures.lookup(ledger.question)
+        fetch = None if pictures is None else pictures[0].lookup(pictures[1])
         messages, report = compact(
             cast("list[BaseMessage]", request.messages),
             ledger,
@@ -414,9 +439,11 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         """Send the compacted history; the state keeps the real one."""
         self._check(request)
         ledger = self._ledger(request)
-        if self._pictures is not None and ledger is not None:
-            self._pictures.fetch_all(self._wanted(request, ledger), ledger.question)
-        compacted, report = self._rewrite(request, ledger)
+        pictures = self._pictures_of(ledger)
+        if pictures is not None:
+            cache, scope = pictures
+            cache.fetch_all(self._wanted(request, ledger), scope)
+        compacted, report = self._rewrite(request, ledger, pictures)
         announce(report)
         return handler(compacted)
 
@@ -432,10 +459,12 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
         """
         self._check(request)
         ledger = await asyncio.to_thread(self._ledger, request)
-        if self._pictures is not None and ledger is not None:
+        pictures = self._pictures_of(ledger)
+        if pictures is not None:
+            cache, scope = pictures
             wanted = await asyncio.to_thread(self._wanted, request, ledger)
-            await self._pictures.afetch_all(wanted, ledger.question)
-        compacted, report = await asyncio.to_thread(self._rewrite, request, ledger)
+            await cache.afetch_all(wanted, scope)
+        compacted, report = await asyncio.to_thread(self._rewrite, request, ledger, pictures)
         await aannounce(report)
         return await handler(compacted)
 

@@ -370,12 +370,14 @@ class CapsuleMemory(BaseMemory):
         self.memory.reset()
         self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
         self._whole.clear()
+        self._pictures = None  # the next conversation numbers its questions from 0 again
 
     async def areset(self) -> None:
         """Async twin of `reset`."""
         await self.memory.areset()
         self.ledger = EvidenceLedger(evidence_tools=self.ledger.evidence_tools)
         self._whole.clear()
+        self._pictures = None
 
     # -- what the tools do --------------------------------------------------------------------
 

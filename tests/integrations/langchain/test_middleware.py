@@ -648,6 +648,84 @@ async def test_async_picture_fetcher_is_awaited_once_per_question():
     assert fetched == ["#/pictures/0"]
 
 
+class _FigureRetriever(BaseRetriever):
+    def _get_relevant_documents(self, query, *, run_manager):
+        return [
+            Document(
+                page_content="The floor plan is in the figure.",
+                id="floorplan-1",
+                metadata={"title": "Office", "picture_refs": ["#/pictures/0"]},
+            )
+        ]
+
+
+def _pictures_sent(view: list[BaseMessage]) -> list[str]:
+    return [
+        block["base64"]
+        for m in view
+        if isinstance(m.content, list)
+        for block in m.content
+        if isinstance(block, dict) and block.get("type") == "image"
+    ]
+
+
+@pytest.mark.parametrize("threads", [True, False], ids=["threads", "stateless"])
+def test_one_middleware_fetches_each_conversations_own_pictures(threads: bool):
+    """A picture store answers each user with their own bytes; nothing crosses conversations."""
+    import base64
+
+    user = {"name": ""}
+    fetched: list[str] = []
+
+    def fetch(picture):
+        fetched.append(user["name"])
+        return b"\x89PNG\r\n\x1a\n" + user["name"].encode() * 8
+
+    search = capsa_retriever_tool(_FigureRetriever(), name="search")
+    middleware = CitationCapsuleMiddleware(evidence_tools=[search], fetch_picture=fetch)
+    saver = InMemorySaver()
+    sent: dict[str, list[str]] = {}
+    for name in ("alice", "bob"):
+        user["name"] = name
+        config = {"configurable": {"thread_id": name}} if threads else {}
+        first = ScriptedModel(
+            messages=iter([_search(f"{name}1", "floor plan"), AIMessage("See [floorplan-1].")])
+        )
+        agent = create_agent(
+            first, tools=[search], middleware=[middleware], checkpointer=saver if threads else None
+        )
+        state = agent.invoke({"messages": [HumanMessage("Where is the floor plan?")]}, config)
+        second = ScriptedModel(messages=iter([AIMessage("ok"), AIMessage("ok")]))
+        agent = create_agent(
+            second, tools=[search], middleware=[middleware], checkpointer=saver if threads else None
+        )
+        follow_up = HumanMessage("And the exits?")
+        agent.invoke(
+            {"messages": [follow_up]}
+            if threads
+            else {**state, "messages": [*state["messages"], follow_up]},
+            config,
+        )
+        sent[name] = [base64.b64decode(b).decode("latin-1") for b in _pictures_sent(second.seen[0])]
+    assert sent["alice"] and all("alice" in picture for picture in sent["alice"])
+    assert sent["bob"] and all("bob" in picture for picture in sent["bob"])
+    assert set(fetched) == {"alice", "bob"}
+
+
+def test_one_middleware_checks_every_agents_tools():
+    middleware = CitationCapsuleMiddleware(evidence_tools=[SEARCH])
+    model = ScriptedModel(messages=iter([AIMessage("ok")]))
+    create_agent(model, tools=[SEARCH], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage("hi")]}
+    )
+    unrelated = capsa_retriever_tool(_FigureRetriever(), name="figures")
+    other = create_agent(
+        ScriptedModel(messages=iter([AIMessage("ok")])), tools=[unrelated], middleware=[middleware]
+    )
+    with pytest.raises(ValueError, match="not among the agent's tools"):
+        other.invoke({"messages": [HumanMessage("hi")]})
+
+
 def test_middleware_bound_uses_the_callers_tokenizer():
     hotel = _answer_chunk(HOTEL)
     counted: list[str] = []

@@ -369,6 +369,42 @@ def test_capsule_memory_reattaches_cited_pictures():
     assert len(memory.get_all()) == 5
 
 
+def test_capsule_memory_reset_forgets_fetched_pictures():
+    """After `reset` the next conversation's first question fetches its own pictures."""
+    node = TextNode(
+        id_="notice-figure-node-0001",
+        text="Closure dates are in the figure.",
+        metadata={"title": "Office Notice", "picture_refs": ["#/pictures/0"]},
+    )
+
+    class One(BaseRetriever):
+        def _retrieve(self, query_bundle):
+            return [NodeWithScore(node=node, score=1.0)]
+
+    user = {"name": "alice"}
+    memory = CapsuleMemory.from_defaults(ListMemory())
+    memory.fetch_picture = lambda picture: b"\x89PNG\r\n\x1a\n" + user["name"].encode()
+    sent = {}
+    for name in ("alice", "bob"):
+        user["name"] = name
+        memory.reset()
+        memory.put(ChatMessage(role=MessageRole.USER, content="closures?"))
+        output = _search_now(memory, One(), "closures")
+        memory.put_messages(
+            [
+                _call("s1", "search", query="closures"),
+                ChatMessage(
+                    role=MessageRole.TOOL, content=output, additional_kwargs={"tool_call_id": "s1"}
+                ),
+                _say(f"See [{node.node_id}]."),
+            ]
+        )
+        memory.put(ChatMessage(role=MessageRole.USER, content="and?"))
+        (image,) = [b for m in memory.get() for b in m.blocks if isinstance(b, ImageBlock)]
+        sent[name] = image.resolve_image().read()
+    assert sent["alice"].endswith(b"alice") and sent["bob"].endswith(b"bob")
+
+
 def test_capsule_memory_set_keeps_the_ledger_and_reset_clears_it():
     memory = CapsuleMemory.from_defaults(ListMemory())
     memory.put(ChatMessage(role=MessageRole.USER, content="hi"))
