@@ -52,8 +52,9 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
     given, under `Budget.attachment_share`), and tells
     the model which files it is not reading and why ("report.pdf: parser
     failed (timeout)"). The same report reaches the caller as a
-    ``capsa.attachments`` custom event, once per turn (an agent calls the
-    model several times in one turn; the event is not repeated).
+    ``capsa.attachments`` custom event, once per turn: with the turn's first
+    model call, the one whose request ends with the user's message (an agent
+    calls the model several times in one turn; the event is not repeated).
 
     Every turn of a conversation is covered, not only the one that attached:
 
@@ -107,9 +108,22 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
         self.tokenizer = tokenizer
         self.fetch = fetch
         self.send_images = send_images
+        self._build()
+
+    def _build(self) -> None:
         self._cache = ExtractionCache(_CACHE_SIZE)
         self._forms: RecentCache[list[str | dict[Any, Any]]] = RecentCache(_CACHE_SIZE)
-        self._reported: RecentCache[bool] = RecentCache(_CACHE_SIZE)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Settings only: the caches (and their locks) are rebuilt, empty, on load."""
+        state = dict(self.__dict__)
+        for built in ("_cache", "_forms"):
+            state.pop(built, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._build()
 
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
@@ -119,7 +133,7 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
             return handler(request)
         docs = self.retriever.invoke(_text(turn.newest)) if self.retriever is not None else []
         messages, context = self._rewrite(request.messages, turn, docs)
-        if self._first_report(request.messages, turn):
+        if _first_call(request.messages, turn):
             _dispatch(context)
         return handler(request.override(messages=messages))
 
@@ -132,17 +146,9 @@ class AttachmentMiddleware(AgentMiddleware[Any, Any, Any]):
             return await handler(request)
         docs = await self.retriever.ainvoke(_text(turn.newest)) if self.retriever else []
         messages, context = await asyncio.to_thread(self._rewrite, request.messages, turn, docs)
-        if self._first_report(request.messages, turn):
+        if _first_call(request.messages, turn):
             await _adispatch(context)
         return await handler(request.override(messages=messages))
-
-    def _first_report(self, messages: Sequence[AnyMessage], turn: _Turn) -> bool:
-        """Whether this turn's report is still to be sent: the first model call of the turn."""
-        key = _digest([m.content for m in messages[:turn.index + 1]])
-        if self._reported.get(key):
-            return False
-        self._reported.put(key, True)
-        return True
 
     def _rewrite(self, messages: Sequence[AnyMessage], turn: _Turn, docs: Sequence[Any]
                  ) -> tuple[list[AnyMessage], AttachmentContext]:
@@ -209,6 +215,16 @@ def _turn(messages: Sequence[AnyMessage]) -> _Turn | None:
     if not earlier and not _files(newest):
         return None
     return _Turn(index=index, newest=newest, earlier=earlier)
+
+
+def _first_call(messages: Sequence[AnyMessage], turn: _Turn) -> bool:
+    """Whether this is the turn's first model call, which reports it: nothing follows the user.
+
+    Read from the request itself, not remembered, so two conversations holding
+    the same messages each get their report, and a later call of the turn (after
+    tool rounds) sends none.
+    """
+    return turn.index == len(messages) - 1
 
 
 def _newest_human(messages: Sequence[AnyMessage]) -> tuple[int, HumanMessage] | None:

@@ -226,3 +226,46 @@ def test_the_report_is_sent_once_per_turn_not_once_per_model_call() -> None:
     assert len(reports) == 1
     for sent in model.seen:  # each request carries the notice once, in the user's message
         assert json.dumps([m.content for m in sent]).count("not included") == 1
+
+
+def test_every_conversation_gets_its_report_even_with_the_same_messages() -> None:
+    """Two users sending the same form, or a retried stateless request, are two turns."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    block = {"type": "file", "base64": DATA, "mime_type": "text/plain",
+             "extras": {"filename": "form.txt"}}
+    question = HumanMessage(content=[{"type": "text", "text": "Hotel cap?"}, block])
+    middleware = AttachmentMiddleware(budget=Budget(max_tokens=600),
+                                      extractor=PlainTextExtractor())
+    saver = InMemorySaver()
+    counts = []
+    for config in ({"configurable": {"thread_id": "alice"}},
+                   {"configurable": {"thread_id": "bob"}}, {}, {}):
+        events = _Events()
+        agent = create_agent(_model(), middleware=[middleware],
+                             checkpointer=saver if config else None)
+        agent.invoke({"messages": [question]}, {**config, "callbacks": [events]})
+        counts.append(sum(name == "capsa.attachments" for name, _ in events.events))
+    assert counts == [1, 1, 1, 1]
+
+
+def test_the_middleware_deep_copies_and_pickles_with_empty_caches() -> None:
+    import copy
+    import pickle
+
+    middleware = AttachmentMiddleware(budget=Budget(max_tokens=600),
+                                      extractor=PlainTextExtractor())
+    _, report = _run_with(middleware)
+    for restored in (copy.deepcopy(middleware), pickle.loads(pickle.dumps(middleware))):
+        assert restored.budget == middleware.budget and restored._cache is not middleware._cache
+        assert _run_with(restored)[1] == report
+
+
+def _run_with(middleware: AttachmentMiddleware) -> tuple[list[Any], dict[str, Any]]:
+    model, events = _model(), _Events()
+    block = {"type": "file", "base64": DATA, "mime_type": "text/plain"}
+    create_agent(model, middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(content=[{"type": "text", "text": "Hotel cap?"}, block])]},
+        {"callbacks": [events]})
+    (report,) = [data for name, data in events.events if name == "capsa.attachments"]
+    return model.seen[0][-1].content, report
