@@ -69,6 +69,7 @@ EXCERPT_KEY = "capsa_excerpt"
 """Metadata key of ``[shown, total]`` characters of a document shortened to its best sentences."""
 COMPACT_KEY = "capsa_compact"
 """Metadata key set to True on documents packed in the compact form (`Budget.markup`)."""
+_MARKS = frozenset({RECEIPT_KEY, HANDLE_KEY, EXCERPT_KEY, COMPACT_KEY})
 
 
 def _counts_tokens(value: TokenizerLike | None) -> TokenizerLike | None:
@@ -286,8 +287,10 @@ def report(packet: Packet, receipts: Sequence[Receipt]) -> dict[str, Any]:
 
 def _kept_document(original: Document, handle: str, text: str, receipt: Receipt, *,
                    marked: bool, compact: bool) -> Document:
-    metadata = {**original.metadata, RECEIPT_KEY: receipt.model_dump(mode="json"),
-                HANDLE_KEY: handle}
+    # An earlier packing's marks describe that packing, not this one: a document
+    # packed twice (two stages, a merged ensemble) is marked for this pass alone.
+    metadata = {key: value for key, value in original.metadata.items() if key not in _MARKS}
+    metadata.update({RECEIPT_KEY: receipt.model_dump(mode="json"), HANDLE_KEY: handle})
     if compact:
         metadata[COMPACT_KEY] = True
     if marked and not receipt.whole and not receipt.truncated:
@@ -365,9 +368,16 @@ def _event_config(callbacks: Callbacks) -> RunnableConfig:
 
 def _format_packet(documents: Sequence[Document]) -> str:
     items: list[tuple[Group, Passage, bool, Excerpt]] = []
+    handles = [str(document.metadata.get(HANDLE_KEY) or n + 1)
+               for n, document in enumerate(documents)]
+    # Handles are unique within one packet; documents merged from two packets (an
+    # ensemble of budgeted retrievers) can repeat one, and then a citation could
+    # not be mapped back: every document is shown under its position instead.
+    if len(set(handles)) < len(handles):
+        handles = [str(n + 1) for n in range(len(documents))]
     for n, document in enumerate(documents):
         receipt = document.metadata.get(RECEIPT_KEY) or {}
-        handle = document.metadata.get(HANDLE_KEY) or str(n + 1)
+        handle = handles[n]
         passage = Passage(id=str(handle), text=document.page_content,
                           source=_source(document.metadata),
                           page=page_of(document.metadata))
@@ -387,8 +397,9 @@ format_packet: RunnableLambda[Sequence[Document], str] = RunnableLambda(
 A runnable: pipe a retriever into it (``retriever | format_packet``) or call
 ``format_packet.invoke(documents)``. Each document is shown under a short
 handle (``id="2"``: its ``capsa_handle`` when packed by `CapsaCompressor` or
-`BudgetedRetriever`, else its position) and its source's file name, never a
-server path; packed documents keep their truncation markers, any other
+`BudgetedRetriever`, else its position; every document under its position when
+handles repeat, as in documents merged from two packets) and its source's file
+name, never a server path; packed documents keep their truncation markers, any other
 document renders whole. Documents packed in the compact form (a tight budget,
 `Budget.markup`) are rendered compact again, so the prompt is the packet the
 budget was counted on. Passage text is escaped so it cannot close or forge a

@@ -169,7 +169,9 @@ class ScoredRetriever(BaseRetriever):
     stores and a distance in others: the hits come best first, so scores
     that rise down the list are distances and are negated (capsa reads only
     their order and gaps), and scores that neither rise nor fall throughout
-    are left out. ``filter`` and the like go in `search_kwargs` or as invoke
+    are left out, and a ``score_threshold`` is refused (``ValueError``), as
+    LangChain's own threshold search refuses it: raw scores have no scale to
+    hold it against. ``filter`` and the like go in `search_kwargs` or as invoke
     kwargs. Each hit comes back as a new `Document` (the same id and
     content, its metadata copied with the score added); the store's own
     documents are never changed.
@@ -212,6 +214,7 @@ class ScoredRetriever(BaseRetriever):
         try:
             hits = self.vectorstore.similarity_search_with_relevance_scores(query, **search)
         except NotImplementedError:  # no relevance function: raw scores, direction unknown
+            _no_threshold(self.vectorstore, search)
             return _scored(self.vectorstore.similarity_search_with_score(query, **search))
         return [_with_score(document, score) for document, score in hits]
 
@@ -223,8 +226,22 @@ class ScoredRetriever(BaseRetriever):
             hits = await self.vectorstore.asimilarity_search_with_relevance_scores(
                 query, **search)
         except NotImplementedError:
+            _no_threshold(self.vectorstore, search)
             return _scored(await self.vectorstore.asimilarity_search_with_score(query, **search))
         return [_with_score(document, score) for document, score in hits]
+
+
+def _no_threshold(store: VectorStore, search: dict[str, Any]) -> None:
+    """Refuse a ``score_threshold`` where scores are raw: silently ignoring it returns far hits.
+
+    LangChain's own ``similarity_score_threshold`` search refuses such a store too.
+    """
+    if search.get("score_threshold") is not None:
+        raise ValueError(
+            f"{type(store).__name__} has no relevance function, so score_threshold="
+            f"{search['score_threshold']!r} cannot be applied to its raw scores; drop it, or "
+            "give the store a relevance_score_fn"
+        )
 
 
 def _scored(hits: list[tuple[Document, float]]) -> list[Document]:

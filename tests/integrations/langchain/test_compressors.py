@@ -344,3 +344,37 @@ def test_a_document_with_a_title_and_no_source_is_scored_and_shown_under_its_tit
 
     assert [d.metadata["title"] for d in kept] == ["Tosca (1956 film)"]
     assert 'source="Tosca (1956 film)"' in format_packet.invoke(whole)
+
+
+@pytest.mark.parametrize("second", [30, 45, 60])
+def test_documents_packed_twice_render_within_the_second_budget(second: int):
+    """A two-stage pipeline re-packs packed documents: only the second packing's marks show."""
+    filler = " ".join(f"Rule {i} says receipts are kept for audit {i}." for i in range(30))
+    document = Document(id="a1", page_content=f"The nightly hotel cap is EUR 165. {filler}",
+                        metadata={"source": "travel.pdf"})
+    once = CapsaCompressor(budget=Budget(max_tokens=90, mark_excerpts=True)).compress_documents(
+        [document], QUERY)
+    twice = CapsaCompressor(
+        budget=Budget(max_tokens=second, mark_excerpts=True)).compress_documents(once, QUERY)
+    assert twice and estimate_tokens(format_packet.invoke(twice)) <= second
+    assert document.metadata == {"source": "travel.pdf"}  # the caller's document is untouched
+
+
+def test_repeated_handles_render_under_positions():
+    """Documents merged from two packets each hold handle "1"; a citation must name one."""
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    from capsa.langchain import BudgetedRetriever
+
+    def retriever(text: str, id_: str) -> BudgetedRetriever:
+        found = [Document(id=id_, page_content=text)]
+        return BudgetedRetriever(retriever=RunnableLambda(lambda q: found),
+                                 budget=Budget(max_tokens=100))
+
+    ensemble = EnsembleRetriever(retrievers=[retriever(HOTEL, "hotel"), retriever(MEALS, "meals")])
+    documents = ensemble.invoke(QUERY)
+    assert [d.metadata["capsa_handle"] for d in documents] == ["1", "1"]
+    shown = format_packet.invoke(documents)
+    assert shown.count('<document id="1"') == 1 and shown.count('<document id="2"') == 1
+    single = format_packet.invoke(documents[:1])
+    assert '<document id="1"' in single  # a packet's own handles are kept when they are unique

@@ -314,6 +314,28 @@ def test_scored_retriever_reads_raw_scores_by_the_order_of_the_hits(
     assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]
 
 
+@pytest.mark.parametrize("store_type", [InMemoryVectorStore, DistanceStore])
+async def test_scored_retriever_refuses_a_threshold_on_raw_scores(
+        store_type: type[InMemoryVectorStore]) -> None:
+    """Raw scores have no scale to hold a threshold against; ignoring it returned far hits."""
+    store = store_type.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+    retriever = ScoredRetriever(vectorstore=store, search_kwargs={"score_threshold": 0.99})
+    with pytest.raises(ValueError, match=r"score_threshold=0\.99"):
+        retriever.invoke("hotel cap")
+    with pytest.raises(ValueError, match="no relevance function"):
+        await retriever.ainvoke("hotel cap")
+
+
+def test_scored_retriever_applies_a_threshold_where_the_store_scores_relevance() -> None:
+    store = CosineStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
+    every = ScoredRetriever(vectorstore=store, k=8).invoke("hotel cap")
+    cut = sorted(hit.metadata["relevance_score"] for hit in every)[len(every) // 2]
+    kept = ScoredRetriever(vectorstore=store, k=8,
+                           search_kwargs={"score_threshold": cut}).invoke("hotel cap")
+    assert 0 < len(kept) < len(every)
+    assert all(hit.metadata["relevance_score"] >= cut for hit in kept)
+
+
 async def test_scored_retriever_searches_asynchronously_too() -> None:
     store = DistanceStore.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
     retriever = ScoredRetriever(vectorstore=store, search_kwargs={"k": 3})
