@@ -343,7 +343,13 @@ def _blob_bytes(blob: Blob, limits: ExtractionLimits, label: str) -> bytes:
             raise IngestionRejected(f"at least {len(data)} bytes, over the limit of "
                                     f"{limits.max_bytes}", label=label, stage="size",
                                     reason="too_large")
-        data = data.encode(blob.encoding or "utf-8")
+        encoding = blob.encoding or "utf-8"
+        try:
+            data = data.encode(encoding)
+        except (LookupError, UnicodeEncodeError) as error:  # this blob's outcome, not the load's
+            raise IngestionRejected(f"its text cannot be written in its declared encoding "
+                                    f"{encoding!r}: {error}", label=label, stage="size",
+                                    reason="undecodable") from error
     return data or b""
 
 

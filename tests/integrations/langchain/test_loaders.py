@@ -101,6 +101,19 @@ def test_blob_parser_checks_a_string_blob_against_the_size_limit() -> None:
     assert parser.omitted[0].reason == "too_large"
 
 
+@pytest.mark.parametrize("encoding", ["latin-1", "no-such-codec"])
+def test_a_string_blob_its_encoding_cannot_hold_is_one_omission(encoding: str) -> None:
+    """One bad source never ends the load: the files after it still arrive."""
+    odd = Blob.from_data("caf\u00e9 \u2013 EUR 230", path="notes.txt", encoding=encoding)
+    loader = CapsaLoader([("a.txt", b"alpha"), odd, ("c.txt", b"gamma")],
+                         extractor=PlainTextExtractor())
+    assert [d.page_content for d in loader.load()] == ["alpha", "gamma"]
+    (omission,) = loader.omitted
+    assert (omission.label, omission.stage, omission.reason) == ("notes.txt", "size",
+                                                                 "undecodable")
+    assert encoding in omission.detail
+
+
 def _tree(root: Path) -> Path:
     (root / "sub").mkdir()
     (root / "sub" / "b.md").write_text("beta")
