@@ -36,8 +36,8 @@ from capsa.guard.elements import Element, table_cells
 from capsa.guard.extract import Extracted
 from capsa.guard.sniff import media_type_for_name
 
-__all__ = ["SHAPES", "DocumentPart", "Shape", "check_shape", "document_parts", "label_of",
-           "page_of", "refs_of"]
+__all__ = ["SHAPES", "DocumentPart", "Shape", "check_shape", "distinct_ids", "document_parts",
+           "label_of", "page_of", "refs_of"]
 
 Shape = Literal["file", "page", "element"]
 """One document per file (the default), per page, or per element."""
@@ -115,6 +115,33 @@ def page_of(metadata: Mapping[str, Any]) -> str | None:
         if text:
             return text
     return None
+
+
+def distinct_ids(ids: Sequence[str | None]) -> list[str]:
+    """Each item's own id when it is the first to carry it, else its position.
+
+    Retrievers return the same document twice (two chunks of one id, a merged
+    ensemble), and a packet names every passage once. A position never stands
+    in for an item when another item's real id is that number, and a made-up
+    id (``"a#2"``) never takes one an item really has: a report naming an id
+    must mean the item that carries it.
+
+    Examples:
+        >>> distinct_ids(["a", "a", None, "1"])
+        ['a', '1#1', '2', '1']
+        >>> distinct_ids(["a", "2", "a"])
+        ['a', '2', '2#2']
+    """
+    taken = {ident for ident in ids if ident}
+    seen: set[str] = set()
+    distinct = []
+    for n, own in enumerate(ids):
+        ident = own if own and own not in seen else str(n)
+        while ident in seen or (ident != own and ident in taken):
+            ident = f"{ident}#{n}"
+        seen.add(ident)
+        distinct.append(ident)
+    return distinct
 
 
 def label_of(value: object) -> str | None:

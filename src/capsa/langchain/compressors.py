@@ -50,7 +50,7 @@ from capsa.budget import (
 )
 from capsa.budget.render import Excerpt, render_passages, source_label
 from capsa.budget.window import warn_if_empty
-from capsa.guard.shapes import label_of, page_of
+from capsa.guard.shapes import distinct_ids, label_of, page_of
 
 __all__ = ["REPORT_EVENT", "CapsaCompressor", "budget_for_model", "format_packet"]
 
@@ -225,22 +225,8 @@ def to_passages(documents: Sequence[Document]) -> list[Passage]:
 
 
 def _unique_ids(documents: Sequence[Document]) -> list[str]:
-    """Each document's id when it is the first to carry it, else its position.
-
-    A position never stands in for a document when another document's real id
-    is that number: a report naming ``"1"`` must mean the document whose id is
-    ``"1"``, not the second of two documents sharing another id.
-    """
-    taken = {document.id for document in documents if document.id}
-    seen: set[str] = set()
-    ids = []
-    for n, document in enumerate(documents):
-        ident = document.id if document.id and document.id not in seen else str(n)
-        while ident in seen or (ident != document.id and ident in taken):
-            ident = f"{ident}#{n}"
-        seen.add(ident)
-        ids.append(ident)
-    return ids
+    """Each document's id when it is the first to carry it, else its position (`distinct_ids`)."""
+    return distinct_ids([document.id for document in documents])
 
 
 def _passage(document: Document, handle: str) -> Passage:

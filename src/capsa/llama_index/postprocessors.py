@@ -48,7 +48,7 @@ from capsa.budget import (
 )
 from capsa.budget.render import Layout, source_label
 from capsa.budget.window import warn_if_empty
-from capsa.guard.shapes import label_of, page_of
+from capsa.guard.shapes import distinct_ids, label_of, page_of
 
 __all__ = ["RECEIPT_KEY", "CapsaCompressionEvent", "CapsaNodePostprocessor", "budget_for_llm"]
 
@@ -277,11 +277,9 @@ def _frame(node: BaseNode) -> tuple[str, str]:
 
 
 def _to_passages(nodes: list[NodeWithScore]) -> list[Passage]:
-    seen: set[str] = set()
     passages = []
-    for n, item in enumerate(nodes):
-        ident = item.node.node_id if item.node.node_id not in seen else f"{item.node.node_id}#{n}"
-        seen.add(ident)
+    for ident, item in zip(distinct_ids([item.node.node_id for item in nodes]), nodes,
+                           strict=True):
         metadata = item.node.metadata
         passages.append(Passage(
             id=ident, text=item.node.get_content(metadata_mode=MetadataMode.NONE),

@@ -163,6 +163,25 @@ def test_a_mistyped_query_word_is_read_as_the_nodes_word_and_the_event_says_so(
     assert event.respelt == [["hotell", "hotel"]] and event.query == "hotell cap in London"
 
 
+@pytest.mark.parametrize("ids", [["a", "a#2", "a"], ["x", "x", "x#1"], ["a", "2", "a"]])
+def test_repeated_node_ids_are_named_once_and_never_take_a_real_id(
+        events: Events, ids: list[str]) -> None:
+    """Two chunks of one document share its id; a made-up name never takes another node's."""
+    texts = ["The nightly hotel cap is EUR 165.", "Trains are booked in standard class.",
+             "The nightly hotel cap is EUR 165 in London too."]
+    given = [NodeWithScore(node=TextNode(id_=i, text=t), score=0.9 - n / 10)
+             for n, (i, t) in enumerate(zip(ids, texts, strict=True))]
+    kept = CapsaNodePostprocessor(budget=Budget(max_tokens=400)).postprocess_nodes(
+        given, query_str="hotel cap")
+    [event] = events.seen
+    named = event.kept + [d["id"] for d in event.dropped]
+    assert len(set(named)) == 3 and len(kept) == len(event.kept)
+    real = {i for i in ids if ids.count(i) == 1}
+    assert real <= set(named)
+    for name, node in zip(event.kept, kept, strict=True):  # and names that node, not another
+        assert name not in real or node.node.node_id == name
+
+
 async def test_postprocessor_async_path_matches_the_sync_one(events: Events) -> None:
     post = CapsaNodePostprocessor(budget=Budget(max_tokens=45))
     sync = post.postprocess_nodes(nodes(), query_str="hotel cap")
