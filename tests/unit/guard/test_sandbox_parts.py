@@ -181,6 +181,15 @@ def test_seccomp_program_answers_every_syscall_as_its_lists_say(arch: str) -> No
         ("ioctl", (1, 0x5401), ALLOW),  # TCGETS
         ("ioctl", (1, 0x5412), EPERM),  # TIOCSTI
         ("ioctl", (1, 0x541C), EPERM),  # TIOCLINUX
+        ("madvise", (0, 4096, 4), ALLOW),  # MADV_DONTNEED on its own pages
+        ("madvise", (0, 4096, 12), EPERM),  # MADV_MERGEABLE
+        ("fadvise64", (3, 0, 0, 2), ALLOW),  # POSIX_FADV_SEQUENTIAL
+        ("fadvise64", (3, 0, 0, 4), EPERM),  # POSIX_FADV_DONTNEED: evicts shared pages
+        ("fcntl", (3, 2, 1), ALLOW),  # F_SETFD
+        ("fcntl", (3, 1024, 1), EPERM),  # F_SETLEASE
+        ("fcntl", (3, 1026, 0), EPERM),  # F_NOTIFY
+        ("fcntl", (3, (1 << 32) | 1024, 1), EPERM),  # the kernel reads an unsigned int
+        ("fcntl", (3, 1025, 0), ALLOW),  # F_GETLEASE
     ],
 )
 def test_seccomp_program_checks_the_arguments_of_calls_allowed_only_on_the_caller(

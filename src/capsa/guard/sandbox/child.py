@@ -69,8 +69,11 @@ def _serve(extractor: Any, control: socket.socket, scratch: str, zygote: int,
         lib.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != zygote and os.getpid() != 1:  # the zygote died before the signal was armed
         return 70
+    # Descriptions of its own: fds 1 and 2 were the zygote's, and a lock or owner
+    # signal set on a shared description would outlive the file, for the next to read.
     devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
+    for standard in (0, 1, 2):
+        os.dup2(devnull, standard)
     os.close(devnull)
     os.environ["TMPDIR"] = os.environ["HOME"] = scratch
     tempfile.tempdir = scratch
@@ -135,7 +138,10 @@ def _seal(policy: SandboxPolicy, lib: ctypes.CDLL | None, scratch: str,
     elif policy.mode != "off":
         reason = "unavailable: the child has no mount namespace of its own"
         states["scratch_tmpfs"] = states["read_only_root"] = reason
-    _limit(resource.RLIMIT_CORE, 0)
+    # 1, not 0: a core_pattern that pipes to a collector (systemd-coredump, apport)
+    # ignores the limit, except that 1 makes the kernel abort the dump; a core file
+    # needs at least a page. Either would keep the document's bytes on the host.
+    _limit(resource.RLIMIT_CORE, 1)
     _limit(resource.RLIMIT_NOFILE, _NOFILE)
     # What the application's own limits may allow and no parser needs: real-time or
     # raised priority (a desktop user's audio group often has both), and room in two

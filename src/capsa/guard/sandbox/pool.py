@@ -58,6 +58,13 @@ _PASSED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TESSDATA_PREFIX")
 _CAUSES: tuple[FailureCause, ...] = (
     "raised", "timeout", "memory_limit", "crashed", "incomplete", "protocol")
 _WRITE_CHUNK = 1 << 16
+_SMALL_READ = 1 << 12
+_GATHER_S = 0.002
+"""After a read of less than `_SMALL_READ` bytes, short of what the reply still needs,
+the reply is left to gather this long. A child that sends its reply a byte at a time
+would otherwise wake this thread once per byte and hold an application core for the
+file's whole wall clock; now it wakes it at most 500 times a second. An honest child
+writes its reply in one go, so reads are whole or pipe-sized and seldom wait."""
 _SIGNALS = {int(s): s.name for s in signal.Signals}
 
 
@@ -276,6 +283,7 @@ class _Worker:
         ended: dict[str, Any] | None = None
         problem: ProtocolError | None = None
         reply_open = True
+        gather = False
         while ended is None or reply_open:
             if ended is None and reader.complete and problem is None:
                 # The answer is whole: the child has nothing more to say. Tell the
@@ -287,6 +295,9 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None, problem
+            if gather:
+                time.sleep(min(_GATHER_S, remaining))
+                gather = False
             readable: list[Any] = [reply_fd] if reply_open else []
             if ended is None:
                 readable.append(self.control)
@@ -301,8 +312,11 @@ class _Worker:
                     pending = pending[len(pending):]
             if reply_fd in ready_r:
                 try:
-                    if reader.read_from(reply_fd) == 0 or reader.complete:
+                    wanted = len(reader.buffer())
+                    count = reader.read_from(reply_fd)
+                    if count == 0 or reader.complete:
                         reply_open = False
+                    gather = count < min(wanted, _SMALL_READ)
                 except ProtocolError as exc:
                     problem, reply_open = exc, False
                 except OSError as exc:

@@ -12,8 +12,10 @@ namespaces, mounts, ``ptrace``, keyrings, ``bpf``, ``io_uring``...). A few
 are allowed only with safe arguments (`_ARGUMENT_RULES`): ``prlimit64``,
 ``setpriority`` and the ``sched_set*`` calls on the caller itself (pid 0),
 ``clone`` without namespace flags, ``ioctl`` without the terminal-injecting
-requests. Two allowed calls are refused one option (`_REFUSED_OPTIONS`): the
-opt-in to kernel same-page merging, through ``madvise`` or ``prctl``.
+requests. Four allowed calls are refused options that reach past the child
+(`_REFUSED_OPTIONS`): the opt-in to kernel same-page merging (``madvise``,
+``prctl``), evicting a shared file from the page cache (``fadvise64``), and
+leases and directory watches (``fcntl``).
 
 A refused call fails with ``EPERM``; a call on no list fails with
 ``ENOSYS``, which libc and Python treat as "not supported here" and route
@@ -90,7 +92,7 @@ filter of a LibreOffice child)."""
 
 _HARMLESS: frozenset[str] = frozenset({
     # I/O on descriptors the child already holds, and waiting on them
-    "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "pwrite64", "dup", "dup3",
+    "readv", "writev", "preadv", "pwritev", "pwrite64", "dup", "dup3",
     "select", "pselect6", "ppoll", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
     "epoll_pwait2", "eventfd2", "fsync", "fdatasync", "ftruncate", "flock", "fchdir",
     "copy_file_range", "sendfile", "fadvise64", "getcwd",
@@ -126,15 +128,27 @@ _ARGUMENT_RULES: dict[str, tuple[int, ...]] = {
     "sched_setparam": (0,),
     "sched_setattr": (0,),
 }
-_REFUSED_OPTIONS: dict[str, tuple[int, int]] = {
-    "madvise": (2, 12),  # MADV_MERGEABLE
-    "prctl": (0, 67),    # PR_SET_MEMORY_MERGE
+_REFUSED_OPTIONS: dict[str, tuple[int, tuple[int, ...]]] = {
+    "madvise": (2, (12,)),           # MADV_MERGEABLE
+    "prctl": (0, (67,)),             # PR_SET_MEMORY_MERGE
+    "fadvise64": (3, (4,)),          # POSIX_FADV_DONTNEED
+    "fcntl": (1, (1024, 1026)),      # F_SETLEASE, F_NOTIFY
 }
-"""Options refused on calls that are otherwise allowed: name, then which argument and the
-value. Both opt the child's pages into kernel same-page merging (KSM), whose merged,
-copy-on-write pages answer a write more slowly, so a process that marks a guessed page
-mergeable learns whether another process holding mergeable memory has that page: a
-channel between tenants that no parser needs."""
+"""Options refused on calls that are otherwise allowed: name, then which argument and its
+refused values. None is a thing a parser needs, and each reaches past the child:
+
+- ``MADV_MERGEABLE`` and ``PR_SET_MEMORY_MERGE`` opt pages into kernel same-page merging
+  (KSM), whose merged, copy-on-write pages answer a write more slowly: a process that
+  marks a guessed page mergeable learns whether another process holds that page.
+- ``POSIX_FADV_DONTNEED`` evicts a shared file's pages from the page cache, so a later
+  read of them (timed) tells whether another tenant read them meanwhile: which of
+  LibreOffice's libraries another pool's file loaded, say. ``preadv2``, whose
+  ``RWF_NOWAIT`` asks the same question without timing, is not allowed at all (libc
+  falls back to ``preadv`` on ``ENOSYS``).
+- ``F_SETLEASE`` on a read-root file the child's uid owns (a pool that is not root:
+  the application's own virtualenv, its Tesseract models) makes every other process's
+  ``open`` of it wait until the file ends; ``F_NOTIFY`` watches a directory, as
+  ``inotify`` would."""
 _AF_UNIX = 1
 UNIX_LISTEN_KINDS: frozenset[str] = frozenset({"doc", "xls", "ppt", "ods", "odp"})
 """The kinds whose child gets the `_LISTEN_ONLY` filter: LibreOffice converts them. The
@@ -216,11 +230,16 @@ def build_filter(*, unix_listen: bool = False) -> bytes:
     ]
     if arch == 0xC000003E:
         program += [_op(_JGE_K, _X32_BIT, 0, 1), _op(_RET_K, _RET_KILL_PROCESS)]
-    for name, (index, value) in sorted(_REFUSED_OPTIONS.items()):
+    for name, (index, values) in sorted(_REFUSED_OPTIONS.items()):
+        if name not in numbers:
+            continue
+        last = len(values) - 1  # equal to a refused value: on to the refusal; else past it
+        checks = [_op(_JEQ_K, value, last - k, 1 if k == last else 0)
+                  for k, value in enumerate(values)]
         program += [  # then the number is loaded again for the checks below
-            _op(_JEQ_K, numbers[name], 0, 4),
+            _op(_JEQ_K, numbers[name], 0, len(values) + 2),
             _op(_LD_W_ABS, arg[index]),
-            _op(_JEQ_K, value, 0, 1),
+            *checks,
             _errno(errno.EPERM),
             _op(_LD_W_ABS, nr_offset),
         ]
