@@ -345,21 +345,24 @@ def test_middleware_adopts_a_thread_that_began_without_it():
     assert all(i in earlier for i in ids)  # named, so recall can bring them back
 
 
+class _PictureRetriever(BaseRetriever):
+    """One chunk whose figure is a picture (``picture_refs``)."""
+
+    def _get_relevant_documents(self, query, *, run_manager):
+        return [
+            Document(
+                page_content="Closure dates are shown in the figure.",
+                id="notice-figure-0001",
+                metadata={"title": "Office Notice", "picture_refs": ["#/pictures/0"]},
+            )
+        ]
+
+
 def test_middleware_reattaches_cited_pictures_and_reports_the_compaction():
     saver = InMemorySaver()
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
 
-    class PictureRetriever(BaseRetriever):
-        def _get_relevant_documents(self, query, *, run_manager):
-            return [
-                Document(
-                    page_content="Closure dates are shown in the figure.",
-                    id="notice-figure-0001",
-                    metadata={"title": "Office Notice", "picture_refs": ["#/pictures/0"]},
-                )
-            ]
-
-    search = capsa_retriever_tool(PictureRetriever(), name="search", collection="notices")
+    search = capsa_retriever_tool(_PictureRetriever(), name="search", collection="notices")
     events: list[dict[str, Any]] = []
 
     class Listener(BaseCallbackHandler):
@@ -620,17 +623,7 @@ async def test_async_picture_fetcher_is_awaited_once_per_question():
         fetched.append(picture.ref)
         return png
 
-    class PictureRetriever(BaseRetriever):
-        def _get_relevant_documents(self, query, *, run_manager):
-            return [
-                Document(
-                    page_content="Closure dates are shown in the figure.",
-                    id="notice-figure-0001",
-                    metadata={"title": "Office Notice", "picture_refs": ["#/pictures/0"]},
-                )
-            ]
-
-    search = capsa_retriever_tool(PictureRetriever(), name="search")
+    search = capsa_retriever_tool(_PictureRetriever(), name="search")
     middleware = CitationCapsuleMiddleware(evidence_tools=[search], fetch_picture=fetch)
     saver = InMemorySaver()
     first = ScriptedModel(
@@ -646,17 +639,6 @@ async def test_async_picture_fetcher_is_awaited_once_per_question():
     assert len(second.seen) >= 3  # three model calls of one question, each with the picture
     assert all(any(isinstance(m.content, list) for m in view) for view in second.seen)
     assert fetched == ["#/pictures/0"]
-
-
-class _FigureRetriever(BaseRetriever):
-    def _get_relevant_documents(self, query, *, run_manager):
-        return [
-            Document(
-                page_content="The floor plan is in the figure.",
-                id="floorplan-1",
-                metadata={"title": "Office", "picture_refs": ["#/pictures/0"]},
-            )
-        ]
 
 
 def _pictures_sent(view: list[BaseMessage]) -> list[str]:
@@ -681,7 +663,7 @@ def test_one_middleware_fetches_each_conversations_own_pictures(threads: bool):
         fetched.append(user["name"])
         return b"\x89PNG\r\n\x1a\n" + user["name"].encode() * 8
 
-    search = capsa_retriever_tool(_FigureRetriever(), name="search")
+    search = capsa_retriever_tool(_PictureRetriever(), name="search")
     middleware = CitationCapsuleMiddleware(evidence_tools=[search], fetch_picture=fetch)
     saver = InMemorySaver()
     sent: dict[str, list[str]] = {}
@@ -689,12 +671,12 @@ def test_one_middleware_fetches_each_conversations_own_pictures(threads: bool):
         user["name"] = name
         config = {"configurable": {"thread_id": name}} if threads else {}
         first = ScriptedModel(
-            messages=iter([_search(f"{name}1", "floor plan"), AIMessage("See [floorplan-1].")])
+            messages=iter([_search(f"{name}1", "closures"), AIMessage("See [notice-figure-0001].")])
         )
         agent = create_agent(
             first, tools=[search], middleware=[middleware], checkpointer=saver if threads else None
         )
-        state = agent.invoke({"messages": [HumanMessage("Where is the floor plan?")]}, config)
+        state = agent.invoke({"messages": [HumanMessage("closures?")]}, config)
         second = ScriptedModel(messages=iter([AIMessage("ok"), AIMessage("ok")]))
         agent = create_agent(
             second, tools=[search], middleware=[middleware], checkpointer=saver if threads else None
@@ -718,7 +700,7 @@ def test_one_middleware_checks_every_agents_tools():
     create_agent(model, tools=[SEARCH], middleware=[middleware]).invoke(
         {"messages": [HumanMessage("hi")]}
     )
-    unrelated = capsa_retriever_tool(_FigureRetriever(), name="figures")
+    unrelated = capsa_retriever_tool(_PictureRetriever(), name="figures")
     other = create_agent(
         ScriptedModel(messages=iter([AIMessage("ok")])), tools=[unrelated], middleware=[middleware]
     )

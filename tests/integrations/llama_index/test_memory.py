@@ -326,8 +326,8 @@ def test_capsule_memory_sends_a_chunk_searched_again_as_a_reference():
     assert _tool_texts(memory.get_all()) == outputs
 
 
-def test_capsule_memory_reattaches_cited_pictures():
-    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+def _figure() -> tuple[TextNode, BaseRetriever]:
+    """A chunk whose figure is a picture (``picture_refs``), and a retriever that finds it."""
     node = TextNode(
         id_="notice-figure-node-0001",
         text="Closure dates are in the figure.",
@@ -338,10 +338,16 @@ def test_capsule_memory_reattaches_cited_pictures():
         def _retrieve(self, query_bundle):
             return [NodeWithScore(node=node, score=1.0)]
 
+    return node, One()
+
+
+def test_capsule_memory_reattaches_cited_pictures():
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+    node, one = _figure()
     memory = CapsuleMemory.from_defaults(ListMemory())
     memory.fetch_picture = lambda picture: png
     memory.put(ChatMessage(role=MessageRole.USER, content="closures?"))
-    output = _search_now(memory, One(), "closures")
+    output = _search_now(memory, one, "closures")
     memory.put_messages(
         [
             _call("s1", "search", query="closures"),
@@ -371,16 +377,7 @@ def test_capsule_memory_reattaches_cited_pictures():
 
 def test_capsule_memory_reset_forgets_fetched_pictures():
     """After `reset` the next conversation's first question fetches its own pictures."""
-    node = TextNode(
-        id_="notice-figure-node-0001",
-        text="Closure dates are in the figure.",
-        metadata={"title": "Office Notice", "picture_refs": ["#/pictures/0"]},
-    )
-
-    class One(BaseRetriever):
-        def _retrieve(self, query_bundle):
-            return [NodeWithScore(node=node, score=1.0)]
-
+    node, one = _figure()
     user = {"name": "alice"}
     memory = CapsuleMemory.from_defaults(ListMemory())
     memory.fetch_picture = lambda picture: b"\x89PNG\r\n\x1a\n" + user["name"].encode()
@@ -389,7 +386,7 @@ def test_capsule_memory_reset_forgets_fetched_pictures():
         user["name"] = name
         memory.reset()
         memory.put(ChatMessage(role=MessageRole.USER, content="closures?"))
-        output = _search_now(memory, One(), "closures")
+        output = _search_now(memory, one, "closures")
         memory.put_messages(
             [
                 _call("s1", "search", query="closures"),
