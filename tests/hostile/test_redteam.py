@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -519,6 +520,24 @@ def test_mountinfo_lists_only_the_minimal_roots_mounts(pool: IsolatedExtractor,
     assert isinstance(points, list), points
     assert "/" in points
     read = [os.path.realpath(r) for r in _worker_read_roots()] + _worker_read_roots()
-    exact = {"/", "/proc", pool._all[0].scratch, *pool._all[0].cgroups}
+    cgroups = {"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids",
+               "/sys/fs/cgroup/cpuacct"}
+    exact = {"/", "/proc", pool._all[0].scratch, *cgroups}
     stray = [p for p in points if p not in exact and not _beneath(Path(p), read)]
     assert stray == [], points
+
+
+def test_mountinfo_names_neither_the_applications_cgroup_nor_the_worker(
+        pool: IsolatedExtractor, stat_report: dict[str, Any]) -> None:
+    # The worker's cgroup lives under the application's own (on a systemd or Kubernetes
+    # host, a path naming its service or pod); the child sees it at the hierarchy's
+    # usual mount point instead.
+    points = stat_report["mountinfo"]
+    assert isinstance(points, list), points
+    host_paths = pool._all[0].cgroups  # what the application removes when the worker ends
+    if not host_paths:
+        pytest.skip("this machine gives the worker no cgroup (see `capsa doctor`)")
+    assert all(os.path.basename(p).startswith("capsa-worker-") and os.path.isdir(p)
+               for p in host_paths), host_paths
+    assert not set(host_paths) & set(points), points
+    assert not [p for p in points if re.search(r"capsa-worker-\d", p)], points

@@ -191,6 +191,17 @@ class WorkerCgroups:
         """The directory a worker whose pid (as its application sees it) is `host_pid` makes."""
         return f"{_WORKER_PREFIX}{host_pid}"
 
+    def places(self) -> tuple[str, ...]:
+        """Where a worker's minimal root shows these directories: each hierarchy's usual
+        mount point, with neither the application's own cgroup path nor its pid."""
+        if self.version == 1:
+            return tuple(f"/sys/fs/cgroup/{controller}" for controller in _V1)
+        return ("/sys/fs/cgroup",)
+
+    def relocated(self) -> WorkerCgroups:
+        """These cgroups as the worker finds them once inside its minimal root."""
+        return WorkerCgroups(self.places(), self.version)
+
     def file(self, number: int) -> FileCgroup:
         """Make the cgroup for file `number` (before its child is forked)."""
         dirs = tuple(os.path.join(root, f"file-{number}") for root in self.roots)

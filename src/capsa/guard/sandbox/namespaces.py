@@ -36,7 +36,7 @@ import contextlib
 import ctypes
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 __all__ = ["HOST_NAME", "enter_file_namespaces", "enter_minimal_root", "enter_worker_namespaces",
            "host_pid", "libc", "limit_ipc", "make_reachable", "mount_scratch",
@@ -213,7 +213,8 @@ def make_reachable(lib: ctypes.CDLL, paths: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------- the minimal root
 
 
-def enter_minimal_root(lib: ctypes.CDLL, *, read: Iterable[str], writable: Iterable[str]) -> str:
+def enter_minimal_root(lib: ctypes.CDLL, *, read: Iterable[str], writable: Iterable[str],
+                       places: Mapping[str, str] | None = None) -> str:
     """Replace the zygote's root with one that holds only `read` (read-only) and `writable`.
 
     Landlock decides what a child may open, but not what it may ``stat``,
@@ -230,8 +231,13 @@ def enter_minimal_root(lib: ctypes.CDLL, *, read: Iterable[str], writable: Itera
     nothing else of the host exists from a child's view.
 
     The first `writable` path holds the tmpfs while it is built (it is
-    covered only until the pivot). Returns the layer's state; on a failure
-    before the pivot everything is undone and the old root stays.
+    covered only until the pivot). A writable path found in `places` is bound
+    at the path it names there instead of its own: the worker's cgroup
+    directories, whose host paths name the application's own cgroup (a
+    service or a pod) and would show in every child's ``mountinfo``.
+
+    Returns the layer's state; on a failure before the pivot everything is
+    undone and the old root stays.
     """
     read, writable = list(read), list(writable)
     if _SYS_PIVOT_ROOT < 0:
@@ -252,7 +258,7 @@ def enter_minimal_root(lib: ctypes.CDLL, *, read: Iterable[str], writable: Itera
                      b"mode=0755,size=1m,nr_inodes=4096") != 0:
             return f"unavailable: tmpfs: {_error()}"
         try:
-            count = _furnish(lib, base, read, sources)
+            count = _furnish(lib, base, read, sources, places or {})
         except OSError as exc:
             lib.umount2(base.encode(), _MNT_DETACH)
             return f"unavailable: {exc.strerror or exc}"
@@ -274,8 +280,11 @@ def enter_minimal_root(lib: ctypes.CDLL, *, read: Iterable[str], writable: Itera
     return f"active: pivot_root into {count} read-only binds, /proc and scratch"
 
 
-def _furnish(lib: ctypes.CDLL, new: str, read: list[str], writable: dict[str, int]) -> int:
-    """Bind `read` (read-only) and `writable` into the tmpfs at `new`; how many read binds.
+def _furnish(lib: ctypes.CDLL, new: str, read: list[str], writable: dict[str, int],
+             places: Mapping[str, str]) -> int:
+    """Bind `read` (read-only) and `writable` (at its `places`) into the tmpfs at `new`.
+
+    Returns how many read binds were made.
 
     Raises OSError when a bind the sandbox needs cannot be made.
     """
@@ -294,7 +303,7 @@ def _furnish(lib: ctypes.CDLL, new: str, read: list[str], writable: dict[str, in
     for path, fd in writable.items():
         # not recursive: the first one is covered by the tmpfs being built, which a
         # recursive bind would copy into itself
-        target = _point(new, path, True, binds)
+        target = _point(new, places.get(path, path), True, binds)
         if lib.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND,
                      None) != 0:
             raise OSError(ctypes.get_errno(), f"bind {path}: {_error()}")

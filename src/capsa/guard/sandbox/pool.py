@@ -40,7 +40,7 @@ from capsa.errors import ExtractionFailed, FailureCause, IngestionRejected, Sand
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.port import EmbeddedFile, Parsed, TextExtractor
 from capsa.guard.sandbox import protocol
-from capsa.guard.sandbox.cgroups import remove_empty, sweep_stale
+from capsa.guard.sandbox.cgroups import WorkerCgroups, remove_empty, sweep_stale
 from capsa.guard.sandbox.layers import SandboxMode, SandboxReport, summarise
 from capsa.guard.sandbox.protocol import ProtocolError, ReplyReader
 from capsa.guard.sandbox.scratch import claim_scratch, release_scratch, sweep_stale_scratch
@@ -138,10 +138,13 @@ class _Worker:
         its first file and the rest while idle, reporting as it goes (`note`)."""
         if not isinstance(self.health.get("self_test"), dict):
             self.health["self_test"] = {}
-        roots = hello.get("cgroups")
-        if isinstance(roots, list):
+        roots, pid = hello.get("cgroups"), hello.get("pid")
+        if isinstance(roots, list) and isinstance(pid, int):
+            # Only the worker's own directories: these are removed, with every empty
+            # cgroup beneath them, when it ends.
+            own = WorkerCgroups.name_for(pid)
             self.cgroups = [r for r in roots if isinstance(r, str) and
-                            r.startswith("/sys/fs/cgroup/")]
+                            r.startswith("/sys/fs/cgroup/") and os.path.basename(r) == own]
             # workers killed with their application could not remove their own
             sweep_stale({os.path.dirname(root) for root in self.cgroups})
 

@@ -331,20 +331,28 @@ def _minimal_root(policy: SandboxPolicy, lib: ctypes.CDLL | None) -> str | None:
     """Pivot the zygote into a root of only what parsers read (`namespaces.enter_minimal_root`).
 
     Every file's mount namespace is then a copy of it. None where the sandbox is off.
-    The worker's cgroup directories are bound in as mount points, so the worker
-    cannot remove them itself when it ends; the application does (`pool._remove_cgroups`).
+    The worker's cgroup directories are bound in as mount points (at
+    `WorkerCgroups.places`, so no child reads the application's cgroup path in its
+    ``mountinfo``), so the worker cannot remove them itself when it ends; the
+    application does (`pool._remove_cgroups`).
     """
     if policy.mode == "off" or lib is None:
         return None
     if policy.namespaces.get("mount_namespace") != "worker":
         return "unavailable: the worker has no mount namespace of its own"
     writable = [_shared_scratch()]
+    places: dict[str, str] = {}
     if policy.cgroups is not None:
         writable += list(policy.cgroups.roots)
+        places = dict(zip(policy.cgroups.roots, policy.cgroups.places(), strict=True))
     try:
-        return namespaces.enter_minimal_root(lib, read=policy.read_roots, writable=writable)
+        state = namespaces.enter_minimal_root(lib, read=policy.read_roots, writable=writable,
+                                              places=places)
     except OSError as exc:  # after the pivot: the old root still shows
         return f"unavailable: {exc}"
+    if policy.cgroups is not None and state.startswith("active"):
+        policy.cgroups = policy.cgroups.relocated()
+    return state
 
 
 def _private_scratch(policy: SandboxPolicy) -> str:
@@ -504,6 +512,9 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
     del config, frame
     # Last of the worker's set-up, once the extractor's modules are imported (some
     # come from the application's own paths, which the new root no longer holds).
+    # The application removes these cgroups when the worker ends: it is told their
+    # host paths, not where the minimal root shows them.
+    roots = list(policy.cgroups.roots) if policy.cgroups is not None else []
     state = _minimal_root(policy, lib)
     if state is not None:
         policy.namespaces["minimal_root"] = state
@@ -515,7 +526,6 @@ def serve(start: IO[bytes], control: socket.socket) -> None:
     gc.freeze()
     zygote = _Zygote(extractor, policy)
     layers_state = zygote.probe()
-    roots = list(policy.cgroups.roots) if policy.cgroups is not None else []
     protocol.send_control(control, {
         "ready": True, "pid": int(policy.namespaces.get("host_pid", os.getpid())),
         "network": network, "self_test": self_test, "sandbox": layers_state,
