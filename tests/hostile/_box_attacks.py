@@ -43,27 +43,28 @@ _SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
         "shmget": 29, "shmat": 30, "shmctl": 31, "socket": 41, "sendto": 44, "sendmsg": 46,
         "socketpair": 53, "kill": 62, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
-        "msgctl": 71, "flock": 73, "ptrace": 101, "setpgid": 109, "setsid": 112, "getpgid": 121,
-        "personality": 135, "setpriority": 141, "mount": 165, "umount2": 166, "setxattr": 188,
-        "sched_setaffinity": 203, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
-        "mq_timedreceive": 243, "add_key": 248, "keyctl": 250, "ioprio_set": 251,
-        "inotify_add_watch": 254, "mknodat": 259, "fchmodat": 268, "unshare": 272,
-        "utimensat": 280, "inotify_init1": 294, "perf_event_open": 298, "fanotify_init": 300,
-        "prlimit64": 302, "setns": 308, "memfd_create": 319, "userfaultfd": 323,
+        "msgctl": 71, "fcntl": 72, "flock": 73, "ptrace": 101, "setpgid": 109, "setsid": 112,
+        "getpgid": 121, "personality": 135, "setpriority": 141, "mount": 165, "umount2": 166,
+        "setxattr": 188, "sched_setaffinity": 203, "fadvise64": 221, "mq_open": 240,
+        "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "add_key": 248,
+        "keyctl": 250, "ioprio_set": 251, "inotify_add_watch": 254, "mknodat": 259,
+        "fchmodat": 268, "unshare": 272, "utimensat": 280, "inotify_init1": 294,
+        "perf_event_open": 298, "fanotify_init": 300, "prlimit64": 302, "setns": 308,
+        "memfd_create": 319, "userfaultfd": 323, "preadv2": 327, "pwritev2": 328,
         "io_uring_setup": 425, "pidfd_open": 434, "pidfd_getfd": 438,
     },
     "aarch64": {  # the generic table (include/uapi/asm-generic/unistd.h)
-        "setxattr": 5, "inotify_init1": 26, "inotify_add_watch": 27, "ioprio_set": 30,
-        "flock": 32, "mknodat": 33, "umount2": 39, "mount": 40, "fchmodat": 53,
-        "utimensat": 88, "personality": 92, "unshare": 97, "ptrace": 117,
+        "setxattr": 5, "fcntl": 25, "inotify_init1": 26, "inotify_add_watch": 27,
+        "ioprio_set": 30, "flock": 32, "mknodat": 33, "umount2": 39, "mount": 40,
+        "fchmodat": 53, "utimensat": 88, "personality": 92, "unshare": 97, "ptrace": 117,
         "sched_setaffinity": 122, "kill": 129, "setpriority": 140, "setpgid": 154,
         "getpgid": 155, "setsid": 157, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
         "mq_timedreceive": 183, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189,
         "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197, "socket": 198,
         "socketpair": 199, "sendto": 206, "sendmsg": 211, "add_key": 217, "keyctl": 219,
-        "perf_event_open": 241, "prlimit64": 261, "fanotify_init": 262, "setns": 268,
-        "memfd_create": 279, "userfaultfd": 282, "io_uring_setup": 425, "pidfd_open": 434,
-        "pidfd_getfd": 438,
+        "fadvise64": 223, "perf_event_open": 241, "prlimit64": 261, "fanotify_init": 262,
+        "setns": 268, "memfd_create": 279, "userfaultfd": 282, "preadv2": 286,
+        "pwritev2": 287, "io_uring_setup": 425, "pidfd_open": 434, "pidfd_getfd": 438,
     },
 }
 _NR = _SYSCALLS.get(platform.machine(), {})
@@ -1401,6 +1402,159 @@ def _layout(args: dict[str, Any]) -> dict[str, Any]:
     return {"libc": f"{ctypes.cast(_libc.printf, ctypes.c_void_p).value:x}", "heap": heap}
 
 
+# ------------------------------------------- red team, round 16 (test_shared_state.py)
+
+
+_F_GETFL, _F_SETFL, _F_SETSIG, _F_GETSIG = 3, 4, 10, 11
+_F_OFD_GETLK, _F_OFD_SETLK = 36, 37
+_F_SETLEASE, _F_NOTIFY = 1024, 1026
+_F_RDLCK, _F_WRLCK, _F_UNLCK = 0, 1, 2
+_O_APPEND = 0o2000
+_LOCK_EX, _LOCK_NB = 2, 4
+_DN_CREATE, _DN_DELETE, _DN_MULTISHOT = 0x4, 0x8, 0x80000000
+_POSIX_FADV_SEQUENTIAL, _POSIX_FADV_DONTNEED = 2, 4
+_RWF_NOWAIT = 0x8
+_FIONREAD = 0x541B
+
+
+class _Flock(ctypes.Structure):
+    """``struct flock`` of a 64-bit kernel: a byte range, and who holds it (``F_OFD_GETLK``)."""
+
+    _fields_ = [("type", ctypes.c_short), ("whence", ctypes.c_short),
+                ("start", ctypes.c_int64), ("len", ctypes.c_int64), ("pid", ctypes.c_int)]
+
+
+def _plant_on_standard_fds(args: dict[str, Any]) -> dict[str, Any]:
+    """Leave state on the open file descriptions behind fds 1 and 2.
+
+    An exclusive ``flock`` and an OFD write lock on byte `value` of fd 1, the owner
+    signal `sig` and ``O_APPEND | O_NONBLOCK`` on fd 2. All four belong to the
+    description, not the process: on a description the zygote also holds they outlive
+    the file, for the host to trip over and the next file to read.
+    """
+    lock = _Flock(_F_WRLCK, 0, int(args["value"]), 1, 0)
+    report = {"flock": _ok(_sys("flock", 1, _LOCK_EX | _LOCK_NB)),
+              "ofd_lock": _ok(_sys("fcntl", 1, _F_OFD_SETLK, ctypes.byref(lock))),
+              "owner_signal": _ok(_sys("fcntl", 2, _F_SETSIG, int(args["sig"])))}
+    flags = _sys("fcntl", 2, _F_GETFL)
+    report["status_flags"] = _err() if flags < 0 else \
+        _ok(_sys("fcntl", 2, _F_SETFL, flags | _O_APPEND | _O_NONBLOCK))
+    return report
+
+
+def _read_standard_fds(args: dict[str, Any]) -> dict[str, Any]:
+    """What a file finds, as it starts, of what `_plant_on_standard_fds` leaves.
+
+    ``flock`` is ``"ok"`` when this child could lock /dev/null itself (from a
+    description of its own), ``ofd_lock`` is ``"free"`` when no one holds byte
+    `value`; the owner signals and the ``O_APPEND | O_NONBLOCK`` bits of fds 1 and 2
+    are 0 on a description no earlier file touched.
+    """
+    report: dict[str, Any] = {}
+    fd = _open("/dev/null", _O_WRONLY)
+    if fd < 0:
+        report["flock"] = report["ofd_lock"] = "open " + _err()
+    else:
+        report["flock"] = _ok(_sys("flock", fd, _LOCK_EX | _LOCK_NB))
+        probe = _Flock(_F_WRLCK, 0, int(args["value"]), 1, 0)
+        if _sys("fcntl", fd, _F_OFD_GETLK, ctypes.byref(probe)) < 0:
+            report["ofd_lock"] = _err()
+        else:
+            report["ofd_lock"] = "free" if probe.type == _F_UNLCK else \
+                f"held: {probe.len} byte(s) at {probe.start}"
+        _close(fd)
+    report["owner_signal"] = [_sys("fcntl", n, _F_GETSIG) for n in (1, 2)]
+    report["status_flags"] = [_sys("fcntl", n, _F_GETFL) & (_O_APPEND | _O_NONBLOCK)
+                              for n in (1, 2)]
+    return report
+
+
+def _lease(args: dict[str, Any]) -> dict[str, Any]:
+    """Take a read lease on `path`, then a write lease, held for `seconds`; watch
+    `directory` with dnotify (``F_NOTIFY``).
+
+    While a write lease is held, every other process's ``open`` of the file waits
+    for the holder to let go, up to the kernel's ``lease-break-time`` (45 s). The
+    kernel grants one to the file's owner: a pool that is not root runs its children
+    as the application's uid, which owns the application's own read roots.
+    ``uid`` is who this child is.
+    """
+    signal.signal(signal.SIGIO, signal.SIG_IGN)  # what a lease break sends the holder
+    report: dict[str, Any] = {"uid": os.getuid()}
+    if args.get("directory"):
+        fd = _open(str(args["directory"]), _O_RDONLY | _O_DIRECTORY)
+        report["dnotify"] = "open " + _err() if fd < 0 else \
+            _ok(_sys("fcntl", fd, _F_NOTIFY, _DN_CREATE | _DN_DELETE | _DN_MULTISHOT))
+        _close(fd)
+    if not args.get("path"):
+        return report
+    fd = _open(str(args["path"]), _O_RDONLY)
+    if fd < 0:
+        report["write_lease"] = report["read_lease"] = "open " + _err()
+        return report
+    report["read_lease"] = _ok(_sys("fcntl", fd, _F_SETLEASE, _F_RDLCK))
+    _sys("fcntl", fd, _F_SETLEASE, _F_UNLCK)
+    report["write_lease"] = _ok(_sys("fcntl", fd, _F_SETLEASE, _F_WRLCK))
+    time.sleep(float(args.get("seconds", 0)))
+    _sys("fcntl", fd, _F_SETLEASE, _F_UNLCK)
+    _close(fd)
+    return report
+
+
+def _page_cache(args: dict[str, Any]) -> dict[str, Any]:
+    """Ask the page cache about `path`, then try to evict the file from it.
+
+    ``preadv2`` with ``RWF_NOWAIT`` fails rather than wait for the disk, so it tells
+    whether someone read those pages lately; ``posix_fadvise(DONTNEED)`` evicts them,
+    so that a later look tells whether another tenant read them meanwhile (which of
+    LibreOffice's libraries another pool's file loaded, say). ``pwritev2``, the other
+    half of the pair, is tried on a scratch file; ``POSIX_FADV_SEQUENTIAL`` is the
+    control, a hint parsers do give.
+    """
+    page = ctypes.create_string_buffer(4096)
+    iov = _Iovec(ctypes.cast(page, ctypes.c_void_p), 4096)
+    fd = _open(str(args["path"]), _O_RDONLY)
+    if fd < 0:
+        return {"open": _err()}
+    report = {
+        "preadv2": _ok(_sys("preadv2", fd, ctypes.byref(iov), 1, 0, 0, _RWF_NOWAIT)),
+        "fadvise_sequential": _ok(_sys("fadvise64", fd, 0, 0, _POSIX_FADV_SEQUENTIAL)),
+        "fadvise_dontneed": _ok(_sys("fadvise64", fd, 0, 0, _POSIX_FADV_DONTNEED)),
+    }
+    _close(fd)
+    out = _open(os.path.join(_scratch(), "box-pwritev2"), _O_WRONLY | _O_CREAT | _O_TRUNC)
+    report["pwritev2"] = "open " + _err() if out < 0 else \
+        _ok(_sys("pwritev2", out, ctypes.byref(iov), 1, 0, 0, 0))
+    _close(out)
+    return report
+
+
+def _reply_trickle(args: dict[str, Any]) -> dict[str, Any]:
+    """Declare a reply of `text_bytes` and `blob_bytes`, then send it one byte at a time,
+    each as soon as the application has taken the last: every byte costs the application
+    a wake-up, a ``select`` and a ``read`` in Python, until the wall clock ends the file."""
+    from capsa.guard.sandbox import protocol
+
+    meta = b'{"ok": true}'  # the header alone: `encode_reply` would build the whole body
+    head = protocol._HEADER.pack(protocol._MAGIC, len(meta), int(args["text_bytes"]),
+                                 int(args["blob_bytes"]))
+    channels = _writable_channels()
+    if not channels:
+        return {"sent": 0}
+    fd = channels[0]
+    _write(fd, head + meta)
+    pending, sent = ctypes.c_int(0), 0
+    total = int(args["text_bytes"]) + int(args["blob_bytes"])
+    end = time.monotonic() + float(args.get("seconds", 60))
+    while sent < total and time.monotonic() < end:
+        while _libc.ioctl(fd, _FIONREAD, ctypes.byref(pending)) == 0 and pending.value > 0:
+            os.sched_yield()  # on a busy machine, leave the application its core to wake on
+        if _write(fd, b"a") != 1:
+            break
+        sent += 1
+    return {"sent": sent}
+
+
 _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "echo_marker": _echo_marker,
     "scan_self": _scan_self,
@@ -1435,6 +1589,11 @@ _ATTACKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "hoard": _hoard,
     "layout": _layout,
     "reply_twice": _reply_twice,
+    "plant_on_standard_fds": _plant_on_standard_fds,
+    "read_standard_fds": _read_standard_fds,
+    "lease": _lease,
+    "page_cache": _page_cache,
+    "reply_trickle": _reply_trickle,
 }
 """Every attack `BoxAttackExtractor` runs, by the name a payload gives."""
 
