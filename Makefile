@@ -45,7 +45,8 @@ lint: $(STAMP)
 # The sandbox's attack suite runs a second time as an unprivileged user (nobody),
 # so the user-namespace path is proven beside the root path on every run.
 UNPRIVILEGED_TESTS := tests/hostile/test_sandbox.py tests/hostile/test_sealed_box.py \
-                      tests/hostile/test_redteam.py tests/unit/guard/test_isolation.py
+                      tests/hostile/test_redteam.py tests/hostile/test_shared_state.py \
+                      tests/unit/guard/test_isolation.py
 
 test: $(STAMP) system-deps lint
 	$(VENV)/bin/pytest
