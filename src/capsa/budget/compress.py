@@ -113,6 +113,8 @@ _RESPELL = True
 
 _COUNTS_KEPT = 4096
 """Most distinct strings one `Prepared` remembers the count of."""
+_QUEUES_KEPT = 64
+"""Most starting queues one `Prepared` remembers (one per group, floor and shape in use)."""
 
 _ASCII_WORD = re.compile(_WORD.pattern, re.ASCII)
 """`_WORD` for ASCII text, where both find the same words; a quicker scan."""
@@ -121,9 +123,15 @@ _DIGIT = re.compile(r"\d")
 """A sentence's numbers are its words holding a digit."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Unit:
-    """One sentence of a passage, with what selection needs to know about it."""
+    """One sentence of a passage, with what selection needs to know about it.
+
+    Immutable by convention, not `frozen`: a frozen dataclass sets each field
+    through ``object.__setattr__``, which made building the Units of a packing
+    (a few hundred a question) several times slower. Nothing assigns to one
+    after `prepare` builds it; equality and hashing are a frozen one's.
+    """
 
     start: int
     end: int
@@ -166,9 +174,13 @@ class Lexicon:
         return found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Doc:
-    """One input passage, segmented and scored."""
+    """One input passage, segmented and scored.
+
+    Immutable by convention, as `Unit` (and for the same reason: each layout of a
+    packing copies every Doc with `dataclasses.replace`); a changed Doc is a new one.
+    """
 
     index: int
     group: Group
@@ -233,6 +245,11 @@ class Prepared:
                                                         compare=False)
     """Memo of this input as laid out for a budget's markup (see `capsa.budget.pack`):
     few (one per set of the options that shape it), and the same for every budget."""
+    queues: dict[tuple[object, ...], tuple[tuple[float, int, int, int], ...]] = field(
+        default_factory=dict, repr=False, compare=False)
+    """Memo of selection's sorted starting queue (`_State.queue`): one per group, floor and
+    shape, the same for every budget (and every layout: the queue holds no cost), bounded
+    by `_QUEUES_KEPT`."""
 
     def measure(self, text: str) -> int:
         """The caller's own count of `text`: what the budget bounds."""
@@ -335,21 +352,20 @@ def prepare(
     leads = [sentences.start if sentences else None for sentences in ranges]
     evidence = link(query, texts, analysed, unit_scores, owners, leads, passage_scores)
     lexicon = Lexicon(lowered, words)
+    sentence_relevance, isdisjoint = evidence.relevance, query_terms.isdisjoint
     docs: list[Doc] = []
     position = 0
     counters: dict[Group, int] = {"attached": 0, "retrieved": 0}
     join_tokens: dict[str, int] = {}
     for n, ((group, passage), doc_spans) in enumerate(zip(inputs, spans, strict=True)):
         units = []
-        for start, end in doc_spans:
+        for start, end in doc_spans:  # positional: a few hundred Units a question
+            sentence_terms, said = analysed[position], words[position]
             units.append(Unit(
-                start=start, end=end, tokens=tokenizer(texts[position]),
-                relevance=evidence.relevance[position],
-                terms=(() if query_terms.isdisjoint(analysed[position])
-                       else tuple(sorted(query_terms.intersection(analysed[position])))),
-                key=" ".join(words[position]), words=frozenset(words[position]),
-                lexicon=lexicon, position=position,
-            ))
+                start, end, tokenizer(texts[position]), sentence_relevance[position],
+                () if isdisjoint(sentence_terms)
+                else tuple(sorted(query_terms.intersection(sentence_terms))),
+                " ".join(said), frozenset(said), lexicon, position))
             position += 1
         joins = []
         for (_, end), (start, _) in itertools.pairwise(doc_spans):
@@ -537,8 +553,8 @@ def select(
     for n in state.order:
         kept = sorted(state.kept[n])
         doc = docs[n]
-        if state.cut.get(n) is None and _body_cost(prepared, doc, kept, shape) >= _body_cost(
-                prepared, doc, list(range(len(doc.units))), shape):
+        if state.cut.get(n) is None and _body_cost(prepared, doc, kept, shape) >= _whole_cost(
+                prepared, doc, shape):
             kept = list(range(len(doc.units)))
         selection.chosen[n] = Choice(kept, state.cut.get(n))
     if selection.chosen:
@@ -608,21 +624,39 @@ class _State:
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
         self.mass: dict[tuple[int, int], float] = {}
+        self.decayed = dict(prepared.weights)
+        """Each query term's weight as `utility` counts it now: its `Prepared.weights` entry
+        times `_COVERAGE_DECAY` once for each time it is covered (updated in `consider`)."""
         self.version = 0
         """Bumped whenever coverage changes; a heap entry of the current version is exact."""
-        lead = _LEAD_BONUS if shape != "brief" else 0.0
+        self.lead = _LEAD_BONUS if shape != "brief" else 0.0
         inputs = sum(doc.whole_tokens for doc in docs)
         self.dense = (_DENSE_BONUS if shape == "passages" and budget < _DENSE_BELOW * inputs
                       else 0.0)
         """What `utility` adds for a passage already opened (`_DENSE_BONUS`), or 0."""
         self.floor, self.lifted = floor, lifted
-        # `utility` with nothing covered yet, written out: novelty is 1 for every sentence
-        self.entries = [(-(doc.units[k].relevance + doc.prior + (lead if k == 0 else 0.0)),
-                         n, k, 0)
-                        for n, doc in enumerate(docs) if n not in self.irrelevant
-                        for k in range(len(doc.units)) if self.eligible(n, k)]
-        self.heap = list(self.entries)
-        heapq.heapify(self.heap)
+        key = (floor, self.lead, tuple((doc.group, doc.index, doc.spared) for doc in docs))
+        queue = prepared.queues.get(key)
+        if queue is None:
+            if len(prepared.queues) >= _QUEUES_KEPT:
+                prepared.queues.clear()
+            queue = prepared.queues[key] = self.queue()
+        self.entries = queue
+        """Every sentence that may be chosen for its own sake, best first (`queue`)."""
+        self.heap = list(queue)  # sorted, so already a heap
+
+    def queue(self) -> tuple[tuple[float, int, int, int], ...]:
+        """The heap's first entries, sorted: `utility` with nothing covered yet, written out
+        (novelty is 1 for every sentence).
+
+        The same for every budget of one input (with the same floor and shape), so
+        `Prepared.queues` keeps it: packing for three budgets sorts once.
+        """
+        lead, docs, irrelevant = self.lead, self.docs, self.irrelevant
+        return tuple(sorted(
+            (-(doc.units[k].relevance + doc.prior + (lead if k == 0 else 0.0)), n, k, 0)
+            for n, doc in enumerate(docs) if n not in irrelevant
+            for k in range(len(doc.units)) if self.eligible(n, k)))
 
     def eligible(self, n: int, k: int) -> bool:
         """Whether sentence `k` of passage `n` may be chosen for its own sake: above the floor."""
@@ -633,62 +667,69 @@ class _State:
     def utility(self, n: int, k: int) -> float:
         doc = self.docs[n]
         unit = doc.units[k]
-        lead = _LEAD_BONUS if k == 0 and self.shape != "brief" else 0.0
+        lead = self.lead if k == 0 else 0.0
         if self.dense and n in self.kept:
             lead += self.dense
         terms = unit.terms
         if not terms or self.covered_terms.isdisjoint(terms):
             return unit.relevance + doc.prior + lead  # novelty 1: none of its terms covered yet
-        weights = self.prepared.weights
         mass = self.mass.get((n, k))
         if mass is None:
+            weights = self.prepared.weights
             mass = self.mass[(n, k)] = sum([weights[t] for t in terms])
         novelty = 1.0
         if mass > 0:
-            covered = self.covered
-            novelty = sum([weights[t] * _COVERAGE_DECAY ** covered.get(t, 0)
-                           for t in terms]) / mass
+            decayed = self.decayed
+            novelty = sum([decayed[t] for t in terms]) / mass
         return unit.relevance * novelty + doc.prior + lead
 
     def run(self) -> None:
-        while self.heap:
-            negative, n, k, version = heapq.heappop(self.heap)
-            if self.dense and k in self.kept.get(n, ()):
+        heap, pop, push, utility = self.heap, heapq.heappop, heapq.heappush, self.utility
+        dense, kept = self.dense, self.kept
+        while heap:
+            negative, n, k, version = pop(heap)
+            if dense and k in kept.get(n, ()):
                 continue  # an entry `densify` outran, for a sentence already kept
             if version != self.version:  # terms were covered since: its utility may have fallen
-                current = self.utility(n, k)
+                current = utility(n, k)
                 if current < -negative - 1e-12:
-                    heapq.heappush(self.heap, (-current, n, k, self.version))
+                    push(heap, (-current, n, k, self.version))
                     continue
             self.consider(n, k)
 
     def consider(self, n: int, k: int) -> None:
-        doc, unit = self.docs[n], self.docs[n].units[k]
-        opened = n in self.kept
+        doc = self.docs[n]
+        unit = doc.units[k]
+        kept = self.kept.get(n)
+        opened = kept is not None
         if self.shape == "brief" and opened:
             return
         if self.seen.covers(unit):
             self.duplicates[n] += 1
             return
-        if not opened and self.max_items is not None and len(self.kept) >= self.max_items:
-            self.capped.add(n)
-            return
-        kept = self.kept.get(n, set())
-        cost = self.added_cost(doc, kept, k) + (0 if opened else doc.overhead)
+        if kept is None:
+            if self.max_items is not None and len(self.kept) >= self.max_items:
+                self.capped.add(n)
+                return
+            cost = _body_cost(self.prepared, doc, (k,), self.shape) + doc.overhead
+        else:
+            cost = self.added_cost(doc, kept, k)
         if cost > self.remaining:
             self.deferred[n].append(k)
             return
         self.remaining -= cost
-        if not opened:
-            self.kept[n] = set()
+        if kept is None:
+            kept = self.kept[n] = set()
             self.order.append(n)
-        self.kept[n].add(k)
+        kept.add(k)
         self.seen.add(unit)
-        for term in unit.terms:
-            self.covered[term] += 1
         if unit.terms:
+            covered, decayed, weights = self.covered, self.decayed, self.prepared.weights
+            for term in unit.terms:
+                covered[term] += 1
+                decayed[term] = weights[term] * _COVERAGE_DECAY ** covered[term]
             self.version += 1
-        for waiting in self.deferred.pop(n, []):
+        for waiting in self.deferred.pop(n, ()):
             heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting, self.version))
         if self.dense:
             self.densify(n, k, opened)
@@ -737,17 +778,20 @@ class _State:
             return _body_cost(self.prepared, doc, sorted(kept | {k}), self.shape) - before
         order = sorted(kept)
         at = bisect.bisect_left(order, k)
-        gap, last = self.prepared.gap, len(doc.units) - 1
+        gap, joins = self.prepared.gap, doc.joins
+        # the joins around `k`: its own whitespace to an adjacent kept sentence, else a gap
+        previous = order[at - 1] if at else None
+        following = order[at] if at < len(order) else None
         cost = doc.units[k].tokens
-        if 0 < at < len(order):  # k falls between two kept sentences
-            cost -= _join(doc, order[at - 1], order[at], gap)
-        if at > 0:
-            cost += _join(doc, order[at - 1], k, gap)
-        elif order[0] > 0 and k == 0:  # k is the new first: the leading marker goes
+        if previous is not None:
+            if following is not None:  # k falls between two kept sentences
+                cost -= joins[previous] if following == previous + 1 else gap
+            cost += joins[previous] if k == previous + 1 else gap
+        elif k == 0 < order[0]:  # k is the new first: the leading marker goes
             cost -= gap
-        if at < len(order):
-            cost += _join(doc, k, order[at], gap)
-        elif order[-1] < last and k == last:  # k is the new last: the trailing marker goes
+        if following is not None:
+            cost += joins[k] if following == k + 1 else gap
+        elif k == len(doc.units) - 1 > order[-1]:  # k is the new last: the trailing marker goes
             cost -= gap + self.prepared.trail
         return cost
 
@@ -778,7 +822,7 @@ class _State:
         if share < _LEAD_SHARE:
             return
         worth = share * self.utility(n, k)
-        for negative, m, j, _ in sorted(self.entries):
+        for negative, m, j, _ in self.entries:
             if -negative <= worth:
                 break  # no sentence left is worth more than the cut, fitting or not
             other = self.docs[m]
@@ -815,7 +859,7 @@ class _State:
         if self.kept:
             return
         tries = _FILL_TRIES
-        for _, n, k, _ in sorted(self.entries):
+        for _, n, k, _ in self.entries:
             doc = self.docs[n]
             if self.seen.covers(doc.units[k]) or n in self.capped:
                 continue
@@ -838,7 +882,7 @@ class _State:
                 continue
             kept = sorted(self.kept[n])
             everything = list(range(len(doc.units)))
-            extra = (_body_cost(self.prepared, doc, everything, self.shape)
+            extra = (_whole_cost(self.prepared, doc, self.shape)
                      - _body_cost(self.prepared, doc, kept, self.shape))
             if extra > self.remaining:
                 continue  # asked first: it is the cheaper question, and most often the answer
@@ -873,7 +917,7 @@ class _State:
         full = self.max_items is not None and len(self.kept) >= self.max_items
         last = {n: max(kept) for n, kept in self.kept.items()}
         best: list[tuple[float, int, int]] = []
-        for bound, n, k, _ in sorted(self.entries):  # best first by utility before coverage
+        for bound, n, k, _ in self.entries:  # best first by utility before coverage
             if len(best) == _FILL_TRIES and -bound <= -best[-1][0]:
                 break  # utilities only fall: nothing later can enter the best few
             if self.cut.get(n) is not None or k <= last.get(n, -1):
@@ -925,9 +969,11 @@ def _body_cost(prepared: Prepared, doc: Doc, kept: Sequence[int], shape: Shape,
     return tokens + joins + markers * prepared.gap + (kept[-1] < len(units) - 1) * prepared.trail
 
 
-def _join(doc: Doc, a: int, b: int, gap: int) -> int:
-    """Tokens between kept sentences `a` < `b`: their own whitespace when adjacent, else a gap."""
-    return doc.joins[a] if b == a + 1 else gap
+def _whole_cost(prepared: Prepared, doc: Doc, shape: Shape) -> int:
+    """`_body_cost` of every sentence of `doc`: its `Doc.whole_tokens`, but in a feature list."""
+    if shape == "features":
+        return _body_cost(prepared, doc, range(len(doc.units)), shape)
+    return doc.whole_tokens
 
 
 def _joins(prepared: Prepared, doc: Doc, kept: Sequence[int]) -> int:

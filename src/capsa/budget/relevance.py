@@ -549,6 +549,10 @@ def mend(text: str) -> str:
 
 def terms_of(words: Sequence[str]) -> tuple[str, ...]:
     """The terms of lower-cased words (``\\w+`` runs), as `analyze` gives them for their text."""
+    try:  # most words are known: one pass in C
+        return tuple(itertools.chain.from_iterable(map(_TERMS.__getitem__, words)))
+    except KeyError:
+        pass
     parts = list(map(_TERMS.get, words))
     if None in parts:
         if len(_TERMS) > _TERM_CACHE_SIZE:

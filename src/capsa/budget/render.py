@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from capsa.budget.packet import Group, Passage, Shape
 from capsa.markup import escape_attribute, escape_text
@@ -83,11 +83,15 @@ class Body:
     """``(is_markup, text)`` pairs; markup is capsa's own and is never escaped."""
     excerpt: Excerpt = None
     """``(shown, total)`` characters when sentences were left out; None when whole or cut."""
+    raw: str = field(init=False, repr=False, compare=False)
+    """The body before escaping: what `Packet.texts` holds.
 
-    @property
-    def raw(self) -> str:
-        """The body before escaping: what `Packet.texts` holds."""
-        return "".join(text for _, text in self.pieces)
+    Joined once, when the body is built: planning counts it, and the packet and
+    its receipt read it again; one string also hashes once where counts are
+    remembered by text (`capsa.budget.compress.Prepared.count`)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "raw", "".join([text for _, text in self.pieces]))
 
     def escaped(self) -> str:
         """The body as rendered, with passage text escaped."""

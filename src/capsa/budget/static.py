@@ -256,7 +256,7 @@ class StaticScorer(BaseModel):
                  if terms[row] in docs[column]]  # a word the text holds is BM25's, not a stand-in's
         credit[candidates[0][exact], candidates[1][exact]] = 0.0
         scale = np.asarray([weights[term] for term in terms], dtype=np.float32) * self.strength
-        return [float(value) for value in scale @ credit]
+        return (scale @ credit).tolist()  # type: ignore[no-any-return]
 
 
 class _StaticModel:
