@@ -131,7 +131,21 @@ def pack(
     _check_ids([*attachments, *passages])
     prepared = _prepare_cached(query, attachments, passages, tokenizer,
                                scorer or _DEFAULT_SCORER, layout or Layout())
-    return pack_prepared(prepared, budget, compress=compress)
+    return _with_callers_passages(pack_prepared(prepared, budget, compress=compress),
+                                  [*attachments, *passages])
+
+
+def _with_callers_passages(packet: Packet, given: Sequence[Passage]) -> Packet:
+    """`packet` holding the caller's own `Passage` objects.
+
+    A prepared input reused from an earlier call (`_prepare_cached`) holds that
+    call's passages: equal in everything packing reads, but perhaps not in
+    `Passage.metadata`, which the caller gets back on `Packet.passages`.
+    """
+    by_id = {passage.id: passage for passage in given}
+    if all(by_id.get(p.id) is p for p in packet.passages):
+        return packet
+    return packet.model_copy(update={"passages": tuple(by_id[p.id] for p in packet.passages)})
 
 
 _DEFAULT_SCORER = LexicalScorer()
@@ -151,13 +165,15 @@ def _prepare_cached(query: str, attachments: Sequence[Passage], passages: Sequen
     (or retrying with a smaller one) segments, counts and scores it once. The cache
     holds at most `_PREPARED_SIZE` inputs and, but for the newest, `_PREPARED_CHARS`.
 
-    The key is the query, every input's id, text, source, title and score, the layout,
-    and the very counter and scorer objects the caller passed (held by the cache,
-    so their ids cannot be reused), so a hit is exactly what `prepare` would return.
+    The key is the query, every input's id, text, source, title, score and page,
+    the layout, and the very counter and scorer objects the caller passed (held by
+    the cache, so their ids cannot be reused), so a hit is what `prepare` would
+    return but for `Passage.metadata`, which packing never reads (`pack` hands the
+    caller's own passages back).
     """
     key = (query, id(counter), id(scorer), repr(layout),
-           tuple((p.id, p.text, p.source, p.title, p.score) for p in attachments),
-           tuple((p.id, p.text, p.source, p.title, p.score) for p in passages))
+           tuple((p.id, p.text, p.source, p.title, p.score, p.page) for p in attachments),
+           tuple((p.id, p.text, p.source, p.title, p.score, p.page) for p in passages))
     with _PREPARED_LOCK:
         hit = _PREPARED.get(key)
         if hit is not None and hit[0] is counter and hit[1] is scorer:

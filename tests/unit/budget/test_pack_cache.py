@@ -50,6 +50,29 @@ def test_a_changed_text_under_the_same_id_is_prepared_again() -> None:
     assert "EUR 199" in after.render()
 
 
+def test_the_same_passages_on_another_page_are_prepared_again() -> None:
+    """The page is rendered in the tag, so it is counted: a hit would plan the old page."""
+    count, _ = counting(estimate_tokens)
+    for page in ("3", "1234567890 (appendix, second volume)"):
+        passages = [p.model_copy(update={"page": page}) for p in _passages()]
+        packet = pack(QUERY, passages, Budget(max_tokens=90), tokenizer=count)
+        fresh = pack(QUERY, passages, Budget(max_tokens=90),
+                     tokenizer=lambda t: estimate_tokens(t))
+        assert packet.render() == fresh.render() and f'page="{page}"' in packet.render()
+        assert estimate_tokens(packet.render()) <= 90
+
+
+def test_a_hit_hands_back_the_callers_own_passages() -> None:
+    """Packing never reads metadata, so it shares an entry; the packet holds the caller's."""
+    count, _ = counting(estimate_tokens)
+    for user in ("alice", "bob"):
+        passages = [p.model_copy(update={"metadata": {"user": user}}) for p in _passages()]
+        packet = pack(QUERY, passages, Budget(max_tokens=200), tokenizer=count)
+        assert packet.passages and all(
+            any(p is given for given in passages) for p in packet.passages)
+        assert {p.metadata["user"] for p in packet.passages} == {user}
+
+
 def test_prepared_counts_remember_each_text_apart() -> None:
     count, seen = counting(estimate_tokens)
     prepared = prepare(QUERY, (), _passages(), tokenizer=count, scorer=LexicalScorer())
