@@ -14,7 +14,9 @@ actually contains:
   commas, into clauses of 40 characters or more: legal and technical prose
   chains clauses into sentences no tight budget can keep whole, often with
   no semicolon at all ("..., or (ii) ownership of fifty percent (50%) or
-  more ...");
+  more ..."); a clause still longer (a transcript or scraped text with no
+  punctuation, compact JSON) is cut at word breaks into pieces of at most 300
+  characters, so the piece that matches can be kept alone;
 - a blank line always ends a unit; a single newline does too before a list
   item, heading or table row, or after a line that ends a sentence, but not
   inside hard-wrapped prose;
@@ -35,6 +37,9 @@ _LONG_SENTENCE = 300
 """Characters (about 75 tokens) above which a sentence is split into its clauses."""
 _SHORTEST_CLAUSE = 40
 """Fewest characters a clause split off a long sentence may have."""
+_LONGEST_CLAUSE = _LONG_SENTENCE
+"""Longest clause of a long sentence; a longer one (a transcript or scraped text with
+no punctuation, compact JSON) is cut at word breaks."""
 _CLAUSE_END = re.compile(r"[;:,](?=\s)")
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n", re.MULTILINE)
@@ -203,9 +208,9 @@ def _add_clauses(text: str, start: int, end: int, out: list[tuple[int, int]]) ->
     for match in _CLAUSE_END.finditer(text, start, end):
         stop = match.end()
         if stop - piece >= _SHORTEST_CLAUSE and end - stop >= _SHORTEST_CLAUSE:
-            _add_capped(text, piece, stop, out)
+            _add_capped(text, piece, stop, out, cap=_LONGEST_CLAUSE)
             piece = stop
-    _add_capped(text, piece, end, out)
+    _add_capped(text, piece, end, out, cap=_LONGEST_CLAUSE)
 
 
 def _is_abbreviation(text: str, start: int, dot: int, follower: re.Match[str]) -> bool:
@@ -230,21 +235,22 @@ def _is_abbreviation(text: str, start: int, dot: int, follower: re.Match[str]) -
 
 
 def _add_capped(
-    text: str, start: int, end: int, out: list[tuple[int, int]], *, by_line: bool = False
+    text: str, start: int, end: int, out: list[tuple[int, int]], *, by_line: bool = False,
+    cap: int = MAX_UNIT_CHARS,
 ) -> None:
-    """Append the stripped span, cut into pieces of at most MAX_UNIT_CHARS."""
+    """Append the stripped span, cut into pieces of at most `cap` characters."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
-    while end - start > MAX_UNIT_CHARS:
-        limit = start + MAX_UNIT_CHARS
+    while end - start > cap:
+        limit = start + cap
         cut = text.rfind("\n", start + 1, limit) if by_line else -1
         if cut <= start:
             cut = max(text.rfind(" ", start + 1, limit), text.rfind("\n", start + 1, limit))
         if cut <= start:
             cut = limit
-        _add_capped(text, start, cut, out)
+        _add_capped(text, start, cut, out, cap=cap)
         start = cut
         while start < end and text[start].isspace():
             start += 1

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 import unicodedata
 
@@ -95,8 +96,12 @@ def test_split_sentences_keeps_a_short_sentence_with_a_semicolon_whole() -> None
 
 
 def test_split_sentences_keeps_short_clauses_of_a_long_sentence_together() -> None:
-    text = "Note: " + "the allowance covers meals and local transport in every city " * 6 + "x."
-    assert len(text) > 300 and sentences(text) == [text]
+    # "Note:" alone is shorter than a clause: it stays with the clause after it
+    first = "Note: " + "the allowance covers meals and local transport in every city " * 3 \
+        + "on the list,"
+    second = "and a receipt is needed for every claim over fifty euros " * 2 + "x."
+    text = f"{first} {second}"
+    assert len(text) > 300 and sentences(text) == [first, second]
 
 
 def test_split_sentences_caps_units_without_boundaries() -> None:
@@ -104,6 +109,27 @@ def test_split_sentences_caps_units_without_boundaries() -> None:
     spans = split_sentences(text)
     assert len(spans) > 1
     assert all(end - start <= MAX_UNIT_CHARS for start, end in spans)
+
+
+@pytest.mark.parametrize("text", [
+    "so we went over the agenda and then the numbers and who orders the chairs " * 40,
+    json.dumps([{"city": f"City{i}", "cap": 100 + i} for i in range(200)]),
+    "the committee met and discussed routine matters\n" * 60,
+])
+def test_a_long_stretch_without_punctuation_is_cut_into_short_pieces(text: str) -> None:
+    """A transcript, scraped text or JSON: a packet can then keep the piece that matches,
+    where one long unit cut to fit kept only its opening."""
+    spans = split_sentences(text)
+    assert len(spans) > 5 and all(end - start <= 300 for start, end in spans)
+    covered = "".join(text[start:end] for start, end in spans)
+    assert "".join(covered.split()) == "".join(text.split())
+
+
+def test_a_long_code_block_keeps_its_longer_units() -> None:
+    """Code is cut at lines, up to `MAX_UNIT_CHARS`: a function stays readable."""
+    body = "".join(f"    total = total + value_{i}  # add the next value\n" for i in range(20))
+    text = f"```python\ndef add():\n{body}```"
+    assert 300 < len(text) < MAX_UNIT_CHARS and sentences(text) == [text]
 
 
 def test_split_sentences_returns_nothing_for_blank_text() -> None:
