@@ -449,7 +449,10 @@ def _detector_guess(sample: bytes) -> _Guess | None:
     names = [_codec_name(m.encoding) for m in ties]
     tied = len(ties) > 1
     confidence = round(max(0.0, 1.0 - best.chaos) / (2 if tied else 1), 3)
-    if "cp1252" in names:
+    # A match stands for every code page that reads the sample the same way
+    # (`could_be_from_charset`): cp1252 is often filed under cp1250's.
+    readers = {_codec_name(name) for m in ties for name in m.could_be_from_charset}
+    if "cp1252" in names or "cp1252" in readers:
         return _Guess("cp1252", confidence, tied)
     if names[0].startswith(("utf-16", "utf-32")) and len(sample) < 64:
         # A few bytes of Latin-1 decode as two or three "CJK" characters too.

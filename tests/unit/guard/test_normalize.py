@@ -143,6 +143,15 @@ def test_detect_and_decode_reads_a_short_latin1_word_as_cp1252() -> None:
     assert detect_and_decode("Müller".encode("latin-1")).text == "Müller"
 
 
+@pytest.mark.parametrize("text", ["Prix: 5 €", "Straße 5", "a,b,c\n1,2,3\n4,5,©",
+                                  "José,Málaga"])
+def test_a_short_western_text_is_read_and_named_as_cp1252(text: str) -> None:
+    # charset-normalizer files cp1252 under another match's `could_be_from_charset`, and
+    # the first of the tied matches (cp1125, cp1006, cp932, cp1250) used to win
+    decoded = detect_and_decode(text.encode("cp1252"))
+    assert (decoded.text, decoded.encoding) == (text, "cp1252")
+
+
 def test_decode_text_refuses_invalid_utf8_after_a_utf8_bom() -> None:
     with pytest.raises(UndecodableText):
         decode_text(codecs.BOM_UTF8 + b"\xff" * 100)
