@@ -256,18 +256,6 @@ def test_other_formats_every_file_is_extracted_or_refused_with_a_typed_reason(
 
 # ------------------------------------------------------------------------------ RTF
 
-_CODE_PAGE = pytest.mark.xfail(strict=True, reason=(
-    "capsa reads RTF through unstructured's partition_rtf (src/capsa/guard/extractors/"
-    "unstructured.py:286-289), i.e. pandoc's RTF reader, which decodes \\'hh bytes as "
-    "cp1252 whatever \\ansicpg or the font's \\fcharset says (pandoc logs 'Unsupported "
-    "code page 1250. Text will likely be garbled.' and capsa passes the mojibake on "
-    "without a note)"))
-_FALLBACK = pytest.mark.xfail(strict=True, reason=(
-    "pandoc's RTF reader drops the letter after a \\uN? fallback: \\u8201?n. becomes "
-    "'\\u2009.' (WordPad/Msftedit writes \\uN?); capsa passes it on "
-    "(src/capsa/guard/extractors/unstructured.py:286-289)"))
-
-
 def _rtf(name: str, *marks: pytest.MarkDecorator) -> typing.Any:
     return pytest.param(OTHERS / "rtf" / name, id=name, marks=marks)
 
@@ -289,10 +277,10 @@ def test_other_formats_rtf_reference_gives_what_the_source_projects_expect() -> 
 @pytest.mark.parametrize("path", [
     _rtf("striprtf-french.rtf"),
     _rtf("striprtf-unicode-libreoffice.rtf"),
-    _rtf("tika-codepage1250.rtf", _CODE_PAGE),
-    _rtf("tika-ms932.rtf", _CODE_PAGE),
-    _rtf("tika-uc2-doubling.rtf", _CODE_PAGE),
-    _rtf("tika-wordpad-czech.rtf", _CODE_PAGE),
+    _rtf("tika-codepage1250.rtf"),
+    _rtf("tika-ms932.rtf"),
+    _rtf("tika-uc2-doubling.rtf"),
+    _rtf("tika-wordpad-czech.rtf"),
 ])
 def test_other_formats_rtf_keeps_the_reference_words(
         path: Path, outcomes: dict[str, list[Extracted | Omission]]) -> None:
@@ -311,16 +299,16 @@ def test_other_formats_rtf_keeps_the_reference_words(
     pytest.param(OTHERS / "rtf" / "tika-codepage1250.rtf",
                  ["za\u017c\u00f3\u0142\u0107 g\u0119\u015bl\u0105 ja\u017a\u0144",
                   "ZA\u017b\u00d3\u0141\u0106 G\u0118\u015aL\u0104 JA\u0179\u0143"],
-                 id="ansicpg1250", marks=_CODE_PAGE),
+                 id="ansicpg1250"),
     pytest.param(OTHERS / "rtf" / "tika-wordpad-czech.rtf",
                  ["\u010cl\u00e1nek t\u00fddne",
                   "starov\u011bk\u00e9 \u017eidovsk\u00e9 n\u00e1bo\u017eensk\u00e9 texty"],
-                 id="fcharset238-under-ansicpg1252", marks=_CODE_PAGE),
+                 id="fcharset238-under-ansicpg1252"),
     pytest.param(OTHERS / "rtf" / "tika-ms932.rtf",
                  ["\u3053\u3093\u306b\u3061\u306f", "\u30c6\u30b9\u30c8"],
-                 id="ansicpg932-dbcs-hex", marks=_CODE_PAGE),
+                 id="ansicpg932-dbcs-hex"),
     pytest.param(OTHERS / "rtf" / "tika-uc2-doubling.rtf", ["\u5e74", "\u5ff5", "abc"],
-                 id="uc2-and-fcharset128", marks=_CODE_PAGE),
+                 id="uc2-and-fcharset128"),
 ])
 def test_other_formats_rtf_non_ascii_escapes_are_decoded_right(
         path: Path, fragments: list[str], outcomes: dict[str, list[Extracted | Omission]]
@@ -340,7 +328,6 @@ def test_other_formats_rtf_uc2_fallback_bytes_are_skipped_not_doubled(
     assert "\u5e74" in text and "\u5e74\u5e74" not in text and "abc" in text
 
 
-@_FALLBACK
 def test_other_formats_rtf_letter_after_a_question_mark_fallback_is_kept(
         outcomes: dict[str, list[Extracted | Omission]]) -> None:
     """WordPad writes ``p\\'f8.\\u8201?n.\\u8201?l.`` ("př. n. l.", thin spaces): the ``?``

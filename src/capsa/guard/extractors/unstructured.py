@@ -286,7 +286,9 @@ def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
     if kind == "rtf":
         from unstructured.partition.rtf import partition_rtf
 
-        return lambda data: list(partition_rtf(file=io.BytesIO(data)))
+        from capsa.guard.extractors._rtf import decode_escapes
+
+        return lambda data: list(partition_rtf(file=io.BytesIO(decode_escapes(data))))
     raise _refuse("unsupported_type", f"UnstructuredExtractor does not handle {kind}")
 
 
