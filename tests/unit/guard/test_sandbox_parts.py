@@ -190,6 +190,8 @@ def test_seccomp_program_answers_every_syscall_as_its_lists_say(arch: str) -> No
         ("fcntl", (3, 1026, 0), EPERM),  # F_NOTIFY
         ("fcntl", (3, (1 << 32) | 1024, 1), EPERM),  # the kernel reads an unsigned int
         ("fcntl", (3, 1025, 0), ALLOW),  # F_GETLEASE
+        ("fcntl", (4, 1031, 1 << 20), EPERM),  # F_SETPIPE_SZ
+        ("fcntl", (4, 1032, 0), ALLOW),  # F_GETPIPE_SZ
     ],
 )
 def test_seccomp_program_checks_the_arguments_of_calls_allowed_only_on_the_caller(

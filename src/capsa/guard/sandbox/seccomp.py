@@ -132,7 +132,7 @@ _REFUSED_OPTIONS: dict[str, tuple[int, tuple[int, ...]]] = {
     "madvise": (2, (12,)),           # MADV_MERGEABLE
     "prctl": (0, (67,)),             # PR_SET_MEMORY_MERGE
     "fadvise64": (3, (4,)),          # POSIX_FADV_DONTNEED
-    "fcntl": (1, (1024, 1026)),      # F_SETLEASE, F_NOTIFY
+    "fcntl": (1, (1024, 1026, 1031)),  # F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ
 }
 """Options refused on calls that are otherwise allowed: name, then which argument and its
 refused values. None is a thing a parser needs, and each reaches past the child:
@@ -148,7 +148,9 @@ refused values. None is a thing a parser needs, and each reaches past the child:
 - ``F_SETLEASE`` on a read-root file the child's uid owns (a pool that is not root:
   the application's own virtualenv, its Tesseract models) makes every other process's
   ``open`` of it wait until the file ends; ``F_NOTIFY`` watches a directory, as
-  ``inotify`` would."""
+  ``inotify`` would; ``F_SETPIPE_SZ`` grows a pipe (the reply pipe to a megabyte)
+  out of the pipe pages the kernel counts per user, which a pool that is not root
+  shares with the application."""
 _AF_UNIX = 1
 UNIX_LISTEN_KINDS: frozenset[str] = frozenset({"doc", "xls", "ppt", "ods", "odp"})
 """The kinds whose child gets the `_LISTEN_ONLY` filter: LibreOffice converts them. The
