@@ -207,7 +207,9 @@ class CitationCapsuleMiddleware(AgentMiddleware[CapsuleState, Any, Any]):
             write price. This breakpoint is read instead. Off by default: it is
             for Anthropic models only (other providers may refuse the key), and
             it is one of the four breakpoints Anthropic allows
-            (``AnthropicPromptCachingMiddleware`` uses three).
+            (``AnthropicPromptCachingMiddleware`` sets one). A 5-minute mark:
+            leave it off beside ``AnthropicPromptCachingMiddleware(ttl="1h")``,
+            since a shorter mark may not come before a longer one.
 
     Raises:
         ValueError: at construction, with no evidence tool or a bad bound; at the

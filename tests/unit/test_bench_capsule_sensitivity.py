@@ -1,0 +1,34 @@
+"""benchmarks/capsule_sensitivity.py: its own billing agrees with capsule.py's.
+
+The script re-implements the three goal rules before it bills other rules and
+shapes, and its figures mean something only if the two agree to the token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def sensitivity(bench_scripts: Any) -> Any:
+    return bench_scripts.load("capsule_sensitivity")
+
+
+def test_the_goal_rules_bill_as_capsule_py_does(sensitivity: Any) -> None:
+    rows = sensitivity.chats("wide")
+    sensitivity.check_reproduction(rows)  # raises SystemExit on any difference
+    assert set(rows) == {"full history", "capsa", "budget 150"}
+
+
+def test_every_rule_and_shape_gives_a_ratio_for_every_row(sensitivity: Any) -> None:
+    rows = sensitivity.chats("wide")
+    rules = {*sensitivity.GOAL_RULES, *sensitivity.OTHER_RULES}
+    for shape in sensitivity.SHAPES.values():
+        table = sensitivity.ratios(rows, shape)
+        assert set(table) == {"capsa", "budget 150"}
+        assert all(set(row) == rules and all(0 < v < 2 for v in row.values())
+                   for row in table.values())
