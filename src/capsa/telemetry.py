@@ -39,9 +39,11 @@ if TYPE_CHECKING:
     from capsa.shadow.pairing import PairedDecision
 
 try:
+    from opentelemetry import context as _context
     from opentelemetry import metrics as _metrics
     from opentelemetry import trace as _trace
 except ImportError:  # the otel extra is not installed: every call below returns at once
+    _context = None  # type: ignore[assignment]
     _metrics = None  # type: ignore[assignment]
     _trace = None  # type: ignore[assignment]
 
@@ -92,8 +94,9 @@ def configure(
 
 
 @contextmanager
-def _span(name: str, attributes: Attributes | None = None) -> Iterator[Any]:
-    """A span under the current one, or None without the API.
+def _span(name: str, attributes: Attributes | None = None, *,
+          root: bool = False) -> Iterator[Any]:
+    """A span under the current one (a trace of its own with `root`), or None without the API.
 
     Exceptions are neither recorded nor turned into an error status here:
     their messages can name a file, so each caller records its own outcome.
@@ -102,7 +105,8 @@ def _span(name: str, attributes: Attributes | None = None) -> Iterator[Any]:
         yield None
         return
     tracer = _trace.get_tracer(_SCOPE, tracer_provider=_settings["tracer_provider"])
-    with tracer.start_as_current_span(name, attributes=dict(attributes or {}),
+    parent = _context.Context() if root and _context is not None else None
+    with tracer.start_as_current_span(name, context=parent, attributes=dict(attributes or {}),
                                       record_exception=False,
                                       set_status_on_exception=False) as span:
         yield span
@@ -271,8 +275,12 @@ def recall(requested: int) -> Iterator[Callable[[int, int], None]]:
 
 @contextmanager
 def pairing() -> Iterator[Callable[[Sequence[PairedDecision]], None]]:
-    """Span one `pair`; call the yielded function with the released rows only."""
-    with _span("capsa.shadow.pair") as span:
+    """Span one `pair`, in a trace of its own; call the yielded function with the rows only.
+
+    Not under the request's span: that trace holds the query (a retriever's or an
+    HTTP server's span), and a pairing inside it would tie the released rows to it.
+    """
+    with _span("capsa.shadow.pair", root=True) as span:
 
         def done(rows: Sequence[PairedDecision]) -> None:
             if span is None:

@@ -165,6 +165,43 @@ def test_pair_span_holds_only_figures_of_the_released_rows(otel) -> None:
     }
 
 
+def test_pair_span_is_a_trace_of_its_own_not_the_requests(otel) -> None:
+    # The request's trace holds the query; rows paired inside it could be tied back to it.
+    from opentelemetry import trace
+
+    docs = [Candidate(source_id="doc-a", score=1.0, text="Refunds within 30 days.")]
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("request", attributes={"query": "refunds"}) as request:
+        pair(capture_retrieved("baseline", "refunds", docs),
+             capture_retrieved("candidate", "refunds", docs))
+    (span,) = otel.spans("capsa.shadow.pair")
+    assert span.parent is None
+    assert span.context.trace_id != request.get_span_context().trace_id
+
+
+def test_the_sink_sees_none_of_the_requests_context(otel) -> None:
+    import contextvars
+
+    from opentelemetry import trace
+
+    from capsa.shadow import ShadowRecorder
+
+    tenant: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="")
+    seen: list[tuple[str, int]] = []
+
+    def sink(rows) -> None:  # what an instrumented HTTP client would stamp on its POST
+        seen.append((tenant.get(), trace.get_current_span().get_span_context().trace_id))
+
+    docs = [Candidate(source_id="doc-a", score=1.0, text="Refunds within 30 days.")]
+    recorder = ShadowRecorder(sink=sink)
+    with trace.get_tracer("app").start_as_current_span("request") as request:
+        tenant.set("alice")
+        recorder.compare("refunds", docs, docs)
+    recorder.close()
+    assert seen == [("", 0)]
+    assert request.get_span_context().trace_id != 0
+
+
 class _Undeclared:
     name = "undeclared"
 

@@ -11,6 +11,7 @@ own documents.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +22,8 @@ from capsa import telemetry
 from capsa.errors import CaptureInvalid
 from capsa.shadow.capture import Candidate, GateObservation, RenderedBlock, RouteCapture, Side
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
+
+_log = logging.getLogger("capsa.shadow")
 
 __all__ = [
     "CorpusPassage",
@@ -112,7 +115,13 @@ def compare_routes(
     *,
     random_bytes: RandomBytes = secrets.token_bytes,
 ) -> ShadowRun:
-    """Run both routes on every query, pair the captures and count the invalidated ones by cause."""
+    """Run both routes on every query, pair the captures and count the invalidated ones by cause.
+
+    A route that raises loses its query as ``other``, and the run goes on. Rows
+    come out in the order of their random ids, not the queries': rows in the
+    queries' order would tell anyone holding the queries file which query each
+    group of rows answers.
+    """
     rows: list[PairedDecision] = []
     causes: Counter[str] = Counter()
     for query in queries:
@@ -124,6 +133,12 @@ def compare_routes(
             causes[refused.cause] += 1
             telemetry.shadow_invalidated(refused.cause)
             continue
+        except Exception as error:  # noqa: BLE001 - one query lost, never the run
+            # its message may hold the query: only the type is said
+            _log.debug("a route raised %s; the query is counted as other", type(error).__name__)
+            causes["other"] += 1
+            telemetry.shadow_invalidated("other")
+            continue
         rows.extend(paired)
-    return ShadowRun(rows=tuple(rows), invalidated=causes.total(),
-                     causes=dict(sorted(causes.items())))
+    return ShadowRun(rows=tuple(sorted(rows, key=lambda row: row.row_id)),
+                     invalidated=causes.total(), causes=dict(sorted(causes.items())))

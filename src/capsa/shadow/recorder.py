@@ -655,7 +655,10 @@ class ShadowRecorder:
                 telemetry.shadow_invalidated("candidate_timed_out")
             return "candidate_timed_out"
         try:
-            self._sink(rows)
+            # In an empty context: the comparison ran in a copy of the request's, and a
+            # sink that ships rows (an instrumented HTTP client) would stamp them with
+            # the request's trace id, linking anonymous rows back to the query's trace.
+            contextvars.Context().run(self._sink, rows)
         except Exception:  # noqa: BLE001 - a failing sink must not fail anything served
             _log.warning("shadow sink raised; %d paired rows lost", len(rows), exc_info=True)
             self._bump(sink_failed=1)

@@ -179,7 +179,8 @@ class ShadowReport(BaseModel):
         by_query: dict[str, list[PairedDecision]] = {}
         for row in rows:
             by_query.setdefault(row.query_id, []).append(row)
-        per_query = tuple(_agreement(qid, group) for qid, group in by_query.items())
+        # by query id, random: never in the order the queries (or their rows) came
+        per_query = tuple(_agreement(qid, by_query[qid]) for qid in sorted(by_query))
         return cls(
             queries=len(by_query),
             rows=len(rows),

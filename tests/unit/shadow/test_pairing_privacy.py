@@ -100,3 +100,35 @@ def test_rows_from_random_retrievals_leak_no_id_passage_word_or_query(
     ids = [d.source_id for d in baseline_docs]
     texts = [d.text for d in baseline_docs] + [query]
     assert _leaks(blob, ids, texts) == set()
+
+
+def test_rows_and_the_reports_queries_come_in_random_not_query_order() -> None:
+    """Anyone holding the queries file could otherwise map each group of rows to a query."""
+    from capsa.shadow import ShadowReport
+
+    queries = [q.question for q in QUESTIONS]
+    run = compare_routes(queries, ROUTES["lexical"](), ROUTES["budgeted"]())
+    assert [r.row_id for r in run.rows] == sorted(r.row_id for r in run.rows)
+    report = ShadowReport.from_rows(run.rows)
+    ids = [q.query_id for q in report.per_query]
+    assert ids == sorted(ids) and len(ids) == len(queries)
+
+
+class _Raising:
+    name = "raising"
+
+    def __init__(self, route: object, bad: str) -> None:
+        self.route, self.bad = route, bad
+
+    def run(self, query: str):  # type: ignore[no-untyped-def]
+        if query == self.bad:
+            raise RuntimeError(f"index unavailable for {query!r}")
+        return self.route.run(query)  # type: ignore[attr-defined]
+
+
+def test_a_route_that_raises_loses_its_query_not_the_run() -> None:
+    queries = [q.question for q in QUESTIONS[:4]]
+    candidate = _Raising(ROUTES["budgeted"](), queries[1])
+    run = compare_routes(queries, ROUTES["lexical"](), candidate)  # type: ignore[arg-type]
+    assert run.causes == {"other": 1} and run.invalidated == 1
+    assert len({r.query_id for r in run.rows}) == 3
