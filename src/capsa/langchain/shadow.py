@@ -29,6 +29,7 @@ from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     BaseCallbackHandler,
     BaseCallbackManager,
+    CallbackManager,
     CallbackManagerForRetrieverRun,
     adispatch_custom_event,
     dispatch_custom_event,
@@ -69,10 +70,12 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     baseline's documents as soon as the baseline returns; a sampled share of
     queries then runs the candidate in a bounded thread pool (a task on
     `ainvoke`), and the two answers are paired by document identity in
-    process and handed to `sink` as anonymous `PairedDecision` rows
-    (numbers, booleans, fresh random ids; no id, title, text or query). Both
-    routes receive the caller's whole config (configurable fields, tags,
-    metadata, callbacks). Queries skipped by sampling or by the bound on work
+    process and handed to `sink` as `PairedDecision` rows (numbers, booleans,
+    fresh random ids; no id, title, text or query). Both routes receive the
+    caller's config (configurable fields, tags, metadata); the baseline its
+    callbacks too, the candidate only with `trace_candidate`, since a stream
+    consumer that shows the last retriever's documents as the answer's sources
+    would otherwise show the candidate's. Queries skipped by sampling or by the bound on work
     in flight, and comparisons lost to a failing candidate, are counted in
     `counts` and sent with each query as a ``capsa.shadow`` custom event;
     `flush()` waits for running comparisons, `close()` stops.
@@ -134,6 +137,10 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     """How long a comparison waits for `ShadowMiddleware` to show the model's input."""
     score_key: str | None = None
     """Metadata key holding each document's score in [0, 1]; None scores by rank."""
+    trace_candidate: bool = False
+    """Run the candidate under the caller's callbacks (tagged ``shadow_candidate``), so
+    tracing and ``astream_events`` show it. Off by default: its runs would reach every
+    handler of the request, a stream's "sources" among them."""
     random_bytes: RandomBytes = Field(default=secrets.token_bytes, exclude=True)
     """Source of the rows' fresh ids; inject a seeded one in tests."""
     sampler: Callable[[], float] = Field(default=random.random, exclude=True)
@@ -201,8 +208,7 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         if slot and served_seen:
             snapshot = _snapshot(served)
             trial_seen = _PackerObserver()
-            trial_config = _side_config(config, run_manager.get_child("shadow_candidate"),
-                                        trial_seen)
+            trial_config = self._candidate_config(config, run_manager, trial_seen)
             slot.start(
                 lambda: self._capture("baseline", query, snapshot, served_seen),
                 lambda: self._capture(
@@ -231,8 +237,7 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         if slot and served_seen:
             snapshot = _snapshot(served)
             trial_seen = _PackerObserver()
-            trial_config = _side_config(config, run_manager.get_child("shadow_candidate"),
-                                        trial_seen)
+            trial_config = self._candidate_config(config, run_manager, trial_seen)
 
             async def trial() -> RouteCapture:
                 if _only_blocking(self.candidate):
@@ -249,6 +254,15 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         await adispatch_custom_event(SHADOW_EVENT, self._event(slot is not None),
                                      config={"callbacks": run_manager.get_child()})
         return served
+
+    def _candidate_config(self, config: RunnableConfig,
+                          run_manager: CallbackManagerForRetrieverRun
+                          | AsyncCallbackManagerForRetrieverRun,
+                          observer: _PackerObserver) -> RunnableConfig:
+        """The candidate's config: the caller's, with its callbacks only when traced."""
+        if self.trace_candidate:
+            return _side_config(config, run_manager.get_child("shadow_candidate"), observer)
+        return _side_config(config, CallbackManager(handlers=[]), observer)
 
     def _event(self, compared: bool) -> dict[str, Any]:
         return {"compared": compared, **self._recorder.counts.model_dump()}

@@ -305,7 +305,9 @@ def test_shadow_passes_configurable_fields_to_both_routes(make, rows) -> None:
     assert len(rows) == 1 and rows[0].baseline_selected and rows[0].candidate_selected
 
 
-def test_shadow_passes_tags_metadata_and_callbacks_to_both_routes(make) -> None:
+@pytest.mark.parametrize("traced", [False, True])
+def test_shadow_passes_tags_and_metadata_to_both_routes_callbacks_to_the_traced(
+        make, traced: bool) -> None:
     seen: list[tuple[str, tuple[str, ...], dict[str, Any]]] = []
 
     class Spy(BaseCallbackHandler):
@@ -314,14 +316,43 @@ def test_shadow_passes_tags_metadata_and_callbacks_to_both_routes(make) -> None:
                                metadata: dict[str, Any] | None = None, **kw: Any) -> None:
             seen.append((kw.get("name") or "", tuple(tags or ()), dict(metadata or {})))
 
-    shadow = make(Fixed(docs=DOCS[:1]), Fixed(docs=DOCS[1:2]))
+    metadata: list[dict[str, Any]] = []
+
+    class Tenanted(BaseRetriever):
+        def _get_relevant_documents(self, query: str, *,
+                                    run_manager: CallbackManagerForRetrieverRun
+                                    ) -> list[Document]:
+            metadata.append(dict(run_manager.metadata))
+            return DOCS[1:2]
+
+    shadow = make(Fixed(docs=DOCS[:1]), Tenanted(), trace_candidate=traced)
     shadow.invoke("refunds", {"tags": ["team-a"], "metadata": {"tenant": "acme"},
                               "callbacks": [Spy()]})
     shadow.flush()
     sides = [entry for entry in seen if "shadow_baseline" in entry[1]
              or "shadow_candidate" in entry[1]]
-    assert len(sides) == 2
+    assert [("shadow_candidate" in tags) for _, tags, _ in sides] == [False, True][:1 + traced]
     assert all("team-a" in tags and meta.get("tenant") == "acme" for _, tags, meta in sides)
+    assert metadata and metadata[0].get("tenant") == "acme"  # the candidate gets it anyway
+
+
+async def test_an_event_stream_shows_the_served_documents_only(make) -> None:
+    """A UI that shows the last retriever's documents as the answer's sources."""
+    import asyncio
+
+    from langchain_core.runnables import RunnableLambda
+
+    async def answer(documents: list[Document]) -> str:
+        await asyncio.sleep(0.2)  # the model: the candidate has long finished meanwhile
+        return "ok"
+
+    shadow = make(Fixed(docs=DOCS[:1]), Fixed(docs=DOCS[1:2]))
+    chain = shadow | RunnableLambda(answer)
+    ended = [event["data"]["output"] async for event in chain.astream_events(
+        "refunds", version="v2") if event["event"] == "on_retriever_end"]
+    await shadow.aflush()
+    assert shadow.counts.paired == 1
+    assert ended and all(out == DOCS[:1] for out in ended)
 
 
 # --- the whole capture of capsa's own routes ---------------------------------------
