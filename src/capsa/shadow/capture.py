@@ -260,7 +260,8 @@ class RouteCapture:
             self._block = block.text
             self._state = "finalized"
 
-    def observe_provider(self, messages: Sequence[object]) -> None:
+    def observe_provider(self, messages: Sequence[object], *,
+                         partial: Literal["refuse", "unknown"] = "refuse") -> None:
         """Record whether the block was visible in the messages sent to the model, once.
 
         Messages may be strings, mappings with a ``content`` key, or objects
@@ -269,11 +270,16 @@ class RouteCapture:
         as images, are skipped). A message of any other shape makes the wire
         unobservable: visibility stays unknown and the capture stays valid.
 
+        A wire that holds some of the included passages but not the block as
+        rendered was transformed on the way (a synthesizer that splits the
+        context over several calls, a custom separator). With ``partial=
+        "unknown"`` visibility then stays unknown and the capture stays valid,
+        as the live recorder wants: the rest of the comparison is sound.
+
         Raises:
             CaptureInvalid: the capture is not finalized, the wire was already
-                observed, or the wire holds some of the included passages but
-                not the block as rendered (it was transformed on the way). Every
-                refusal discards the capture.
+                observed, or (with ``partial="refuse"``, the default) the wire
+                holds part of the block only. Every refusal discards the capture.
         """
         with self._discard_on_refusal():
             if self._state != "finalized" or self._wire_observed:
@@ -281,8 +287,14 @@ class RouteCapture:
                                      cause="misuse")
             self._wire_observed = True
             texts = _wire_texts(messages)
-            if texts is not None:
+            if texts is None:
+                return
+            try:
                 self._visible = _block_visible(self._block, self._included_texts, texts)
+            except CaptureInvalid:
+                if partial == "refuse":
+                    raise
+                self._visible = None
 
     def invalidate(self) -> None:
         """Discard the capture; the request being served is not affected."""

@@ -274,8 +274,8 @@ class Slot:
             served, trial = self._captures
             wire = self._wire
         try:
-            if isinstance(wire, list):
-                served.observe_provider(wire)
+            if isinstance(wire, list):  # a wire holding part of the block leaves it unknown
+                served.observe_provider(wire, partial="unknown")
             rows = pair(served, trial, random_bytes=self._recorder._random_bytes)
         except Exception:  # noqa: BLE001 - CaptureInvalid, or a random source that repeated
             _log.info("shadow pairing refused; comparison discarded", exc_info=True)

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from capsa.errors import CaptureInvalid
 from capsa.shadow import (
     Candidate,
     PairedDecision,
@@ -242,6 +243,24 @@ def test_a_wire_without_the_block_records_it_as_not_visible(recorder, rows) -> N
     recorder.observe_wire("thread-1", ["Answer politely."])
     recorder.flush(timeout_s=5)
     assert [r.baseline_visible for r in rows] == [False]
+
+
+def test_a_wire_holding_part_of_the_block_pairs_with_visibility_unknown(recorder, rows) -> None:
+    # A synthesizer that splits the context over several calls (LlamaIndex's refine), or a
+    # custom separator: the comparison is sound, only visibility cannot be told.
+    recorder.reserve().start(_captured("baseline", [A, B]), _captured("candidate", [A]),
+                             wire_key="thread-1")
+    recorder.observe_wire("thread-1", [f"Context: {A.text}"])
+    recorder.flush(timeout_s=5)
+    assert len(rows) == 2 and recorder.counts.capture_refused == 0
+    assert {r.baseline_visible for r in rows} == {None}
+
+
+def test_a_capture_still_refuses_a_partial_wire_when_asked_to() -> None:
+    capture = capture_retrieved("baseline", QUERY, [A, B])
+    with pytest.raises(CaptureInvalid) as refused:
+        capture.observe_provider([f"Context: {A.text}"])
+    assert refused.value.cause == "partial_wire"
 
 
 def test_another_threads_wire_is_not_taken_for_this_one(recorder, rows) -> None:
