@@ -288,9 +288,19 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         return ShadowQueryEvent(compared=compared, counts=self._recorder.counts.model_dump())
 
     def _forget_wire(self) -> None:
-        """A new query: an earlier one whose LLM call never came must not take this one's."""
-        if self.observe_wire:
-            _WIRE.set(None)
+        """A new query: an earlier one whose LLM call never came must not take this one's.
+
+        That earlier comparison pairs now, its visibility unknown, instead of holding
+        its place for `wire_timeout_s` (an app that retrieves and then prompts its own
+        client held every place within a minute).
+        """
+        if not self.observe_wire:
+            return
+        pending = _WIRE.get()
+        if pending is not None:
+            recorder, key = pending
+            recorder.forget_wire(key)
+        _WIRE.set(None)
 
     def _wire_key(self) -> Hashable | None:
         if not self.observe_wire:

@@ -456,6 +456,21 @@ class ShadowRecorder:
                 slot._observe(texts)
         return len(slots)
 
+    def forget_wire(self, wire_key: Hashable) -> int:
+        """The wire `wire_key` waits for will not come: pair its slots with visibility unknown.
+
+        For a hook that knows sooner than `wire_timeout_s` (the next query in the
+        same context, with no model call between), so the places are not held.
+
+        Returns:
+            How many waiting slots were released.
+        """
+        with self._lock:
+            slots = self._waiting.pop(wire_key, [])
+        for slot in slots:
+            slot._expire()
+        return len(slots)
+
     def compare(
         self, query: str, baseline: Sequence[Candidate], candidate: Sequence[Candidate]
     ) -> ShadowOutcome:

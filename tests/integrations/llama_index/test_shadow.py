@@ -287,6 +287,26 @@ def test_shadow_leaves_visibility_unknown_when_no_llm_call_follows(make, rows) -
     assert {r.baseline_visible for r in rows} == {None}
 
 
+def test_a_query_with_no_llm_call_releases_its_place_at_the_next_query(make, rows) -> None:
+    # An app that retrieves, then prompts its own client: the wire never comes, and the
+    # comparison held its place for wire_timeout_s (60 s), so later ones were dropped busy.
+    answered = threading.Semaphore(0)
+
+    class Signalling(Fixed):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            answered.release()
+            return self.nodes
+
+    shadow = make(Fixed(NODES[:2]), Signalling(NODES[1:3]), observe_wire=True, max_in_flight=2)
+    for query in ("How long do refunds take?", "Does store credit expire?",
+                  "Who pays return shipping?"):
+        shadow.retrieve(query)
+        assert answered.acquire(timeout=30)  # the candidate ran; its wire is all it waits for
+    shadow.flush()
+    assert shadow.counts.dropped_busy == 0 and shadow.counts.paired == 3
+    assert {r.baseline_visible for r in rows} == {None}
+
+
 def test_shadow_answers_a_query_engine_from_the_baseline_nodes(make) -> None:
     shadow = make(RouteRetriever("lexical"), RouteRetriever("budgeted"))
     engine = RetrieverQueryEngine.from_args(shadow, llm=MockLLM())
