@@ -199,8 +199,8 @@ class Slot:
         except CaptureInvalid:
             self._lose("capture_refused")
             return
-        except Exception:  # noqa: BLE001 - the candidate's failure is counted, never served
-            _log.info("shadow candidate raised; comparison discarded", exc_info=True)
+        except Exception as error:  # noqa: BLE001 - counted, never served
+            _candidate_raised(error)
             self._lose("candidate_raised")
             return
         if self._recorder._clock() - started > self._recorder.timeout_s:
@@ -237,8 +237,8 @@ class Slot:
         except TimeoutError:
             self._lose("candidate_timed_out")
             return
-        except Exception:  # noqa: BLE001 - the candidate's failure is counted, never served
-            _log.info("shadow candidate raised; comparison discarded", exc_info=True)
+        except Exception as error:  # noqa: BLE001 - counted, never served
+            _candidate_raised(error)
             self._lose("candidate_raised")
             return
         self._captured(served, trial)
@@ -305,6 +305,13 @@ class Slot:
     def _expire(self) -> None:
         """Stop waiting for the wire: pair with visibility unknown."""
         self._observe(None, inline=True)
+
+
+def _candidate_raised(error: Exception) -> None:
+    """Log a candidate's failure by its type at INFO; its message, which may quote the
+    query or a document (a search service's error often does), only at DEBUG."""
+    _log.info("shadow candidate raised %s; comparison discarded", type(error).__name__)
+    _log.debug("the candidate's error", exc_info=error)
 
 
 class ShadowRecorder:

@@ -204,7 +204,17 @@ def test_a_candidate_that_raises_is_counted_and_logged(recorder, rows, caplog) -
         recorder.reserve().start(_captured("baseline", [A]), _boom)
         recorder.flush(timeout_s=5)
     assert rows == [] and recorder.counts.candidate_raised == 1
-    assert "candidate raised" in caplog.text
+    assert "candidate raised RuntimeError" in caplog.text
+
+
+def test_a_candidates_error_message_is_logged_only_at_debug(recorder, rows, caplog) -> None:
+    def quoting() -> object:  # a search service's error often quotes the query
+        raise RuntimeError(f"no index for {QUERY!r}")
+
+    with caplog.at_level(logging.INFO, logger="capsa.shadow"):
+        recorder.reserve().start(_captured("baseline", [A]), quoting)
+        recorder.flush(timeout_s=5)
+    assert "RuntimeError" in caplog.text and QUERY not in caplog.text
 
 
 def test_a_candidate_past_its_timeout_is_counted_and_ignored(rows) -> None:
