@@ -27,6 +27,8 @@ def decoded(rtf: bytes) -> str:
     (rb"{\rtf1\uc2\u24180\'94\'4eabc}", "年abc"),
     (rb"{\rtf1\uc0\u8364 5}", "€5"),
     (rb"{\rtf1\u-4064?}", "\uf020"),  # a signed 16-bit number
+    (rb"{\rtf1\u-10179?\u-8704?!}", "\U0001f600!"),  # a pair of surrogates: one emoji
+    (rb"{\rtf1\u-8704?x}", "\ufffdx"),  # half a pair is no character
 ])
 def test_escapes_become_the_characters_they_stand_for(rtf: bytes, text: str) -> None:
     assert text in decoded(rtf)

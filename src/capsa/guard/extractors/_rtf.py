@@ -77,6 +77,7 @@ def decode_escapes(rtf: bytes) -> bytes:
     table_font: int | None = None
     pending = bytearray()  # \'hh bytes waiting to be decoded together (double-byte pairs)
     skip = 0  # fallback characters still to drop after a \uN
+    high: int | None = None  # a \uN that opened a surrogate pair
     position = 0
 
     def write(characters: str) -> None:
@@ -132,7 +133,13 @@ def decode_escapes(rtf: bytes) -> bytes:
             continue
         elif word == b"u" and number is not None:
             value = int(number) % 65536
-            write(chr(value))
+            if 0xD800 <= value < 0xDC00:  # the first half of a pair: wait for the second
+                high = value
+            else:
+                if 0xDC00 <= value < 0xE000 and high is not None:  # outside the BMP (emoji)
+                    value = 0x10000 + ((high - 0xD800) << 10) + (value - 0xDC00)
+                write(chr(value) if not 0xD800 <= value < 0xE000 else "\ufffd")
+                high = None
             skip = skip_after_unicode
             continue
         elif word == b"uc" and number is not None:
