@@ -104,8 +104,8 @@ def tool_texts(messages: list[ChatMessage]) -> list[str]:
 
 def tool_text(messages: list[ChatMessage], call_id: str) -> str:
     """The result of one tool call: parallel calls are stored in the order they finish."""
-    (found,) = [m.content or "" for m in messages
-                if m.role == MessageRole.TOOL and m.additional_kwargs.get("tool_call_id") == call_id]
+    (found,) = [m.content or "" for m in messages if m.role == MessageRole.TOOL
+                and m.additional_kwargs.get("tool_call_id") == call_id]
     return found
 
 
