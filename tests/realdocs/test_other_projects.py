@@ -69,12 +69,17 @@ def words(text: str) -> list[str]:
 
 
 def visible_text(html: str) -> str:
-    """The reference rendering: BeautifulSoup's text without scripts, styles and head."""
+    """The reference rendering: BeautifulSoup's text without scripts, styles and head, and
+    without the elements a browser hides by their ``hidden`` attribute or inline style."""
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(list(_HIDDEN)):
         tag.decompose()
+    for tag in soup.find_all(lambda t: t.has_attr("hidden") or re.search(
+            r"display\s*:\s*none|visibility\s*:\s*hidden", t.get("style") or "", re.I)):
+        if not tag.decomposed:
+            tag.decompose()
     return soup.get_text(" ")
 
 
@@ -328,6 +333,18 @@ def test_other_projects_html_keeps_the_visible_words(
     kept = sum(min(count, have[w]) for w, count in reference.items())
 
     assert kept / sum(reference.values()) >= HTML_RECALL_FLOOR
+
+
+def test_other_projects_readabilitys_hidden_paragraph_is_left_out_and_said(
+        outcomes: dict[str, list[Extracted | Omission]]) -> None:
+    """Readability's ``display-none`` page holds one paragraph twice, the second with
+    ``style="display: none;"``; Readability's expected output keeps the first only."""
+    name = "readability-display-none.html"
+    extracted = top(outcomes[name], name)
+    assert isinstance(extracted, Extracted)
+
+    assert Counter(words(extracted.text))["consetetur"] == 4  # the shown paragraph's 4 of 8
+    assert any("1 element(s) the page marks hidden" in note for note in extracted.notes)
 
 
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)

@@ -27,6 +27,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -135,10 +136,19 @@ class UnstructuredExtractor:
                 mail_notes = (*parts.invitation_notes, *parts.charset_notes)
                 if parts.mended is not None:  # a boundary quoted, a mislabelled part relabelled
                     payload = parts.mended
-            elements = partition(payload)
+            hidden: list[int] = []
+            listening = _HIDDEN_ELEMENTS.set(hidden)
+            try:
+                elements = partition(payload)
+            finally:
+                _HIDDEN_ELEMENTS.reset(listening)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
         parsed = _parsed(elements, embedded, mail=kind == "eml", after=invitations)
+        if sum(hidden):
+            parsed = replace(parsed, notes=(*parsed.notes, (
+                f"left out {sum(hidden)} element(s) the page marks hidden (the hidden attribute, "
+                "or display:none or visibility:hidden in its style): a reader never sees them")))
         if repeated is not None:  # a second rendering of the body, left out: said, not silent
             parsed = replace(parsed, notes=(*parsed.notes, repeated))
         if mail_notes:  # invitations read after the body, or handed back, and why
@@ -450,7 +460,52 @@ class _DepthCheckedEtree:
                 raise _refuse("nested_too_deep",
                               "elements nest deeper than the HTML parser's limit of 256 levels "
                               f"(line {error.line}); its text would be cut there")
+        removed = _drop_hidden(root)
+        counted = _HIDDEN_ELEMENTS.get()
+        if counted is not None:
+            counted.append(removed)
         return root
+
+
+_HIDDEN_ELEMENTS: ContextVar[list[int] | None] = ContextVar("capsa_hidden_elements",
+                                                           default=None)
+"""Where `_DepthCheckedEtree` counts the hidden elements it removed, per parse, while
+`UnstructuredExtractor.extract` listens."""
+
+_HIDING_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse))\s*"
+    r"(?:!\s*important\s*)?(?:;|$)", re.IGNORECASE)
+
+
+def _drop_hidden(root: Any) -> int:
+    """Remove the elements a page declares hidden; returns how many (outermost only).
+
+    A browser shows nothing of an element with the ``hidden`` attribute or an
+    inline ``display: none`` or ``visibility: hidden``, and text put there reaches
+    the model while no reader of the page sees it: the way an instruction is
+    hidden in a web page or an e-mail. The text after such an element (its
+    ``tail``) is part of its parent and stays. ``hidden="until-found"`` is kept:
+    a browser's find-in-page shows it. Hiding by a style sheet's class is not seen.
+    """
+    if root is None:
+        return 0
+    doomed = [element for element in root.iter() if isinstance(element.tag, str) and (
+        (element.get("hidden") is not None and element.get("hidden").lower() != "until-found")
+        or _HIDING_STYLE.search(element.get("style") or ""))]
+    gone: set[Any] = set()
+    for element in doomed:
+        parent = element.getparent()
+        if parent is None or any(a in gone for a in element.iterancestors()):
+            continue
+        if element.tail:
+            before = element.getprevious()
+            if before is not None:
+                before.tail = (before.tail or "") + element.tail
+            else:
+                parent.text = (parent.text or "") + element.tail
+        parent.remove(element)
+        gone.add(element)
+    return len(gone)
 
 
 def _guard_html_depth() -> None:
