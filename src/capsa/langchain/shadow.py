@@ -37,7 +37,7 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.runnables import RunnableConfig, RunnableLambda, ensure_config, patch_config
-from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
 
 from capsa.errors import CaptureInvalid
 from capsa.langchain.compressors import REPORT_EVENT, to_passages
@@ -57,7 +57,11 @@ from capsa.shadow import (
 __all__ = ["SHADOW_EVENT", "ShadowMiddleware", "ShadowRetriever"]
 
 SHADOW_EVENT = "capsa.shadow"
-"""Custom callback event sent per query: whether it was compared, and the counts so far."""
+"""Custom callback event sent per query: ``{"compared": bool}``, that query's fact only.
+
+Cumulative counts stay on `ShadowRetriever.counts`: in an event, the difference
+between two queries' counts would tell whoever sees the second query's trace
+or stream how many rows the first one produced."""
 
 _CALLER_CONFIG: ContextVar[RunnableConfig | None] = ContextVar("capsa_shadow_config",
                                                                default=None)
@@ -77,8 +81,9 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     consumer that shows the last retriever's documents as the answer's sources
     would otherwise show the candidate's. Queries skipped by sampling or by the bound on work
     in flight, and comparisons lost to a failing candidate, are counted in
-    `counts` and sent with each query as a ``capsa.shadow`` custom event;
-    `flush()` waits for running comparisons, `close()` stops.
+    `counts`; each query sends a ``capsa.shadow`` custom event saying only
+    whether it was compared. `flush()` waits for running comparisons,
+    `close()` stops.
 
     A side that is capsa's `BudgetedRetriever`, or a chain running
     `CapsaCompressor` in a traced run, is captured whole from its packing
@@ -132,9 +137,14 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     max_workers: PositiveInt = 2
     """Threads running candidates on the sync path."""
     timeout_s: PositiveFloat = 10.0
-    """A candidate taking longer is counted as timed out; its answer is ignored."""
+    """A candidate's deadline: past it the comparison is counted as timed out and gives its
+    place back, a sync candidate's thread is abandoned to it and replaced, and whatever it
+    returns later is ignored."""
     wire_timeout_s: PositiveFloat = 60.0
     """How long a comparison waits for `ShadowMiddleware` to show the model's input."""
+    max_abandoned_threads: NonNegativeInt = 8
+    """Threads left to hung sync candidates that may run at once; past that, a hung
+    worker is not replaced (`capsa.shadow.ShadowRecorder`)."""
     score_key: str | None = None
     """Metadata key holding each document's score in [0, 1]; None scores by rank."""
     trace_candidate: bool = False
@@ -154,7 +164,8 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         self._recorder = ShadowRecorder(
             self.sink, sample_rate=self.sample_rate, max_in_flight=self.max_in_flight,
             max_workers=self.max_workers, timeout_s=self.timeout_s,
-            wire_timeout_s=self.wire_timeout_s, random_bytes=self.random_bytes,
+            wire_timeout_s=self.wire_timeout_s,
+            max_abandoned_threads=self.max_abandoned_threads, random_bytes=self.random_bytes,
             sampler=self.sampler,
         )
 
@@ -265,7 +276,8 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         return _side_config(config, CallbackManager(handlers=[]), observer)
 
     def _event(self, compared: bool) -> dict[str, Any]:
-        return {"compared": compared, **self._recorder.counts.model_dump()}
+        """This query's event: nothing that depends on another query (see `SHADOW_EVENT`)."""
+        return {"compared": compared}
 
     def _wire_key(self, config: RunnableConfig) -> Hashable | None:
         if not self._expects_wire:

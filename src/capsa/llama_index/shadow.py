@@ -59,12 +59,16 @@ _WIRE: ContextVar[tuple[ShadowRecorder, object] | None] = ContextVar("capsa_shad
 
 
 class ShadowQueryEvent(BaseEvent):
-    """Instrumentation event per served query: whether it was compared, and the counts."""
+    """Instrumentation event per served query: whether it was compared, and nothing else.
+
+    It carries that query's own fact only. Cumulative counts stay on
+    `ShadowRetriever.counts`: in an event, the difference between two queries'
+    counts would tell whoever sees the second query's trace how many rows the
+    first one produced.
+    """
 
     compared: bool
     """A comparison was started; False when sampling or the bound on work skipped it."""
-    counts: dict[str, int]
-    """The retriever's `ShadowCounts` when the query was served."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -132,8 +136,9 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
     handed to `sink` as anonymous `PairedDecision` rows (numbers, booleans,
     fresh random ids; no id, text or query). Queries skipped by sampling or by
     the bound on work in flight, and comparisons lost to a failing candidate,
-    are counted in `counts` and sent with each query as a `ShadowQueryEvent`;
-    `flush()` waits for running comparisons, `close()` stops.
+    are counted in `counts`; each query sends a `ShadowQueryEvent` saying only
+    whether it was compared. `flush()` waits for running comparisons,
+    `close()` stops.
 
     A side that runs `CapsaNodePostprocessor` (a `RetrieverQueryEngine` with
     it among its postprocessors) is captured whole: admitted or why not,
@@ -150,8 +155,12 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         sample_rate: Share of queries compared.
         max_in_flight: Comparisons running or waiting at once; excess dropped.
         max_workers: Threads running candidates on the sync path.
-        timeout_s: A candidate taking longer is counted as timed out.
+        timeout_s: A candidate's deadline: past it the comparison is counted as
+            timed out and gives its place back, and a sync candidate's thread is
+            abandoned to it and replaced.
         wire_timeout_s: How long a comparison waits for the LLM call.
+        max_abandoned_threads: Threads left to hung sync candidates that may
+            run at once (`capsa.shadow.ShadowRecorder`).
         observe_wire: Record the served block's visibility at the next LLM call.
         use_node_scores: Compare `NodeWithScore.score` (must lie in [0, 1]);
             by default nodes are scored by rank, which suits any retriever.
@@ -160,7 +169,8 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         callback_manager: Passed to LlamaIndex's `BaseRetriever`.
 
     Raises:
-        ValueError: a rate outside [0, 1] or a non-positive bound or timeout.
+        ValueError: a rate outside [0, 1], a non-positive bound or timeout, or
+            a negative thread bound.
 
     Examples:
         >>> from llama_index.core.schema import TextNode
@@ -193,6 +203,7 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         max_workers: int = 2,
         timeout_s: float = 10.0,
         wire_timeout_s: float = 60.0,
+        max_abandoned_threads: int = 8,
         observe_wire: bool = False,
         use_node_scores: bool = False,
         random_bytes: RandomBytes = secrets.token_bytes,
@@ -207,7 +218,8 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         self._recorder = ShadowRecorder(
             sink, sample_rate=sample_rate, max_in_flight=max_in_flight,
             max_workers=max_workers, timeout_s=timeout_s, wire_timeout_s=wire_timeout_s,
-            random_bytes=random_bytes, sampler=sampler,
+            max_abandoned_threads=max_abandoned_threads, random_bytes=random_bytes,
+            sampler=sampler,
         )
         _register_handler()
 
@@ -285,7 +297,7 @@ class ShadowRetriever(RecorderLifecycle, BaseRetriever):
         return served
 
     def _event(self, compared: bool) -> ShadowQueryEvent:
-        return ShadowQueryEvent(compared=compared, counts=self._recorder.counts.model_dump())
+        return ShadowQueryEvent(compared=compared)
 
     def _forget_wire(self) -> None:
         """A new query: an earlier one whose LLM call never came must not take this one's.

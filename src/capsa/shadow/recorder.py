@@ -6,9 +6,12 @@ in flight, decided in microseconds) and hands it two thunks (`Slot.start`):
 one that captures the answer already served, one that runs and captures the
 candidate. Both run later, in a bounded thread pool (sync path) or as a task
 (async path); the caller has its baseline answer before the candidate starts.
-Whatever the candidate does, raises, hangs, returns something ambiguous, the
-lost comparison becomes a count. `flush` waits for everything started;
-`close` flushes and refuses new work.
+Pairing and the sink run on one delivery thread of their own, never on the
+served request's thread or event loop. Whatever the candidate does, raises,
+hangs, returns something ambiguous, the lost comparison becomes a count, and
+a candidate still running at its deadline gives back its place and its
+worker. `flush` waits for everything started; `close` flushes and refuses new
+work.
 
 When a host can also show what the model was sent (a LangChain middleware, a
 LlamaIndex instrumentation handler), a slot started with a `wire_key` waits
@@ -23,19 +26,20 @@ import asyncio
 import contextvars
 import logging
 import math
-import queue
 import random
 import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
 from capsa import telemetry
 from capsa.errors import CaptureInvalid
+from capsa.shadow._pool import DaemonPool, current_pool
 from capsa.shadow.capture import Candidate, RouteCapture, _wire_texts, capture_retrieved
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
 
@@ -52,14 +56,18 @@ __all__ = [
 RowSink = Callable[[tuple[PairedDecision, ...]], object]
 """Where one query's paired rows go: a list's ``extend``, a queue, an analytics client."""
 
-InvalidationCause = Literal["candidate_raised", "candidate_timed_out", "capture_refused"]
-"""Why a query produced no rows: the candidate route raised (or its task was
-cancelled, as when the caller's event loop closes), ran past its timeout (or was
-still running or queued when `ShadowRecorder.close` gave up on it), or a
-capture refused something ambiguous (`CaptureInvalid`)."""
+InvalidationCause = Literal[
+    "candidate_raised", "candidate_timed_out", "capture_refused", "cancelled"
+]
+"""Why a query produced no rows: the candidate route raised, ran past its
+timeout (or was still running or queued when `ShadowRecorder.close` gave up on
+it), a capture refused something ambiguous (`CaptureInvalid`), or the
+comparison's task was cancelled from outside, as when the caller's event loop
+closes (`asyncio.run` per request): the candidate did not fail, its host left."""
 
 ShadowOutcome = Literal[
-    "paired", "sink_failed", "candidate_raised", "candidate_timed_out", "capture_refused"
+    "paired", "sink_failed", "candidate_raised", "candidate_timed_out", "capture_refused",
+    "cancelled",
 ]
 """What became of one query's comparison."""
 
@@ -82,19 +90,28 @@ class ShadowCounts(BaseModel):
     dropped_busy: NonNegativeInt = 0
     """Queries served without a comparison because `max_in_flight` comparisons were running."""
     candidate_raised: NonNegativeInt = 0
-    """Queries lost because the candidate route raised, or its task was cancelled."""
+    """Queries lost because the candidate route raised."""
     candidate_timed_out: NonNegativeInt = 0
     """Queries lost because the candidate route ran past its timeout, or was still running
     or queued when `close` gave up waiting for it."""
     capture_refused: NonNegativeInt = 0
     """Queries lost because a capture refused something ambiguous."""
+    cancelled: NonNegativeInt = 0
+    """Queries lost because the comparison's task was cancelled from outside (the caller's
+    event loop closed, as `asyncio.run` per request does): no fault of the candidate's."""
     sink_failed: NonNegativeInt = 0
     """Queries whose rows were paired but the sink raised on them (logged)."""
+    threads_abandoned: NonNegativeInt = 0
+    """Worker threads left to a candidate still running at its deadline, and replaced so
+    comparisons go on. Not a query count: each such query is in `candidate_timed_out`.
+    At most `max_abandoned_threads` are still running at once
+    (`ShadowRecorder.abandoned_threads`)."""
 
     @property
     def invalidated(self) -> int:
-        """Queries whose capture was invalidated, over every cause."""
-        return self.candidate_raised + self.candidate_timed_out + self.capture_refused
+        """Queries whose comparison produced no rows, over every cause."""
+        return (self.candidate_raised + self.candidate_timed_out + self.capture_refused
+                + self.cancelled)
 
 
 _NO_WIRE = object()
@@ -118,6 +135,9 @@ class Slot:
         self._pairing = False
         """Set when the captures are done and pairing has begun: from then on the slot's
         outcome is counted by the recorder (`_deliver`, `_refused`), or by `close` giving up."""
+        self._handed_over = False
+        """Set when both captures (and the wire) are in and the slot waits only for the
+        delivery thread: it no longer takes one of the `max_in_flight` places."""
         self._task_running = False
         self.started_at = recorder._clock()
 
@@ -194,6 +214,10 @@ class Slot:
             self._lose("capture_refused")
             return
         started = self._recorder._clock()
+        # Past `timeout_s` the recorder counts the comparison, frees its place and
+        # replaces this thread (`_sweep_overdue`); whatever the candidate returns
+        # later is then ignored (`_lose` and `_finish` do nothing once done).
+        self._recorder._running_begin(self, started, self._overdue)
         try:
             trial = candidate()
         except CaptureInvalid:
@@ -203,10 +227,18 @@ class Slot:
             _candidate_raised(error)
             self._lose("candidate_raised")
             return
+        finally:
+            self._recorder._running_end(self)
         if self._recorder._clock() - started > self._recorder.timeout_s:
             self._lose("candidate_timed_out")
             return
         self._captured(served, trial)
+
+    def _overdue(self) -> None:
+        """The candidate is still running at its deadline: count it and free the place."""
+        _log.info("shadow candidate still running after %ss; comparison discarded",
+                  self._recorder.timeout_s)
+        self._lose("candidate_timed_out")
 
     async def _arun(
         self,
@@ -230,12 +262,16 @@ class Slot:
             self._lose("capture_refused")
             return
         try:
-            trial = await asyncio.wait_for(candidate(), self._recorder.timeout_s)
+            trial = await _within(candidate, self._recorder.timeout_s)
         except CaptureInvalid:
             self._lose("capture_refused")
             return
         except TimeoutError:
             self._lose("candidate_timed_out")
+            return
+        except _CandidateCancelled as error:
+            _candidate_raised(error.__cause__ or error)
+            self._lose("candidate_raised")
             return
         except Exception as error:  # noqa: BLE001 - counted, never served
             _candidate_raised(error)
@@ -248,23 +284,21 @@ class Slot:
             self._captures = (served, trial)
             ready = not self._awaits_wire or self._wire is not _NO_WIRE
         if ready:
-            self._finish()
+            self._recorder._hand_over(self)
 
-    def _observe(self, texts: list[str] | None, *, inline: bool = False) -> None:
+    def _observe(self, texts: list[str] | None) -> None:
         """The wire arrived (or never will: None); pair if the captures are done.
 
-        Pairing and the sink run in the pool unless `inline`: the wire is
-        observed on the model call's path.
+        Pairing and the sink are handed to the delivery thread: the wire is
+        observed on the model call's path, and expired on a served query's.
         """
         with self._lock:
             if self._wire is not _NO_WIRE or self._done:
                 return
             self._wire = texts
             ready = self._captures is not None
-        if ready and inline:
-            self._finish()
-        elif ready:
-            self._recorder._submit(self._finish)
+        if ready:
+            self._recorder._hand_over(self)
 
     def _finish(self) -> None:
         with self._lock:
@@ -294,20 +328,60 @@ class Slot:
         self._recorder._finished(self)
 
     def _abandoned(self) -> None:
-        """The async task ended; without a capture it was cancelled: count it, free the place."""
+        """The async task ended; without a capture or a count it was cancelled from outside
+        (its loop closed): count that as such, never as the candidate's failure."""
         self._task_running = False
         with self._lock:
             if self._done or self._captures is not None:
                 return
-        _log.info("shadow candidate task cancelled; comparison discarded")
-        self._lose("candidate_raised")
+        _log.info("shadow comparison task cancelled (its event loop closed?); discarded")
+        self._lose("cancelled")
 
     def _expire(self) -> None:
         """Stop waiting for the wire: pair with visibility unknown."""
-        self._observe(None, inline=True)
+        self._observe(None)
 
 
-def _candidate_raised(error: Exception) -> None:
+class _CandidateCancelled(Exception):
+    """The candidate's own awaitable ended cancelled while its comparison was not."""
+
+
+async def _within(candidate: Callable[[], Awaitable[RouteCapture]],
+                  timeout_s: float) -> RouteCapture:
+    """Await `candidate()` for at most `timeout_s`, then give up on it without waiting.
+
+    `asyncio.wait_for` waits for the cancelled awaitable to end, so a
+    candidate that swallows its cancellation would hold its place for good;
+    here it is cancelled and left. A cancellation of the comparison itself
+    (its loop closing) cancels the candidate and propagates; one that comes
+    from inside the candidate is its own failure (`_CandidateCancelled`).
+
+    Raises:
+        TimeoutError: the deadline passed.
+    """
+    trial = asyncio.ensure_future(candidate())
+    try:
+        done, _ = await asyncio.wait({trial}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        trial.cancel()
+        raise
+    if not done:
+        trial.cancel()
+        trial.add_done_callback(_ignore_outcome)
+        raise TimeoutError
+    try:
+        return trial.result()
+    except asyncio.CancelledError as cancelled:
+        raise _CandidateCancelled("the candidate was cancelled from inside") from cancelled
+
+
+def _ignore_outcome(task: asyncio.Future[Any]) -> None:
+    """Read a given-up candidate's end, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _candidate_raised(error: BaseException) -> None:
     """Log a candidate's failure by its type at INFO; its message, which may quote the
     query or a document (a search service's error often does), only at DEBUG."""
     _log.info("shadow candidate raised %s; comparison discarded", type(error).__name__)
@@ -320,29 +394,42 @@ class ShadowRecorder:
     The request pays for `reserve` (a random draw and a counter) and for
     handing two thunks to `Slot.start`; the candidate runs afterwards in a
     thread pool of `max_workers` (or as a task on `astart`), then the two
-    captures are paired and the rows handed to `sink`. A query the sampler
-    passes over, or one that arrives while `max_in_flight` comparisons are
-    still running, is served without a comparison and counted. A candidate
-    that raises, exceeds `timeout_s` or returns an ambiguous answer, and a
-    sink that raises, each cost one comparison and are counted by cause.
-    Safe to share between threads.
+    captures are paired and the rows handed to `sink` on a delivery thread
+    of their own. A query the sampler passes over, or one that arrives while
+    `max_in_flight` comparisons are still running, is served without a
+    comparison and counted. A candidate that raises, exceeds `timeout_s` or
+    returns an ambiguous answer, a comparison whose task is cancelled with
+    its event loop, and a sink that raises, each cost one comparison and are
+    counted by cause. Safe to share between threads.
 
-    On the sync path a candidate past `timeout_s` keeps its worker until it
-    returns; its answer is then ignored and counted as timed out, and it holds
-    its in-flight place meanwhile, so a hanging candidate can only ever cost
-    `max_in_flight` places, never the served request.
+    `timeout_s` is a deadline on both paths. On the async path the
+    candidate is cancelled there and left, even if it ignores the
+    cancellation. On the sync path Python cannot stop a thread, so a
+    candidate still running at its deadline is counted as timed out, its
+    place in flight is freed and its worker is abandoned to it and replaced
+    by a fresh thread; whatever it returns later is ignored, and the thread
+    ends then. The deadline is enforced when the recorder is next used (the
+    next query's `reserve`, `flush`, `close`), which is when a place or a
+    worker is needed. At most `max_abandoned_threads` abandoned threads run
+    at once, so the recorder never holds more than `max_workers +
+    max_abandoned_threads` threads; past that bound a hung worker is not
+    replaced and the pool runs short until an abandoned thread returns.
 
     Args:
-        sink: Receives each query's rows as one tuple. It is called from the
-            pool's threads (or on the event loop after `Slot.astart`), so it
-            must be safe to call from any thread: a list's ``extend``, a
-            queue's ``put``, a thread-safe analytics client.
+        sink: Receives each query's rows as one tuple. It is called on one
+            delivery thread, one call at a time, in the order comparisons
+            finish (`compare` calls it on the caller's thread), never on
+            the served request's thread or event loop, so a slow sink costs
+            comparisons (a backlog holds places in flight), not latency.
         sample_rate: Share of queries compared, 0 to 1.
-        max_in_flight: Comparisons that may be running or waiting at once.
+        max_in_flight: Comparisons that may be running or waiting for their
+            wire at once; as many again may wait for the sink.
         max_workers: Threads running sync candidates.
-        timeout_s: How long a candidate may take.
+        timeout_s: How long a candidate may take, in seconds, on either path.
         wire_timeout_s: How long a slot waits for `observe_wire` before
             pairing with visibility unknown.
+        max_abandoned_threads: How many threads left to hung sync candidates
+            may be running at once (0: a hung worker is never replaced).
         random_bytes: Source of fresh row ids, passed to `pair`.
         sampler: Draws a number in [0, 1) per query; compared when below
             `sample_rate`. Inject a seeded one in tests.
@@ -350,7 +437,7 @@ class ShadowRecorder:
 
     Raises:
         ValueError: a rate outside [0, 1], a non-positive bound, worker count
-            or timeout.
+            or timeout, or a negative thread bound.
 
     Examples:
         >>> rows: list[PairedDecision] = []
@@ -374,6 +461,7 @@ class ShadowRecorder:
         max_workers: int = 2,
         timeout_s: float = 10.0,
         wire_timeout_s: float = 60.0,
+        max_abandoned_threads: int = 8,
         random_bytes: RandomBytes = secrets.token_bytes,
         sampler: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
@@ -388,12 +476,17 @@ class ShadowRecorder:
         for name, value in (("timeout_s", timeout_s), ("wire_timeout_s", wire_timeout_s)):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        if (not isinstance(max_abandoned_threads, int) or isinstance(max_abandoned_threads, bool)
+                or max_abandoned_threads < 0):
+            raise ValueError(f"max_abandoned_threads must be a count of threads, 0 or more, "
+                             f"not {max_abandoned_threads!r}")
         self._sink = sink
         self.sample_rate = sample_rate
         self.max_in_flight = max_in_flight
         self.max_workers = max_workers
         self.timeout_s = timeout_s
         self.wire_timeout_s = wire_timeout_s
+        self.max_abandoned_threads = max_abandoned_threads
         self._random_bytes = random_bytes
         self._sampler = sampler
         self._clock = clock
@@ -403,7 +496,14 @@ class ShadowRecorder:
         self._slots: set[Slot] = set()
         self._waiting: dict[Hashable, list[Slot]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pool: _DaemonPool | None = None
+        self._pool: DaemonPool | None = None
+        self._delivery: DaemonPool | None = None
+        """The one thread that pairs and calls the sink, off every served path."""
+        self._running: dict[object, _Running] = {}
+        """Sync candidates (and `run_blocking` work) now running, for their deadline."""
+        self._retired: list[DaemonPool] = []
+        """Worker pools `close` stopped, whose abandoned threads may still run."""
+        self._stopped = False
         self._closed = False
         self._sealed = False
         """Set when `close` gives up: rows paired after that are dropped, never delivered."""
@@ -417,7 +517,10 @@ class ShadowRecorder:
     def counts(self) -> ShadowCounts:
         """A snapshot of the counts."""
         with self._lock:
-            return self._counts
+            counts, pool = self._counts, self._pool
+        if pool is None or not pool.replaced:
+            return counts
+        return _plus(counts, threads_abandoned=pool.replaced)
 
     @property
     def in_flight(self) -> int:
@@ -425,13 +528,28 @@ class ShadowRecorder:
         with self._lock:
             return len(self._slots)
 
+    @property
+    def abandoned_threads(self) -> int:
+        """Threads left to hung sync candidates and still running, at most
+        `max_abandoned_threads`; each ends when its candidate returns."""
+        with self._lock:
+            pools = [*self._retired, *([self._pool] if self._pool else [])]
+        return sum(pool.abandoned for pool in pools)
+
     def reserve(self) -> Slot | None:
         """Decide, cheaply, whether this query is compared; None when not.
 
         None when the recorder is closed, the sampler passes the query over
         (counted as `sampled_out`) or `max_in_flight` comparisons are running
-        (counted as `dropped_busy`).
+        (counted as `dropped_busy`). Candidates past their deadline are
+        counted and give back their places and workers first.
+
+        A comparison handed to the delivery thread (paired or about to be,
+        waiting only for the sink) gives its place back at once, as when it
+        was paired on the spot; as many again may wait there, so a sink that
+        falls behind holds at most twice `max_in_flight` comparisons.
         """
+        self._sweep_overdue()
         self._expire_waiting()
         if self._closed:
             return None
@@ -439,7 +557,9 @@ class ShadowRecorder:
             self._bump(sampled_out=1)
             return None
         with self._lock:
-            if len(self._slots) >= self.max_in_flight:
+            delivering = sum(1 for slot in self._slots if slot._handed_over)
+            if (len(self._slots) - delivering >= self.max_in_flight
+                    or len(self._slots) >= 2 * self.max_in_flight):
                 self._counts = _plus(self._counts, dropped_busy=1)
                 return None
             slot = Slot(self)
@@ -495,8 +615,10 @@ class ShadowRecorder:
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every comparison started on the sync path has paired or been lost.
 
-        Slots still waiting for their wire pair now, with visibility unknown.
-        Tasks started with `astart` are awaited by `aflush`.
+        Slots still waiting for their wire pair now, with visibility unknown,
+        and a candidate still running at its deadline is counted as timed out,
+        so a hung candidate holds `flush` for `timeout_s` at most. Tasks
+        started with `astart` are awaited by `aflush`.
 
         Raises:
             TimeoutError: `timeout_s` passed with comparisons still running.
@@ -505,6 +627,7 @@ class ShadowRecorder:
         while True:
             # A slot started during the flush may still wait for its wire: expire
             # it on every round, so flush never waits for `wire_timeout_s`.
+            self._sweep_overdue()
             self._expire_waiting(everything=True)
             with self._idle:
                 running = sum(1 for s in self._slots if s._used and not s._task_running)
@@ -540,7 +663,9 @@ class ShadowRecorder:
                 are counted as `candidate_timed_out`, whatever they return
                 later is dropped before the sink, and the pool's threads
                 (daemons) are left to end with the process. None waits for
-                every comparison.
+                every comparison, but never past a candidate's deadline
+                (`timeout_s` of the recorder), and never for a thread
+                abandoned to a hung candidate.
         """
         self._closed = True
         if timeout_s is None:
@@ -571,7 +696,7 @@ class ShadowRecorder:
             await asyncio.wait(tasks, timeout=left)
         if tasks := self._tasks_here():
             self._expire_waiting(everything=True)
-            # counted before the cancellation could count them as raised
+            # counted as timed out before the cancellation could count them as cancelled
             await asyncio.to_thread(self._give_up, deadline)
             for task in tasks:
                 task.cancel()
@@ -604,23 +729,96 @@ class ShadowRecorder:
             self._idle.notify_all()
 
     def _stop_pool(self, *, deadline: float | None) -> None:
-        """Stop the pool: work still queued is cancelled once given up (`_sealed`), and its
-        threads are joined until `deadline` (None: until they end)."""
+        """Stop the workers, then the delivery thread: work still queued is cancelled once
+        given up (`_sealed`), and the threads are joined until `deadline` (None: until they
+        end), except those abandoned to a hung candidate, which end with it."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=self._sealed)
-            pool.join(deadline)
+            pools = [p for p in (self._pool, self._delivery) if p is not None]
+            for pool in pools:
+                pool.shutdown(wait=False, cancel_futures=self._sealed)
+            if self._pool is not None:  # its count of replaced threads is final once shut
+                self._counts = _plus(self._counts, threads_abandoned=self._pool.replaced)
+                if self._pool.abandoned:
+                    self._retired.append(self._pool)
+            self._pool = self._delivery = None
+            self._stopped = True
+        for pool in pools:
+            while (waiting := pool.joinable()) and (
+                    deadline is None or (left := deadline - time.monotonic()) > 0):
+                # a worker may hang in `run_blocking` work, which no slot waits for:
+                # sweep between joins, so its deadline releases the join too
+                waiting[0].join(_FLUSH_POLL_S if deadline is None else min(left, _FLUSH_POLL_S))
+                self._sweep_overdue(pool)
 
-    def _pool_of_workers(self) -> _DaemonPool:
+    def _pool_of_workers(self) -> DaemonPool:
         with self._lock:
             if self._pool is None:
-                self._pool = _DaemonPool(self.max_workers, "capsa-shadow")
+                self._pool = DaemonPool(self.max_workers, "capsa-shadow",
+                                         max_abandoned=self.max_abandoned_threads)
             return self._pool
 
     def _submit(self, work: Callable[[], None]) -> None:
         future: Future[None] = self._pool_of_workers().submit(work)
         future.add_done_callback(_log_crash)
+
+    def _hand_over(self, slot: Slot) -> None:
+        """Pair `slot` and hand its rows to the sink on the delivery thread.
+
+        Never on the caller's thread: that is a served request's (an expired
+        wire swept by `reserve`, a model call's `observe_wire`) or its event
+        loop (`astart`), and a slow sink there is latency the user pays. One
+        thread keeps the sink's calls serial and in the order comparisons
+        finish. The slot gives its place back now (a wire expired at the next
+        query frees that query's place, as pairing on the spot did), but stays
+        counted until delivered: a sink that falls behind costs comparisons
+        (`dropped_busy`), never memory without bound.
+        """
+        if slot._done:  # given up by `close` meanwhile
+            return
+        with self._lock:
+            slot._handed_over = True
+            if self._delivery is None and not self._stopped:
+                self._delivery = DaemonPool(1, "capsa-shadow-sink")
+            delivery = self._delivery
+        if delivery is None:  # stopped: `close` has given up on everything not delivered
+            slot._finish()
+            return
+        future: Future[None] = delivery.submit(slot._finish)
+        future.add_done_callback(_log_crash)
+
+    def _running_begin(self, key: object, started: float,
+                       overdue: Callable[[], None] | None) -> None:
+        """A sync candidate (or `run_blocking` work) starts on this pool thread."""
+        pool: DaemonPool | None = current_pool()
+        if pool is None:  # not on a pool thread: nothing to replace
+            return
+        with self._lock:
+            self._running[key] = _Running(started, threading.current_thread(), pool, overdue)
+
+    def _running_end(self, key: object) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+    def _sweep_overdue(self, pool: DaemonPool | None = None) -> None:
+        """Give up on every sync candidate past `timeout_s`: count it, free its place, and
+        replace its thread, which Python cannot stop (within `max_abandoned_threads`)."""
+        now = self._clock()
+        with self._lock:
+            overdue = [(key, run) for key, run in self._running.items()
+                       if now - run.started > self.timeout_s
+                       and (pool is None or run.pool is pool)]
+            replaced = 0
+            for key, run in overdue:
+                del self._running[key]
+                # under the lock: the thread cannot pass `_running_end` and take other work
+                replaced += run.pool.abandon(run.thread)
+        if len(overdue) > replaced and not self._stopped:
+            _log.warning("%d shadow worker(s) hung past %ss and not replaced: "
+                         "max_abandoned_threads (%d) are still running",
+                         len(overdue) - replaced, self.timeout_s, self.max_abandoned_threads)
+        for _, run in overdue:
+            if run.overdue is not None:
+                run.overdue()
 
     async def run_blocking(self, work: Callable[[], _T]) -> _T:
         """Await `work` run in the recorder's own pool, off the caller's event loop.
@@ -628,11 +826,21 @@ class ShadowRecorder:
         For an async comparison whose candidate only has a blocking
         implementation: on the loop it would stall every request served
         there, and in the loop's default executor a hanging one would take
-        the threads served requests need. Here it can only cost the pool.
+        the threads served requests need. Here it can only cost the pool,
+        and past `timeout_s` its thread is abandoned and replaced as a sync
+        candidate's is (the comparison awaiting it has timed out by then).
         """
         context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(
-            self._pool_of_workers(), context.run, work)
+        key = object()
+
+        def timed() -> _T:
+            self._running_begin(key, self._clock(), None)
+            try:
+                return context.run(work)
+            finally:
+                self._running_end(key)
+
+        return await asyncio.wrap_future(self._pool_of_workers().submit(timed))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
@@ -726,81 +934,16 @@ def _plus(counts: ShadowCounts, **deltas: int) -> ShadowCounts:
     return ShadowCounts(**{k: v + deltas.get(k, 0) for k, v in current.items()})
 
 
-class _DaemonPool(Executor):
-    """A fixed pool of daemon threads: a hanging candidate never holds up the process's exit.
+@dataclass(frozen=True)
+class _Running:
+    """A sync candidate (or `run_blocking` work) running on a pool thread, for its deadline."""
 
-    `ThreadPoolExecutor` joins its workers when the interpreter exits, so one
-    candidate that never returns would keep a served process from stopping.
-    """
-
-    def __init__(self, max_workers: int, name: str) -> None:
-        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue())
-        self._threads = [threading.Thread(target=self._serve, name=f"{name}_{n}", daemon=True)
-                         for n in range(max_workers)]
-        self._lock = threading.Lock()
-        self._started = False
-        self._shut = False
-
-    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
-        """Queue `fn(*args, **kwargs)` for the next free worker."""
-        future: Future[_T] = Future()
-        with self._lock:
-            if self._shut:
-                raise RuntimeError("the shadow pool is shut down")
-            if not self._started:
-                self._started = True
-                for thread in self._threads:
-                    thread.start()
-            self._work.put((future, lambda: fn(*args, **kwargs)))
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Let each worker finish what it holds, then stop; `wait` joins them.
-
-        With `cancel_futures`, work still queued is cancelled instead of run.
-        """
-        with self._lock:
-            if self._shut:
-                return
-            self._shut = True
-            started = self._started
-        if not started:
-            return
-        if cancel_futures:
-            while True:
-                try:
-                    item = self._work.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[0].cancel()
-        for _ in self._threads:
-            self._work.put(None)
-        if wait:
-            self.join(None)
-
-    def join(self, deadline: float | None) -> None:
-        """Wait for the workers to end, until `deadline` (`time.monotonic`; None: no limit)."""
-        for thread in self._threads:
-            if not thread.is_alive():
-                continue
-            if deadline is None:
-                thread.join()
-            elif (left := deadline - time.monotonic()) > 0:
-                thread.join(left)
-
-    def _serve(self) -> None:
-        while (item := self._work.get()) is not None:
-            future, work = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = work()
-            except BaseException as error:  # noqa: BLE001 - handed to the future's owner
-                future.set_exception(error)
-            else:
-                future.set_result(result)
+    started: float
+    thread: threading.Thread
+    pool: DaemonPool
+    overdue: Callable[[], None] | None
+    """Counts the comparison lost at the deadline; None for `run_blocking` work, whose
+    comparison counts itself."""
 
 
 def _log_crash(future: Future[None]) -> None:

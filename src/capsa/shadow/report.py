@@ -93,6 +93,12 @@ class QueryAgreement(BaseModel):
     """Spearman correlation of the ranks of passages both routes selected; None when undefined.
 
     Defined even where a route's gate gives no scores (a packer)."""
+    shared_scores: bool = False
+    """Both routes gave each of two or more passages they both scored the same score.
+
+    The routes then read one retrieval's scores (a packer or a new gate over
+    the same retriever), and `score_rank_correlation` is 1.0 by construction:
+    it says nothing about whether two rankers agree."""
 
 
 class ShadowReport(BaseModel):
@@ -125,7 +131,8 @@ class ShadowReport(BaseModel):
     """Queries whose capture was invalidated and produced no rows."""
     invalidation_causes: dict[str, int] = {}
     """Invalidated queries by cause (`capsa.errors.RefusalCause`, or the recorder's
-    ``candidate_raised`` / ``candidate_timed_out``), where the caller counted them."""
+    ``candidate_raised`` / ``candidate_timed_out`` / ``cancelled``), where the caller
+    counted them."""
     admission_agreement: float | None
     """Share of rows both gates treated alike (admitted on both or on neither)."""
     selection_jaccard: float | None
@@ -142,6 +149,10 @@ class ShadowReport(BaseModel):
     """Mean per-query Spearman correlation over passages both routes scored."""
     selection_rank_correlation: float | None = None
     """Mean per-query Spearman correlation of the ranks of passages both routes selected."""
+    shared_score_queries: NonNegativeInt = 0
+    """Queries behind `score_rank_correlation` whose routes gave every passage they both
+    scored the same score (`QueryAgreement.shared_scores`): there the correlation is 1.0
+    by construction, and `to_markdown` says so beside the figure."""
     baseline_gate_reasons: dict[str, int]
     """How often the baseline's gate gave each reason."""
     candidate_gate_reasons: dict[str, int]
@@ -200,6 +211,8 @@ class ShadowReport(BaseModel):
             recall_of_baseline=_mean([q.recall_of_baseline for q in per_query]),
             score_rank_correlation=_mean([q.score_rank_correlation for q in per_query]),
             selection_rank_correlation=_mean([q.selection_rank_correlation for q in per_query]),
+            shared_score_queries=sum(1 for q in per_query
+                                     if q.shared_scores and q.score_rank_correlation is not None),
             baseline_gate_reasons=_reasons(r.baseline_gate_reason for r in rows),
             candidate_gate_reasons=_reasons(r.candidate_gate_reason for r in rows),
             per_query=per_query,
@@ -210,7 +223,16 @@ class ShadowReport(BaseModel):
         return self.model_dump_json(indent=2)
 
     def to_markdown(self) -> str:
-        """The headline figures as a Markdown table, then the gate reasons."""
+        """The headline figures as a Markdown table, then the gate reasons.
+
+        A score rank correlation that comes from routes sharing their scores
+        is marked beside the figure and explained under the table: a bare
+        1.000 there reads as two rankers agreeing.
+        """
+        scored = sum(1 for q in self.per_query if q.score_rank_correlation is not None)
+        score_correlation = _fmt(self.score_rank_correlation)
+        if self.shared_score_queries:
+            score_correlation += f" (shared scores in {self.shared_score_queries} of {scored})"
         figures = [
             ("queries paired", str(self.queries)),
             ("queries invalidated", str(self.invalidated)),
@@ -219,13 +241,19 @@ class ShadowReport(BaseModel):
             ("selection overlap (Jaccard)", _fmt(self.selection_jaccard)),
             ("inclusion agreement", _fmt(self.inclusion_agreement)),
             ("recall of baseline's selection", _fmt(self.recall_of_baseline)),
-            ("score rank correlation (Spearman)", _fmt(self.score_rank_correlation)),
+            ("score rank correlation (Spearman)", score_correlation),
             ("shared selection rank correlation", _fmt(self.selection_rank_correlation)),
             ("baseline visibility", _fmt(self.baseline_visibility)),
             ("candidate visibility", _fmt(self.candidate_visibility)),
         ]
         lines = ["| figure | value |", "| --- | ---: |"]
         lines += [f"| {name} | {value} |" for name, value in figures]
+        if self.shared_score_queries:
+            lines += ["", f"Both routes gave the same score to each passage they both scored "
+                      f"in {self.shared_score_queries} of {scored} queries, as two routes "
+                      "reading one retrieval's scores do: the score rank correlation is 1.0 "
+                      "there by construction, not a sign that two rankers agree. Compare "
+                      "admission, selection and inclusion instead."]
         reasons = sorted(set(self.baseline_gate_reasons) | set(self.candidate_gate_reasons))
         if reasons:
             lines += ["", "| gate reason | baseline | candidate |", "| --- | ---: | ---: |"]
@@ -259,7 +287,9 @@ class ShadowReport(BaseModel):
             "selection\n(Jaccard)": self.selection_jaccard,
             "inclusion": self.inclusion_agreement,
             "recall of\nbaseline": self.recall_of_baseline,
-            "rank corr.\n(Spearman)": self.score_rank_correlation,
+            # shared scores make it 1.0 by construction: the label says so
+            ("rank corr.\n(shared scores)" if self.shared_score_queries
+             else "rank corr.\n(Spearman)"): self.score_rank_correlation,
         }
         fig = Figure(figsize=(9, 3.6), layout="constrained")
         left, right = fig.subplots(1, 2, width_ratios=(3, 2))
@@ -287,9 +317,11 @@ def _agreement(query_id: str, rows: Sequence[PairedDecision]) -> QueryAgreement:
     both = [r for r in rows if r.baseline_score is not None and r.candidate_score is not None]
     ranked = [(r.baseline_rank, r.candidate_rank) for r in rows
               if r.baseline_rank is not None and r.candidate_rank is not None]
+    shared = len(both) >= 2 and all(r.baseline_score == r.candidate_score for r in both)
     return QueryAgreement(
         query_id=query_id,
         rows=len(rows),
+        shared_scores=shared,
         selection_jaccard=len(b_sel & c_sel) / len(union) if union else 1.0,
         recall_of_baseline=len(b_sel & c_sel) / len(b_sel) if b_sel else None,
         score_rank_correlation=spearman(

@@ -233,6 +233,17 @@ async def test_shadow_async_counts_a_candidate_that_times_out(make, rows, releas
     assert shadow.counts.candidate_timed_out == 1 and rows == []
 
 
+def test_shadow_hands_its_bound_on_abandoned_threads_to_the_recorder(make) -> None:
+    shadow = make(Fixed(docs=[]), Fixed(docs=[]), max_abandoned_threads=3)
+    assert shadow.recorder.max_abandoned_threads == 3
+
+
+def test_shadow_refuses_a_negative_bound_on_abandoned_threads(rows) -> None:
+    with pytest.raises(ValueError, match="max_abandoned_threads"):
+        ShadowRetriever(baseline=Fixed(docs=[]), candidate=Fixed(docs=[]), sink=rows.extend,
+                        max_abandoned_threads=-1)
+
+
 def test_shadow_propagates_the_baselines_own_failure_and_frees_its_place(
         make, vector_retriever) -> None:
     shadow = make(Failing(), vector_retriever, max_in_flight=1)
@@ -419,7 +430,22 @@ def test_shadow_reports_each_query_as_a_custom_event(make) -> None:
     shadow = make(LexicalRetriever(), Failing(), sample_rate=0.0)
     shadow.invoke(QUERIES[0], config={"callbacks": [handler]})
     (data,) = [d for name, d in handler.events if name == "capsa.shadow"]
-    assert data["compared"] is False and data["sampled_out"] == 1
+    assert data == {"compared": False}
+    assert shadow.counts.sampled_out == 1  # the totals stay with the operator
+
+
+def test_shadow_event_carries_nothing_from_earlier_queries(make) -> None:
+    # Whoever sees one query's event (its trace, its stream) must not learn how many
+    # rows the query before it produced, as cumulative counts would tell.
+    shadow = make(LexicalRetriever(), LexicalRetriever(route_name="budgeted"))
+    seen = []
+    for query in QUERIES[:2]:
+        handler = Events()
+        shadow.invoke(query, config={"callbacks": [handler]})
+        shadow.flush()
+        seen += [d for name, d in handler.events if name == "capsa.shadow"]
+    assert shadow.counts.paired == 2
+    assert seen[0] == seen[1] == {"compared": True}
 
 
 def test_shadow_serves_a_chain_with_the_baseline_context(vector_retriever, make) -> None:

@@ -213,11 +213,35 @@ def test_shadow_rejects_a_non_positive_timeout(rows) -> None:
         ShadowRetriever(Fixed([]), Fixed([]), rows.extend, timeout_s=0)
 
 
+def test_shadow_hands_its_bound_on_abandoned_threads_to_the_recorder(make) -> None:
+    shadow = make(Fixed([]), Fixed([]), max_abandoned_threads=3)
+    assert shadow._recorder.max_abandoned_threads == 3
+
+
+def test_shadow_refuses_a_negative_bound_on_abandoned_threads(rows) -> None:
+    with pytest.raises(ValueError, match="max_abandoned_threads"):
+        ShadowRetriever(Fixed([]), Fixed([]), rows.extend, max_abandoned_threads=-1)
+
+
 def test_shadow_emits_an_instrumentation_event_per_query(make, outcomes) -> None:
     shadow = make(Fixed(NODES), Failing(), sample_rate=0.0)
     shadow.retrieve("refunds")
     (event,) = outcomes.seen
-    assert event.compared is False and event.counts["sampled_out"] == 1
+    assert event.compared is False
+    assert shadow.counts.sampled_out == 1  # the totals stay with the operator
+
+
+def test_shadow_event_carries_nothing_from_earlier_queries(make, outcomes) -> None:
+    # Whoever sees one query's event must not learn how many rows the query before
+    # it produced, as cumulative counts would tell.
+    shadow = make(Fixed(NODES), Fixed(NODES[:1]))
+    for query in ("refunds", "returns"):
+        shadow.retrieve(query)
+        shadow.flush()
+    assert shadow.counts.paired == 2
+    first, second = (e.model_dump(exclude={"id_", "timestamp", "span_id", "tags"})
+                     for e in outcomes.seen)
+    assert first == second
 
 
 # --- any route: query engines with capsa's postprocessor ----------------------------

@@ -43,6 +43,16 @@ def test_main_compares_a_route_with_itself_as_full_agreement(capsys) -> None:
     assert report["selection_jaccard"] == 1.0 and report["admission_agreement"] == 1.0
 
 
+def test_main_says_the_default_routes_share_their_scores(capsys) -> None:
+    # The bundled budgeted route packs the lexical route's own retrieval: its score
+    # correlation is 1.0 by construction, and the report must not pass that off as
+    # two rankers agreeing.
+    assert main([]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1.000 (shared scores in 20 of 20)" in out
+    assert "same score to each passage they both scored in 20 of 20 queries" in out
+
+
 def test_main_reads_a_queries_file(tmp_path: Path, capsys) -> None:
     path = tmp_path / "q.jsonl"
     path.write_text('{"query": "hotel cap in London"}\n\n{"query": "CCTV retention"}\n')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -446,7 +447,8 @@ def test_close_with_a_timeout_leaves_a_worker_blocked_outside_any_slot(rows, gat
         await recorder.aflush()
 
     asyncio.run(serve())
-    assert blocked.is_set() and recorder.counts == ShadowCounts(candidate_timed_out=1)
+    assert blocked.is_set() and recorder.counts.candidate_timed_out == 1
+    assert recorder.counts.invalidated == 1
     recorder.close(timeout_s=0.2)
     assert recorder.reserve() is None
 
@@ -471,3 +473,299 @@ async def test_aclose_with_a_timeout_cancels_a_task_that_never_returns(rows) -> 
     assert cancelled == [True]
     assert recorder.counts == ShadowCounts(candidate_timed_out=1)
     assert recorder.in_flight == 0 and recorder.reserve() is None and rows == []
+
+
+# --- the candidate's deadline on the sync path ---------------------------------------
+
+
+@pytest.mark.parametrize("bound", [-1, 1.5])
+def test_recorder_refuses_an_abandoned_thread_bound_that_is_not_a_count(bound) -> None:
+    with pytest.raises(ValueError, match="max_abandoned_threads"):
+        ShadowRecorder(list().extend, max_abandoned_threads=bound)
+
+
+def test_a_candidate_hung_past_its_deadline_gives_back_its_place(rows, gate) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, max_in_flight=1, timeout_s=1.0, clock=clock)
+    running = threading.Event()
+    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
+    assert running.wait(5)
+    clock.now += 2.0
+    slot = recorder.reserve()  # the next query sweeps the overdue candidate first
+    assert slot is not None
+    slot.cancel()
+    assert recorder.counts.candidate_timed_out == 1 and recorder.counts.dropped_busy == 0
+    recorder.close(timeout_s=1)
+
+
+def test_a_candidate_hung_past_its_deadline_gives_back_its_worker(rows, gate) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=1.0, clock=clock)
+    running = threading.Event()
+    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
+    assert running.wait(5)
+    clock.now += 2.0
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A, B]))
+    recorder.flush(timeout_s=5)  # the one worker is still blocked: a new one pairs it
+    assert recorder.counts == ShadowCounts(paired=1, rows=2, candidate_timed_out=1,
+                                           threads_abandoned=1)
+    assert recorder.abandoned_threads == 1
+    recorder.close(timeout_s=1)
+
+
+def test_an_abandoned_candidates_late_answer_is_dropped_and_its_thread_ends(rows,
+                                                                            gate) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=1.0, clock=clock)
+    running = threading.Event()
+    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
+    assert running.wait(5)
+    (stuck,) = _pool_threads(recorder)
+    clock.now += 2.0
+    recorder.reserve().cancel()
+    gate.set()  # the candidate answers after all
+    stuck.join(5)
+    recorder.flush(timeout_s=5)
+    assert not stuck.is_alive() and recorder.abandoned_threads == 0
+    assert rows == [] and recorder.counts == ShadowCounts(candidate_timed_out=1,
+                                                          threads_abandoned=1)
+    recorder.close()
+
+
+def test_abandoned_threads_never_exceed_their_bound(rows, gate) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, max_workers=1, max_abandoned_threads=1,
+                              timeout_s=1.0, clock=clock)
+    for _ in range(2):
+        running = threading.Event()
+        recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
+        assert running.wait(5)
+        clock.now += 2.0
+        recorder.reserve().cancel()
+    # The first hung thread was replaced, the second could not be: the pool runs short.
+    assert recorder.abandoned_threads == 1 and len(_pool_threads(recorder)) == 2
+    assert recorder.counts == ShadowCounts(candidate_timed_out=2, threads_abandoned=1)
+    gate.set()  # both answer; the thread past the bound serves again, nothing leaks
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]))
+    recorder.flush(timeout_s=5)
+    assert recorder.counts.paired == 1 and rows
+    recorder.close(timeout_s=5)
+
+
+def test_close_does_not_wait_for_a_thread_abandoned_to_a_hung_candidate(rows, gate) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=1.0, clock=clock)
+    running = threading.Event()
+    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
+    assert running.wait(5)
+    clock.now += 2.0
+    recorder.close()  # no timeout: flush counts the overdue candidate, the join skips it
+    assert recorder.counts == ShadowCounts(candidate_timed_out=1, threads_abandoned=1)
+
+
+async def test_run_blocking_work_past_the_deadline_gives_back_its_thread(rows, gate) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=1.0, clock=clock)
+    running = threading.Event()
+    hung = asyncio.ensure_future(recorder.run_blocking(_held(gate, running)))
+    assert await asyncio.to_thread(running.wait, 5)
+    hung.cancel()  # as the comparison's own deadline does
+    clock.now += 2.0
+    recorder.reserve().cancel()
+    assert await asyncio.wait_for(recorder.run_blocking(lambda: 7), 5) == 7
+    assert recorder.counts.threads_abandoned == 1
+    gate.set()
+    await recorder.aclose(timeout_s=5)
+
+
+async def test_astart_gives_up_on_a_candidate_that_ignores_cancellation(rows) -> None:
+    recorder = ShadowRecorder(rows.extend, timeout_s=0.01)
+    finish = asyncio.Event()
+
+    async def stubborn() -> RouteCapture:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await finish.wait()  # swallows the cancellation until the test ends
+        return capture_retrieved("candidate", QUERY, [A])
+
+    recorder.reserve().astart(_captured("baseline", [A]), stubborn)
+    await asyncio.wait_for(recorder.aflush(), 5)
+    assert recorder.counts.candidate_timed_out == 1 and recorder.in_flight == 0 and rows == []
+    finish.set()
+    await recorder.aclose(timeout_s=5)
+
+
+# --- the sink runs off the served path ----------------------------------------------
+
+
+async def test_astart_pairs_and_calls_the_sink_off_the_event_loop(rows) -> None:
+    threads: dict[str, int] = {}
+
+    def sink(batch: tuple[PairedDecision, ...]) -> None:
+        threads["sink"] = threading.get_ident()
+        rows.extend(batch)
+
+    def random_bytes(n: int) -> bytes:  # `pair` draws the rows' ids while it pairs
+        threads["pair"] = threading.get_ident()
+        return secrets.token_bytes(n)
+
+    recorder = ShadowRecorder(sink, random_bytes=random_bytes)
+
+    async def candidate() -> RouteCapture:
+        return capture_retrieved("candidate", QUERY, [A, B])
+
+    recorder.reserve().astart(_captured("baseline", [A]), candidate)
+    await recorder.aflush()
+    loop = threading.get_ident()
+    assert len(rows) == 2 and threads["sink"] != loop and threads["pair"] != loop
+    await recorder.aclose()
+
+
+async def test_aflush_returns_only_after_a_slow_sink_has_taken_the_rows(rows) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(batch: tuple[PairedDecision, ...]) -> None:
+        entered.set()
+        release.wait()
+        rows.extend(batch)
+
+    recorder = ShadowRecorder(slow)
+
+    async def candidate() -> RouteCapture:
+        return capture_retrieved("candidate", QUERY, [A])
+
+    recorder.reserve().astart(_captured("baseline", [A]), candidate)
+    flushing = asyncio.ensure_future(recorder.aflush())
+    assert await asyncio.to_thread(entered.wait, 5)
+    assert not flushing.done() and recorder.in_flight == 1
+    release.set()
+    await asyncio.wait_for(flushing, 5)
+    assert len(rows) == 1 and recorder.counts == ShadowCounts(paired=1, rows=1)
+    await recorder.aclose()
+
+
+def test_the_sink_is_called_from_one_thread_apart_from_the_workers(rows) -> None:
+    names: set[str] = set()
+
+    def sink(batch: tuple[PairedDecision, ...]) -> None:
+        names.add(threading.current_thread().name)
+        rows.extend(batch)
+
+    recorder = ShadowRecorder(sink, max_workers=4)
+    for _ in range(20):
+        recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]))
+    recorder.flush(timeout_s=5)
+    workers = {thread.name for thread in _pool_threads(recorder)}
+    assert len(rows) == 20 and len(names) == 1 and not names & workers
+    recorder.close()
+
+
+def test_a_wire_that_expires_at_the_next_query_pairs_off_that_querys_thread(rows) -> None:
+    clock = FakeClock()
+    caller, threads = threading.get_ident(), []
+
+    def sink(batch: tuple[PairedDecision, ...]) -> None:
+        threads.append(threading.get_ident())
+        rows.extend(batch)
+
+    recorder = ShadowRecorder(sink, wire_timeout_s=5.0, clock=clock)
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]),
+                             wire_key="thread-1")
+    _wait_until_captured(recorder)
+    clock.now += 10.0
+    recorder.reserve().cancel()  # sweeps the expired wire: the pairing is handed off
+    recorder.flush(timeout_s=5)
+    assert len(rows) == 1 and caller not in threads
+    recorder.close()
+
+
+def _wait_until_captured(recorder: ShadowRecorder) -> None:
+    """Until every started slot has both captures (they then only wait for the wire)."""
+    _wait_until(recorder, lambda slot: slot._captures is not None)
+
+
+def _wait_until_handed_over(recorder: ShadowRecorder) -> None:
+    """Until every started slot waits only for the delivery thread."""
+    _wait_until(recorder, lambda slot: slot._handed_over)
+
+
+def _wait_until(recorder: ShadowRecorder, holds) -> None:
+    idle = threading.Event()
+    for _ in range(5000):  # a hang guard of about five seconds, not a timing
+        with recorder._lock:
+            if all(holds(slot) for slot in recorder._slots):
+                return
+        idle.wait(0.001)
+    raise AssertionError("the comparisons never got there")
+
+
+def _blocking_sink(rows: list[PairedDecision]):
+    """A sink that says when it is called, then holds the delivery thread until released."""
+    entered, release = threading.Event(), threading.Event()
+
+    def sink(batch: tuple[PairedDecision, ...]) -> None:
+        entered.set()
+        release.wait()
+        rows.extend(batch)
+
+    return sink, entered, release
+
+
+def test_a_comparison_waiting_for_the_sink_gives_its_place_back(rows) -> None:
+    sink, entered, release = _blocking_sink(rows)
+    recorder = ShadowRecorder(sink, max_in_flight=1)
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]))
+    assert entered.wait(5)
+    slot = recorder.reserve()  # as pairing on the spot used to free it at once
+    assert slot is not None and recorder.counts.dropped_busy == 0
+    slot.cancel()
+    release.set()
+    recorder.close(timeout_s=5)
+    assert recorder.counts.paired == 1
+
+
+def test_comparisons_waiting_for_a_slow_sink_are_bounded(rows) -> None:
+    sink, entered, release = _blocking_sink(rows)
+    recorder = ShadowRecorder(sink, max_in_flight=1)
+    for _ in range(2):  # one in the sink, one queued behind it: twice max_in_flight
+        recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A]))
+        _wait_until_handed_over(recorder)
+    assert entered.wait(5)
+    assert recorder.reserve() is None and recorder.counts.dropped_busy == 1
+    release.set()
+    recorder.close(timeout_s=5)
+    assert recorder.counts.paired == 2 and len(rows) == 2
+
+
+# --- cancelled with the caller's loop ------------------------------------------------
+
+
+def test_a_task_cancelled_with_its_loop_is_counted_as_cancelled_not_raised(rows) -> None:
+    recorder = ShadowRecorder(rows.extend)
+
+    async def never() -> RouteCapture:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def request() -> None:
+        recorder.reserve().astart(_captured("baseline", [A]), never)
+        await asyncio.sleep(0)  # the comparison is running when the request returns
+
+    asyncio.run(request())  # a sync handler's loop per request: closing it cancels the task
+    assert recorder.counts == ShadowCounts(cancelled=1)
+    assert recorder.counts.invalidated == 1 and recorder.in_flight == 0
+    recorder.close()
+
+
+async def test_a_candidate_that_raises_cancelled_error_itself_is_counted_as_raised(
+        rows) -> None:
+    recorder = ShadowRecorder(rows.extend)
+
+    async def gives_up() -> RouteCapture:  # a client whose own request was cancelled
+        raise asyncio.CancelledError
+
+    recorder.reserve().astart(_captured("baseline", [A]), gives_up)
+    await recorder.aflush()
+    assert recorder.counts == ShadowCounts(candidate_raised=1)
+    await recorder.aclose()

@@ -123,6 +123,33 @@ def test_score_rank_correlation_uses_passages_both_routes_scored(rows) -> None:
     assert report.score_rank_correlation == pytest.approx(0.25)
 
 
+def _same_scores(query_id: str) -> list[PairedDecision]:
+    """Two routes reading one retrieval: every passage both scored has one score."""
+    return [_row(query_id, "i", "i", bs=0.9, cs=0.9), _row(query_id, "a", "p", bs=0.4, cs=0.4),
+            _row(query_id, "p", "", bs=0.2)]
+
+
+def test_a_query_whose_routes_share_every_score_is_flagged(rows) -> None:
+    shared = _id()
+    report = ShadowReport.from_rows([*rows, *_same_scores(shared)])
+    flags = {q.query_id: q.shared_scores for q in report.per_query}
+    assert flags[shared] is True and sorted(flags.values()) == [False, False, True]
+    assert report.shared_score_queries == 1
+
+
+def test_to_markdown_says_plainly_when_the_correlation_comes_from_shared_scores() -> None:
+    report = ShadowReport.from_rows([*_same_scores(_id()), *_same_scores(_id())])
+    assert report.score_rank_correlation == 1.0
+    text = report.to_markdown()
+    assert "| score rank correlation (Spearman) | 1.000 (shared scores in 2 of 2) |" in text
+    assert "same score to each passage they both scored in 2 of 2 queries" in text
+
+
+def test_to_markdown_says_nothing_of_shared_scores_when_the_routes_score_apart(rows) -> None:
+    text = ShadowReport.from_rows(rows).to_markdown()
+    assert "shared scores" not in text and "same score" not in text
+
+
 def _ranked(query_id: str, b_rank: int | None, c_rank: int | None) -> PairedDecision:
     row = _row(query_id, "i" if b_rank else "p", "i" if c_rank else "p")
     return row.model_copy(update={"baseline_rank": b_rank, "candidate_rank": c_rank})
