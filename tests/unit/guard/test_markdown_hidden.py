@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup, Comment
@@ -27,16 +28,26 @@ from capsa.guard.limits import ExtractionLimits
 MARKER = re.compile(r"\b(?:shown|hidden)\d+\b")
 
 
-def reference_markers(source: str) -> set[str]:
-    """The marker words a browser shows on the CommonMark rendering of `source`."""
-    html = MarkdownIt("commonmark").render(source)
+READMES = sorted((Path(__file__).parents[3] / "benchmarks" / "data" / "raw" / "readmes")
+                 .glob("*.md"))
+"""Fifteen projects' READMEs (badges, centred logos, comments, details blocks)."""
+
+
+def rendered_text(source: str) -> str:
+    """What a browser shows of the CommonMark rendering of `source` (tables on)."""
+    html = MarkdownIt("commonmark").enable("table").render(source)
     soup = BeautifulSoup(f"<!DOCTYPE html><html><body>{html}</body></html>", "html5lib")
     for element in soup(["script", "style", "template", "noscript", "title", "iframe",
                          "noembed", "noframes"]):
         element.decompose()
     for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
         comment.extract()
-    return set(MARKER.findall(soup.get_text(" ")))
+    return soup.get_text(" ")
+
+
+def reference_markers(source: str) -> set[str]:
+    """The marker words a browser shows on the CommonMark rendering of `source`."""
+    return set(MARKER.findall(rendered_text(source)))
 
 
 BLOCKS = [
@@ -118,6 +129,20 @@ def test_any_text_is_scanned_without_error_and_only_shortened(source: str) -> No
     assert len(text) <= len(source)
     assert hidden.comments >= 0 and all(name in {"script", "style", "template", "noscript"}
                                         for name in hidden.elements)
+
+
+def test_real_readmes_lose_no_word_their_rendered_page_shows() -> None:
+    words = re.compile(r"[A-Za-z]{4,}")
+    changed = 0
+    for path in READMES:
+        source = path.read_text(encoding="utf-8")
+        text, hidden = visible_markdown(source)
+        changed += text != source
+
+        shown = set(words.findall(rendered_text(source))) & set(words.findall(source))
+        assert shown <= set(words.findall(text)), path.name
+        assert (hidden.note() is None) == (text == source)
+    assert len(READMES) >= 10 and changed >= 3  # the check is not vacuous
 
 
 @pytest.mark.parametrize(("source", "expected"), [
