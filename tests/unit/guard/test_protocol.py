@@ -639,3 +639,15 @@ def test_remove_tree_never_raises_on_a_missing_path(tmp_path: Path) -> None:
     remove_tree(str(tmp_path / "never-created"))
 
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_reply_reader_says_how_many_bytes_it_still_wants() -> None:
+    frame = encode_reply({"ok": True}, "hello", [b"blob"])
+    reader = ReplyReader(max_text_bytes=100, max_blob_bytes=100)
+    assert reader.wanted == protocol._HEADER.size  # the header first, then the body
+
+    for start in range(0, len(frame), 7):
+        assert reader.wanted == len(reader.buffer())  # without building the buffer
+        reader.feed(frame[start:start + 7])
+
+    assert reader.complete and reader.wanted == 0

@@ -315,7 +315,7 @@ class _Worker:
                     pending = pending[len(pending):]
             if reply_fd in ready_r:
                 try:
-                    wanted = len(reader.buffer())
+                    wanted = reader.wanted
                     count = reader.read_from(reply_fd)
                     if count == 0 or reader.complete:
                         reply_open = False

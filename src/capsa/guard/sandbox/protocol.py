@@ -219,6 +219,13 @@ class ReplyReader:
         """Bytes taken so far, header included."""
         return len(self._head) + self._filled
 
+    @property
+    def wanted(self) -> int:
+        """Bytes still to come before the frame (or its header, while unread) is complete."""
+        if self._body is None:
+            return _HEADER.size - len(self._head)
+        return len(self._body) - self._filled
+
     def buffer(self) -> memoryview:
         """Where the next bytes go: the header's remainder, then the body's."""
         if self._body is None:
