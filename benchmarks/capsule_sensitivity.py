@@ -15,7 +15,11 @@ rules and in the other shapes a real app has:
   minimum, no write premium);
 - a 1,000 or 3,000-token system prompt, cached like the rest;
 - the answers' output tokens billed at 5x or 8x the input price;
-- a cache that has expired at every question start (a user who pauses).
+- a cache that has expired at every question start (a user who pauses);
+- tokens counted by a real tokenizer, OpenAI's ``cl100k_base`` (as llama-index-core
+  bundles it, so nothing is downloaded), instead of LangChain's characters over
+  four: each message's text, its tool calls as JSON and its tool call id, plus
+  4 tokens a message of chat format, and each tool's schema as OpenAI's JSON.
 
 Its billing functions are written here independently; before anything else the
 script checks that they reproduce `capsule.py`'s own bills under the three goal
@@ -30,7 +34,8 @@ from __future__ import annotations
 import json
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +162,44 @@ SHAPES: dict[str, dict[str, Any]] = {
     "answers billed at 5x": {"output": 5.0},
     "answers billed at 8x": {"output": 8.0},
     "cache expired at every question": {"cold": True},
+    "counted by cl100k": {"tokenizer": "cl100k"},
 }
+_PER_MESSAGE = 4
+"""Tokens of chat format around each message, as OpenAI's own counting recipe adds."""
+
+
+@contextmanager
+def counted_by(count: Callable[[str], int]) -> Iterator[Callable[[BaseMessage], int]]:
+    """`capsule.py`'s billing with every message and tool schema counted by `count`;
+    yields the message counter. Restores the approximate counts afterwards."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    def message_tokens(message: BaseMessage) -> int:
+        calls = getattr(message, "tool_calls", None) or []
+        call_id = getattr(message, "tool_call_id", None) or ""
+        return count(message.text + (json.dumps(calls) if calls else "") + call_id) \
+            + _PER_MESSAGE
+
+    def measured(message: BaseMessage) -> tuple[str, int]:
+        entry = cache.get(id(message))
+        if entry is None:
+            entry = cache[id(message)] = (message, B._signature(message),
+                                          message_tokens(message))
+        return entry[1], entry[2]
+
+    cache: dict[int, tuple[BaseMessage, str, int]] = {}
+    tools = {"search": B.capsa_retriever_tool(B.RunnableLambda(lambda _query: []),
+                                              name="search"),
+             "cite": B.cite_tool(), "recall": B.recall_tool(evidence_tools=["search"])}
+    approximate, tool_tokens = B._measured, dict(B.TOOL_TOKENS)
+    B._measured = measured
+    B.TOOL_TOKENS.update({name: count(json.dumps(convert_to_openai_tool(tool)))
+                          for name, tool in tools.items()})
+    try:
+        yield message_tokens
+    finally:
+        B._measured = approximate
+        B.TOOL_TOKENS.update(tool_tokens)
 
 
 def chats(which: str) -> dict[str, tuple[B.Chat, list[list[BaseMessage]], Sequence[str]]]:
@@ -181,9 +223,10 @@ def chats(which: str) -> dict[str, tuple[B.Chat, list[list[BaseMessage]], Sequen
     return rows
 
 
-def _output(chat: B.Chat) -> int:
+def _output(chat: B.Chat, count: Callable[[BaseMessage], int] | None = None) -> int:
     """What the model wrote over the chat: each stored message right after a request."""
-    return sum(count_tokens_approximately([chat.messages[meta.length]])
+    count = count or (lambda message: count_tokens_approximately([message]))
+    return sum(count(chat.messages[meta.length])
                for meta in chat.requests if meta.length < len(chat.messages))
 
 
@@ -201,13 +244,24 @@ def check_reproduction(rows: dict[str, Any]) -> None:
 
 def ratios(rows: dict[str, Any], shape: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Each row's bill over full history's, per rule, in one shape."""
+    if shape.get("tokenizer") == "cl100k":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from tokens import cl100k
+
+        with counted_by(cl100k()) as count:
+            return _ratios(rows, shape, count)
+    return _ratios(rows, shape, None)
+
+
+def _ratios(rows: dict[str, Any], shape: dict[str, Any],
+            count: Callable[[BaseMessage], int] | None) -> dict[str, dict[str, float]]:
     bills: dict[str, dict[str, float]] = {}
     for name, (chat, requests, tools) in rows.items():
         options: dict[str, Any] = {"system": shape.get("system", 0)}
         if shape.get("cold"):
             options["cold"] = {i for i, meta in enumerate(chat.requests)
                                if meta.phase == "first"}
-        output = _output(chat) * shape.get("output", 0.0)
+        output = _output(chat, count) * shape.get("output", 0.0)
         bills[name] = {rule: f(requests, tools, **options) + output
                        for rule, f in {**GOAL_RULES, **OTHER_RULES}.items()}
     full = bills["full history"]

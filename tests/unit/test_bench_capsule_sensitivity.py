@@ -32,3 +32,18 @@ def test_every_rule_and_shape_gives_a_ratio_for_every_row(sensitivity: Any) -> N
         assert set(table) == {"capsa", "budget 150"}
         assert all(set(row) == rules and all(0 < v < 2 for v in row.values())
                    for row in table.values())
+
+
+def test_counting_by_a_real_tokenizer_changes_the_counts_and_restores_them(
+        sensitivity: Any) -> None:
+    rows = sensitivity.chats("wide")
+    before = sensitivity.ratios(rows, {})
+
+    with sensitivity.counted_by(lambda text: len(text)) as count:  # a token per character
+        _, requests, tools = rows["capsa"]
+        counted = sensitivity.GOAL_RULES["idealised 0.1 / 1.25"](requests, tools)
+        assert count(requests[0][0]) == len(requests[0][0].text) + 4
+
+    sensitivity.check_reproduction(rows)  # the approximate counts are back
+    assert sensitivity.ratios(rows, {}) == before
+    assert counted > 3 * sensitivity.GOAL_RULES["idealised 0.1 / 1.25"](requests, tools)
