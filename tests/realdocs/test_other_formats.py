@@ -542,7 +542,7 @@ PAGE_ENCODING = {"unstructured-fake-html-cp1252.html": "cp1252"}
 _GUESSED = pytest.mark.xfail(strict=True, reason=(
     "a page with no charset declaration and not UTF-8 is decoded by unstructured's own "
     "detector (capsa passes partition_html bytes without an encoding, "
-    "src/capsa/guard/extractors/unstructured.py:274-277): charset-normalizer reads this "
+    "`_partitioner` in src/capsa/guard/extractors/unstructured.py): charset-normalizer reads this "
     "cp1252 page as ISO-8859-5 and the Latin-1 letters become Cyrillic; capsa records no "
     "encoding on Extracted.encoding and no note, unlike a text file"))
 

@@ -43,6 +43,15 @@ from capsa.guard.extractors._floors import (
     visible_chars,
 )
 from capsa.guard.extractors._floors import refuse as _refuse
+from capsa.guard.extractors._office_hidden import (
+    WorkbookSurvey,
+    guard_docx,
+    guard_pptx,
+    survey_workbook,
+    tally_notes,
+    workbook_notes,
+)
+from capsa.guard.extractors._office_hidden import listening as _office_listening
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
@@ -72,7 +81,11 @@ class UnstructuredExtractor:
     are checked on the parsed message, and its attachments, embedded
     messages and text parts the body does not show are handed back to the
     guard as files of their own (a text part that only renders the body again
-    is left out with a note: `capsa.guard.extractors.mail`). PDF pages
+    is left out with a note: `capsa.guard.extractors.mail`). Text a document
+    hides from its reader is left out with a note (an HTML element marked
+    hidden, a Word run with the hidden attribute, a PowerPoint shape hidden on
+    its slide); hidden slides, sheets, rows and columns are kept and named in
+    notes (`capsa.guard.extractors._office_hidden`). PDF pages
     without a text layer are read by OCR (`capsa.guard.extractors.pdf_ocr`)
     unless `ocr_pdf` is False.
 
@@ -109,6 +122,7 @@ class UnstructuredExtractor:
                                 self.max_text_chars)
         partition = _partitioner(kind)
         embedded: tuple[EmbeddedFile, ...] = ()
+        survey = WorkbookSurvey()
         try:
             if kind in _ZIPPED:
                 # The archive is inspected again here, in the worker, and the pre-scans read
@@ -123,6 +137,8 @@ class UnstructuredExtractor:
                         count_slides(archive, max_pages)
                     if self.max_text_chars is not None:  # PPTX, XLSX, EPUB: parsed after the scan
                         check_text_floor(kind, archive, self.max_text_chars)
+                    if kind == "xlsx":  # hidden sheets, rows and columns: kept, and said
+                        survey = survey_workbook(archive)
             if kind == "html" and self.max_text_chars is not None:
                 check_html_text_floor(payload, self.max_text_chars)
             unsplit = repeated = None
@@ -139,12 +155,21 @@ class UnstructuredExtractor:
             hidden: list[int] = []
             listening = _HIDDEN_ELEMENTS.set(hidden)
             try:
-                elements = partition(payload)
+                with _office_listening() as office:
+                    elements = partition(payload)
             finally:
                 _HIDDEN_ELEMENTS.reset(listening)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
+        if kind in ("docx", "pptx") and not office.opened:
+            raise RuntimeError(f"unstructured opened the {kind.upper()} without the loader "
+                               "capsa guards; hidden text could not be left out")
         parsed = _parsed(elements, embedded, mail=kind == "eml", after=invitations)
+        office_notes = tally_notes(office) + (workbook_notes(survey, {
+            element.page for element in parsed.elements if element.page is not None})
+            if kind == "xlsx" else ())
+        if office_notes:  # Word's hidden runs and hidden shapes left out; hidden slides kept
+            parsed = replace(parsed, notes=(*parsed.notes, *office_notes))
         if sum(hidden):
             parsed = replace(parsed, notes=(*parsed.notes, (
                 f"left out {sum(hidden)} element(s) the page marks hidden (the hidden attribute, "
@@ -269,10 +294,12 @@ def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
     _offline_spacy()
     _guard_html_depth()
     if kind == "docx":
+        guard_docx()
         from unstructured.partition.docx import partition_docx
 
         return lambda data: list(partition_docx(file=io.BytesIO(data)))
     if kind == "pptx":
+        guard_pptx()
         from unstructured.partition.pptx import partition_pptx
 
         return lambda data: list(partition_pptx(file=io.BytesIO(data), strategy="fast"))
