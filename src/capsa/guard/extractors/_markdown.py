@@ -8,13 +8,15 @@ processing instruction or declaration, and nothing inside a ``<script>``,
 nobody reading the page ever saw it, which is how an instruction is hidden in
 a document. (The HTML extractor drops comments, scripts and styles too.)
 
-`visible_markdown` removes them, counts what it removed, and keeps every byte
-a renderer shows: code blocks (fenced or indented) and code spans are copied
-unchanged, whatever they hold. It is a line scanner that follows CommonMark
+`visible_markdown` removes them and counts what it removed. Code blocks
+(fenced or indented) and code spans are copied unchanged, whatever they hold:
+a renderer shows them. It is a line scanner that follows CommonMark
 where it decides what is raw HTML, not a Markdown parser: the plain-text path
 runs inside the application's process with no time limit, and it reads each
-character a bounded number of times (a CommonMark parser took 1 to 2 seconds a
-megabyte on crafted tables and headings).
+character a bounded number of times, about a second a megabyte at worst (a
+CommonMark parser took 1 to 2 seconds a megabyte on crafted tables and
+headings). Its patterns use possessive quantifiers: a line of 49,000 spaces
+once made them backtrack for two minutes.
 
 What CommonMark and a browser do, and this does too:
 
@@ -26,11 +28,17 @@ What CommonMark and a browser do, and this does too:
 - a comment, declaration or tag inside a paragraph must close in it, or it is
   shown as written.
 
-Where this differs from a browser, it hides more, never less: something hiding
-that does not close in its own block (a comment opened inside a ``<div>``
-block, a ``<script>`` tag in a paragraph) hides the rest of the document. A
-browser hides up to the next closing mark outside code, which it may find
-later; telling code from raw HTML that far on is a Markdown parser's job.
+Something hiding that does not close in its own block (a comment opened
+inside a ``<div>`` block, a ``<script>`` tag in a paragraph) hides the rest of
+the document; a browser hides up to the next closing mark outside code, which
+it may find later.
+
+It does not model CommonMark's containers: a block that should end with the
+list item or quote holding it, a fence indented four columns, a paragraph
+CommonMark ends where this does not, and a handful of HTML tokenizer states are
+gaps a crafted document can use to keep hidden text. Each is pinned as a strict
+xfail in ``tests/hostile/test_hidden_text.py``; a Markdown parser in the parse
+worker would close them.
 
 Not covered: elements hidden by an attribute (``hidden``, ``style="display:
 none"``) in Markdown's raw HTML are kept, since telling where such an element
@@ -48,10 +56,12 @@ __all__ = ["Hidden", "visible_markdown"]
 _HIDING = "script|style|template|noscript|title|iframe|noembed|noframes"
 """Elements whose content no browser renders; each ends at its first closing tag."""
 
-_INTERESTING = re.compile(rf"<(?:!|\?|(?:{_HIDING})(?=[\s/>]|\Z))", re.IGNORECASE)
-_TOKEN = re.compile(rf"(`+)|\\[\\`<]|<(?:(!--)|([?!])|({_HIDING})(?=[\s/>]|\Z))",
+_TAG_END = r"(?=[\t\n\f\r />]|\Z)"
+"""What may follow a tag's name: HTML's whitespace (not every Unicode space), ``/``, ``>``."""
+_INTERESTING = re.compile(rf"<(?:!|\?|(?:{_HIDING}){_TAG_END})", re.IGNORECASE)
+_TOKEN = re.compile(rf"(`+)|\\[\\`<]|<(?:(!--)|([?!])|({_HIDING}){_TAG_END})",
                     re.IGNORECASE)
-_RAW_TOKEN = re.compile(rf"<(?:(!--)|([?!])|({_HIDING})(?=[\s/>]|\Z))", re.IGNORECASE)
+_RAW_TOKEN = re.compile(rf"<(?:(!--)|([?!])|({_HIDING}){_TAG_END})", re.IGNORECASE)
 _BACKTICKS = re.compile(r"`+")
 _COMMENT_END = re.compile(r"--!?>")
 _GT = re.compile(">")
@@ -59,7 +69,9 @@ _DECLARATION = re.compile(r"<!(?:[A-Za-z]|\[CDATA\[)")
 
 _PREFIX = r"[ \t]{0,3}(?:>[ \t]?)*[ \t]{0,3}(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?[ \t]{0,3}"
 """What may stand before a block's opening on its line: indentation, quote and list marks."""
-_FENCE = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?(`{3,}|~{3,})(.*)")
+# Possessive quantifiers (*+, ++, ?+) throughout: a line of 49,000 spaces made the plain
+# forms backtrack for minutes, in the application's process.
+_FENCE = re.compile(r"[ \t]*+(?:>[ \t]*+)*+(?:(?:[-*+]|\d{1,9}[.)])[ \t]++)?+(`{3,}|~{3,})(.*)")
 _INDENTED = re.compile(r"(?: {4}|[ \t]{0,3}\t)")
 _LIST_ITEM = re.compile(r"[ \t]{0,3}(?:>[ \t]?)*[ \t]{0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _INTERRUPTS = re.compile(
@@ -69,7 +81,8 @@ _INTERRUPTS = re.compile(
 _MAY_INTERRUPT = frozenset("`~#-*_=+<0123456789")
 """The characters a line that ends a paragraph begins with, past its indentation and
 quote marks (a cheap test before the patterns)."""
-_TABLE_DELIMITER = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_TABLE_DELIMITER = re.compile(
+    r"[ \t]*+\|?+[ \t]*+:?+-++:?+[ \t]*+(?:\|[ \t]*+:?+-++:?+[ \t]*+)*+\|?+[ \t]*+$")
 
 _BLOCK_NAMES = (
     "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd"
@@ -80,13 +93,13 @@ _BLOCK_NAMES = (
 _HTML_BLOCKS: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, bool], ...] = (
     # (how the block opens, the line that ends it or None for a blank line, interrupts a
     # paragraph): CommonMark's seven kinds of HTML block
-    (re.compile(rf"{_PREFIX}<(?:script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE),
+    (re.compile(rf"{_PREFIX}<(?:script|pre|style|textarea)(?:[ \t>]|$)", re.IGNORECASE),
      re.compile(r"</(?:script|pre|style|textarea)>", re.IGNORECASE), True),
     (re.compile(rf"{_PREFIX}<!--"), re.compile(r"-->"), True),
     (re.compile(rf"{_PREFIX}<\?"), re.compile(r"\?>"), True),
     (re.compile(rf"{_PREFIX}<![A-Za-z]"), re.compile(r">"), True),
     (re.compile(rf"{_PREFIX}<!\[CDATA\["), re.compile(r"\]\]>"), True),
-    (re.compile(rf"{_PREFIX}</?(?:{_BLOCK_NAMES})(?:[\s>]|/>|$)", re.IGNORECASE), None, True),
+    (re.compile(rf"{_PREFIX}</?(?:{_BLOCK_NAMES})(?:[ \t>]|/>|$)", re.IGNORECASE), None, True),
     (re.compile(rf"{_PREFIX}(?:<[A-Za-z][A-Za-z0-9-]*(?:\s+[A-Za-z_:][\w.:-]*"
                 r"""(?:\s*=\s*(?:[^\s"'=<>`]+|'[^']*'|"[^"]*"))?)*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)"""
                 r"[ \t]*$"), None, False),
@@ -123,7 +136,8 @@ def visible_markdown(text: str) -> tuple[str, Hidden]:
     """
     if _INTERESTING.search(text) is None:
         return text, Hidden()
-    return _Scanner(text).run()
+    # CommonMark ends a line at CRLF or a lone CR too; the scanner reads LF only
+    return _Scanner(text.replace("\r\n", "\n").replace("\r", "\n")).run()
 
 
 class _Scanner:
@@ -142,7 +156,7 @@ class _Scanner:
         while pos < len(text):
             line_end = _line_end(text, pos)
             line = text[pos:line_end]
-            if not line.strip():
+            if _blank(line):
                 self.out.append(line)
                 pos, after_blank = line_end, True
                 continue
@@ -180,8 +194,8 @@ class _Scanner:
     def _fence_end(self, pos: int, opening: str) -> int:
         """Where the code block opened by `opening` ends: after its closing line, or the end."""
         text = self.text
-        closing = re.compile(rf"[ \t]*(?:>[ \t]?)*[ \t]*{re.escape(opening[0])}"
-                             rf"{{{len(opening)},}}[ \t]*\n?\Z")
+        closing = re.compile(rf"[ \t]*+(?:>[ \t]*+)*+{re.escape(opening[0])}"
+                             rf"{{{len(opening)},}}+[ \t]*+\n?\Z")
         while pos < len(text):
             line_end = _line_end(text, pos)
             if closing.match(text[pos:line_end]):
@@ -194,7 +208,7 @@ class _Scanner:
         text = self.text
         while pos < len(text):
             line_end = _line_end(text, pos)
-            if text[pos:line_end].strip() and not _INDENTED.match(text, pos):
+            if not _blank(text[pos:line_end]) and not _INDENTED.match(text, pos):
                 return pos
             pos = line_end
         return len(text)
@@ -206,7 +220,7 @@ class _Scanner:
             line_end = _line_end(text, pos)
             line = text[pos:line_end]
             first = line.lstrip(" \t>")[:1]
-            if not first.strip() or (first in _MAY_INTERRUPT and (
+            if _blank(line) or (first in _MAY_INTERRUPT and (
                     _FENCE.match(line) or _INTERRUPTS.match(line)
                     or self._html_block_end(pos, line, outside_paragraph=False) is not None)):
                 return pos
@@ -222,7 +236,7 @@ class _Scanner:
             while pos < len(text):
                 line_end = _line_end(text, pos)
                 if closes is None:
-                    if pos > line_start and not text[pos:line_end].strip():
+                    if pos > line_start and _blank(text[pos:line_end]):
                         return pos
                 elif closes.search(text, pos, line_end):
                     return line_end
@@ -330,13 +344,18 @@ class _Scanner:
         return None if match is None else match[1]
 
 
+def _blank(line: str) -> bool:
+    """CommonMark's blank line: spaces and tabs only (a no-break space is text)."""
+    return not line.strip(" \t\n")
+
+
 def _line_end(text: str, pos: int) -> int:
     newline = text.find("\n", pos)
     return len(text) if newline < 0 else newline + 1
 
 
 def _end_tag(name: str) -> re.Pattern[str]:
-    return re.compile(rf"</{name}(?=[\s/>]|\Z)", re.IGNORECASE)
+    return re.compile(rf"</{name}{_TAG_END}", re.IGNORECASE)
 
 
 def _backtick_runs(text: str, start: int, end: int) -> dict[int, list[int]]:
