@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compression
 
 from capsa.budget import LexicalScorer, estimate_tokens
+from capsa.budget import compress as compress_module
 
 RESULTS = compression.RESULTS
 RULES: tuple[str, ...] = (
@@ -59,6 +60,9 @@ PARTS = ("dev", "dev-a", "dev-b", "aside")
 def changed(spec: str) -> Iterator[None]:
     """Module constants set as `spec` says (``module.NAME=VALUE[,module.NAME=VALUE]``)."""
     saved: list[tuple[Any, str, Any]] = []
+    # packing remembers each passage's reading (its sentences and terms) by its text:
+    # readings made under other rules would be reused, so they are forgotten both ways
+    compress_module._forget_readings()
     try:
         for item in filter(None, spec.split(",")):
             target, value = item.split("=", 1)
@@ -73,6 +77,7 @@ def changed(spec: str) -> Iterator[None]:
     finally:
         for module, name, old in reversed(saved):
             setattr(module, name, old)
+        compress_module._forget_readings()
 
 
 def scorer_for(kind: str) -> Any:

@@ -62,3 +62,25 @@ def test_a_constant_that_does_not_exist_is_refused(bench_scripts: Any) -> None:
     with pytest.raises(SystemExit, match="has no _NO_SUCH_RULE"), \
             module.changed("capsa.budget.compress._NO_SUCH_RULE=1"):
         pass
+
+
+def test_a_changed_splitting_rule_is_not_hidden_by_remembered_readings(
+        bench_scripts: Any) -> None:
+    """Packing remembers each passage's sentences by its text; a rule changed in the same
+    process must still reach them (the script forgets the readings around a change)."""
+    from capsa.budget import Budget, Passage, pack
+
+    ablation = bench_scripts.load("ablation")
+    text = " ".join(f"word{n} and more words" for n in range(60))  # one clause, no stops
+    passages = [Passage(id="a", text=text)]
+
+    def sentences() -> int:
+        return len(compress._read(text).spans)
+
+    pack("word59", passages, Budget(max_tokens=40))
+    before = sentences()
+    with ablation.changed("capsa.budget.sentences._LONGEST_CLAUSE=40"):
+        during = sentences()
+    after = sentences()
+
+    assert during > before == after

@@ -47,7 +47,8 @@ import itertools
 import math
 import re
 import string
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -145,6 +146,8 @@ class Unit:
     considers: most of a large input never is."""
     position: int = field(repr=False, compare=False)
     """This sentence's index in `lexicon`."""
+    mass: float = field(repr=False, compare=False)
+    """The `Prepared.weights` of `terms`, summed in order: what novelty is a share of."""
 
     @property
     def numbers(self) -> frozenset[str]:
@@ -306,17 +309,18 @@ def prepare(
 
     Pieces are counted without what `tokenizer` charges once per call
     (`per_call_tokens`): the packet pays that once, not once per sentence.
+    A passage packed before is not split and read again (`_read`).
     """
     charge = per_call_tokens(tokenizer)
     tokenizer = discounted(tokenizer, charge)
     inputs: list[tuple[Group, Passage]] = [("attached", p) for p in attachments]
     inputs += [("retrieved", p) for p in passages]
-    spans = [split_sentences(p.text) for _, p in inputs]
-    texts = [p.text[s:e] for (_, p), doc_spans in zip(inputs, spans, strict=True)
-             for s, e in doc_spans]
-    lowered = [mend(text.lower()) for text in texts]
-    words = [tuple((_ASCII_WORD if text.isascii() else _WORD).findall(text)) for text in lowered]
-    analysed = [terms_of(unit_words) for unit_words in words]  # analyze(text), from its words
+    readings = [_read(p.text) for _, p in inputs]
+    spans = [reading.spans for reading in readings]
+    texts = list(itertools.chain.from_iterable(reading.texts for reading in readings))
+    lowered = list(itertools.chain.from_iterable(reading.lowered for reading in readings))
+    words = list(itertools.chain.from_iterable(reading.words for reading in readings))
+    analysed = list(itertools.chain.from_iterable(reading.terms for reading in readings))
     headings = [heading_words(p.source, p.title) for _, p in inputs]
     asked = query
     respelt: tuple[tuple[str, str], ...] = ()
@@ -330,8 +334,7 @@ def prepare(
             query_terms = set(analyze_query(query))
             frequency = document_frequency(query_terms, analysed)
     weights = idf(query_terms, analysed, frequency) if texts else {}
-    separated = [_separated(p.text, doc_spans) for (_, p), doc_spans in zip(inputs, spans,
-                                                                          strict=True)]
+    separated = [reading.separated for reading in readings]
     # each passage's sentences, as positions in `texts`
     ends = list(itertools.accumulate(len(doc_spans) for doc_spans in spans))
     ranges = [range(end - len(doc_spans), end) for doc_spans, end in zip(spans, ends, strict=True)]
@@ -357,31 +360,24 @@ def prepare(
     position = 0
     counters: dict[Group, int] = {"attached": 0, "retrieved": 0}
     join_tokens: dict[str, int] = {}
-    for n, ((group, passage), doc_spans) in enumerate(zip(inputs, spans, strict=True)):
+    for n, ((group, passage), reading) in enumerate(zip(inputs, readings, strict=True)):
+        doc_spans = reading.spans
+        tokens, joins, tokens_full = _counts(reading, passage.text, tokenizer, join_tokens)
         units = []
-        for start, end in doc_spans:  # positional: a few hundred Units a question
-            sentence_terms, said = analysed[position], words[position]
-            units.append(Unit(
-                start, end, tokenizer(texts[position]), sentence_relevance[position],
-                () if isdisjoint(sentence_terms)
-                else tuple(sorted(query_terms.intersection(sentence_terms))),
-                " ".join(said), frozenset(said), lexicon, position))
+        for (start, end), count, sentence_terms, key, said in zip(
+                doc_spans, tokens, reading.terms, reading.keys, reading.wordsets, strict=True):
+            asked_terms = (() if isdisjoint(sentence_terms)
+                           else tuple(sorted(query_terms.intersection(sentence_terms))))
+            units.append(Unit(  # positional: a few hundred Units a question
+                start, end, count, sentence_relevance[position], asked_terms, key, said,
+                lexicon, position, sum([weights[t] for t in asked_terms]) if asked_terms else 0.0))
             position += 1
-        joins = []
-        for (_, end), (start, _) in itertools.pairwise(doc_spans):
-            between = passage.text[end:start]
-            if between not in join_tokens:
-                join_tokens[between] = tokenizer(between)
-            joins.append(join_tokens[between])
-        whole_tokens = sum(u.tokens for u in units) + sum(joins)
         docs.append(Doc(
             index=counters[group], group=group, passage=passage, units=tuple(units),
             spans=doc_spans,
-            joins=tuple(joins),
-            tokens_full=(_estimate_whole(passage.text, doc_spans, whole_tokens)
-                         if tokenizer is estimate_tokens and separated[n]
-                         else tokenizer(passage.text)),
-            whole_tokens=whole_tokens,
+            joins=joins,
+            tokens_full=tokens_full,
+            whole_tokens=sum(tokens) + sum(joins),
             overhead=tokenizer(layout.document_overhead(passage)),
             prior=(_PASSAGE_WEIGHT * passage_scores[n] + _RETRIEVER_WEIGHT * incoming[n]
                    + _LINK_WEIGHT * evidence.linked[n]),
@@ -399,6 +395,118 @@ def prepare(
         measurable=bool(query_terms) or any(unit_scores) or any(passage_scores),
         layout=layout, charge=charge,
     )
+
+
+@dataclass(slots=True)
+class _Reading:
+    """One passage's text as packing reads it, whatever the query: its sentences and words.
+
+    Immutable but for `estimated`, which is filled in once.
+    """
+
+    spans: tuple[tuple[int, int], ...]
+    """Each sentence's ``(start, end)`` (`split_sentences`)."""
+    texts: tuple[str, ...]
+    """Each sentence's text."""
+    lowered: tuple[str, ...]
+    """Each sentence lower-cased and `mend`-ed, for matching."""
+    words: tuple[tuple[str, ...], ...]
+    """Each sentence's words (`_WORD`), from `lowered`."""
+    terms: tuple[tuple[str, ...], ...]
+    """Each sentence's `analyze` terms, from `words`."""
+    keys: tuple[str, ...]
+    """Each sentence's `Unit.key`: its words, joined."""
+    wordsets: tuple[frozenset[str], ...]
+    """Each sentence's `Unit.words`."""
+    separated: bool
+    """`_separated` of the passage."""
+    estimated: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
+    """`_counts` by `estimate_tokens`, once the passage has been counted by it."""
+
+
+def _counts(reading: _Reading, text: str, tokenizer: Tokenizer, joins: dict[str, int],
+            ) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """Each sentence's tokens, each join's, and the whole passage's.
+
+    `joins` remembers the whitespace between sentences across one packing's
+    passages. Counts by `estimate_tokens` are kept on the reading, so a chunk
+    retrieved again is not counted again.
+    """
+    if tokenizer is estimate_tokens and reading.estimated is not None:
+        return reading.estimated
+    tokens = tuple([tokenizer(sentence) for sentence in reading.texts])
+    between = []
+    for (_, end), (start, _) in itertools.pairwise(reading.spans):
+        gap = text[end:start]
+        if gap not in joins:
+            joins[gap] = tokenizer(gap)
+        between.append(joins[gap])
+    if tokenizer is estimate_tokens and reading.separated:
+        full = _estimate_whole(text, reading.spans, sum(tokens) + sum(between))
+    else:
+        full = tokenizer(text)
+    counted = (tokens, tuple(between), full)
+    if tokenizer is estimate_tokens:
+        reading.estimated = counted
+    return counted
+
+
+def _read(text: str) -> _Reading:
+    """`_reading(text)`, remembered for the chunks retrieval returns again.
+
+    Retrieval returns the same chunks again and again: for one question's
+    several budgets and scorers, and for the next questions about the same
+    documents (on seven of the fifteen benchmark sets, most passages had been
+    packed for an earlier question). A passage's sentences and words depend on
+    its text alone, so a chunk is read once while it is remembered. At most
+    `_READ_CHARS` characters of passages are, the least recently used
+    forgotten first; a text over a tenth of that is read every time, so one
+    large document never pushes the chunks out.
+    """
+    global _READ_HELD
+    with _READINGS_LOCK:
+        reading = _READINGS.get(text)
+        if reading is not None:
+            _READINGS.move_to_end(text)
+            return reading
+    reading = _reading(text)
+    if len(text) <= _READ_CHARS // 10:
+        with _READINGS_LOCK:
+            if text not in _READINGS:
+                _READINGS[text] = reading
+                _READ_HELD += len(text)
+                while _READ_HELD > _READ_CHARS:
+                    _READ_HELD -= len(_READINGS.popitem(last=False)[0])
+    return reading
+
+
+def _reading(text: str) -> _Reading:
+    """Split `text` into sentences and read each one's words and terms."""
+    spans = split_sentences(text)
+    texts = tuple([text[s:e] for s, e in spans])
+    lowered = tuple([mend(sentence.lower()) for sentence in texts])
+    words = tuple([tuple((_ASCII_WORD if sentence.isascii() else _WORD).findall(sentence))
+                   for sentence in lowered])
+    return _Reading(spans, texts, lowered, words, tuple(map(terms_of, words)),
+                    tuple([" ".join(said) for said in words]), tuple(map(frozenset, words)),
+                    _separated(text, spans))
+
+
+_READ_CHARS = 1_000_000
+"""Most characters of passages whose readings `_read` remembers (about 20 MB of readings)."""
+_READINGS: OrderedDict[str, _Reading] = OrderedDict()
+_READ_HELD = 0
+"""Characters of the passages in `_READINGS`."""
+_READINGS_LOCK = threading.Lock()
+
+
+def _forget_readings() -> None:
+    """Forget every remembered reading: for a process that changes the splitting or term
+    rules between packings (`benchmarks/ablation.py`), whose readings would be stale."""
+    global _READ_HELD
+    with _READINGS_LOCK:
+        _READINGS.clear()
+        _READ_HELD = 0
 
 
 def _separated(text: str, spans: Sequence[tuple[int, int]]) -> bool:
@@ -623,7 +731,6 @@ class _State:
         self.deferred: dict[int, list[int]] = defaultdict(list)
         self.duplicates: dict[int, int] = defaultdict(int)
         self.capped: set[int] = set()
-        self.mass: dict[tuple[int, int], float] = {}
         self.decayed = dict(prepared.weights)
         """Each query term's weight as `utility` counts it now: its `Prepared.weights` entry
         times `_COVERAGE_DECAY` once for each time it is covered (updated in `consider`)."""
@@ -673,10 +780,7 @@ class _State:
         terms = unit.terms
         if not terms or self.covered_terms.isdisjoint(terms):
             return unit.relevance + doc.prior + lead  # novelty 1: none of its terms covered yet
-        mass = self.mass.get((n, k))
-        if mass is None:
-            weights = self.prepared.weights
-            mass = self.mass[(n, k)] = sum([weights[t] for t in terms])
+        mass = unit.mass
         novelty = 1.0
         if mass > 0:
             decayed = self.decayed

@@ -13,11 +13,15 @@ inputs:
 - the starting queue, sorted once and kept on `Prepared.queues`, against the old
   heapified list: the same entries, popped in the same order;
 - `terms_of`'s one-pass path against its old two-step form;
-- `Body.raw`, joined once at construction, against joining the pieces.
+- `Body.raw`, joined once at construction, against joining the pieces;
+- a passage's reading (`_read`), remembered by its text, against splitting and
+  reading the text in place, as `prepare` did; its token counts (`_counts`,
+  kept on the reading for `estimate_tokens`) against counting each piece;
+- `Unit.mass`, summed once in `prepare`, against summing the weights of its terms.
 
 The plain forms are written out here, so a later change to the fast path that
 gives a different number fails. Whole packets were also compared byte for byte
-over every benchmark question before and after the change (28,286 packets).
+over every benchmark question before and after each change (28,286 packets).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -32,18 +37,25 @@ from hypothesis import strategies as st
 
 from capsa.budget import LexicalScorer, Passage, StaticScorer, estimate_tokens
 from capsa.budget.compress import (
+    _ASCII_WORD,
     _COVERAGE_DECAY,
+    _READ_CHARS,
     Doc,
     Prepared,
     Seen,
     _body_cost,
+    _counts,
+    _estimate_whole,
+    _read,
+    _separated,
     _State,
     _whole_cost,
     prepare,
 )
-from capsa.budget.relevance import _TERMS, _term
+from capsa.budget.relevance import _TERMS, _WORD, _term, mend
 from capsa.budget.relevance import terms_of as new_terms_of
 from capsa.budget.render import Body, build_body
+from capsa.budget.sentences import split_sentences
 
 _WORDS = ["hotel", "cap", "EUR", "165", "taxis", "receipt", "trains", "the", "of", "Paris",
           "night", "3.0", "film", "score", "naïve", "東京"]
@@ -142,6 +154,31 @@ def _old_terms_of(words: list[str]) -> tuple[str, ...]:
     return tuple(itertools.chain.from_iterable(parts))  # type: ignore[arg-type]
 
 
+def _old_reading(text: str) -> dict[str, object]:
+    """What `prepare` computed in place for one passage, before readings were remembered."""
+    spans = split_sentences(text)
+    texts = [text[s:e] for s, e in spans]
+    lowered = [mend(sentence.lower()) for sentence in texts]
+    words = [tuple((_ASCII_WORD if sentence.isascii() else _WORD).findall(sentence))
+             for sentence in lowered]
+    return {"spans": spans, "texts": tuple(texts), "lowered": tuple(lowered),
+            "words": tuple(words), "terms": tuple(new_terms_of(w) for w in words),
+            "keys": tuple(" ".join(w) for w in words),
+            "wordsets": tuple(frozenset(w) for w in words),
+            "separated": _separated(text, spans)}
+
+
+def _old_counts(text: str, count: Callable[[str], int],
+                ) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """What `prepare` counted in place for one passage: each sentence, each join, the whole."""
+    spans = split_sentences(text)
+    tokens = tuple(count(text[s:e]) for s, e in spans)
+    joins = tuple(count(text[end:start]) for (_, end), (start, _) in itertools.pairwise(spans))
+    if count is estimate_tokens and _separated(text, spans):
+        return tokens, joins, _estimate_whole(text, spans, sum(tokens) + sum(joins))
+    return tokens, joins, count(text)
+
+
 # --- the tests ---------------------------------------------------------------------------
 
 
@@ -232,3 +269,34 @@ def test_a_body_is_joined_once_as_its_pieces_join(texts: list[str], shape: str, 
         assert body.raw == "".join(piece for _, piece in body.pieces)
         plain = replace(body, excerpt=None)
         assert plain.raw == body.raw and plain == Body(body.pieces)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_texts(), st.booleans())
+def test_a_remembered_reading_is_the_text_read_in_place(texts: list[str], long: bool) -> None:
+    if long:  # past what is remembered: read afresh every time
+        texts[0] = (texts[0] + " ") * (_READ_CHARS // 10 // max(len(texts[0]), 1) + 1)
+    for text in texts:
+        expected = _old_reading(text)
+        for reading in (_read(text), _read(text)):  # read, then (for a chunk) remembered
+            assert {name: getattr(reading, name) for name in expected} == expected
+@settings(max_examples=150, deadline=None)
+@given(_texts(), _TOKENIZERS)
+def test_a_readings_counts_are_each_piece_counted(texts: list[str],
+                                                  tokenizer: Callable[[str], int]) -> None:
+    for text in texts:
+        expected = _old_counts(text, tokenizer)
+        for _ in range(2):  # the second time from the reading, for estimate_tokens
+            assert _counts(_read(text), text, tokenizer, {}) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(_texts(), st.sampled_from(["hotel cap Paris", "film score 165", "the night trains",
+                                  "東京 3.0 naïve"]))
+def test_a_units_mass_is_its_terms_weights_summed_in_order(texts: list[str], query: str) -> None:
+    prepared = _prepared(texts, query, estimate_tokens)
+    weights = prepared.weights
+    for doc in prepared.retrieved:
+        for unit in doc.units:
+            expected = float(sum([weights[t] for t in unit.terms])) if unit.terms else 0.0
+            assert unit.mass.hex() == expected.hex()  # bit for bit
