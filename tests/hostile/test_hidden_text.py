@@ -25,29 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from bs4 import BeautifulSoup, Comment
-from markdown_it import MarkdownIt
+from tests.unit.guard.test_markdown_hidden import rendered_text
 
 from capsa.guard import Attachment, extract_attachment
 from capsa.guard.extractors import PlainTextExtractor, UnstructuredExtractor
 from capsa.guard.extractors._markdown import visible_markdown
 from capsa.guard.samples import epub_book, epub_with
 
-# ---------------------------------------------------------------------------- the reference
-
-
-def browser_text(source: str, *, preset: str = "commonmark") -> str:
-    """What a browser shows of `source` rendered as CommonMark with tables (or GFM-like)."""
-    renderer = (MarkdownIt("commonmark").enable("table") if preset == "commonmark"
-                else MarkdownIt("gfm-like").disable("linkify"))
-    page = renderer.render(source)
-    soup = BeautifulSoup(f"<!DOCTYPE html><html><body>{page}</body></html>", "html5lib")
-    for element in soup(["script", "style", "template", "noscript", "title", "iframe",
-                         "noembed", "noframes"]):
-        element.decompose()
-    for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
-        comment.extract()
-    return soup.get_text(" ")
+# ---------------------------------------------------- the reference (shared), the scanner
 
 
 def kept(source: str) -> str:
@@ -151,19 +136,19 @@ LOSSES = (RAW_TEXT_ELEMENTS + COMMENT_OPENER_IN_ATTRIBUTE + INDENTED_CODE_READ_A
 @pytest.mark.parametrize("source", BYPASSES)
 def test_reference_browser_hides_every_secret_used_here(source: str) -> None:
     assert "SECRET" in source
-    assert "SECRET" not in browser_text(source)
+    assert "SECRET" not in rendered_text(source)
 
 
 @pytest.mark.parametrize("source", LOSSES)
 def test_reference_browser_shows_every_visible_word_used_here(source: str) -> None:
-    assert "VISIBLE" in browser_text(source)
+    assert "VISIBLE" in rendered_text(source)
 
 
 @pytest.mark.parametrize("source", BYPASSES + LOSSES)
 def test_gfm_like_renderer_agrees_with_commonmark_on_every_input_here(source: str) -> None:
-    assert ("SECRET" in browser_text(source, preset="gfm")) == ("SECRET" in browser_text(source))
-    assert ("VISIBLE" in browser_text(source, preset="gfm")) == (
-        "VISIBLE" in browser_text(source))
+    assert ("SECRET" in rendered_text(source, preset="gfm")) == ("SECRET" in rendered_text(source))
+    assert ("VISIBLE" in rendered_text(source, preset="gfm")) == (
+        "VISIBLE" in rendered_text(source))
 
 
 # --------------------------------------------------------------- Markdown bypasses (xfail)
@@ -294,7 +279,7 @@ def test_markdown_unfinished_processing_instruction_leaves_a_script_open(source:
 def test_reference_browser_hides_a_readme_comment_whatever_the_line_ends(
         line_end: str) -> None:
     """The reference hides a README's comment after a code block whatever the line ends."""
-    assert "SECRET" not in browser_text(line_end.join(README))
+    assert "SECRET" not in rendered_text(line_end.join(README))
 
 
 # ---------------------------------------------------------------- Markdown losses (xfail)
@@ -403,7 +388,7 @@ def test_markdown_crafted_token_floods_are_scanned_in_linear_time(
 ])
 def test_markdown_escapes_entities_nul_and_list_continuations_match_the_browser(
         source: str, secret: bool, shown: bool) -> None:
-    text, page = kept(source), browser_text(source)
+    text, page = kept(source), rendered_text(source)
 
     if secret:
         assert "SECRET" not in page and "SECRET" not in text

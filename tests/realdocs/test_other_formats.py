@@ -43,6 +43,7 @@ import pytest
 from tests.realdocs.test_other_projects import (
     attached_names,
     family_text,
+    grouped_outcomes,
     hidden_words,
     reference_message,
     text_parts,
@@ -52,8 +53,7 @@ from tests.realdocs.test_other_projects import (
 )
 
 from capsa.errors import FailureCause, RejectionReason
-from capsa.guard import Extracted, IsolatedExtractor, Omission, extract_many
-from capsa.guard.extractors import default_router
+from capsa.guard import Extracted, IsolatedExtractor, Omission
 
 pytestmark = [pytest.mark.slow]
 
@@ -203,19 +203,8 @@ def rtf_reference_text(raw: bytes) -> str:
 # ----------------------------------------------------------------------------- running
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[IsolatedExtractor]:
-    with IsolatedExtractor(default_router(), workers=2) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
 def outcomes(pool: IsolatedExtractor) -> dict[str, list[Extracted | Omission]]:
-    """Every outcome of every file, grouped by the file it came from."""
-    grouped: dict[str, list[Extracted | Omission]] = {p.name: [] for p in EVERY}
-    for outcome in extract_many(EVERY, extractor=pool):
-        assert isinstance(outcome, Extracted | Omission), outcome
-        grouped[outcome.label.split("/")[0]].append(outcome)
-    return grouped
+    return grouped_outcomes(EVERY, pool)
 
 
 def text_of(outcomes: dict[str, list[Extracted | Omission]], path: Path) -> str:

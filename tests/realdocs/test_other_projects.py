@@ -35,7 +35,6 @@ from pathlib import Path
 import pytest
 
 from capsa.guard import Extracted, IsolatedExtractor, Omission, extract_many
-from capsa.guard.extractors import default_router
 
 pytestmark = [pytest.mark.slow]
 
@@ -95,20 +94,19 @@ def hidden_words(html: str) -> set[str]:
 
 # ----------------------------------------------------------------------------- running
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[IsolatedExtractor]:
-    with IsolatedExtractor(default_router(), workers=2) as started:
-        yield started
+def grouped_outcomes(paths: list[Path],
+                     pool: IsolatedExtractor) -> dict[str, list[Extracted | Omission]]:
+    """Every outcome of every file in `paths`, grouped by the file it came from."""
+    grouped: dict[str, list[Extracted | Omission]] = {p.name: [] for p in paths}
+    for outcome in extract_many(paths, extractor=pool):
+        assert isinstance(outcome, Extracted | Omission), outcome
+        grouped[outcome.label.split("/")[0]].append(outcome)
+    return grouped
 
 
 @pytest.fixture(scope="module")
 def outcomes(pool: IsolatedExtractor) -> dict[str, list[Extracted | Omission]]:
-    """Every outcome of every file, grouped by the file it came from."""
-    grouped: dict[str, list[Extracted | Omission]] = {p.name: [] for p in [*MAILS, *PAGES]}
-    for outcome in extract_many([*MAILS, *PAGES], extractor=pool):
-        assert isinstance(outcome, Extracted | Omission), outcome
-        grouped[outcome.label.split("/")[0]].append(outcome)
-    return grouped
+    return grouped_outcomes([*MAILS, *PAGES], pool)
 
 
 def top(found: list[Extracted | Omission], name: str) -> Extracted:

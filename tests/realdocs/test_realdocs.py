@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from capsa.guard import Extracted, IsolatedExtractor, Omission, extract_many
-from capsa.guard.extractors import default_router
 
 pytestmark = [pytest.mark.slow, pytest.mark.ocr]
 
@@ -36,13 +35,6 @@ def _load_set() -> ModuleType:
 
 
 realdocs = _load_set()
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[IsolatedExtractor]:
-    """The default parsers in a 2-worker pool; `extract_many` brings the ingestion limits."""
-    with IsolatedExtractor(default_router(), workers=2) as started:
-        yield started
 
 
 @pytest.fixture(scope="module")

@@ -33,9 +33,11 @@ READMES = sorted((Path(__file__).parents[3] / "benchmarks" / "data" / "raw" / "r
 """Fifteen projects' READMEs (badges, centred logos, comments, details blocks)."""
 
 
-def rendered_text(source: str) -> str:
-    """What a browser shows of the CommonMark rendering of `source` (tables on)."""
-    html = MarkdownIt("commonmark").enable("table").render(source)
+def rendered_text(source: str, *, preset: str = "commonmark") -> str:
+    """What a browser shows of `source` rendered as CommonMark with tables (or GFM-like)."""
+    renderer = (MarkdownIt("commonmark").enable("table") if preset == "commonmark"
+                else MarkdownIt("gfm-like").disable("linkify"))
+    html = renderer.render(source)
     soup = BeautifulSoup(f"<!DOCTYPE html><html><body>{html}</body></html>", "html5lib")
     for element in soup(["script", "style", "template", "noscript", "title", "iframe",
                          "noembed", "noframes"]):

@@ -484,13 +484,19 @@ def test_recorder_refuses_an_abandoned_thread_bound_that_is_not_a_count(bound) -
         ShadowRecorder(list().extend, max_abandoned_threads=bound)
 
 
-def test_a_candidate_hung_past_its_deadline_gives_back_its_place(rows, gate) -> None:
-    clock = FakeClock()
-    recorder = ShadowRecorder(rows.extend, max_in_flight=1, timeout_s=1.0, clock=clock)
+def _hang(recorder: ShadowRecorder, gate: threading.Event, clock: FakeClock) -> None:
+    """Start a comparison whose candidate blocks on `gate`, then move the clock past the
+    recorder's deadline (its `timeout_s` is 1 s in these tests)."""
     running = threading.Event()
     recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
     assert running.wait(5)
     clock.now += 2.0
+
+
+def test_a_candidate_hung_past_its_deadline_gives_back_its_place(rows, gate) -> None:
+    clock = FakeClock()
+    recorder = ShadowRecorder(rows.extend, max_in_flight=1, timeout_s=1.0, clock=clock)
+    _hang(recorder, gate, clock)
     slot = recorder.reserve()  # the next query sweeps the overdue candidate first
     assert slot is not None
     slot.cancel()
@@ -501,10 +507,7 @@ def test_a_candidate_hung_past_its_deadline_gives_back_its_place(rows, gate) -> 
 def test_a_candidate_hung_past_its_deadline_gives_back_its_worker(rows, gate) -> None:
     clock = FakeClock()
     recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=1.0, clock=clock)
-    running = threading.Event()
-    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
-    assert running.wait(5)
-    clock.now += 2.0
+    _hang(recorder, gate, clock)
     recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [A, B]))
     recorder.flush(timeout_s=5)  # the one worker is still blocked: a new one pairs it
     assert recorder.counts == ShadowCounts(paired=1, rows=2, candidate_timed_out=1,
@@ -517,11 +520,8 @@ def test_an_abandoned_candidates_late_answer_is_dropped_and_its_thread_ends(rows
                                                                             gate) -> None:
     clock = FakeClock()
     recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=1.0, clock=clock)
-    running = threading.Event()
-    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
-    assert running.wait(5)
+    _hang(recorder, gate, clock)
     (stuck,) = _pool_threads(recorder)
-    clock.now += 2.0
     recorder.reserve().cancel()
     gate.set()  # the candidate answers after all
     stuck.join(5)
@@ -537,10 +537,7 @@ def test_abandoned_threads_never_exceed_their_bound(rows, gate) -> None:
     recorder = ShadowRecorder(rows.extend, max_workers=1, max_abandoned_threads=1,
                               timeout_s=1.0, clock=clock)
     for _ in range(2):
-        running = threading.Event()
-        recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
-        assert running.wait(5)
-        clock.now += 2.0
+        _hang(recorder, gate, clock)
         recorder.reserve().cancel()
     # The first hung thread was replaced, the second could not be: the pool runs short.
     assert recorder.abandoned_threads == 1 and len(_pool_threads(recorder)) == 2
@@ -555,10 +552,7 @@ def test_abandoned_threads_never_exceed_their_bound(rows, gate) -> None:
 def test_close_does_not_wait_for_a_thread_abandoned_to_a_hung_candidate(rows, gate) -> None:
     clock = FakeClock()
     recorder = ShadowRecorder(rows.extend, max_workers=1, timeout_s=1.0, clock=clock)
-    running = threading.Event()
-    recorder.reserve().start(_captured("baseline", [A]), _held(gate, running))
-    assert running.wait(5)
-    clock.now += 2.0
+    _hang(recorder, gate, clock)
     recorder.close()  # no timeout: flush counts the overdue candidate, the join skips it
     assert recorder.counts == ShadowCounts(candidate_timed_out=1, threads_abandoned=1)
 

@@ -28,10 +28,11 @@ writes it on the page numbers of every table of contents.
 
 from __future__ import annotations
 
+import importlib
 import posixpath
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -254,36 +255,14 @@ def drop_hidden_runs(document: Any) -> int:
     return counted
 
 
-class _HiddenRunsDroppingDocx:
-    """The `docx` module as unstructured's DOCX partitioner sees it: `Document` drops hidden
-    runs from what it opens, and counts them where `listening`."""
-
-    def __init__(self, module: Any) -> None:
-        self._module = module
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
-
-    def Document(self, docx: str | IO[bytes] | None = None) -> Any:
-        document = self._module.Document(docx)
-        removed = drop_hidden_runs(document)
-        tally = _TALLY.get()
-        if tally is not None:
-            tally.opened += 1
-            tally.runs += removed
-        return document
+def _count_runs(document: Any, tally: HiddenTally) -> None:
+    tally.runs += drop_hidden_runs(document)
 
 
 def guard_docx() -> None:
     """Make unstructured's DOCX partitioner open documents without their hidden runs."""
-    import unstructured.partition.docx as docx_partition
-
-    current = getattr(docx_partition, "docx", None)
-    if current is None or not hasattr(current, "Document"):
-        raise RuntimeError("unstructured's DOCX partitioner no longer opens documents through "
-                           "docx.Document; capsa cannot leave out Word's hidden text")
-    if not isinstance(current, _HiddenRunsDroppingDocx):
-        setattr(docx_partition, "docx", _HiddenRunsDroppingDocx(current))  # noqa: B010
+    _guard("unstructured.partition.docx", "docx", "Document", _count_runs,
+           "capsa cannot leave out Word's hidden text")
 
 
 # ------------------------------------------------------------------------------------ PPTX
@@ -329,37 +308,55 @@ def drop_hidden_shapes(presentation: Any) -> tuple[int, list[int]]:
     return counted, hidden
 
 
-class _HiddenShapesDroppingPptx:
-    """The `pptx` module as unstructured's PPTX partitioner sees it: `Presentation` drops
-    hidden shapes from what it opens and records hidden slides, where `listening`."""
-
-    def __init__(self, module: Any) -> None:
-        self._module = module
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
-
-    def Presentation(self, pptx: str | IO[bytes] | None = None) -> Any:
-        presentation = self._module.Presentation(pptx)
-        removed, hidden = drop_hidden_shapes(presentation)
-        tally = _TALLY.get()
-        if tally is not None:
-            tally.opened += 1
-            tally.shapes += removed
-            tally.hidden_slides.extend(hidden)
-        return presentation
+def _count_shapes(presentation: Any, tally: HiddenTally) -> None:
+    removed, hidden = drop_hidden_shapes(presentation)
+    tally.shapes += removed
+    tally.hidden_slides.extend(hidden)
 
 
 def guard_pptx() -> None:
     """Make unstructured's PPTX partitioner open decks without their hidden shapes."""
-    import unstructured.partition.pptx as pptx_partition
+    _guard("unstructured.partition.pptx", "pptx", "Presentation", _count_shapes,
+           "capsa cannot leave out hidden shapes")
 
-    current = getattr(pptx_partition, "pptx", None)
-    if current is None or not hasattr(current, "Presentation"):
-        raise RuntimeError("unstructured's PPTX partitioner no longer opens decks through "
-                           "pptx.Presentation; capsa cannot leave out hidden shapes")
-    if not isinstance(current, _HiddenShapesDroppingPptx):
-        setattr(pptx_partition, "pptx", _HiddenShapesDroppingPptx(current))  # noqa: B010
+
+# ------------------------------------------------------------------------------ the loaders
+
+
+class _Guarded:
+    """A module (`docx`, `pptx`) as unstructured's partitioner sees it: its `opener`
+    (`Document`, `Presentation`) hands what it opens to `clean`, which removes what the
+    reader never sees and counts it where `listening`."""
+
+    def __init__(self, module: Any, opener: str,
+                 clean: Callable[[Any, HiddenTally], None]) -> None:
+        self._module, self._opener, self._clean = module, opener, clean
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self._opener:
+            return self._open
+        return getattr(self._module, name)
+
+    def _open(self, source: str | IO[bytes] | None = None) -> Any:
+        opened = getattr(self._module, self._opener)(source)
+        tally = _TALLY.get()
+        self._clean(opened, tally if tally is not None else HiddenTally())
+        if tally is not None:
+            tally.opened += 1
+        return opened
+
+
+def _guard(partition: str, attribute: str, opener: str,
+           clean: Callable[[Any, HiddenTally], None], consequence: str) -> None:
+    """Put `_Guarded` in place of `attribute`, the module `partition` opens files through."""
+    module = importlib.import_module(partition)
+    current = getattr(module, attribute, None)
+    if isinstance(current, _Guarded):
+        return
+    if current is None or not hasattr(current, opener):
+        raise RuntimeError(f"unstructured's {attribute.upper()} partitioner no longer opens "
+                           f"files through {attribute}.{opener}; {consequence}")
+    setattr(module, attribute, _Guarded(current, opener, clean))
 
 
 # ------------------------------------------------------------------------------------ XLSX
