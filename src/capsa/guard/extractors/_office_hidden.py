@@ -38,6 +38,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from capsa.guard.extractors._docx_containers import Opened, open_containers
+
 __all__ = ["HiddenTally", "WorkbookSurvey", "drop_hidden_runs", "drop_hidden_shapes",
            "guard_docx", "guard_pptx", "listening", "survey_workbook", "tally_notes",
            "workbook_notes"]
@@ -60,7 +62,7 @@ _NAMES_SHOWN = 10
 class HiddenTally:
     """What one parse left out or kept hidden; filled while `listening`."""
 
-    opened: int = 0
+    documents: int = 0
     """Documents opened through the guarded loader (0 means the guard was bypassed)."""
     runs: int = 0
     """DOCX runs of hidden text left out."""
@@ -68,6 +70,8 @@ class HiddenTally:
     """PPTX shapes hidden on their slide, left out."""
     hidden_slides: list[int] = field(default_factory=list)
     """Numbers (from 1) of the PPTX slides marked hidden, whose text was kept."""
+    opened: Opened = field(default_factory=Opened)
+    """DOCX containers opened (`open_containers`): tracked changes read as accepted."""
 
 
 _TALLY: ContextVar[HiddenTally | None] = ContextVar("capsa_office_hidden", default=None)
@@ -93,6 +97,9 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
     if tally.shapes:
         notes.append(f"left out {tally.shapes} shape(s) hidden on their slide (PowerPoint's "
                      "selection pane): a reader never sees them")
+    changes = tally.opened.note()
+    if changes is not None:
+        notes.append(changes)
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""
@@ -255,13 +262,19 @@ def drop_hidden_runs(document: Any) -> int:
     return counted
 
 
-def _count_runs(document: Any, tally: HiddenTally) -> None:
-    tally.runs += drop_hidden_runs(document)
+def _clean_docx(document: Any, tally: HiddenTally) -> None:
+    tally.runs += drop_hidden_runs(document)  # first: a hidden run takes its text box with it
+    opened = open_containers(document)
+    tally.opened = Opened(tally.opened.insertions + opened.insertions,
+                          tally.opened.deletions + opened.deletions,
+                          tally.opened.text_boxes + opened.text_boxes)
 
 
 def guard_docx() -> None:
-    """Make unstructured's DOCX partitioner open documents without their hidden runs."""
-    _guard("unstructured.partition.docx", "docx", "Document", _count_runs,
+    """Make unstructured's DOCX partitioner open documents without their hidden runs, and
+    with the text Word shows inside containers python-docx does not yield
+    (`capsa.guard.extractors._docx_containers`)."""
+    _guard("unstructured.partition.docx", "docx", "Document", _clean_docx,
            "capsa cannot leave out Word's hidden text")
 
 
@@ -342,7 +355,7 @@ class _Guarded:
         tally = _TALLY.get()
         self._clean(opened, tally if tally is not None else HiddenTally())
         if tally is not None:
-            tally.opened += 1
+            tally.documents += 1
         return opened
 
 

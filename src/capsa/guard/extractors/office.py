@@ -21,6 +21,8 @@ document's auto-run macro never runs, signed or not.
 Before a converter sees the bytes, an OLE file's directory is inspected under
 the limits (`capsa.guard.archive.inspect_ole`) and an OpenDocument zip is
 inspected like any zip, with every XML part scanned for entity declarations.
+An ODT then loses the text it hides from its reader, which pandoc would keep
+(`capsa.guard.extractors._odt_hidden`), and a note says how many parts went.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import inspect_ole, open_inspected
 from capsa.guard.extractors._floors import refuse as _refuse
+from capsa.guard.extractors._odt_hidden import PrunedDocument, drop_hidden_text, hidden_note
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
 from capsa.guard.port import Parsed
 
@@ -118,10 +121,12 @@ class OfficeExtractor:
         """Convert `payload` in scratch, then return the converted file's text."""
         if kind not in self.kinds:
             raise _refuse("unsupported_type", f"OfficeExtractor does not handle {kind}")
+        hidden = 0
         if kind in _OLE_KINDS:
             inspect_ole(payload, self.limits, label="<payload>")
         else:
-            self._scan_odf(payload)
+            pruned = self._scan_odf(kind, payload)
+            payload, hidden = pruned.payload, pruned.removed
         started = time.monotonic()
         if kind == "odt":
             target, converted, tool = "docx", _pandoc_to_docx(payload, self._budget_s()), "pandoc"
@@ -133,25 +138,33 @@ class OfficeExtractor:
             converted = _libreoffice(soffice, kind, filter_name, payload, self._budget_s(),
                                      self.limits.memory_bytes)
             tool = "LibreOffice"
-        note = (f"converted from {kind.upper()} to {target.upper()} by {tool} "
-                f"({time.monotonic() - started:.1f} s)")
+        notes = (f"converted from {kind.upper()} to {target.upper()} by {tool} "
+                 f"({time.monotonic() - started:.1f} s)",
+                 *((hidden_note(hidden),) if hidden else ()))
         parsed = self.inner.extract(target, None, converted, max_pages=max_pages)
         if isinstance(parsed, str):
-            return Parsed(parsed, notes=(note,))
+            return Parsed(parsed, notes=notes)
         return Parsed(parsed.text, encoding=parsed.encoding,
                       encoding_confidence=parsed.encoding_confidence,
-                      embedded=parsed.embedded, notes=(note, *parsed.notes))
+                      embedded=parsed.embedded, notes=(*notes, *parsed.notes))
 
     def _budget_s(self) -> float:
         """The converter's own deadline: most of the file's, so its timeout is the one named."""
         return max(0.9 * self.limits.timeout_s, 0.1)
 
-    def _scan_odf(self, payload: bytes) -> None:
+    def _scan_odf(self, kind: str, payload: bytes) -> PrunedDocument:
+        """Inspect and scan an OpenDocument zip; an ODT also loses the text it hides, which
+        pandoc would keep (`capsa.guard.extractors._odt_hidden`). ODS and ODP, which
+        LibreOffice converts, are handed over as they are."""
         from capsa.guard.extractors.unstructured import _scan_xml_parts
 
         with open_inspected(payload, self.limits, label="<payload>") as archive:
             # ODF parts may carry a DOCTYPE (OpenOffice 1 manifests do); entities never
             _scan_xml_parts(archive, forbid="ENTITY")
+            if kind != "odt":
+                return PrunedDocument(payload=payload, removed=0)
+            return drop_hidden_text(payload, archive,
+                                    max_bytes=self.limits.max_uncompressed_bytes)
 
     def self_test(self) -> dict[str, str]:
         """Whether each kind's converter is installed (``soffice`` on the path, pandoc).

@@ -34,6 +34,7 @@ from typing import Any
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard.archive import open_inspected
 from capsa.guard.elements import MailHeaders, Piece, assemble, mail_from_wire, page_pieces
+from capsa.guard.extractors._epub_hidden import drop_hidden_chapters
 from capsa.guard.extractors._floors import (
     check_docx_text_floor,
     check_html_text_floor,
@@ -43,6 +44,7 @@ from capsa.guard.extractors._floors import (
     visible_chars,
 )
 from capsa.guard.extractors._floors import refuse as _refuse
+from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
 from capsa.guard.extractors._office_hidden import (
     WorkbookSurvey,
     guard_docx,
@@ -83,9 +85,11 @@ class UnstructuredExtractor:
     guard as files of their own (a text part that only renders the body again
     is left out with a note: `capsa.guard.extractors.mail`). Text a document
     hides from its reader is left out with a note (an HTML element marked
-    hidden, a Word run with the hidden attribute, a PowerPoint shape hidden on
-    its slide); hidden slides, sheets, rows and columns are kept and named in
-    notes (`capsa.guard.extractors._office_hidden`). PDF pages
+    hidden, in an EPUB chapter before pandoc reads the book:
+    `capsa.guard.extractors._epub_hidden`; a Word run with the hidden
+    attribute, a PowerPoint shape hidden on its slide); hidden slides, sheets,
+    rows and columns are kept and named in notes
+    (`capsa.guard.extractors._office_hidden`). PDF pages
     without a text layer are read by OCR (`capsa.guard.extractors.pdf_ocr`)
     unless `ocr_pdf` is False.
 
@@ -123,6 +127,7 @@ class UnstructuredExtractor:
         partition = _partitioner(kind)
         embedded: tuple[EmbeddedFile, ...] = ()
         survey = WorkbookSurvey()
+        pruned = 0
         try:
             if kind in _ZIPPED:
                 # The archive is inspected again here, in the worker, and the pre-scans read
@@ -139,6 +144,10 @@ class UnstructuredExtractor:
                         check_text_floor(kind, archive, self.max_text_chars)
                     if kind == "xlsx":  # hidden sheets, rows and columns: kept, and said
                         survey = survey_workbook(archive)
+                    if kind == "epub":  # pandoc drops a <p>'s attributes: its hiding goes first
+                        book = drop_hidden_chapters(payload, archive,
+                                                    max_bytes=self.limits.max_uncompressed_bytes)
+                        payload, pruned = book.payload, book.removed
             if kind == "html" and self.max_text_chars is not None:
                 check_html_text_floor(payload, self.max_text_chars)
             unsplit = repeated = None
@@ -152,7 +161,7 @@ class UnstructuredExtractor:
                 mail_notes = (*parts.invitation_notes, *parts.charset_notes)
                 if parts.mended is not None:  # a boundary quoted, a mislabelled part relabelled
                     payload = parts.mended
-            hidden: list[int] = []
+            hidden: list[int] = [pruned]  # an EPUB's, then each HTML parse's
             listening = _HIDDEN_ELEMENTS.set(hidden)
             try:
                 with _office_listening() as office:
@@ -161,7 +170,7 @@ class UnstructuredExtractor:
                 _HIDDEN_ELEMENTS.reset(listening)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
-        if kind in ("docx", "pptx") and not office.opened:
+        if kind in ("docx", "pptx") and not office.documents:
             raise RuntimeError(f"unstructured opened the {kind.upper()} without the loader "
                                "capsa guards; hidden text could not be left out")
         parsed = _parsed(elements, embedded, mail=kind == "eml", after=invitations)
@@ -498,81 +507,6 @@ _HIDDEN_ELEMENTS: ContextVar[list[int] | None] = ContextVar("capsa_hidden_elemen
                                                            default=None)
 """Where `_DepthCheckedEtree` counts the hidden elements it removed, per parse, while
 `UnstructuredExtractor.extract` listens."""
-
-_CSS_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.DOTALL)
-_CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})[ \t\n\r\f]?|(.))", re.DOTALL)
-
-
-def _unescaped(match: re.Match[str]) -> str:
-    if match.group(1) is None:
-        return match.group(2)
-    code = int(match.group(1), 16)
-    return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
-
-
-def _hides(element: Any) -> bool:
-    """Whether a browser shows nothing of `element`, by its own attributes: the ``hidden``
-    attribute (a style sheet's ``display: none``, which its inline style may override), or
-    an inline ``display: none`` or ``visibility: hidden`` / ``collapse``.
-
-    The inline style is read as CSS reads it: comments dropped, escapes resolved
-    (``di\\73 play``), the last declaration of a property winning unless an earlier one
-    is ``!important``.
-    """
-    hidden = element.get("hidden")
-    style = element.get("style")
-    display = "none" if hidden is not None and hidden.lower() != "until-found" else None
-    visibility = None
-    if style:
-        declared: dict[str, tuple[str, bool]] = {}
-        for declaration in _CSS_ESCAPE.sub(_unescaped, _CSS_COMMENT.sub("", style)).split(";"):
-            name, colon, value = declaration.partition(":")
-            name, value = name.strip().lower(), " ".join(value.lower().split())
-            important = value.endswith("important") and "!" in value
-            if important:
-                value = value[:value.rindex("!")].strip()
-            if colon and name in ("display", "visibility") and (
-                    important or not declared.get(name, ("", False))[1]):
-                declared[name] = (value, important)
-        display = declared.get("display", (display, False))[0]
-        visibility = declared.get("visibility", (None, False))[0]
-    return display == "none" or visibility in ("hidden", "collapse")
-
-
-def _drop_hidden(root: Any) -> int:
-    """Remove the elements a page declares hidden; returns how many (outermost only).
-
-    A browser shows nothing of an element with the ``hidden`` attribute or an
-    inline ``display: none`` or ``visibility: hidden`` (`_hides`), and text put
-    there reaches the model while no reader of the page sees it: the way an
-    instruction is hidden in a web page or an e-mail. The text after such an
-    element (its ``tail``) is part of its parent and stays; a hidden root leaves
-    an empty page. ``hidden="until-found"`` is kept: a browser's find-in-page
-    shows it. Hiding by a style sheet's class is not seen.
-    """
-    if root is None:
-        return 0
-    if isinstance(root.tag, str) and _hides(root):
-        for child in list(root):
-            root.remove(child)
-        root.text = None
-        return 1
-    doomed = [element for element in root.iter()
-              if isinstance(element.tag, str) and _hides(element)]
-    gone: set[Any] = set()
-    for element in doomed:
-        parent = element.getparent()
-        if parent is None or any(a in gone for a in element.iterancestors()):
-            continue
-        if element.tail:
-            before = element.getprevious()
-            if before is not None:
-                before.tail = (before.tail or "") + element.tail
-            else:
-                parent.text = (parent.text or "") + element.tail
-        parent.remove(element)
-        gone.add(element)
-    return len(gone)
 
 
 def _guard_html_depth() -> None:

@@ -1,0 +1,170 @@
+"""Word text a reader sees that unstructured never reaches: opened out of its containers.
+
+unstructured reads a DOCX through python-docx, which yields a paragraph's
+runs and hyperlinks and a body's paragraphs and tables, and nothing inside
+any other element. Word wraps visible text in several: a tracked insertion
+(``w:ins``, and ``w:moveTo`` for moved text), a content control
+(``w:sdt``: form fields, a template's placeholders, a cover page, a table of
+contents), a simple field's result (``w:fldSimple``: a page number, a
+date), smart tags and custom XML (``w:smartTag``, ``w:customXml``),
+bidirectional overrides (``w:dir``, ``w:bdo``), and text boxes
+(``w:txbxContent``, inside a drawing). Measured with unstructured 0.27: a
+redlined contract lost every inserted word, a form every filled-in value,
+and a CV its text-box sidebar, without a word said. Nothing is lost here
+the user could have found out about: the document read back differently
+from what Word shows.
+
+`open_containers` rewrites the document python-docx has just parsed, in
+memory, before unstructured reads it: each container is replaced by its
+content, so its runs become the paragraph's and its paragraphs the body's
+(or the table cell's); a text box's paragraphs follow the paragraph it is
+anchored in (a drawing carries its text box twice, for new and old readers
+of the format, and only the first copy is taken). Tracked deletions
+(``w:del``, ``w:moveFrom``) stay where they are, which unstructured never
+reads: the text is the document as Word shows it by default, every change
+accepted, and a note says how many changes there were, since a reader asked
+what was changed needs to know the text reads as accepted.
+
+Run after the hidden-run pass (`capsa.guard.extractors._office_hidden`), so
+a text box anchored in a hidden run goes with its run, and a hidden run
+inside an insertion or a content control is found where it stands.
+
+Not opened: equations (``m:oMath``), embedded foreign content
+(``w:altChunk``), footnotes, endnotes and comments (unstructured reads none
+of them; see docs/guard.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Opened", "open_containers"]
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+_TEXT_ROOTS = frozenset({f"{_W}document", f"{_W}hdr", f"{_W}ftr"})
+"""The parts whose text unstructured reads: the main document, its headers and footers."""
+_INSERTED = (f"{_W}ins", f"{_W}moveTo")
+_DELETED = (f"{_W}del", f"{_W}moveFrom")
+_WRAPPERS = (*_INSERTED, f"{_W}sdt", f"{_W}fldSimple", f"{_W}smartTag", f"{_W}customXml",
+             f"{_W}dir", f"{_W}bdo")
+"""Elements whose content Word shows in place and python-docx does not yield."""
+_OWN_PROPERTIES = frozenset({f"{_W}sdtPr", f"{_W}sdtEndPr", f"{_W}smartTagPr",
+                             f"{_W}customXmlPr"})
+"""A wrapper's own settings: dropped with it, never opened into the text."""
+_BLOCKS = frozenset({f"{_W}p", f"{_W}tbl"})
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What `open_containers` did to one document."""
+
+    insertions: int = 0
+    """Tracked insertions and moves (``w:ins``, ``w:moveTo``) whose text is now read."""
+    deletions: int = 0
+    """Tracked deletions and moves away (``w:del``, ``w:moveFrom``) holding text, left out."""
+    text_boxes: int = 0
+    """Text boxes whose paragraphs now follow their anchoring paragraph."""
+
+    def note(self) -> str | None:
+        """What a reader of the text should know, or None: only tracked changes need saying."""
+        changes = self.insertions + self.deletions
+        if not changes:
+            return None
+        return (f"read {changes} tracked change(s) as accepted, as Word shows them by default: "
+                f"{self.insertions} insertion(s) kept, {self.deletions} deletion(s) left out")
+
+
+def open_containers(document: Any) -> Opened:
+    """Open the containers of a python-docx `document`'s body, headers and footers in place.
+
+    Returns what was opened. Containers inside a run's properties (an
+    ``w:ins`` that marks a paragraph mark as inserted) carry no text and
+    are left alone.
+    """
+    main = document.part
+    parts = [main, *(rel.target_part for rel in main.rels.values() if not rel.is_external)]
+    insertions = deletions = boxes = 0
+    seen: set[int] = set()
+    for part in parts:
+        root: Any = getattr(part, "element", None)
+        if id(part) in seen or getattr(root, "tag", None) not in _TEXT_ROOTS:
+            continue
+        seen.add(id(part))
+        deletions += sum(1 for change in root.iter(*_DELETED)
+                         if _holds_content(change) and _holds_text(change))
+        boxes += _move_text_boxes(root)
+        for wrapper in list(root.iter(*_WRAPPERS)):
+            if _holds_content(wrapper):
+                insertions += wrapper.tag in _INSERTED and _holds_text(wrapper)
+                _unwrap(wrapper)
+    return Opened(insertions, deletions, boxes)
+
+
+def _holds_text(element: Any) -> bool:
+    return next(element.iter(f"{_W}t", f"{_W}delText"), None) is not None
+
+
+def _holds_content(element: Any) -> bool:
+    """Whether `element` stands among content, not inside some element's properties."""
+    parent = element.getparent()
+    return parent is not None and not parent.tag.endswith("Pr")
+
+
+def _unwrap(wrapper: Any) -> None:
+    """Put `wrapper`'s content where it stands (a content control's, from ``w:sdtContent``)."""
+    parent = wrapper.getparent()
+    if parent is None:
+        return
+    if wrapper.tag == f"{_W}sdt":
+        content = wrapper.find(f"{_W}sdtContent")
+        children = list(content) if content is not None else []
+    else:
+        children = [child for child in wrapper if child.tag not in _OWN_PROPERTIES]
+    at = parent.index(wrapper)
+    for offset, child in enumerate(children):
+        parent.insert(at + offset, child)  # lxml moves the element, tail and all
+    # the wrapper's tail is whitespace between elements in WordprocessingML
+    parent.remove(wrapper)
+
+
+def _move_text_boxes(root: Any) -> int:
+    """Move each text box's paragraphs after the paragraph it is anchored in."""
+    moved = 0
+    for box in list(root.iter(f"{_W}txbxContent")):
+        if _second_copy(box):
+            continue
+        anchor = next(box.iterancestors(f"{_W}p"), None)
+        while (anchor is not None
+               and next(anchor.iterancestors(f"{_W}txbxContent"), None) is not None):
+            # a text box inside a text box: moved with the outer one's paragraphs, then
+            # anchored at the paragraph it ends up in
+            anchor = next(anchor.iterancestors(f"{_W}p"), None)
+        holder = anchor.getparent() if anchor is not None else None
+        if anchor is None or holder is None:
+            continue
+        blocks = [child for child in box if child.tag in _BLOCKS]
+        if not blocks:
+            continue
+        at = holder.index(anchor) + 1
+        for offset, block in enumerate(blocks):
+            holder.insert(at + offset, block)
+        moved += 1
+    return moved
+
+
+def _second_copy(box: Any) -> bool:
+    """Whether `box` is in a drawing's fallback (or a later choice) whose first choice holds
+    a text box too: the same text, written twice for readers of two versions of the format."""
+    for branch in box.iterancestors(f"{_MC}Choice", f"{_MC}Fallback"):
+        alternatives = branch.getparent()
+        if alternatives is None:
+            return False
+        for earlier in alternatives:
+            if earlier is branch:
+                return False
+            if any(True for _ in earlier.iter(f"{_W}txbxContent")):
+                return True
+        return False
+    return False
