@@ -101,10 +101,14 @@ def _span(name: str, attributes: Attributes | None = None, *,
     Exceptions are neither recorded nor turned into an error status here:
     their messages can name a file, so each caller records its own outcome.
     """
-    if _trace is None:
+    provider = _settings["tracer_provider"]
+    if _trace is None or (provider is None and isinstance(
+            _trace.get_tracer_provider(), (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))):
+        # no SDK is set: the API's tracer would hand back a span that records nothing, at a
+        # few microseconds a packing; checked on each call, so an SDK set later is used
         yield None
         return
-    tracer = _trace.get_tracer(_SCOPE, tracer_provider=_settings["tracer_provider"])
+    tracer = _trace.get_tracer(_SCOPE, tracer_provider=provider)
     parent = _context.Context() if root and _context is not None else None
     with tracer.start_as_current_span(name, context=parent, attributes=dict(attributes or {}),
                                       record_exception=False,

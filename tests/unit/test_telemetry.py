@@ -264,3 +264,30 @@ def test_telemetry_module_imports_no_framework() -> None:
     imported |= {alias.name for node in ast.walk(ast.parse(source))
                  if isinstance(node, ast.Import) for alias in node.names}
     assert not {m for m in imported if m.startswith(("langchain", "llama_index", "langgraph"))}
+
+
+_SDK_SET_LATER = """
+import json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from capsa import telemetry
+from capsa.budget import Budget, Passage, pack
+
+with telemetry._span("capsa.pack") as before:
+    pass
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+pack("refunds", [Passage(id="a", text="Refunds are accepted.")], Budget(max_tokens=50))
+print(json.dumps([before is None, [s.name for s in exporter.get_finished_spans()]]))
+"""
+
+
+def test_without_an_sdk_no_span_is_opened_and_an_sdk_set_later_gets_them() -> None:
+    done = subprocess.run([sys.executable, "-c", _SDK_SET_LATER], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [True, ["capsa.pack"]]
