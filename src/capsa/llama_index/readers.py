@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import os
 import shutil
@@ -10,14 +11,14 @@ import tempfile
 import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.readers.base import BasePydanticReader
 from llama_index.core.readers.file.base import default_file_metadata_func
 from llama_index.core.schema import Document, MetadataMode
 from llama_index_instrumentation import get_dispatcher
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from capsa.errors import ExtractionFailed, IngestionRejected
 from capsa.guard import (
@@ -36,6 +37,9 @@ from capsa.guard.pools import shared_pool
 from capsa.guard.sandbox.pool import IsolatedExtractor
 from capsa.guard.shapes import DocumentPart, Shape, document_parts
 from capsa.guard.walk import LinkRule, check_link, walk_files
+
+if TYPE_CHECKING:
+    from capsa.llama_index.transforms import CapsaTransform
 
 __all__ = ["CapsaDirectoryReader", "CapsaOmissionEvent", "CapsaReader"]
 
@@ -130,6 +134,9 @@ class CapsaReader(BasePydanticReader):
         >>> [(o.label, o.reason) for o in reader.omitted]
         [('gone.txt', 'corrupt')]
     """
+
+    model_config = ConfigDict(extra="forbid")
+    """A misspelt setting (``limit=``) is refused, not ignored: the limits are the guard."""
 
     is_remote: bool = False
     limits: ExtractionLimits = Field(default_factory=ExtractionLimits.for_ingestion)
@@ -320,9 +327,10 @@ its file dates and sizes out."""
 
 
 def _to_document(found: Extracted, part: DocumentPart,
-                 extra_info: dict[str, Any] | None) -> Document:
+                 extra_info: dict[str, Any] | None, id_: str | None = None) -> Document:
     """One part as a LlamaIndex document: its page as ``page_label`` as LlamaIndex's PDF
-    reader writes it, capsa's provenance, and the big or opaque keys hidden."""
+    reader writes it, capsa's provenance, and the big or opaque keys hidden. Its id is
+    `id_`, or the part's own (a digest of its content)."""
     metadata = {**(extra_info or {}), **part.metadata, "capsa_label": found.label,
                 "capsa_kind": found.kind, "capsa_sha256": found.sha256,
                 "capsa_bytes": found.byte_size}
@@ -331,7 +339,7 @@ def _to_document(found: Extracted, part: DocumentPart,
     if found.parent is not None:
         metadata["capsa_parent"] = found.parent
     hidden = [key for key in metadata if key not in _SHOWN]
-    return Document(text=part.text, id_=part.id, metadata=metadata,
+    return Document(text=part.text, id_=id_ if id_ is not None else part.id, metadata=metadata,
                     excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=hidden)
 
 
@@ -382,7 +390,10 @@ class CapsaDirectoryReader(BasePydanticReader):
     ``defer=True`` nothing is parsed here: each file becomes an empty
     placeholder (``capsa_pending``), whose id is the file's path, that
     `CapsaTransform` reads in an `IngestionPipeline`, in parallel
-    (``num_workers``). A document's id is otherwise its content's digest, the
+    (``num_workers``), into the documents this reader would have made; build
+    it with `transform`, which carries the reader's limits and shape (a
+    transform set up otherwise refuses the placeholders rather than reading
+    them under other limits). A document's id is otherwise its content's digest, the
     same for two copies of one file; ``filename_as_id=True`` names it by its
     path as `SimpleDirectoryReader` does, for docstore upserts of edited files.
 
@@ -406,6 +417,8 @@ class CapsaDirectoryReader(BasePydanticReader):
         >>> [d.metadata["file_name"] for d in reader.load_data()]
         ['a.md', 'b.xyz']
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     is_remote: bool = False
     input_dir: str
@@ -462,11 +475,13 @@ class CapsaDirectoryReader(BasePydanticReader):
         (sorted walk order, or as files finish).
         """
         if self.defer:
+            settings = pending_settings(self._reader.limits, self._reader.shape)
             for path, refusal in self._walk():
                 if refusal is not None:
                     self._reader.refuse(refusal, str(path))
                 else:
-                    yield _pending(path, {"file_path": str(path), "file_name": path.name})
+                    yield _pending(path, _file_info(
+                        path, {"file_path": str(path), "file_name": path.name}), settings)
             return
         documents = self._reader._stream(self._jobs(), workers=self.workers,
                                          ordered=self.ordered)
@@ -497,6 +512,20 @@ class CapsaDirectoryReader(BasePydanticReader):
         """`load_data` in a worker thread; the event loop keeps running."""
         return await asyncio.to_thread(self.load_data, *args, **load_kwargs)
 
+    def transform(self) -> CapsaTransform:
+        """The `CapsaTransform` that reads this reader's placeholders as it would have:
+        the same limits and shape (a transform with others refuses them)."""
+        from capsa.llama_index.transforms import CapsaTransform
+
+        return CapsaTransform(limits=self._reader.limits, shape=self._reader.shape)
+
+
+def pending_settings(limits: ExtractionLimits, shape: Shape) -> str:
+    """What a placeholder records of the reader that deferred it (``capsa_pending``): the
+    shape and a digest of the limits, so a transform set up otherwise can tell."""
+    digest = hashlib.sha256(limits.model_dump_json().encode()).hexdigest()[:16]
+    return f"shape={shape};limits={digest}"
+
 
 def _file_info(path: Path, info: dict[str, Any]) -> dict[str, Any]:
     """`SimpleDirectoryReader`'s file metadata (type, size, dates) under its own names."""
@@ -507,16 +536,19 @@ def _file_info(path: Path, info: dict[str, Any]) -> dict[str, Any]:
     return {**found, **info}
 
 
-def _pending(path: Path, info: dict[str, Any]) -> Document:
-    """An unparsed placeholder for `CapsaTransform`; size and date make an edit miss its cache.
+def _pending(path: Path, info: dict[str, Any], settings: str) -> Document:
+    """An unparsed placeholder for `CapsaTransform`; size and time make an edit miss its cache.
 
-    Its id is the file's path, so the same folder read twice gives the same ids and a
-    docstore's upserts (`DocstoreStrategy.UPSERTS`) replace an edited file's documents
-    rather than adding every file again; `CapsaTransform` keeps the id.
+    It carries `SimpleDirectoryReader`'s file metadata, which the documents read from
+    it keep, the file's modification time to the nanosecond (``capsa_mtime_ns``, which
+    they do not), and the deferring reader's settings (`pending_settings`). Its id is
+    the file's path, so the same folder read twice gives the same ids and a docstore's
+    upserts (`DocstoreStrategy.UPSERTS`) replace an edited file's documents rather than
+    adding every file again; `CapsaTransform` keeps the id.
     """
     stat = path.stat()
-    metadata = {**info, "file_size": stat.st_size, "last_modified_date": int(stat.st_mtime),
-                "capsa_pending": True}
+    metadata = {**info, "file_size": stat.st_size, "capsa_mtime_ns": stat.st_mtime_ns,
+                "capsa_pending": settings}
     hidden = list(metadata)
     return _Placeholder(text="", id_=str(path), metadata=metadata,
                     excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=hidden)

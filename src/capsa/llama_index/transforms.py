@@ -11,7 +11,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index_instrumentation import get_dispatcher
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from capsa.errors import ExtractionFailed, IngestionRejected, UnguardedInput
 from capsa.guard import (
@@ -27,13 +27,14 @@ from capsa.guard import (
 )
 from capsa.guard.bulk import display_name
 from capsa.guard.pools import shared_pool
-from capsa.llama_index.readers import CapsaOmissionEvent
+from capsa.guard.shapes import Shape, document_parts
+from capsa.llama_index.readers import CapsaOmissionEvent, _to_document, pending_settings
 
 __all__ = ["CapsaTransform"]
 
 _dispatcher = get_dispatcher(__name__)
 _logger = logging.getLogger(__name__)
-_PROVENANCE = ["capsa_label", "capsa_kind", "capsa_sha256", "capsa_bytes", "capsa_parent"]
+_PLACEHOLDER_ONLY = ("capsa_pending", "capsa_mtime_ns")
 
 
 class CapsaTransform(TransformComponent):
@@ -41,15 +42,21 @@ class CapsaTransform(TransformComponent):
 
     Feed it ``CapsaDirectoryReader(folder, defer=True).load_data()``: each
     placeholder (``capsa_pending`` metadata, no text) names a file by
-    ``metadata["file_path"]`` and is replaced by one `Document` holding the
-    text capsa extracted from that file's bytes: sniffed, size- and
-    archive-checked, parsed in an isolated, time- and memory-limited worker.
-    The new document keeps the input's id and metadata and adds
-    ``capsa_label``, ``capsa_kind``, ``capsa_sha256`` and ``capsa_bytes``
-    (kept out of the LLM and embedding text). Several input nodes naming the
-    same file (a reader that splits pages) become one document, under the
-    first node's id. Nodes without a ``file_path``, and documents capsa
-    already read (``capsa_sha256``, from `CapsaReader`), pass through unchanged.
+    ``metadata["file_path"]`` and is replaced by the documents `CapsaReader`
+    makes of that file's bytes (sniffed, size- and archive-checked, parsed
+    in an isolated, time- and memory-limited worker): one per file, page or
+    element as `shape` says, with the same metadata, and the placeholder's
+    id (``<id>_part_<n>`` for each of several parts, ``<id>/<sha256>`` for a
+    file found inside the file). Several input nodes naming the same file
+    become one file's documents, under the first node's id. Nodes without a
+    ``file_path``, and documents capsa already read (``capsa_sha256``, from
+    `CapsaReader`), pass through unchanged.
+
+    A placeholder records the limits and shape of the reader that deferred
+    it. A transform with other settings raises `ValueError` instead of
+    reading the files under limits nobody chose for them:
+    ``reader.transform()`` (`CapsaDirectoryReader.transform`) builds the
+    matching one.
 
     A node that names a file but was parsed by another reader (the output of
     `SimpleDirectoryReader`'s default readers) is refused loudly: the call
@@ -88,9 +95,9 @@ class CapsaTransform(TransformComponent):
             from llama_index.core.ingestion import IngestionPipeline
             from llama_index.core.node_parser import SentenceSplitter
 
-            docs = CapsaDirectoryReader("inbox/", defer=True).load_data()
-            pipeline = IngestionPipeline(transformations=[CapsaTransform(), SentenceSplitter()])
-            nodes = pipeline.run(documents=docs, num_workers=2)
+            reader = CapsaDirectoryReader("inbox/", defer=True)
+            pipeline = IngestionPipeline(transformations=[reader.transform(), SentenceSplitter()])
+            nodes = pipeline.run(documents=reader.load_data(), num_workers=2)
 
     Examples:
         >>> from llama_index.core.schema import TextNode
@@ -98,8 +105,13 @@ class CapsaTransform(TransformComponent):
         'no file here'
     """
 
+    model_config = ConfigDict(extra="forbid")
+    """A misspelt setting is refused, not ignored: the limits are the guard."""
+
     limits: ExtractionLimits = Field(default_factory=ExtractionLimits.for_ingestion)
     """The guard's ceilings for every file this transform reads."""
+    shape: Shape = "file"
+    """One document per file, page or element (`capsa.guard.document_parts`)."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -111,8 +123,10 @@ class CapsaTransform(TransformComponent):
 
         Raises:
             UnguardedInput: a node names a file another reader parsed.
+            ValueError: a placeholder was deferred by a reader with other limits or shape.
         """
         _refuse_unguarded(nodes)
+        self._refuse_other_settings(nodes)
         firsts: dict[str, int] = {}
         for position, node in enumerate(nodes):
             path = _pending_path(node)
@@ -136,10 +150,30 @@ class CapsaTransform(TransformComponent):
                 found = outcome.flattened() if isinstance(outcome, Extracted) else (outcome,)
                 for index, item in enumerate(found):  # the file, then files inside it
                     if isinstance(item, Extracted):
-                        output.append(_document(item, node, first=index == 0))
+                        output.extend(self._documents(item, node, first=index == 0))
                     else:
                         _report(item, path)
         return output
+
+    def _refuse_other_settings(self, nodes: Sequence[BaseNode]) -> None:
+        mine = pending_settings(self.limits, self.shape)
+        for node in nodes:
+            theirs = node.metadata.get("capsa_pending")
+            if isinstance(theirs, str) and theirs != mine and _pending_path(node) is not None:
+                raise ValueError(
+                    f"the placeholder for {node.metadata['file_path']} was deferred by a reader "
+                    f"with other settings ({theirs}) than this CapsaTransform's ({mine}); "
+                    "build the transform with reader.transform(), or give it the reader's "
+                    "limits= and shape=")
+
+    def _documents(self, item: Extracted, source: BaseNode, *, first: bool) -> list[Document]:
+        """`CapsaReader`'s documents of `item`, under ids derived from the placeholder's."""
+        info = {k: v for k, v in source.metadata.items() if k not in _PLACEHOLDER_ONLY}
+        base = source.id_ if first else f"{source.id_}/{item.sha256}"
+        parts = document_parts(item, self.shape)
+        return [_to_document(item, part, info,
+                             base if len(parts) == 1 else f"{base}_part_{number}")
+                for number, part in enumerate(parts)]
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         """The sync path in a thread: the parsing happens in worker processes anyway."""
@@ -179,23 +213,6 @@ def _refuse_unguarded(nodes: Sequence[BaseNode]) -> None:
             "their parser ran without capsa's guard. Load the folder with "
             "CapsaDirectoryReader(folder, defer=True) (or CapsaDirectoryReader(folder)) "
             "instead of SimpleDirectoryReader.", sources=unguarded)
-
-
-def _document(item: Extracted, source: BaseNode, *, first: bool = True) -> Document:
-    kept = {k: v for k, v in source.metadata.items() if k != "capsa_pending"}
-    metadata = {**kept, "capsa_label": item.label, "capsa_kind": item.kind,
-                "capsa_sha256": item.sha256, "capsa_bytes": item.byte_size}
-    if item.parent is not None:
-        metadata["capsa_parent"] = item.parent
-    return Document(
-        text=item.text, id_=source.id_ if first else f"{source.id_}/{item.sha256}",
-        metadata=metadata,
-        excluded_llm_metadata_keys=_merged(source.excluded_llm_metadata_keys),
-        excluded_embed_metadata_keys=_merged(source.excluded_embed_metadata_keys))
-
-
-def _merged(keys: list[str]) -> list[str]:
-    return [*keys, *(key for key in _PROVENANCE if key not in keys)]
 
 
 def _report(omission: Omission, path: str) -> None:

@@ -264,3 +264,52 @@ def test_transform_warning_names_the_refused_attachment_not_its_e_mail(
     assert [d.metadata["capsa_label"] for d in docs] == ["message.eml"]
     (warning,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert warning.startswith(f"capsa refused profilephoto.png in {mail} at text (no_text)")
+
+
+def _comparable(documents: list[Document]) -> list[tuple[str, dict[str, object], list[str]]]:
+    """What a document tells the index, but its id (digest or path, by design)."""
+    return [(d.text, d.metadata, sorted(d.excluded_llm_metadata_keys)) for d in documents]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["file", "element"])
+def test_a_deferred_read_gives_the_documents_a_direct_read_gives(tmp_path: Path,
+                                                                shape: str) -> None:
+    for name in ("remote-work.md", "handbook.html"):
+        (tmp_path / name).write_bytes((CORPUS_DIR / name).read_bytes())
+    reader = CapsaReader(shape=shape)
+
+    direct = CapsaDirectoryReader(str(tmp_path), reader=reader).load_data()
+    deferred = CapsaDirectoryReader(str(tmp_path), reader=reader, defer=True)
+    read = list(deferred.transform()(deferred.load_data()))
+
+    assert _comparable(read) == _comparable(direct)
+    if shape == "element":
+        assert len(read) > 2 and all("_part_" in d.id_ for d in read)
+
+
+def test_a_transform_with_other_limits_or_shape_refuses_the_placeholders(tmp_path: Path) -> None:
+    (tmp_path / "big.md").write_text("x" * 500, encoding="utf-8")
+    strict = ExtractionLimits(max_bytes=100)
+    reader = CapsaDirectoryReader(str(tmp_path), reader=CapsaReader(limits=strict), defer=True)
+    placeholders = reader.load_data()
+
+    for other in (CapsaTransform(), CapsaTransform(limits=strict, shape="page")):
+        with pytest.raises(ValueError, match="reader.transform"):
+            other(placeholders)
+    assert list(reader.transform()(placeholders)) == []  # refused as too large, as directly
+
+
+@pytest.mark.parametrize("build", [
+    lambda: CapsaReader(limit=ExtractionLimits(max_bytes=100)),
+    lambda: CapsaTransform(limit=ExtractionLimits(max_bytes=100)),
+    lambda: CapsaTransform(shapes="page"),
+])
+def test_a_misspelt_setting_is_refused_not_ignored(build: object) -> None:
+    with pytest.raises(ValueError, match="xtra"):
+        build()  # type: ignore[operator]
+
+
+def test_a_misspelt_directory_reader_setting_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="xtra"):
+        CapsaDirectoryReader(str(tmp_path), limts=1)
