@@ -158,6 +158,10 @@ def _parser() -> argparse.ArgumentParser:
                          default="refuse",
                          help="symbolic links met in a directory: refuse them (default), "
                               "follow those that stay inside it, or follow all")
+    extract.add_argument("--hidden", action="store_true",
+                         help="also read files and folders whose names start with a dot "
+                              "(.git, .env) in a directory; skipped by default, as the "
+                              "loaders skip them")
     extract.add_argument("--dask", metavar="SCHEDULER",
                          help="run on a Dask cluster (scheduler address, e.g. tcp://host:8786)")
     ingestion = ExtractionLimits.for_ingestion()
@@ -224,7 +228,7 @@ def _extract_locally(options: argparse.Namespace, limits: ExtractionLimits, cons
 
     from capsa.guard.bulk import default_width, extract_many
 
-    report.total = sum(_count(path, options.symlinks) for path in options.paths)
+    report.total = sum(_count(path, options.symlinks, options.hidden) for path in options.paths)
     workers = options.workers if options.workers is not None else default_width()
     pool = _pool(workers, limits)
     try:
@@ -232,7 +236,8 @@ def _extract_locally(options: argparse.Namespace, limits: ExtractionLimits, cons
             task = progress.add_task(report.counts(), total=report.total)
             for outcome in extract_many(options.paths, workers=workers,
                                         limits=limits, extractor=pool,
-                                        symlinks=options.symlinks, ordered=options.ordered):
+                                        symlinks=options.symlinks, hidden=options.hidden,
+                                        ordered=options.ordered):
                 if isinstance(outcome, (Extracted, Omission)):
                     report.write(outcome, out, limits)
                 top_level = getattr(outcome, "parent", None) is None
@@ -252,12 +257,12 @@ def _pool(workers: int, limits: ExtractionLimits) -> TextExtractor:
     return IsolatedExtractor(default_router(), workers=workers, limits=limits)
 
 
-def _count(path: Path, symlinks: Any = "refuse") -> int:
+def _count(path: Path, symlinks: Any = "refuse", hidden: bool = False) -> int:
     """How many outcomes a path will give: one per walked entry, or one for itself."""
     if path.is_dir():
         from capsa.guard.walk import walk_files
 
-        return sum(1 for _ in walk_files(path, symlinks=symlinks))
+        return sum(1 for _ in walk_files(path, symlinks=symlinks, hidden=hidden))
     return 1
 
 
@@ -269,7 +274,8 @@ def _outcomes_on_dask(options: argparse.Namespace, limits: ExtractionLimits,
 
     client = Client(options.dask)  # type: ignore[no-untyped-call]
     with client, console.status(f"extracting on {_printable(options.dask)}"):
-        records = extract_bag(options.paths, client=client, limits=limits).compute()
+        records = extract_bag(options.paths, client=client, limits=limits,
+                              hidden=options.hidden).compute()
     return [Extracted.model_validate(_fields(record)) if record["outcome"] == "extracted"
             else Omission.model_validate(_fields(record)) for record in records]
 

@@ -69,6 +69,23 @@ def test_extract_walks_directories(tmp_path: Path, capsys: pytest.CaptureFixture
     assert json.loads(line)["text"] == "alpha"
 
 
+def test_extract_leaves_dot_files_out_of_a_walk_unless_hidden_is_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("url = https://user:token@example.com/r.git")
+    (tmp_path / ".env").write_text("API_KEY=sk-secret")
+    (tmp_path / "a.txt").write_text("alpha")
+
+    assert main(["extract", str(tmp_path)]) == 0
+    walked = capsys.readouterr()
+    assert main(["extract", "--hidden", str(tmp_path)]) == 0
+    everything = capsys.readouterr()
+
+    assert [json.loads(line)["text"] for line in walked.out.splitlines()] == ["alpha"]
+    assert "extracted 1 of 1 files" in walked.err
+    assert len(everything.out.splitlines()) == 3
+
+
 class _Blocking(PlainTextExtractor):
     """Plain text, but each file waits until `parties` files are being parsed at once."""
 

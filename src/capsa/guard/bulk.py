@@ -154,7 +154,7 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
                  extractor: TextExtractor | None = None,
                  manifest: str | os.PathLike[str] | None = None,
                  progress: bool = False, symlinks: LinkRule = "refuse",
-                 ordered: bool = False, shape: Literal["file"] = "file",
+                 hidden: bool = False, ordered: bool = False, shape: Literal["file"] = "file",
                  ) -> Iterator[Extracted | Omission | Skipped]: ...
 @overload
 def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
@@ -162,7 +162,7 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
                  extractor: TextExtractor | None = None,
                  manifest: str | os.PathLike[str] | None = None,
                  progress: bool = False, symlinks: LinkRule = "refuse",
-                 ordered: bool = False, shape: Literal["page", "element"],
+                 hidden: bool = False, ordered: bool = False, shape: Literal["page", "element"],
                  ) -> Iterator[ExtractedPart | Omission | Skipped]: ...
 @overload
 def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
@@ -170,14 +170,14 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
                  extractor: TextExtractor | None = None,
                  manifest: str | os.PathLike[str] | None = None,
                  progress: bool = False, symlinks: LinkRule = "refuse",
-                 ordered: bool = False, shape: Shape = "file",
+                 hidden: bool = False, ordered: bool = False, shape: Shape = "file",
                  ) -> Iterator[Extracted | ExtractedPart | Omission | Skipped]: ...
 def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
                  limits: ExtractionLimits | None = None,
                  extractor: TextExtractor | None = None,
                  manifest: str | os.PathLike[str] | None = None,
                  progress: bool = False, symlinks: LinkRule = "refuse",
-                 ordered: bool = False, shape: Shape = "file",
+                 hidden: bool = False, ordered: bool = False, shape: Shape = "file",
                  ) -> Iterator[Extracted | ExtractedPart | Omission | Skipped]:
     """Stream many files through the guard; yield each outcome as it finishes.
 
@@ -209,6 +209,12 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
             ``"refuse"`` (default) reports each link as ``symlink``,
             ``"within_root"`` follows links that stay inside the directory,
             ``"follow"`` follows every link.
+        hidden: walk files and folders whose names start with a dot too. By
+            default a walked directory's ``.git``, ``.env`` and the like are
+            not read, as `CapsaLoader`, `CapsaDirectoryReader`, LangChain's
+            `DirectoryLoader` and `SimpleDirectoryReader` skip them: a token in
+            a repository's config or a key in an environment file is not a
+            document. A path given by name is read whatever it is called.
         ordered: yield in input order (a slow file then holds back the
             outcomes behind it, though they are parsed meanwhile); False
             (the default) yields each file as it finishes.
@@ -239,13 +245,13 @@ def extract_many(sources: Iterable[BulkSource], *, workers: int | None = None,
     check_shape(shape)
     return _extract_many(sources, workers=workers, limits=limits, extractor=extractor,
                          manifest=manifest, progress=progress, symlinks=symlinks,
-                         ordered=ordered, shape=shape)
+                         hidden=hidden, ordered=ordered, shape=shape)
 
 
 def _extract_many(sources: Iterable[BulkSource], *, workers: int | None,
                   limits: ExtractionLimits | None, extractor: TextExtractor | None,
                   manifest: str | os.PathLike[str] | None, progress: bool,
-                  symlinks: LinkRule, ordered: bool, shape: Shape,
+                  symlinks: LinkRule, hidden: bool, ordered: bool, shape: Shape,
                   ) -> Iterator[Extracted | ExtractedPart | Omission | Skipped]:
     width = workers if workers is not None else pool_width(extractor)
     limits = limits or INGESTION_LIMITS
@@ -258,7 +264,7 @@ def _extract_many(sources: Iterable[BulkSource], *, workers: int | None,
         def work(index: int, source: BulkSource | _Walked) -> Extracted | Omission | Skipped:
             return _one(index, source, pool, limits, book)
 
-        for outcome in map_streaming(work, _expand(sources, skip, symlinks), workers=width,
+        for outcome in map_streaming(work, _expand(sources, skip, symlinks, hidden), workers=width,
                                      ordered=ordered, threads=True):
             for found in _finish(outcome, bar):
                 if shape != "file" and isinstance(found, Extracted):
@@ -420,12 +426,13 @@ class _Walked:
     opened without following a link as well."""
 
 
-def _expand(sources: Iterable[BulkSource], skip: Path | None, symlinks: LinkRule
-            ) -> Iterator[BulkSource | _Walked]:
+def _expand(sources: Iterable[BulkSource], skip: Path | None, symlinks: LinkRule,
+            hidden: bool) -> Iterator[BulkSource | _Walked]:
     for source in sources:
         if not isinstance(source, tuple) and Path(source).is_dir():
             yield from (_Walked(p, refusal, follow=symlinks != "refuse", root=Path(source))
-                        for p, refusal in walk_files(source, "**/*", symlinks=symlinks)
+                        for p, refusal in walk_files(source, "**/*", symlinks=symlinks,
+                                                     hidden=hidden)
                         if p.resolve() != skip)
         else:
             yield source

@@ -34,7 +34,7 @@ def extract_bag(paths_or_bag: Sequence[str | os.PathLike[str]] | Any, *,
                 client: Any = None, limits: ExtractionLimits | None = None,
                 extractor: TextExtractor | None = None,
                 manifest: str | os.PathLike[str] | None = None,
-                npartitions: int | None = None) -> Any:
+                npartitions: int | None = None, hidden: bool = False) -> Any:
     """A Dask bag of outcome records, one per file.
 
     Args:
@@ -55,6 +55,8 @@ def extract_bag(paths_or_bag: Sequence[str | os.PathLike[str]] | Any, *,
             come back as ``{"outcome": "skipped", ...}`` records and are not
             parsed again.
         npartitions: partitions for a list of paths (default: about 4 files each).
+        hidden: walk dot files and folders too (``.git``, ``.env``), as
+            `extract_many`'s `hidden`; skipped by default.
 
     Returns:
         A bag of dicts: ``{"outcome": "extracted", "label", "kind", "text",
@@ -80,7 +82,7 @@ def extract_bag(paths_or_bag: Sequence[str | os.PathLike[str]] | Any, *,
     if isinstance(paths_or_bag, db.Bag):
         bag = paths_or_bag
     else:
-        paths = list(_walk(paths_or_bag, limits, refused))
+        paths = list(_walk(paths_or_bag, limits, refused, hidden))
         parts = npartitions or max(1, (len(paths) + 3) // 4)
         bag = db.from_sequence(paths, npartitions=parts)  # type: ignore[no-untyped-call]
     where = os.fspath(manifest) if manifest is not None else None
@@ -100,14 +102,18 @@ def outcome_record(outcome: Extracted | Omission | Skipped) -> dict[str, Any]:
 
 
 def _walk(sources: Iterable[str | os.PathLike[str]], limits: ExtractionLimits,
-          refused: list[dict[str, Any]]) -> Iterator[str]:
-    """Files to send to the workers; a symbolic link met in a walk is refused here."""
+          refused: list[dict[str, Any]], hidden: bool) -> Iterator[str]:
+    """Files to send to the workers; a symbolic link met in a walk is refused here, and
+    dot names are left out unless `hidden` (as `extract_many` walks)."""
     for source in sources:
         path = Path(source)
         if not path.is_dir():
             yield os.fspath(source)
             continue
         for found in sorted(path.rglob("*")):
+            if not hidden and any(part.startswith(".")
+                                  for part in found.relative_to(path).parts):
+                continue
             if found.is_symlink():
                 label = safe_label(found.name)
                 try:

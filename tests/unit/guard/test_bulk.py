@@ -125,6 +125,28 @@ def test_extract_many_walks_directories(tmp_path: Path) -> None:
         ("a.txt", "text"), ("b.md", "markdown"), ("loose.csv", "csv")]
 
 
+def _dotted(folder: Path) -> Path:
+    """A project folder with a repository's config and an environment file beside a document."""
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".git" / "config").write_text("url = https://user:token@example.com/r.git")
+    (folder / ".env").write_text("API_KEY=sk-secret")
+    (folder / "notes.txt").write_text("alpha")
+    return folder
+
+
+def test_extract_many_skips_dot_files_and_folders_in_a_walk_unless_asked(tmp_path: Path) -> None:
+    folder = _dotted(tmp_path / "project")
+
+    walked = list(extract_many([folder], workers=1, extractor=PlainTextExtractor()))
+    everything = list(extract_many([folder], workers=1, extractor=PlainTextExtractor(),
+                                   hidden=True))
+    named = list(extract_many([folder / ".env"], workers=1, extractor=PlainTextExtractor()))
+
+    assert [o.label for o in walked] == ["notes.txt"]
+    assert sorted(o.label for o in everything) == [".env", "config", "notes.txt"]
+    assert [o.label for o in named] == [".env"]  # a path given by name is read
+
+
 def test_extract_many_reports_an_unreadable_path_as_an_omission(tmp_path: Path) -> None:
     (outcome,) = extract_many([tmp_path / "missing.txt"], workers=1,
                               extractor=PlainTextExtractor())

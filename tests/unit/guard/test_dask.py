@@ -156,3 +156,20 @@ def test_cli_extract_on_dask_writes_omissions_as_json_lines(cluster: Any, corpus
     (line,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert (line["outcome"], line["reason"], line["source"]) == (
         "omitted", "type_mismatch", str(corpus / "invoice.pdf"))
+
+
+def test_extract_bag_skips_dot_files_in_a_walk_unless_asked(tmp_path: Path) -> None:
+    from capsa.guard.extractors import PlainTextExtractor
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("url = https://user:token@example.com/r.git")
+    (tmp_path / ".env").write_text("API_KEY=sk-secret")
+    (tmp_path / "notes.txt").write_text("alpha")
+
+    def labels(**options: Any) -> list[str]:
+        records = extract_bag([tmp_path], extractor=PlainTextExtractor(),
+                              **options).compute(scheduler="sync")
+        return sorted(r["label"] for r in records)
+
+    assert labels() == ["notes.txt"]
+    assert labels(hidden=True) == [".env", "config", "notes.txt"]
