@@ -118,24 +118,26 @@ def page_of(metadata: Mapping[str, Any]) -> str | None:
 
 
 def distinct_ids(ids: Sequence[str | None]) -> list[str]:
-    """Each item's own id when it is the first to carry it, else its position.
+    """Each item's own id when it is the first to carry it, else its position from 1.
 
     Retrievers return the same document twice (two chunks of one id, a merged
-    ensemble), and a packet names every passage once. A position never stands
-    in for an item when another item's real id is that number, and a made-up
-    id (``"a#2"``) never takes one an item really has: a report naming an id
-    must mean the item that carries it.
+    ensemble), and a packet names every passage once. A position counts from 1,
+    as the packet's handles do (``<document 2>``), so a report naming a
+    document that had no id names it as the prompt showed it. A position never
+    stands in for an item when another item's real id is that number, and a
+    made-up id (``"a#2"``) never takes one an item really has: a report naming
+    an id must mean the item that carries it.
 
     Examples:
-        >>> distinct_ids(["a", "a", None, "1"])
-        ['a', '1#1', '2', '1']
-        >>> distinct_ids(["a", "2", "a"])
-        ['a', '2', '2#2']
+        >>> distinct_ids(["a", "a", None, "2"])
+        ['a', '2#2', '3', '2']
+        >>> distinct_ids(["a", "3", "a"])
+        ['a', '3', '3#3']
     """
     taken = {ident for ident in ids if ident}
     seen: set[str] = set()
     distinct = []
-    for n, own in enumerate(ids):
+    for n, own in enumerate(ids, start=1):
         ident = own if own and own not in seen else str(n)
         while ident in seen or (ident != own and ident in taken):
             ident = f"{ident}#{n}"

@@ -282,7 +282,8 @@ def _kept_document(original: Document, handle: str, text: str, receipt: Receipt,
     if marked and not receipt.whole and not receipt.truncated:
         shown = sum(end - start for start, end in receipt.kept_spans)
         metadata[EXCERPT_KEY] = [shown, len(original.page_content)]
-    return Document(page_content=text, metadata=metadata, id=original.id)
+    # the caller's own class, a subclass's fields kept: a copy, never the original changed
+    return original.model_copy(update={"page_content": text, "metadata": metadata})
 
 
 def _can_dispatch(callbacks: Callbacks | None) -> bool:

@@ -36,10 +36,12 @@ from capsa.langchain.compressors import (
     counter,
 )
 
-__all__ = ["BudgetedRetriever", "ScoredRetriever"]
+__all__ = ["RAW_SCORE_KEY", "BudgetedRetriever", "ScoredRetriever"]
 
 _K: TypeAdapter[int] = TypeAdapter(PositiveInt, config=ConfigDict(title="BudgetedRetriever k"))
 """Checks a per-call ``k`` as the `BudgetedRetriever.k` field is checked."""
+RAW_SCORE_KEY = "score"
+"""Where `ScoredRetriever` puts a store's raw score (no 0-to-1 scale); capsa reads it."""
 _CONFIG = "capsa_caller_config"
 """Keyword carrying the caller's config from `invoke` to the retrieval hook."""
 
@@ -163,13 +165,18 @@ class ScoredRetriever(BaseRetriever):
     of the 685 set aside.
 
     The search is ``similarity_search_with_relevance_scores``, so the store's
-    relevance function applies (scores from 0 to 1, higher is closer). A
-    store without one (LangChain's `InMemoryVectorStore`) is searched with
-    ``similarity_search_with_score``, whose scores are a similarity in some
-    stores and a distance in others: the hits come best first, so scores
-    that rise down the list are distances and are negated (capsa reads only
-    their order and gaps), and scores that neither rise nor fall throughout
-    are left out, and a ``score_threshold`` is refused (``ValueError``), as
+    relevance function applies (scores from 0 to 1, higher is closer), and the
+    score goes under ``relevance_score``. A store without one (LangChain's
+    `InMemoryVectorStore`) is searched with ``similarity_search_with_score``,
+    whose scores are a similarity in some stores and a distance in others:
+    the hits come best first, so scores that rise down the list are distances
+    and are negated (capsa reads only their order and gaps), and scores that
+    neither rise nor fall throughout are left out. Such a raw score goes
+    under ``score`` (`RAW_SCORE_KEY`), which capsa reads as it reads
+    ``relevance_score``, and never under ``relevance_score``: a reranker's
+    and `ShadowRetriever`'s ``relevance_score`` is from 0 to 1, and a raw
+    cosine of -0.4 there made every shadow comparison refuse its capture. A
+    ``score_threshold`` is refused (``ValueError``) for such a store, as
     LangChain's own threshold search refuses it: raw scores have no scale to
     hold it against. ``filter`` and the like go in `search_kwargs` or as invoke
     kwargs. Each hit comes back as a new `Document` (the same id and
@@ -188,7 +195,7 @@ class ScoredRetriever(BaseRetriever):
         ...      Document(page_content="Trains are booked in standard class.")],
         ...     DeterministicFakeEmbedding(size=8))
         >>> hits = ScoredRetriever(vectorstore=store, k=2).invoke("hotel")
-        >>> scores = [hit.metadata["relevance_score"] for hit in hits]
+        >>> scores = [hit.metadata["score"] for hit in hits]  # raw: the store has no scale
         >>> scores[0] > scores[1]
         True
 
@@ -250,14 +257,17 @@ def _scored(hits: list[tuple[Document, float]]) -> list[Document]:
     falls = all(a >= b for a, b in itertools.pairwise(scores))
     rises = all(a <= b for a, b in itertools.pairwise(scores))
     if falls == rises:  # all equal (nothing to weigh), or no order: leave them out
-        return [_with_score(document, None) for document, _ in hits]
+        return [_with_score(document, None, RAW_SCORE_KEY) for document, _ in hits]
     sign = 1.0 if falls else -1.0
-    return [_with_score(document, sign * score) for (document, _), score in zip(
+    return [_with_score(document, sign * score, RAW_SCORE_KEY) for (document, _), score in zip(
         hits, scores, strict=True)]
 
 
-def _with_score(document: Document, score: float | None) -> Document:
+def _with_score(document: Document, score: float | None,
+                key: str = "relevance_score") -> Document:
+    """`document` again (its own class, a subclass's fields kept) with `score` under `key`;
+    the store's document is never changed."""
     metadata = dict(document.metadata)
     if score is not None:
-        metadata["relevance_score"] = float(score)
-    return Document(page_content=document.page_content, id=document.id, metadata=metadata)
+        metadata[key] = float(score)
+    return document.model_copy(update={"metadata": metadata})

@@ -110,7 +110,24 @@ def test_compressor_gives_unique_ids_to_documents_without_them() -> None:
              Document(page_content=MEALS, id="x")]
     kept = CapsaCompressor(budget=Budget(max_tokens=1000)).compress_documents(plain, QUERY)
     ids = [d.metadata["capsa_receipt"]["passage_id"] for d in kept]
-    assert sorted(ids) == ["0", "2", "x"]
+    assert sorted(ids) == ["1", "3", "x"]
+
+
+def test_a_document_without_an_id_is_reported_under_the_handle_the_prompt_shows() -> None:
+    recorder = Recorder()
+    plain = [Document(page_content=HOTEL), Document(page_content=TRAINS),
+             Document(page_content=MEALS)]
+    retriever = ContextualCompressionRetriever(
+        base_compressor=CapsaCompressor(budget=Budget(max_tokens=40)),
+        base_retriever=RunnableLambda(lambda query: plain))
+
+    kept = retriever.invoke(QUERY, config={"callbacks": [recorder]})
+    [(_, report)] = recorder.events
+
+    assert report["kept"] == [d.metadata["capsa_handle"] for d in kept]
+    assert {d["id"] for d in report["dropped"]} == {"1", "2", "3"} - set(report["kept"])
+    assert all(f"<document {d.metadata['capsa_handle']}" in format_packet.invoke(kept)
+               for d in kept)
 
 
 def test_compressor_runs_without_callbacks_or_a_parent_run() -> None:

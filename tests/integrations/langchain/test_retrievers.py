@@ -308,10 +308,25 @@ def test_scored_retriever_reads_raw_scores_by_the_order_of_the_hits(
     store = store_type.from_documents(corpus(), DeterministicFakeEmbedding(size=32))
 
     hits = ScoredRetriever(vectorstore=store).invoke("hotel cap", k=5)
-    scores = [hit.metadata["relevance_score"] for hit in hits]
+    scores = [hit.metadata["score"] for hit in hits]
 
     assert len(hits) == 5
     assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]
+    # a raw score has no 0-to-1 scale: never where rerankers and ShadowRetriever read one
+    assert not any("relevance_score" in hit.metadata for hit in hits)
+
+
+def test_a_packed_document_keeps_its_subclass_and_fields() -> None:
+    class Cited(Document):
+        court: str = ""
+
+    originals = [Cited(page_content="The hotel cap is EUR 165. Trains are slow.", court="High")]
+
+    packed = BudgetedRetriever(retriever=RunnableLambda(lambda query: originals),
+                               budget=Budget(max_tokens=200)).invoke("hotel cap")
+
+    assert [type(d).__name__ for d in packed] == ["Cited"] and packed[0].court == "High"
+    assert "capsa_receipt" not in originals[0].metadata
 
 
 @pytest.mark.parametrize("store_type", [InMemoryVectorStore, DistanceStore])
@@ -343,8 +358,8 @@ async def test_scored_retriever_searches_asynchronously_too() -> None:
     hits = await retriever.ainvoke("hotel cap")
 
     assert [hit.id for hit in hits] == [hit.id for hit in retriever.invoke("hotel cap")]
-    assert [hit.metadata["relevance_score"] for hit in hits] == [
-        hit.metadata["relevance_score"] for hit in retriever.invoke("hotel cap")]
+    assert [hit.metadata["score"] for hit in hits] == [
+        hit.metadata["score"] for hit in retriever.invoke("hotel cap")]
 
 
 def test_budgeted_retriever_packs_a_scored_retrievers_hits_in_a_chain() -> None:
