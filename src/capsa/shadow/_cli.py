@@ -27,6 +27,7 @@ import argparse
 import importlib
 import json
 import sys
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -45,6 +46,7 @@ BUNDLED = {
 """The bundled routes, by name; they live beside the demo and are imported by path."""
 
 _MIN_WORDS = 6
+_MIN_CHARS = 20
 
 
 class _InputError(Exception):
@@ -104,14 +106,17 @@ def _read_queries(path: Path | None) -> list[str]:
 
 
 def _read_corpus(directory: Path, report: Callable[[str], None]) -> list[CorpusPassage] | None:
-    """Paragraphs of six words or more from every file the guard extracts; omissions counted."""
+    """Passages from every file the guard extracts: its paragraphs of six words or more,
+    or of 20 Chinese, Japanese or Korean characters (written without spaces),
+    so a heading is not a passage. Files refused, and files that gave no passage, are
+    counted in the note."""
     from capsa.guard import Extracted, extract_many
 
     if not directory.is_dir():
         raise _InputError(f"--docs {directory} is not a directory")
     passages: list[CorpusPassage] = []
     lost: Counter[str] = Counter()
-    files = 0
+    files = barren = 0
     for outcome in extract_many([directory]):
         if not isinstance(outcome, Extracted):
             lost[getattr(outcome, "reason", "skipped")] += 1
@@ -119,15 +124,26 @@ def _read_corpus(directory: Path, report: Callable[[str], None]) -> list[CorpusP
         files += 1
         # The label and path stay in process: they only key passages for pairing.
         key = outcome.source or outcome.label
-        for number, block in enumerate(outcome.text.split("\n\n")):
-            if len(block.split()) >= _MIN_WORDS:
-                passages.append(CorpusPassage(f"{key}#{number}", block.strip()))
+        found = [CorpusPassage(f"{key}#{number}", block.strip())
+                 for number, block in enumerate(outcome.text.split("\n\n")) if _passage(block)]
+        barren += not found
+        passages.extend(found)
     report(f"{files} files extracted, {sum(lost.values())} not"
-           + (f" ({', '.join(f'{n} {r}' for r, n in sorted(lost.items()))})" if lost else ""))
+           + (f" ({', '.join(f'{n} {r}' for r, n in sorted(lost.items()))})" if lost else "")
+           + (f"; {barren} of them gave no passage (no paragraph of {_MIN_WORDS} words or "
+              f"{_MIN_CHARS} CJK characters)" if barren else ""))
     if not passages:
         raise _InputError(f"no file under --docs {directory} yielded a paragraph of "
-                          f"{_MIN_WORDS} words or more")
+                          f"{_MIN_WORDS} words or {_MIN_CHARS} CJK characters")
     return passages
+
+
+def _passage(block: str) -> bool:
+    """Whether a paragraph is a passage, not a heading: six words, or `_MIN_CHARS` Chinese,
+    Japanese or Korean characters (written without spaces, a sentence is one "word")."""
+    if len(block.split()) >= _MIN_WORDS:
+        return True
+    return sum(1 for ch in block if unicodedata.east_asian_width(ch) in "WF") >= _MIN_CHARS
 
 
 def _load_route(spec: str, passages: Sequence[CorpusPassage] | None) -> Route:
@@ -168,10 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         note(str(exc))
         return 2
     run = compare_routes(queries, baseline, candidate)
-    report = ShadowReport.from_rows(run.rows, invalidated=run.invalidated, causes=run.causes)
+    report = ShadowReport.from_rows(run.rows, invalidated=run.invalidated, causes=run.causes,
+                                    unretrieved=run.unretrieved)
     if run.invalidated:
         note(f"{run.invalidated} of {len(queries)} queries invalidated ("
              + ", ".join(f"{n} {cause}" for cause, n in run.causes.items()) + ")")
+    if run.unretrieved:
+        note(f"{run.unretrieved} of {len(queries)} queries retrieved nothing on either route: "
+             "no rows to compare")
     title = f"# {args.baseline} (baseline) vs {args.candidate} (candidate)"
     if args.format == "json":
         sys.stdout.write(report.to_json() + "\n")

@@ -84,6 +84,9 @@ class ShadowRun:
     invalidated: int
     causes: Mapping[str, int] = field(default_factory=dict)
     """Invalidated queries by `capsa.errors.RefusalCause`; the counts add up to `invalidated`."""
+    unretrieved: int = 0
+    """Queries paired without fault where neither route retrieved a candidate: no row to
+    release, and counted here so every query is accounted for."""
 
 
 def prompt_for(query: str, block: str) -> list[dict[str, str]]:
@@ -117,13 +120,16 @@ def compare_routes(
 ) -> ShadowRun:
     """Run both routes on every query, pair the captures and count the invalidated ones by cause.
 
-    A route that raises loses its query as ``other``, and the run goes on. Rows
+    Every query is accounted for: paired into rows, invalidated (by cause), or
+    `ShadowRun.unretrieved` when neither route found a candidate. A route that
+    raises loses its query as ``other``, and the run goes on. Rows
     come out in the order of their random ids, not the queries': rows in the
     queries' order would tell anyone holding the queries file which query each
     group of rows answers.
     """
     rows: list[PairedDecision] = []
     causes: Counter[str] = Counter()
+    unretrieved = 0
     for query in queries:
         try:
             b = capture_route("baseline", query, baseline)
@@ -139,6 +145,8 @@ def compare_routes(
             causes["other"] += 1
             telemetry.shadow_invalidated("other")
             continue
+        unretrieved += not paired
         rows.extend(paired)
     return ShadowRun(rows=tuple(sorted(rows, key=lambda row: row.row_id)),
-                     invalidated=causes.total(), causes=dict(sorted(causes.items())))
+                     invalidated=causes.total(), causes=dict(sorted(causes.items())),
+                     unretrieved=unretrieved)

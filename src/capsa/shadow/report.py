@@ -129,6 +129,8 @@ class ShadowReport(BaseModel):
     """Rows aggregated, one per passage per query."""
     invalidated: NonNegativeInt
     """Queries whose capture was invalidated and produced no rows."""
+    unretrieved: NonNegativeInt = 0
+    """Queries where neither route retrieved a candidate: nothing to compare, no rows."""
     invalidation_causes: dict[str, int] = {}
     """Invalidated queries by cause (`capsa.errors.RefusalCause`, or the recorder's
     ``candidate_raised`` / ``candidate_timed_out`` / ``cancelled``), where the caller
@@ -167,6 +169,7 @@ class ShadowReport(BaseModel):
         *,
         invalidated: int | None = None,
         causes: Mapping[str, int] | None = None,
+        unretrieved: int = 0,
     ) -> ShadowReport:
         """Aggregate released rows, with the queries that produced none.
 
@@ -175,6 +178,8 @@ class ShadowReport(BaseModel):
             invalidated: How many queries produced no rows; the sum of
                 `causes` when omitted (0 without either).
             causes: Those queries by cause, as `ShadowRun.causes` counts them.
+            unretrieved: Queries where neither route retrieved anything
+                (`ShadowRun.unretrieved`).
 
         Raises:
             ValueError: a row id repeats (the same rows were passed twice), or
@@ -196,6 +201,7 @@ class ShadowReport(BaseModel):
             queries=len(by_query),
             rows=len(rows),
             invalidated=invalidated,
+            unretrieved=unretrieved,
             invalidation_causes=by_cause,
             admission_agreement=_share(rows, lambda r: r.baseline_admitted == r.candidate_admitted),
             selection_jaccard=_mean([q.selection_jaccard for q in per_query]),
@@ -236,6 +242,7 @@ class ShadowReport(BaseModel):
         figures = [
             ("queries paired", str(self.queries)),
             ("queries invalidated", str(self.invalidated)),
+            ("queries neither route retrieved for", str(self.unretrieved)),
             ("rows", str(self.rows)),
             ("admission agreement", _fmt(self.admission_agreement)),
             ("selection overlap (Jaccard)", _fmt(self.selection_jaccard)),

@@ -244,3 +244,27 @@ def test_main_releases_no_document_name_text_or_query_word(user_run) -> None:
               "below_threshold", "filtered", "duplicate", "rows", "query", "queries"}
     assert words & tokens == set()
     assert not any(name.lower() in released for name in USER_DOCS)
+
+
+def test_every_query_and_file_is_accounted_for_over_a_users_documents(tmp_path: Path,
+                                                                     capsys) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "policy.txt").write_text(
+        "Hotel stays in London are capped at EUR 230 per night for every traveller.\n")
+    (docs / "title.txt").write_text("Passwords rotate quarterly.\n")  # four words: a heading
+    (docs / "cjk.txt").write_text("出張のホテル代は一泊二万三千円までとし、領収書を必ず提出すること。\n",
+                                  encoding="utf-8")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"query": "hotel cap in London"}\n{"query": "zzyzx qwerty"}\n'
+                       '{"query": "ホテル代"}\n')
+
+    assert main([str(queries), "--docs", str(docs), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+
+    assert report["queries"] + report["invalidated"] + report["unretrieved"] == 3
+    assert report["unretrieved"] >= 1  # the nonsense query retrieved nothing
+    assert "retrieved nothing on either route" in captured.err
+    assert "3 files extracted" in captured.err
+    assert "1 of them gave no passage" in captured.err  # the heading, not the CJK sentence
