@@ -455,9 +455,6 @@ def test_html_self_closing_syntax_on_a_hidden_element_hides_its_content(body: st
     assert "SECRET" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: an EPUB chapter goes through pandoc, which "
-                   "keeps attributes only on div, span, section and the like; hidden or "
-                   "style on <p>, <li>, <em> or <blockquote> is gone before `_drop_hidden` runs")
 @pytest.mark.parametrize("body", [
     '<p hidden="hidden">SECRET words</p>', '<p style="display:none">SECRET words</p>',
     '<p style="visibility:hidden">SECRET words</p>',
