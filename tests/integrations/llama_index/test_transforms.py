@@ -295,7 +295,7 @@ def test_a_transform_with_other_limits_or_shape_refuses_the_placeholders(tmp_pat
     placeholders = reader.load_data()
 
     for other in (CapsaTransform(), CapsaTransform(limits=strict, shape="page")):
-        with pytest.raises(ValueError, match="reader.transform"):
+        with pytest.raises(ValueError, match=r"reader\.transform"):
             other(placeholders)
     assert list(reader.transform()(placeholders)) == []  # refused as too large, as directly
 

@@ -223,10 +223,11 @@ def test_a_hidden_run_that_holds_no_text_changes_nothing_and_says_nothing() -> N
     assert parsed.notes == ()
 
 
-def test_tracked_deletions_comments_and_footnotes_do_not_reach_the_text() -> None:
-    # Pinned as measured: python-docx reads neither w:delText nor the comment and footnote
-    # parts, so nothing of them reaches the model; the deletion is named as a tracked change
-    # (`test_docx_containers.py`), and nothing hidden is said.
+def test_tracked_deletions_and_comments_do_not_reach_the_text() -> None:
+    # Pinned as measured: python-docx reads neither w:delText nor the comments part, so
+    # nothing of them reaches the model; the deletion is named as a tracked change
+    # (`test_docx_containers.py`), and nothing hidden is said. The footnote is text a
+    # reader sees, read after the body (`test_docx_notes.py`).
     body = paragraph(
         run("shown1 "), '<w:del w:id="1" w:author="a"><w:r><w:delText>hidden2</w:delText></w:r>'
         "</w:del>", '<w:r><w:commentReference w:id="0"/></w:r>',
@@ -236,13 +237,13 @@ def test_tracked_deletions_comments_and_footnotes_do_not_reach_the_text() -> Non
                           f"{paragraph(run('hidden3'))}</w:comment></w:comments>"),
              "footnotes": ("footnotes.xml", WML + "footnotes+xml",
                            f'<w:footnotes xmlns:w="{W}"><w:footnote w:id="1">'
-                           f"{paragraph(run('hidden4'))}</w:footnote></w:footnotes>")}
+                           f"{paragraph(run('shown4'))}</w:footnote></w:footnotes>")}
 
     parsed = extract("docx", docx(body, parts=parts))
 
-    assert MARKER.findall(parsed.text) == ["shown1"]
-    assert parsed.notes == ("read 1 tracked change(s) as accepted, as Word shows them by "
-                            "default: 0 insertion(s) kept, 1 deletion(s) left out",)
+    assert MARKER.findall(parsed.text) == ["shown1", "shown4"]
+    assert parsed.notes[0] == ("read 1 tracked change(s) as accepted, as Word shows them by "
+                               "default: 0 insertion(s) kept, 1 deletion(s) left out")
 
 
 HIDINGS = ["", "<w:vanish/>", '<w:vanish w:val="0"/>', '<w:rStyle w:val="Secret"/>',

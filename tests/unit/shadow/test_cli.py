@@ -253,8 +253,8 @@ def test_every_query_and_file_is_accounted_for_over_a_users_documents(tmp_path: 
     (docs / "policy.txt").write_text(
         "Hotel stays in London are capped at EUR 230 per night for every traveller.\n")
     (docs / "title.txt").write_text("Passwords rotate quarterly.\n")  # four words: a heading
-    (docs / "cjk.txt").write_text("出張のホテル代は一泊二万三千円までとし、領収書を必ず提出すること。\n",
-                                  encoding="utf-8")
+    (docs / "cjk.txt").write_text(
+        "出張のホテル代は一泊二万三千円までとし、領収書を必ず提出すること。\n", encoding="utf-8")
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"query": "hotel cap in London"}\n{"query": "zzyzx qwerty"}\n'
                        '{"query": "ホテル代"}\n')

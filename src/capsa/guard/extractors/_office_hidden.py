@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from capsa.guard.extractors._docx_containers import Opened, open_containers
+from capsa.guard.extractors._docx_notes import Notes, append_notes
 
 __all__ = ["HiddenTally", "WorkbookSurvey", "drop_hidden_runs", "drop_hidden_shapes",
            "guard_docx", "guard_pptx", "listening", "survey_workbook", "tally_notes",
@@ -72,6 +73,8 @@ class HiddenTally:
     """Numbers (from 1) of the PPTX slides marked hidden, whose text was kept."""
     opened: Opened = field(default_factory=Opened)
     """DOCX containers opened (`open_containers`): tracked changes read as accepted."""
+    notes: Notes = field(default_factory=Notes)
+    """DOCX footnotes and endnotes written after the body (`append_notes`)."""
 
 
 _TALLY: ContextVar[HiddenTally | None] = ContextVar("capsa_office_hidden", default=None)
@@ -97,9 +100,9 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
     if tally.shapes:
         notes.append(f"left out {tally.shapes} shape(s) hidden on their slide (PowerPoint's "
                      "selection pane): a reader never sees them")
-    changes = tally.opened.note()
-    if changes is not None:
-        notes.append(changes)
+    for said in (tally.opened.note(), tally.notes.note()):
+        if said is not None:
+            notes.append(said)
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""
@@ -264,6 +267,10 @@ def drop_hidden_runs(document: Any) -> int:
 
 def _clean_docx(document: Any, tally: HiddenTally) -> None:
     tally.runs += drop_hidden_runs(document)  # first: a hidden run takes its text box with it
+    notes = append_notes(document)  # the references left standing, then their notes' text
+    if notes.footnotes or notes.endnotes:
+        tally.runs += drop_hidden_runs(document)  # the notes' own hidden runs
+    tally.notes = notes
     opened = open_containers(document)
     tally.opened = Opened(tally.opened.insertions + opened.insertions,
                           tally.opened.deletions + opened.deletions,
