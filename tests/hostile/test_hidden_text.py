@@ -1,9 +1,11 @@
 """Text nobody sees: red-team inputs that try to hide words from the reader but not the model.
 
 Two layers leave out what a reader never sees (docs/guard.md, "Text nobody
-sees"). `visible_markdown` scans Markdown for the raw HTML a page hides, in
-linear time, without parsing Markdown's block structure: the xfails below are
-the gaps that leaves, known and written down. The HTML
+sees"). `visible_markdown` finds the raw HTML in Markdown with a CommonMark
+parser (markdown-it) and what it hides with the HTML tokenizer's states; the
+Markdown findings below were gaps of the line scanner it replaced, and each
+now holds, as do the SVG and MathML inputs found while replacing it. The
+HTML
 path (`_drop_hidden`, used for HTML, EPUB chapters and HTML e-mail) removes
 elements with the ``hidden`` attribute or an inline ``display: none`` or
 ``visibility: hidden``.
@@ -32,7 +34,7 @@ from capsa.guard.extractors import PlainTextExtractor, UnstructuredExtractor
 from capsa.guard.extractors._markdown import visible_markdown
 from capsa.guard.samples import epub_book, epub_with
 
-# ---------------------------------------------------- the reference (shared), the scanner
+# ----------------------------------------------------------------- what capsa keeps
 
 
 def kept(source: str) -> str:
@@ -110,11 +112,15 @@ END_TAG_MARKDOWN_ESCAPES = [
     "a <script>x</script foo> SECRET </script> b",
 ]
 UNFINISHED_PI_SWALLOWS_TAG = ["x <? <script> SECRET", "a <![CDATA[ <script> SECRET"]
+FOREIGN_CONTENT = ["a <svg><script><!--</script>--> SECRET </script></svg> b",
+                   "<svg><textarea><!-- SECRET --></textarea></svg>\n",
+                   "a <math><xmp><!-- SECRET --></xmp></math> b"]
 
 BYPASSES = (CRLF + LONE_CR + CONTAINER_ENDS_BLOCK + INDENTED_FENCE + PARAGRAPH_CUT_SHORT
             + PARAGRAPH_RUNS_ON + NOT_A_TABLE + BACKSLASH_IN_CODE + BACKTICK_INSIDE_OTHER_SYNTAX
             + NESTED_CONTAINERS + UNICODE_BLANK + SCRIPT_DOUBLE_ESCAPE + TEMPLATE_CONTENT
-            + END_TAG_UNICODE_SPACE + END_TAG_MARKDOWN_ESCAPES + UNFINISHED_PI_SWALLOWS_TAG)
+            + END_TAG_UNICODE_SPACE + END_TAG_MARKDOWN_ESCAPES + UNFINISHED_PI_SWALLOWS_TAG
+            + FOREIGN_CONTENT)
 
 RAW_TEXT_ELEMENTS = ["<textarea>\n<!-- VISIBLE -->\n</textarea>", "<xmp><!-- VISIBLE --></xmp>",
                      "<plaintext><!-- VISIBLE -->"]
@@ -125,9 +131,11 @@ INDENTED_CODE_READ_AS_HTML = [">     <!-- VISIBLE -->", "- a\n\n\t\t<!-- VISIBLE
 TAG_MARKDOWN_DOES_NOT_ACCEPT = ["a <script x='1'y> VISIBLE\n\nmore VISIBLE"]
 TAG_NAME_ENDS_AT_HTML_SPACE = ["a <script\u00a0> VISIBLE </script> b"]
 UNFINISHED_PI = ["x <?\nVISIBLE >"]
+FOREIGN_CDATA = ["a <svg><![CDATA[ VISIBLE ]]></svg> b", "x <math><![CDATA[ VISIBLE ]]></math>"]
 
 LOSSES = (RAW_TEXT_ELEMENTS + COMMENT_OPENER_IN_ATTRIBUTE + INDENTED_CODE_READ_AS_HTML
-          + TAG_MARKDOWN_DOES_NOT_ACCEPT + TAG_NAME_ENDS_AT_HTML_SPACE + UNFINISHED_PI)
+          + TAG_MARKDOWN_DOES_NOT_ACCEPT + TAG_NAME_ENDS_AT_HTML_SPACE + UNFINISHED_PI
+          + FOREIGN_CDATA)
 
 
 # ------------------------------------------------------------ the reference, pinned (held)
@@ -151,7 +159,7 @@ def test_gfm_like_renderer_agrees_with_commonmark_on_every_input_here(source: st
         "VISIBLE" in rendered_text(source))
 
 
-# --------------------------------------------------------------- Markdown bypasses (xfail)
+# -------------------------------------------------------------------- Markdown bypasses
 
 
 @pytest.mark.parametrize("source", CRLF)
@@ -167,67 +175,42 @@ def test_markdown_with_lone_cr_line_ends_leaves_out_comments(source: str) -> Non
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: a fenced code or HTML block in a list item or "
-                   "quote ends with its container; the scanner runs it to the next fence or "
-                   "end mark, so an HTML block after the container is read as code")
 @pytest.mark.parametrize("source", CONTAINER_ENDS_BLOCK)
 def test_markdown_block_ends_with_the_list_item_or_quote_holding_it(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: ``` indented 4 columns (or a tab) is indented "
-                   "code or paragraph text, not a fence; `_FENCE` takes any indentation")
 @pytest.mark.parametrize("source", INDENTED_FENCE)
 def test_markdown_fence_indented_four_columns_opens_no_code_block(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: the scanner ends a paragraph at lines that do "
-                   "not interrupt one in CommonMark (an ordered item not numbered 1, a "
-                   "heading indented 4+), so an inline comment across them is 'shown as "
-                   "written' and a code span pairs differently")
 @pytest.mark.parametrize("source", PARAGRAPH_CUT_SHORT)
 def test_markdown_paragraph_is_not_cut_by_lines_that_cannot_interrupt_it(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: a paragraph ends at a block quote line and "
-                   "after an ATX heading; the scanner runs on, so a backtick before the "
-                   "boundary pairs with one after it and the comment between reads as code")
 @pytest.mark.parametrize("source", PARAGRAPH_RUNS_ON)
 def test_markdown_code_span_does_not_cross_a_quote_or_heading_boundary(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: '---' without pipes, or a delimiter row whose "
-                   "cell count differs from the header's, makes no table; splitting the line "
-                   "into cells pairs backticks differently and a comment reads as code")
 @pytest.mark.parametrize("source", NOT_A_TABLE)
 def test_markdown_line_that_makes_no_table_is_not_split_into_cells(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: a backslash inside a code span is literal, so "
-                   "`a\\` closes there; `_backtick_runs` counts the closer as escaped and "
-                   "pairs the opener with a later backtick")
 @pytest.mark.parametrize("source", BACKSLASH_IN_CODE)
 def test_markdown_backslash_before_a_closing_backtick_does_not_escape_it(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: a backtick inside an inline tag's attribute, "
-                   "an autolink, a link's destination or title, or a link reference "
-                   "definition opens no code span; "
-                   "the scanner pairs it with a later one across a comment")
 @pytest.mark.parametrize("source", BACKTICK_INSIDE_OTHER_SYNTAX)
 def test_markdown_backtick_inside_a_tag_autolink_or_definition_opens_no_code(
         source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: an HTML block behind nested containers (quote "
-                   "in a list item, list in a list) is raw HTML; `_PREFIX` allows one list "
-                   "mark and only after quote marks, so the line is read as a paragraph")
 @pytest.mark.parametrize("source", NESTED_CONTAINERS)
 def test_markdown_html_block_behind_nested_containers_is_raw_html(source: str) -> None:
     assert "SECRET" not in kept(source)
@@ -238,17 +221,11 @@ def test_markdown_line_of_unicode_space_does_not_end_a_block(source: str) -> Non
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: in a script, '<!--<script>' enters the "
-                   "double-escaped state where '</script>' does not end the element "
-                   "(HTML tokenizer, script data states); the scanner ends at the first one")
 @pytest.mark.parametrize("source", SCRIPT_DOUBLE_ESCAPE)
 def test_markdown_script_in_double_escaped_state_hides_to_its_real_end(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: a template's content is parsed as HTML, so a "
-                   "nested template, or '</template>' inside a style or comment in it, does "
-                   "not end it; the scanner ends at the first '</template'")
 @pytest.mark.parametrize("source", TEMPLATE_CONTENT)
 def test_markdown_template_ends_at_its_own_end_tag(source: str) -> None:
     assert "SECRET" not in kept(source)
@@ -259,19 +236,20 @@ def test_markdown_end_tag_followed_by_unicode_space_does_not_end_a_script(source
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: in a paragraph, a '</script>' inside a code "
-                   "span, after a backslash, or with attributes is written escaped, so it "
-                   "does not end the script in the browser; the scanner ends there")
 @pytest.mark.parametrize("source", END_TAG_MARKDOWN_ESCAPES)
 def test_markdown_end_tag_markdown_escapes_does_not_end_a_script(source: str) -> None:
     assert "SECRET" not in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: an inline '<?' needs '?>' and '<![CDATA[' "
-                   "needs ']]>' in CommonMark; the scanner ends them at the first '>', "
-                   "eating the '>' of a following <script> tag the browser then opens")
 @pytest.mark.parametrize("source", UNFINISHED_PI_SWALLOWS_TAG)
 def test_markdown_unfinished_processing_instruction_leaves_a_script_open(source: str) -> None:
+    assert "SECRET" not in kept(source)
+
+
+@pytest.mark.parametrize("source", FOREIGN_CONTENT)
+def test_markdown_svg_and_mathml_content_is_read_as_foreign_content(source: str) -> None:
+    """Inside <svg> or <math> the tokenizer switches to no script, RCDATA or RAWTEXT state:
+    a comment in an SVG <textarea> is a comment, and '</script>' in one ends nothing."""
     assert "SECRET" not in kept(source)
 
 
@@ -282,35 +260,24 @@ def test_reference_browser_hides_a_readme_comment_whatever_the_line_ends(
     assert "SECRET" not in rendered_text(line_end.join(README))
 
 
-# ---------------------------------------------------------------- Markdown losses (xfail)
+# ---------------------------------------------------------------------- Markdown losses
 
 
-@pytest.mark.xfail(strict=True, reason="loss: textarea is RCDATA and xmp, plaintext RAWTEXT: "
-                   "a browser shows '<!-- ... -->' in them as text; the scanner drops it")
 @pytest.mark.parametrize("source", RAW_TEXT_ELEMENTS)
 def test_markdown_comment_inside_textarea_xmp_or_plaintext_is_kept(source: str) -> None:
     assert "VISIBLE" in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="loss: '<!--' inside a link title, a definition's "
-                   "title or a tag's attribute opens no comment; the scanner hides the text "
-                   "up to the next '-->'")
 @pytest.mark.parametrize("source", COMMENT_OPENER_IN_ATTRIBUTE)
 def test_markdown_comment_opener_inside_a_title_or_attribute_hides_nothing(source: str) -> None:
     assert "VISIBLE" in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="loss: indented code in a quote or list item, and a "
-                   "tab-indented paragraph line, are not raw HTML; `_PREFIX` allows up to "
-                   "9 columns and counts a tab as one")
 @pytest.mark.parametrize("source", INDENTED_CODE_READ_AS_HTML)
 def test_markdown_indented_code_in_a_container_is_kept(source: str) -> None:
     assert "VISIBLE" in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="loss: a '<script' start tag CommonMark does not accept "
-                   "as inline HTML is shown as text; the scanner hides the rest of the "
-                   "document (or the element)")
 @pytest.mark.parametrize("source", TAG_MARKDOWN_DOES_NOT_ACCEPT)
 def test_markdown_script_tag_markdown_rejects_hides_nothing(source: str) -> None:
     assert "VISIBLE" in kept(source)
@@ -321,10 +288,14 @@ def test_markdown_script_name_followed_by_a_unicode_space_hides_nothing(source: 
     assert "VISIBLE" in kept(source)
 
 
-@pytest.mark.xfail(strict=True, reason="loss: an inline '<?' without '?>' is text in "
-                   "CommonMark; the scanner hides up to the first '>'")
 @pytest.mark.parametrize("source", UNFINISHED_PI)
 def test_markdown_unfinished_processing_instruction_hides_nothing(source: str) -> None:
+    assert "VISIBLE" in kept(source)
+
+
+@pytest.mark.parametrize("source", FOREIGN_CDATA)
+def test_markdown_cdata_in_svg_or_mathml_is_kept(source: str) -> None:
+    """CDATA in SVG or MathML is text a browser shows (in HTML, a bogus comment)."""
     assert "VISIBLE" in kept(source)
 
 
@@ -332,7 +303,8 @@ def test_markdown_unfinished_processing_instruction_hides_nothing(source: str) -
 
 
 def _finishes(make: Callable[[int], str], size: int) -> bool:
-    """Scan `make(size)`: linear work takes a second at most, quadratic work hours.
+    """Read `make(size)` (markdown-it, then the tokenizer pass): linear work takes
+    seconds at most, quadratic work hours.
 
     No timer is read: the test's own timeout (far above the linear time, far
     below the quadratic one) is what fails a regression."""

@@ -101,6 +101,30 @@ def test_plain_text_extractor_self_test_reports_every_kind_ok() -> None:
                                                 "text": "ok"}
 
 
+@pytest.mark.parametrize(("kind", "payload", "fits"), [
+    ("text", b"<!-- a comment is text here -->", True),
+    ("csv", b"a,<b>\n", True),
+    ("markdown", b"# Notes\n\n1 < 2, a -> b", True),
+    ("markdown", b"# Notes <!-- hidden -->", False),
+    ("markdown", "<b>bold</b>".encode("utf-16"), False),  # decoded before it is read
+    ("markdown", None, False),  # any Markdown: it may need the parser
+    ("text", None, True),
+])
+def test_plain_text_extractor_fits_in_process_unless_markdown_may_hold_html(
+        kind: str, payload: bytes | None, fits: bool) -> None:
+    assert PlainTextExtractor().fits_in_process(kind, payload) is fits
+
+
+def test_router_in_process_route_asks_the_extractor_about_the_payload() -> None:
+    plain = PlainTextExtractor()
+    router = Router([plain])
+
+    assert router.in_process_route("markdown", b"plain words") is plain
+    assert router.in_process_route("markdown", b"<!-- hidden -->") is None
+    assert router.in_process_route("markdown") is None
+    assert router.in_process_route("text") is plain
+
+
 # router
 
 

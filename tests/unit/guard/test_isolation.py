@@ -795,6 +795,37 @@ def test_plain_text_takes_the_light_path_and_starts_no_worker() -> None:
     assert started == set()
 
 
+def test_markdown_that_may_hold_html_is_parsed_in_a_worker() -> None:
+    from capsa.guard.extractors import Router
+
+    before = worker_pids()
+    pool = IsolatedExtractor(Router([PlainTextExtractor()]))
+    try:
+        parsed = pool.run_parsed("markdown", None, b"# notes\n\nhello <!-- hidden -->",
+                                 LIMITS, label="a.md")
+        started = worker_pids() - before
+    finally:
+        pool.close()
+
+    assert parsed.text == "# notes\n\nhello"
+    assert parsed.notes == ("left out raw HTML a rendered page does not show: "
+                            "1 HTML comment(s)",)
+    assert started  # the Markdown parser ran under the worker's limits
+
+
+def test_markdown_the_parser_cannot_finish_in_time_is_refused_naming_the_file() -> None:
+    from capsa.guard.extractors import Router
+
+    # ~0.3 MB that markdown-it parses in about 10 s (lazy lines under a deep quote)
+    slow = ("<!-- x -->\n" + ">" * 100_000 + "\n" + "a\n" * 100_000).encode()
+    long_text = LIMITS.model_copy(update={"max_text_chars": 1_000_000})  # else not parsed
+    with IsolatedExtractor(Router([PlainTextExtractor()])) as pool, \
+            pytest.raises(ExtractionFailed) as failed:
+        pool.run("markdown", None, slow, long_text, label="slow.md")
+
+    assert (failed.value.label, failed.value.cause) == ("slow.md", "timeout")
+
+
 def test_light_path_keeps_every_limit_and_reason() -> None:
     from capsa.guard.extractors import default_router
 

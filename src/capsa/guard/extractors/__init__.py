@@ -49,10 +49,15 @@ class Router:
                                     stage="sniff", reason="unsupported_type")
         return extractor.extract(kind, media_type, payload, max_pages=max_pages)
 
-    def in_process_route(self, kind: str) -> TextExtractor | None:
-        """The extractor for `kind` if it declares itself safe in process (``in_process``)."""
+    def in_process_route(self, kind: str, payload: bytes | None = None) -> TextExtractor | None:
+        """The extractor for `kind` if it declares itself safe in process (``in_process``)
+        and, where it can tell (``fits_in_process``), light enough for `payload`
+        (None: for any payload of that kind)."""
         extractor = self.routes.get(kind)
-        return extractor if getattr(extractor, "in_process", False) is True else None
+        if getattr(extractor, "in_process", False) is not True:
+            return None
+        fits = getattr(extractor, "fits_in_process", None)
+        return extractor if fits is None or fits(kind, payload) else None
 
     def with_limits(self, limits: Any) -> Router:
         """A router whose extractors honour per-call limits (e.g. `max_pixels`)."""

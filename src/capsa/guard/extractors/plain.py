@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from capsa.errors import IngestionRejected
-from capsa.guard.extractors._markdown import visible_markdown
+from capsa.guard.extractors._markdown import may_hold_html, visible_markdown
 from capsa.guard.limits import ExtractionLimits
 from capsa.guard.normalize import UndecodableText, detect_and_decode
 from capsa.guard.port import Parsed
@@ -21,10 +21,23 @@ class PlainTextExtractor:
 
     Markdown, CSV and JSON are passed through as text: a language model reads
     them as they are, and re-rendering them would only add a parser. Markdown
-    loses only the raw HTML its rendered page never shows (comments, and
-    ``<script>``, ``<style>``, ``<template>`` and ``<noscript>`` elements, outside
-    code), with a note of how many: text a reader never saw is how an
-    instruction hides in a document (see `capsa.guard.extractors._markdown`).
+    loses only the raw HTML its rendered page never shows (comments,
+    processing instructions, declarations, and ``script``, ``style``,
+    ``template``, ``noscript``, ``title``, ``iframe``, ``noembed`` and
+    ``noframes`` elements, outside code), with a note of how many: text a
+    reader never saw is how an instruction hides in a document. What is raw
+    HTML is decided by a CommonMark parser (markdown-it) and what it hides by
+    the HTML tokenizer's states (see `capsa.guard.extractors._markdown`).
+
+    Where it runs: text, CSV, JSON, and Markdown that cannot hold raw HTML (no
+    ``<`` before ``!``, ``?``, ``/`` or a letter) are decoded in the
+    application's process on an `IsolatedExtractor`'s light path
+    (`fits_in_process`). Other Markdown needs the parser, whose time grows
+    with crafted input, so the pool sends it to a parse worker with its time
+    and memory limits. Called directly (``extract_attachment(..., PlainTextExtractor())``),
+    everything runs in the caller's process, parser included, with no time
+    limit: the caller chose in-process extraction, so give it trusted or
+    size-capped Markdown, or use an `IsolatedExtractor`.
 
     Examples:
         >>> PlainTextExtractor().extract("text", "text/plain", b"\\xef\\xbb\\xbfhi", max_pages=1)
@@ -33,9 +46,9 @@ class PlainTextExtractor:
 
     kinds = frozenset({"text", "markdown", "csv", "json"})
     in_process = True
-    """Safe to run in the application's process: pure standard-library decoding of at
-    most ``max_bytes``, no native parser a crafted file could take over. An
-    `IsolatedExtractor` takes this light path for these kinds instead of a worker."""
+    """May run in the application's process: decoding of at most ``max_bytes``, no native
+    parser a crafted file could take over. An `IsolatedExtractor` takes this light path
+    instead of a worker for each file `fits_in_process` accepts."""
 
     max_text_chars: int | None = None
     """Text longer than this is refused after extraction anyway, so Markdown that long is
@@ -46,6 +59,28 @@ class PlainTextExtractor:
         configured = copy.copy(self)
         configured.max_text_chars = limits.max_text_chars
         return configured
+
+    def fits_in_process(self, kind: str, payload: bytes | None) -> bool:
+        """Whether extracting `payload` as `kind` stays light enough for the application's
+        process: always for text, CSV and JSON; for Markdown only when it cannot
+        hold raw HTML, so no Markdown parser runs (None: any Markdown, so no).
+
+        Examples:
+            >>> extractor = PlainTextExtractor()
+            >>> extractor.fits_in_process("markdown", b"# Notes\\n\\nplain words")
+            True
+            >>> extractor.fits_in_process("markdown", b"# Notes <!-- hidden -->")
+            False
+        """
+        if kind != "markdown":
+            return True
+        if payload is None:
+            return False
+        try:
+            text = detect_and_decode(payload).text
+        except UndecodableText:
+            return True  # refused as undecodable without parsing, here as in a worker
+        return not may_hold_html(text)
 
     def extract(self, kind: str, media_type: str | None, payload: bytes, *,
                 max_pages: int) -> str | Parsed:
@@ -68,6 +103,12 @@ class PlainTextExtractor:
                       notes=notes)
 
     def self_test(self) -> dict[str, str]:
-        """Decode one sample; the plain extractor has no imports to warm."""
+        """Decode one sample, and leave a comment out of one Markdown sample (which imports
+        and warms markdown-it)."""
         ok = self.extract("text", None, "héllo".encode(), max_pages=1) == "héllo"
-        return {kind: "ok" if ok else "wrong text" for kind in sorted(self.kinds)}
+        report = {kind: "ok" if ok else "wrong text" for kind in sorted(self.kinds)}
+        parsed = self.extract("markdown", None, b"# capsa <!-- self-test -->", max_pages=1)
+        text = parsed if isinstance(parsed, str) else parsed.text
+        if text != "# capsa ":
+            report["markdown"] = f"wrong text: {text!r}"
+        return report

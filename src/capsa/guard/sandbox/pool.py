@@ -462,9 +462,10 @@ class IsolatedExtractor:
         workers: number of warm workers, each serving one file at a time.
         limits: default limits for `extract`; `run` takes per-call limits.
         light_path: run the routes of a `Router` that declare ``in_process = True`` (plain
-            text, Markdown, CSV and JSON: standard-library decoding, no native
-            parser) in this process, under the same limits and checks, so
-            those files never wait for a worker to start or fork.
+            text, Markdown, CSV and JSON: decoding, no native parser) in this
+            process, under the same limits and checks, so those files never
+            wait for a worker to start or fork; Markdown that may hold raw
+            HTML still goes to a worker (`PlainTextExtractor.fits_in_process`).
         sandbox: ``"best-effort"`` applies every layer the OS offers;
             ``"strict"`` refuses to start (`SandboxUnavailable`) unless every
             layer is active; ``"off"`` keeps only the rlimits and the network
@@ -607,7 +608,7 @@ class IsolatedExtractor:
         """
         if self._closed:  # the light path needs no worker, but a closed pool takes no work
             raise RuntimeError("this IsolatedExtractor is closed")
-        light = self._in_process_route(kind)
+        light = self._in_process_route(kind, payload)
         if light is not None:
             from capsa.guard.extract import run_in_process
 
@@ -662,19 +663,21 @@ class IsolatedExtractor:
         A worker imports every parser and runs its self-tests on trusted
         samples before this returns (a few seconds, once). Call this at
         application start-up so the first user's file does not pay for it;
-        plain text, Markdown, CSV and JSON never wait for a worker at all.
+        plain text, CSV, JSON and Markdown without raw HTML never wait for a
+        worker at all.
         ``start(wait=False)`` does the same in the background.
         """
         self.start()
         return self.health
 
-    def _in_process_route(self, kind: str) -> TextExtractor | None:
+    def _in_process_route(self, kind: str, payload: bytes | None = None) -> TextExtractor | None:
         if not self.light_path:
             return None
         # Only a router's light routes: a pool built around one extractor was
-        # asked for isolation by name, and gets it.
+        # asked for isolation by name, and gets it. The route may refuse this payload
+        # (Markdown that may hold raw HTML needs a parser, so a worker).
         route = getattr(self.inner, "in_process_route", None)
-        found: TextExtractor | None = route(kind) if route is not None else None
+        found: TextExtractor | None = route(kind, payload) if route is not None else None
         return found
 
     def _acquire(self) -> _Worker:
