@@ -154,7 +154,9 @@ MARKDOWN_SOUP = st.lists(st.sampled_from([
 def test_any_text_is_read_without_error_and_only_shortened(source: str) -> None:
     text, hidden = visible_markdown(source)
 
-    assert len(text) <= len(source.replace("\r\n", "\n"))
+    if not may_hold_html(source):  # nothing to leave out: the text as it came, line ends too
+        assert (text, hidden) == (source, Hidden())
+    assert len(text) <= len(source.replace("\r\n", "\n")) or text == source
     assert hidden.comments >= 0 and set(hidden.elements) <= {
         "script", "style", "template", "noscript", "title", "iframe", "noembed", "noframes"}
 
