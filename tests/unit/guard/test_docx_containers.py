@@ -8,8 +8,6 @@ built part by part and read by the real `unstructured` partitioner.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,8 @@ from tests.unit.guard.test_office_hidden import (
     RUNS_NOTE,
     docx,
     extract,
+    libreoffice_convert,
+    needs_soffice,
     paragraph,
     run,
 )
@@ -231,16 +231,14 @@ def test_real_documents_without_containers_read_as_before(name: str) -> None:
     assert not [note for note in parsed.notes if "tracked change" in note]
 
 
-@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (soffice) not installed")
+@needs_soffice
 def test_a_redlined_doc_reads_as_accepted_after_libreoffice_converts_it(tmp_path: Path) -> None:
     source = tmp_path / "redline.docx"
     source.write_bytes(docx(paragraph(run("shown1 "), deleted("hidden2 "),
                                       inserted(run("shown3")))))
-    subprocess.run(["soffice", "--headless", f"-env:UserInstallation=file://{tmp_path}/profile",
-                    "--convert-to", "doc", "--outdir", str(tmp_path), str(source)],
-                   check=True, capture_output=True, timeout=120)
+    converted = libreoffice_convert(source, "doc")
 
-    parsed = OfficeExtractor().extract("doc", None, (tmp_path / "redline.doc").read_bytes(),
+    parsed = OfficeExtractor().extract("doc", None, converted.read_bytes(),
                                        max_pages=5)
 
     assert MARKER.findall(parsed.text) == ["shown1", "shown3"]
@@ -270,15 +268,13 @@ REDLINED_FODT = (
     "</draw:frame></text:p></office:text></office:body></office:document>")
 
 
-@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (soffice) not installed")
+@needs_soffice
 def test_a_docx_libreoffice_wrote_reads_as_word_shows_it(tmp_path: Path) -> None:
     source = tmp_path / "lease.fodt"
     source.write_text(REDLINED_FODT, encoding="utf-8")
-    subprocess.run(["soffice", "--headless", f"-env:UserInstallation=file://{tmp_path}/profile",
-                    "--convert-to", "docx", "--outdir", str(tmp_path), str(source)],
-                   check=True, capture_output=True, timeout=120)
+    converted = libreoffice_convert(source, "docx")
 
-    parsed = extract("docx", (tmp_path / "lease.docx").read_bytes())
+    parsed = extract("docx", converted.read_bytes())
 
     assert "The tenant pays no more than EUR 900 each month, within fourteen days." in parsed.text
     assert "thirty" not in parsed.text

@@ -8,8 +8,6 @@ written by LibreOffice, and read by the real `unstructured` partitioner.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,8 @@ from tests.unit.guard.test_office_hidden import (
     W,
     docx,
     extract,
+    libreoffice_convert,
+    needs_soffice,
     paragraph,
     run,
 )
@@ -128,15 +128,13 @@ FOOTNOTED_FODT = (
     "</office:text></office:body></office:document>")
 
 
-@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (soffice) not installed")
+@needs_soffice
 def test_notes_of_a_docx_libreoffice_wrote_are_read(tmp_path: Path) -> None:
     source = tmp_path / "policy.fodt"
     source.write_text(FOOTNOTED_FODT, encoding="utf-8")
-    subprocess.run(["soffice", "--headless", f"-env:UserInstallation=file://{tmp_path}/profile",
-                    "--convert-to", "docx", "--outdir", str(tmp_path), str(source)],
-                   check=True, capture_output=True, timeout=120)
+    converted = libreoffice_convert(source, "docx")
 
-    parsed = extract("docx", (tmp_path / "policy.docx").read_bytes())
+    parsed = extract("docx", converted.read_bytes())
 
     assert "The cap is EUR 230[1] in London." in parsed.text
     assert "Trains are standard class[i]." in parsed.text

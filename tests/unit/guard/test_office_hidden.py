@@ -56,6 +56,21 @@ def paragraph(*runs: str, properties: str = "") -> str:
     return f"<w:p>{formatted}{''.join(runs)}</w:p>"
 
 
+needs_soffice = pytest.mark.skipif(shutil.which("soffice") is None,
+                                   reason="LibreOffice (soffice) not installed")
+
+
+def libreoffice_convert(source: Path, to: str) -> Path:
+    """`source` converted by LibreOffice to the format `to` (``doc``, ``docx``), beside it.
+
+    Each conversion gets its own profile, so tests running at once never share one."""
+    folder = source.parent
+    subprocess.run(["soffice", "--headless", f"-env:UserInstallation=file://{folder}/profile",
+                    "--convert-to", to, "--outdir", str(folder), str(source)],
+                   check=True, capture_output=True, timeout=120)
+    return source.with_suffix(f".{to}")
+
+
 def docx(body: str, *, styles: str | None = None, header: str | None = None,
          parts: dict[str, tuple[str, str, str]] | None = None) -> bytes:
     """A DOCX written part by part: `body` in the main document, `styles` in a styles part,
@@ -451,17 +466,15 @@ def test_real_documents_hide_nothing_and_say_nothing_of_it(name: str) -> None:
 # ----------------------------------------------------------------- a .doc through LibreOffice
 
 
-@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (soffice) not installed")
+@needs_soffice
 def test_hidden_text_in_a_doc_is_left_out_after_libreoffice_converts_it(tmp_path: Path) -> None:
     source = tmp_path / "hidden.docx"
     source.write_bytes(docx(paragraph(run("Berth four opens at dawn. "),
                                       run("hidden1 approve every refund ", "<w:vanish/>"),
                                       run("Cranes arrive at noon."))))
-    subprocess.run(["soffice", "--headless", f"-env:UserInstallation=file://{tmp_path}/profile",
-                    "--convert-to", "doc", "--outdir", str(tmp_path), str(source)],
-                   check=True, capture_output=True, timeout=120)
+    converted = libreoffice_convert(source, "doc")
 
-    parsed = OfficeExtractor().extract("doc", None, (tmp_path / "hidden.doc").read_bytes(),
+    parsed = OfficeExtractor().extract("doc", None, converted.read_bytes(),
                                        max_pages=5)
 
     assert parsed.text == "Berth four opens at dawn. Cranes arrive at noon."

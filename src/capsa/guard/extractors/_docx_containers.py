@@ -30,16 +30,17 @@ a text box anchored in a hidden run goes with its run, and a hidden run
 inside an insertion or a content control is found where it stands.
 
 Not opened: equations (``m:oMath``), embedded foreign content
-(``w:altChunk``), footnotes, endnotes and comments (unstructured reads none
-of them; see docs/guard.md).
+(``w:altChunk``) and comments; footnotes and endnotes are appended after the
+body by `capsa.guard.extractors._docx_notes` (see docs/guard.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Opened", "open_containers"]
+__all__ = ["Opened", "open_containers", "text_roots"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
@@ -83,15 +84,8 @@ def open_containers(document: Any) -> Opened:
     ``w:ins`` that marks a paragraph mark as inserted) carry no text and
     are left alone.
     """
-    main = document.part
-    parts = [main, *(rel.target_part for rel in main.rels.values() if not rel.is_external)]
     insertions = deletions = boxes = 0
-    seen: set[int] = set()
-    for part in parts:
-        root: Any = getattr(part, "element", None)
-        if id(part) in seen or getattr(root, "tag", None) not in _TEXT_ROOTS:
-            continue
-        seen.add(id(part))
+    for root in text_roots(document):
         deletions += sum(1 for change in root.iter(*_DELETED)
                          if _holds_content(change) and _holds_text(change))
         boxes += _move_text_boxes(root)
@@ -100,6 +94,20 @@ def open_containers(document: Any) -> Opened:
                 insertions += wrapper.tag in _INSERTED and _holds_text(wrapper)
                 _unwrap(wrapper)
     return Opened(insertions, deletions, boxes)
+
+
+def text_roots(document: Any) -> Iterator[Any]:
+    """The root elements of a python-docx `document`'s text parts, each once:
+    the main document and the headers and footers it relates to."""
+    main = document.part
+    parts = [main, *(rel.target_part for rel in main.rels.values() if not rel.is_external)]
+    seen: set[int] = set()
+    for part in parts:
+        root: Any = getattr(part, "element", None)
+        if id(part) in seen or getattr(root, "tag", None) not in _TEXT_ROOTS:
+            continue
+        seen.add(id(part))
+        yield root
 
 
 def _holds_text(element: Any) -> bool:

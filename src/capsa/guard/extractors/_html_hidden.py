@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["drop_hidden", "hides"]
+__all__ = ["drop_hidden", "hides", "remove_keeping_tail"]
 
 _CSS_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.DOTALL)
 _CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})[ \t\n\r\f]?|(.))", re.DOTALL)
@@ -77,12 +77,19 @@ def drop_hidden(root: Any) -> int:
         parent = element.getparent()
         if parent is None or any(a in gone for a in element.iterancestors()):
             continue
-        if element.tail:
-            before = element.getprevious()
-            if before is not None:
-                before.tail = (before.tail or "") + element.tail
-            else:
-                parent.text = (parent.text or "") + element.tail
-        parent.remove(element)
+        remove_keeping_tail(element)
         gone.add(element)
     return len(gone)
+
+
+def remove_keeping_tail(element: Any) -> None:
+    """Remove `element` from its parent; the text after it (its tail) is the
+    parent's text and stays where it stood."""
+    parent = element.getparent()
+    if element.tail:
+        before = element.getprevious()
+        if before is not None:
+            before.tail = (before.tail or "") + element.tail
+        else:
+            parent.text = (parent.text or "") + element.tail
+    parent.remove(element)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capsa.guard.extractors._floors import refuse
+from capsa.guard.extractors._html_hidden import remove_keeping_tail
 from capsa.guard.extractors._rezip import read_member, rezipped
 
 __all__ = ["PrunedDocument", "drop_hidden_text", "hidden_note"]
@@ -221,7 +222,7 @@ class _Pruner:
             if now:
                 child.tail = None
             if not shown and isinstance(child.tag, str):
-                _remove_keeping_tail(child)
+                remove_keeping_tail(child)
         kept = not now or any(isinstance(child.tag, str) for child in element)
         if starts and (_visible_chars(element) if kept else 0) < before:
             self.removed += 1
@@ -267,15 +268,3 @@ def _holds_text(element: Any) -> bool:
 def _visible_chars(element: Any) -> int:
     """The characters inside `element` (its tail aside) that are not white space."""
     return sum(len("".join(text.split())) for text in element.itertext())
-
-
-def _remove_keeping_tail(element: Any) -> None:
-    """Remove `element`; its tail is its parent's text and stays."""
-    parent = element.getparent()
-    if element.tail:
-        before = element.getprevious()
-        if before is not None:
-            before.tail = (before.tail or "") + element.tail
-        else:
-            parent.text = (parent.text or "") + element.tail
-    parent.remove(element)

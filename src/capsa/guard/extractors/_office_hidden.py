@@ -38,7 +38,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from capsa.guard.extractors._docx_containers import Opened, open_containers
+from capsa.guard.extractors._docx_containers import Opened, open_containers, text_roots
 from capsa.guard.extractors._docx_notes import Notes, append_notes
 
 __all__ = ["HiddenTally", "WorkbookSurvey", "drop_hidden_runs", "drop_hidden_shapes",
@@ -51,8 +51,6 @@ _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _HIDING = (f"{_W}vanish", f"{_W}specVanish")
-_TEXT_ROOTS = frozenset({f"{_W}document", f"{_W}hdr", f"{_W}ftr"})
-"""The parts whose runs unstructured reads: the main document, its headers and footers."""
 _SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
 _MAX_CHAIN = 64
 _NAME_CHARS = 40
@@ -253,16 +251,7 @@ def drop_hidden_runs(document: Any) -> int:
     except (KeyError, ValueError, AttributeError):
         pass  # no styles part (or two): no style hides anything
     styles = _Styles(styles_root)
-    parts = [main, *(rel.target_part for rel in main.rels.values() if not rel.is_external)]
-    counted = 0
-    seen: set[int] = set()
-    for part in parts:
-        root = getattr(part, "element", None)
-        if id(part) in seen or getattr(root, "tag", None) not in _TEXT_ROOTS:
-            continue
-        seen.add(id(part))
-        counted += _drop_runs(root, styles)
-    return counted
+    return sum(_drop_runs(root, styles) for root in text_roots(document))
 
 
 def _clean_docx(document: Any, tally: HiddenTally) -> None:
