@@ -14,7 +14,7 @@ import zipfile
 
 import pytest
 
-from capsa.errors import CapsaError, IngestionRejected
+from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, extract_attachment
 from capsa.guard.archive import open_inspected
 from capsa.guard.extractors import UnstructuredExtractor
@@ -175,15 +175,35 @@ def test_epub_package_document_not_well_formed_is_refused_as_corrupt() -> None:
     assert refused.value.reason == "corrupt"
 
 
-def test_epub_manifest_pointing_at_a_missing_member_ends_in_a_typed_error() -> None:
+def test_epub_manifest_pointing_at_a_missing_member_is_refused_as_corrupt() -> None:
     opf = zipfile.ZipFile(io.BytesIO(epub_book())).read("content.opf")
     payload = epub_with(epub_book(), {"content.opf": opf.replace(b'href="c.xhtml"',
                                                                  b'href="gone.xhtml"')})
 
     assert pruned(payload).payload is payload
-    with pytest.raises(CapsaError):
+    with pytest.raises(IngestionRejected) as refused:
         extract_attachment(Attachment(label="b.epub", media_type="application/epub+zip",
                                       payload=payload), UnstructuredExtractor())
+
+    assert refused.value.reason == "corrupt"
+    assert refused.value.label == "b.epub"
+    assert "gone.xhtml" in refused.value.detail
+
+
+def test_epub_without_its_package_document_is_refused_as_corrupt() -> None:
+    with zipfile.ZipFile(io.BytesIO(epub_book())) as source:
+        members = {info.filename: source.read(info) for info in source.infolist()}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as book_zip:
+        for name, data in members.items():
+            if name != "content.opf":
+                book_zip.writestr(name, data)
+
+    with pytest.raises(IngestionRejected) as refused:
+        extract(buffer.getvalue())
+
+    assert refused.value.reason == "corrupt"
+    assert "content.opf" in refused.value.detail
 
 
 def test_epub_rewrite_longer_than_the_uncompressed_limit_is_refused() -> None:

@@ -362,6 +362,25 @@ def test_unstructured_refuses_malformed_ooxml_as_corrupt() -> None:
     assert "XMLSyntaxError" in error.detail
 
 
+@pytest.mark.parametrize(("kind", "missing", "named"), [
+    ("docx", "word/document.xml", "word/document.xml"),
+    ("docx", "word/styles.xml", "word/styles.xml"),
+    ("pptx", "ppt/presentation.xml", "no relationship"),
+    ("xlsx", "xl/workbook.xml", "xl/workbook.xml"),
+    ("xlsx", "[Content_Types].xml", "Not a valid XLSX"),
+])
+def test_unstructured_refuses_a_package_missing_a_part_it_names_as_corrupt(
+        kind: str, missing: str, named: str) -> None:
+    with zipfile.ZipFile(io.BytesIO(SAMPLES[kind]())) as sample:
+        members = {name: sample.read(name) for name in sample.namelist() if name != missing}
+    assert len(members) < len(zipfile.ZipFile(io.BytesIO(SAMPLES[kind]())).namelist())
+
+    error = preflight_refusal(kind, zip_of(members))
+
+    assert error.reason == "corrupt"
+    assert named in error.detail
+
+
 def _nested_multipart(depth: int, *, newline: str = "\n") -> bytes:
     head = "From: a@x\nTo: b@x\nMIME-Version: 1.0\n"
     body = "Content-Type: text/plain\n\ninnermost"

@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
-from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
 from capsa.guard.archive import open_inspected
 from capsa.guard.elements import MailHeaders, Piece, assemble, mail_from_wire, page_pieces
 from capsa.guard.extractors._epub_hidden import drop_hidden_chapters
@@ -170,6 +170,11 @@ class UnstructuredExtractor:
                 _HIDDEN_ELEMENTS.reset(listening)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:
+            reason = _refusal_meant(exc)
+            if reason is None:
+                raise
+            raise _refuse(reason, f"{type(exc).__name__}: {exc}") from None
         if kind in ("docx", "pptx") and not office.documents:
             raise RuntimeError(f"unstructured opened the {kind.upper()} without the loader "
                                "capsa guards; hidden text could not be left out")
@@ -297,6 +302,39 @@ def _corruption_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     return tuple(errors)
+
+
+_MEANT: tuple[tuple[str, str, RejectionReason], ...] = (
+    ("UnprocessableEntityError", "Invalid EPUB file", "corrupt"),
+    ("UnprocessableEntityError", "Not a valid XLSX", "corrupt"),
+    ("UnprocessableEntityError", "XLSX file is password protected", "encrypted"),
+    ("KeyError", "There is no item named", "corrupt"),
+    ("KeyError", "no relationship ", "corrupt"),
+)
+"""(exception class, how its message begins, the refusal it means) for the parsers'
+exceptions that mean a broken or locked file: a package whose manifest, content
+types or relationships name a member it lacks (unstructured's EPUB error;
+zipfile's and python-pptx's `KeyError`). unstructured's `UnprocessableEntityError`
+also says "over unstructured's own limit" (pixels, cells), which is no fault of
+the file's: that, and anything else, stays a failure of the parser (``raised``)."""
+
+
+def _refusal_meant(error: Exception) -> RejectionReason | None:
+    """The refusal a parser's exception means (`_MEANT`), or None when it means none.
+
+    A DOCX without ``word/document.xml`` or an EPUB whose manifest names a
+    missing chapter is refused as ``corrupt``, as a broken zip is, not
+    reported as a parser that raised.
+    """
+    name = type(error).__name__
+    message = str(error.args[0] if isinstance(error, KeyError) and error.args else error)
+    if name == "UnprocessableEntityError":
+        from unstructured.errors import UnprocessableEntityError
+
+        if not isinstance(error, UnprocessableEntityError):
+            return None
+    return next((reason for kind, start, reason in _MEANT
+                 if name == kind and message.startswith(start)), None)
 
 
 def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
