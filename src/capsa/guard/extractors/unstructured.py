@@ -307,12 +307,11 @@ def _corruption_errors() -> tuple[type[BaseException], ...]:
 _MEANT: tuple[tuple[str, str, RejectionReason], ...] = (
     ("UnprocessableEntityError", "Invalid EPUB file", "corrupt"),
     ("UnprocessableEntityError", "Not a valid XLSX", "corrupt"),
-    ("UnprocessableEntityError", "XLSX file is password protected", "encrypted"),
     ("KeyError", "There is no item named", "corrupt"),
     ("KeyError", "no relationship ", "corrupt"),
 )
 """(exception class, how its message begins, the refusal it means) for the parsers'
-exceptions that mean a broken or locked file: a package whose manifest, content
+exceptions that mean a broken file: a package whose manifest, content
 types or relationships name a member it lacks (unstructured's EPUB error;
 zipfile's and python-pptx's `KeyError`). unstructured's `UnprocessableEntityError`
 also says "over unstructured's own limit" (pixels, cells), which is no fault of
