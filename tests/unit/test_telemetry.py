@@ -220,6 +220,18 @@ def test_invalidated_comparisons_are_counted_by_cause(otel) -> None:
     assert otel.counts("capsa.shadow.invalidated")[key] - before == 2
 
 
+def test_a_live_refused_capture_is_counted_by_its_own_cause(otel) -> None:
+    from capsa.shadow import ShadowRecorder
+
+    key = (("capsa.cause", "duplicate_identity"),)
+    before = otel.counts("capsa.shadow.invalidated").get(key, 0)
+    twice = [Candidate(source_id="a", score=0.5, text="Refunds within 30 days.")] * 2
+    recorder = ShadowRecorder(list().extend)
+    assert recorder.compare("refunds", twice, twice[:1]) == "capture_refused"
+    recorder.close()
+    assert otel.counts("capsa.shadow.invalidated")[key] - before == 1
+
+
 def test_capsa_spans_nest_under_the_callers_current_span(otel) -> None:
     from opentelemetry import trace
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
 from capsa import telemetry
-from capsa.errors import CaptureInvalid
+from capsa.errors import CaptureInvalid, RefusalCause
 from capsa.shadow._pool import DaemonPool, current_pool
 from capsa.shadow.capture import Candidate, RouteCapture, _wire_texts, capture_retrieved
 from capsa.shadow.pairing import PairedDecision, RandomBytes, pair
@@ -95,7 +95,11 @@ class ShadowCounts(BaseModel):
     """Queries lost because the candidate route ran past its timeout, or was still running
     or queued when `close` gave up waiting for it."""
     capture_refused: NonNegativeInt = 0
-    """Queries lost because a capture refused something ambiguous."""
+    """Queries lost because a capture refused something ambiguous (by cause: `refused`)."""
+    refused: dict[RefusalCause, NonNegativeInt] = {}
+    """`capture_refused` by the capture's cause (`CaptureInvalid.cause`): ``bad_score``
+    when a retriever's scores are not in [0, 1], ``duplicate_identity``, ``partial_wire``
+    and so on; a baseline that raised something else counts as ``other``."""
     cancelled: NonNegativeInt = 0
     """Queries lost because the comparison's task was cancelled from outside (the caller's
     event loop closed, as `asyncio.run` per request does): no fault of the candidate's."""
@@ -209,9 +213,10 @@ class Slot:
             return
         try:
             served = baseline()
-        except Exception:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
-            _log.info("shadow baseline capture refused; comparison discarded", exc_info=True)
-            self._lose("capture_refused")
+        except Exception as error:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
+            _log.info("shadow baseline capture refused (%s); comparison discarded",
+                      _refusal(error), exc_info=True)
+            self._lose("capture_refused", _refusal(error))
             return
         started = self._recorder._clock()
         # Past `timeout_s` the recorder counts the comparison, frees its place and
@@ -220,8 +225,8 @@ class Slot:
         self._recorder._running_begin(self, started, self._overdue)
         try:
             trial = candidate()
-        except CaptureInvalid:
-            self._lose("capture_refused")
+        except CaptureInvalid as error:
+            self._lose("capture_refused", error.cause)
             return
         except Exception as error:  # noqa: BLE001 - counted, never served
             _candidate_raised(error)
@@ -257,14 +262,15 @@ class Slot:
     ) -> None:
         try:
             served = baseline()
-        except Exception:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
-            _log.info("shadow baseline capture refused; comparison discarded", exc_info=True)
-            self._lose("capture_refused")
+        except Exception as error:  # noqa: BLE001 - an answer that cannot be captured is ambiguous
+            _log.info("shadow baseline capture refused (%s); comparison discarded",
+                      _refusal(error), exc_info=True)
+            self._lose("capture_refused", _refusal(error))
             return
         try:
             trial = await _within(candidate, self._recorder.timeout_s)
-        except CaptureInvalid:
-            self._lose("capture_refused")
+        except CaptureInvalid as error:
+            self._lose("capture_refused", error.cause)
             return
         except TimeoutError:
             self._lose("candidate_timed_out")
@@ -311,20 +317,21 @@ class Slot:
             if isinstance(wire, list):  # a wire holding part of the block leaves it unknown
                 served.observe_provider(wire, partial="unknown")
             rows = pair(served, trial, random_bytes=self._recorder._random_bytes)
-        except Exception:  # noqa: BLE001 - CaptureInvalid, or a random source that repeated
-            _log.info("shadow pairing refused; comparison discarded", exc_info=True)
-            self._recorder._refused(self)
+        except Exception as error:  # noqa: BLE001 - CaptureInvalid, or a random source that repeated
+            _log.info("shadow pairing refused (%s); comparison discarded", _refusal(error),
+                      exc_info=True)
+            self._recorder._refused(self, _refusal(error))
         else:
             self._recorder._deliver(rows, self)
         finally:
             self._recorder._finished(self)
 
-    def _lose(self, cause: InvalidationCause) -> None:
+    def _lose(self, cause: InvalidationCause, refusal: RefusalCause = "other") -> None:
         with self._lock:
             if self._done:
                 return
             self._done = True
-        self._recorder._lose(cause)
+        self._recorder._lose(cause, refusal)
         self._recorder._finished(self)
 
     def _abandoned(self) -> None:
@@ -608,8 +615,8 @@ class ShadowRecorder:
                 capture_retrieved("candidate", query, candidate),
                 random_bytes=self._random_bytes,
             )
-        except CaptureInvalid:
-            return self._lose("capture_refused")
+        except CaptureInvalid as error:
+            return self._lose("capture_refused", error.cause)
         return self._deliver(rows)
 
     def flush(self, timeout_s: float | None = None) -> None:
@@ -901,17 +908,25 @@ class ShadowRecorder:
         self._bump(paired=1, rows=len(rows))
         return "paired"
 
-    def _refused(self, slot: Slot) -> None:
+    def _refused(self, slot: Slot, refusal: RefusalCause) -> None:
         """A slot's pairing refused its captures: counted, unless `close` already gave up."""
         with self._lock:
             if slot in self._given_up:
                 return
-            self._counts = _plus(self._counts, capture_refused=1)
-        telemetry.shadow_invalidated("capture_refused")
+            self._counts = _plus_refused(self._counts, refusal)
+        telemetry.shadow_invalidated(refusal)
 
-    def _lose(self, cause: InvalidationCause) -> InvalidationCause:
-        self._bump(**{cause: 1})
-        telemetry.shadow_invalidated(cause)
+    def _lose(self, cause: InvalidationCause,
+              refusal: RefusalCause = "other") -> InvalidationCause:
+        """Count a lost query; a refused capture by its `refusal` too, which is also the
+        cause the telemetry counter gets (as `compare_routes` gives it)."""
+        if cause == "capture_refused":
+            with self._lock:
+                self._counts = _plus_refused(self._counts, refusal)
+            telemetry.shadow_invalidated(refusal)
+        else:
+            self._bump(**{cause: 1})
+            telemetry.shadow_invalidated(cause)
         return cause
 
     def _finished(self, slot: Slot) -> None:
@@ -930,8 +945,20 @@ class ShadowRecorder:
 
 
 def _plus(counts: ShadowCounts, **deltas: int) -> ShadowCounts:
-    current = counts.model_dump()
-    return ShadowCounts(**{k: v + deltas.get(k, 0) for k, v in current.items()})
+    current = counts.model_dump(exclude={"refused"})
+    return ShadowCounts(refused=counts.refused,
+                        **{k: v + deltas.get(k, 0) for k, v in current.items()})
+
+
+def _plus_refused(counts: ShadowCounts, refusal: RefusalCause) -> ShadowCounts:
+    """`counts` with one more capture refused, for `refusal`."""
+    refused = {**counts.refused, refusal: counts.refused.get(refusal, 0) + 1}
+    return _plus(counts.model_copy(update={"refused": refused}), capture_refused=1)
+
+
+def _refusal(error: BaseException) -> RefusalCause:
+    """The closed-set cause of a refused capture: a `CaptureInvalid`'s own, else ``other``."""
+    return error.cause if isinstance(error, CaptureInvalid) else "other"
 
 
 @dataclass(frozen=True)

@@ -423,6 +423,7 @@ def test_shadow_refuses_a_packed_route_changed_after_packing(make, rows) -> None
     shadow.invoke("refund window")
     shadow.flush()
     assert shadow.counts.capture_refused == 1 and rows == []
+    assert shadow.counts.refused == {"packing_mismatch": 1}
 
 
 def test_shadow_reports_each_query_as_a_custom_event(make) -> None:

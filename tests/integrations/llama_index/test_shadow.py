@@ -206,6 +206,7 @@ def test_shadow_refuses_a_node_without_a_score_when_node_scores_are_used(make, r
     assert shadow.retrieve("refunds") == [node]
     shadow.flush()
     assert shadow.counts.capture_refused == 1
+    assert shadow.counts.refused == {"bad_score": 1}
 
 
 def test_shadow_rejects_a_non_positive_timeout(rows) -> None:

@@ -72,6 +72,7 @@ def test_compare_counts_a_refused_capture_without_raising(recorder, rows) -> Non
     assert recorder.compare(QUERY, [A, A], [A]) == "capture_refused"
     assert rows == []
     assert (recorder.counts.capture_refused, recorder.counts.invalidated) == (1, 1)
+    assert recorder.counts.refused == {"duplicate_identity": 1}
 
 
 def test_compare_counts_and_logs_a_sink_that_raises(caplog) -> None:
@@ -233,8 +234,10 @@ def test_a_candidate_past_its_timeout_is_counted_and_ignored(rows) -> None:
 
 def test_an_ambiguous_capture_is_counted_as_refused(recorder, rows) -> None:
     recorder.reserve().start(_captured("baseline", [A, A]), _captured("candidate", [A]))
+    recorder.reserve().start(_captured("baseline", [A]), _captured("candidate", [B, B]))
     recorder.flush(timeout_s=5)
-    assert rows == [] and recorder.counts.capture_refused == 1
+    assert rows == [] and recorder.counts.capture_refused == 2
+    assert recorder.counts.refused == {"duplicate_identity": 2}
 
 
 # --- the wire ----------------------------------------------------------------------
@@ -342,6 +345,7 @@ def test_a_served_answer_that_cannot_be_captured_is_counted_and_frees_its_place(
     recorder.reserve().start(unreadable, _captured("candidate", [A]))
     recorder.flush(timeout_s=5)
     assert recorder.counts.capture_refused == 1 and recorder.in_flight == 0 and rows == []
+    assert recorder.counts.refused == {"other": 1}
 
 
 def test_a_random_source_that_repeats_costs_the_comparison_not_the_pool(rows) -> None:
