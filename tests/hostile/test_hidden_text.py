@@ -399,8 +399,6 @@ def test_html_style_with_css_comments_or_escapes_still_hides(style: str) -> None
     assert "SECRET" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: display: var(--h) with --h: none declared "
-                   "inline computes to none (CSS Variables 1); the pattern wants 'none'")
 @pytest.mark.parametrize("style", ["--h:none;display:var(--h)", "display:var(--u, none)"])
 def test_html_style_hiding_through_a_custom_property_still_hides(style: str) -> None:
     text, _ = extract("html", page(f'<p style="{style}">SECRET words</p>'))
@@ -415,10 +413,6 @@ def test_html_root_element_hidden_hides_the_page(root: str) -> None:
     assert "SECRET" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="bypass: '/>' on a non-void element is ignored by HTML "
-                   "parsers, so the text after <div style=display:none/> is inside the div; "
-                   "libxml2 closes the div there, the text becomes its tail and is kept (and "
-                   "the note still says the element was left out)")
 @pytest.mark.parametrize("body", ['<div style="display:none"/>SECRET words</div>',
                                   "<span hidden/>SECRET words</span>"])
 def test_html_self_closing_syntax_on_a_hidden_element_hides_its_content(body: str) -> None:
@@ -440,9 +434,6 @@ def test_epub_paragraph_hidden_by_its_attributes_is_left_out(body: str) -> None:
     assert "SECRET" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="loss: visibility is inherited and a child may set "
-                   "visibility: visible (CSS 2.1 §11.2); removing the whole hidden parent "
-                   "drops the child a reader sees")
 def test_html_visible_child_of_a_visibility_hidden_parent_is_kept() -> None:
     text, _ = extract("html", page('<div style="visibility:hidden">hidden <span '
                                    'style="visibility:visible">VISIBLE words</span></div>'))

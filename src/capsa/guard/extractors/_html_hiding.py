@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["HIDING_ELEMENTS", "HiddenRange", "hidden_ranges"]
+__all__ = ["HIDING_ELEMENTS", "HiddenRange", "hidden_ranges", "ignored_self_closing"]
 
 HIDING_ELEMENTS = frozenset({"script", "style", "template", "noscript", "title", "iframe",
                              "noembed", "noframes"})
@@ -100,6 +100,22 @@ def hidden_ranges(page: str, reaches_text: Callable[[int, int], bool]) -> list[H
     return _Reader(page, reaches_text).run()
 
 
+def ignored_self_closing(page: str) -> list[int]:
+    """The offsets of the ``/`` in every ``/>`` that HTML ignores, in order.
+
+    A ``/>`` closes a void element (``<br/>``) and an SVG or MathML one, and
+    nothing else: ``<div hidden/>words</div>`` and ``<script/>words</script>``
+    hold their words, as every browser reads them. libxml2's HTML parser
+    closes the element at ``/>`` instead, so the words would become text
+    after a hidden element, or after a script, and reach the model. Removing
+    these slashes first makes libxml2 build the tree a browser builds.
+    """
+    reader = _Reader(page, lambda start, end: False)
+    reader.ignored_slashes = []
+    reader.run()
+    return reader.ignored_slashes
+
+
 @dataclass
 class _Open:
     """An element open inside SVG or MathML (or HTML inside one of their integration
@@ -142,6 +158,8 @@ class _Reader:
         """HTML elements open outside SVG and MathML, by name (as far as start and end
         tags tell: enough to know whether an end tag there closes SVG or MathML too)."""
         self.outer_at: dict[str, list[int]] = {}
+        self.ignored_slashes: list[int] | None = None
+        """Where the ``/`` of each ``/>`` HTML ignores stands, when asked for."""
 
     def hide(self, start: int, end: int, what: str) -> None:
         # inside a template or a hiding SVG/MathML element, all goes with that element
@@ -210,6 +228,9 @@ class _Reader:
     def html_start_tag(self, name: str, at: int, pos: int, closed: bool) -> int:
         """A start tag read by HTML's rules; returns where to read on (-1: nowhere)."""
         page = self.page
+        if closed and self.ignored_slashes is not None and name not in _VOID and \
+                name not in ("svg", "math"):
+            self.ignored_slashes.append(pos - 2)
         if name in _HIDING_TEXT:
             end = _content_end(page, pos, name)
             self.hide(at, end, name)

@@ -45,6 +45,7 @@ from capsa.guard.extractors._floors import (
 )
 from capsa.guard.extractors._floors import refuse as _refuse
 from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
+from capsa.guard.extractors._html_hiding import ignored_self_closing
 from capsa.guard.extractors._office_hidden import (
     WorkbookSurvey,
     guard_docx,
@@ -517,7 +518,9 @@ class _DepthCheckedEtree:
     chapters (converted to HTML) and e-mail bodies all pass through
     unstructured's one `fromstring` call; this wrapper reads the parser's
     error log after each parse and refuses the file instead of letting a cut
-    text through.
+    text through. It also removes the ``/`` of each ``/>`` HTML ignores before
+    the parse (`ignored_self_closing`), since libxml2 would close the element
+    there, and then the hidden elements (`drop_hidden`).
     """
 
     def __init__(self, etree: Any) -> None:
@@ -527,6 +530,11 @@ class _DepthCheckedEtree:
         return getattr(self._etree, name)
 
     def fromstring(self, text: Any, parser: Any = None, **kwargs: Any) -> Any:
+        if isinstance(text, str):
+            text = _without_ignored_slashes(text)
+        elif isinstance(text, bytes):  # unstructured's retry of its str, as UTF-8
+            text = _without_ignored_slashes(text.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape")
         root = self._etree.fromstring(text, parser, **kwargs)
         for error in getattr(parser, "error_log", ()):
             if error.type_name == "ERR_RESOURCE_LIMIT":
@@ -538,6 +546,21 @@ class _DepthCheckedEtree:
         if counted is not None:
             counted.append(removed)
         return root
+
+
+def _without_ignored_slashes(page: str) -> str:
+    """`page` without the ``/`` of each ``/>`` that HTML ignores (`ignored_self_closing`)."""
+    if "/>" not in page:
+        return page
+    slashes = ignored_self_closing(page)
+    if not slashes:
+        return page
+    pieces, start = [], 0
+    for slash in slashes:
+        pieces.append(page[start:slash])
+        start = slash + 1
+    pieces.append(page[start:])
+    return "".join(pieces)
 
 
 _HIDDEN_ELEMENTS: ContextVar[list[int] | None] = ContextVar("capsa_hidden_elements",
