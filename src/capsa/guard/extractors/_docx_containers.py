@@ -29,9 +29,11 @@ Run after the hidden-run pass (`capsa.guard.extractors._office_hidden`), so
 a text box anchored in a hidden run goes with its run, and a hidden run
 inside an insertion or a content control is found where it stands.
 
-Not opened: equations (``m:oMath``), embedded foreign content
-(``w:altChunk``) and comments; footnotes and endnotes are appended after the
-body by `capsa.guard.extractors._docx_notes` (see docs/guard.md).
+Not opened: embedded foreign content (``w:altChunk``) and comments.
+Footnotes and endnotes are appended after the body
+(`capsa.guard.extractors._docx_notes`), equations read as linear text
+(`capsa.guard.extractors._docx_math`) and charts from their parts
+(`capsa.guard.extractors._office_charts`); see docs/guard.md.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Opened", "open_containers", "text_roots"]
+__all__ = ["Opened", "open_containers", "text_parts", "text_roots"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
@@ -96,9 +98,9 @@ def open_containers(document: Any) -> Opened:
     return Opened(insertions, deletions, boxes)
 
 
-def text_roots(document: Any) -> Iterator[Any]:
-    """The root elements of a python-docx `document`'s text parts, each once:
-    the main document and the headers and footers it relates to."""
+def text_parts(document: Any) -> Iterator[tuple[Any, Any]]:
+    """Each text part of a python-docx `document` once, with its root element: the main
+    document and the headers and footers it relates to."""
     main = document.part
     parts = [main, *(rel.target_part for rel in main.rels.values() if not rel.is_external)]
     seen: set[int] = set()
@@ -107,7 +109,12 @@ def text_roots(document: Any) -> Iterator[Any]:
         if id(part) in seen or getattr(root, "tag", None) not in _TEXT_ROOTS:
             continue
         seen.add(id(part))
-        yield root
+        yield part, root
+
+
+def text_roots(document: Any) -> Iterator[Any]:
+    """The root elements of a python-docx `document`'s text parts (`text_parts`)."""
+    return (root for _, root in text_parts(document))
 
 
 def _holds_text(element: Any) -> bool:

@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from capsa.guard.extractors._docx_containers import Opened, open_containers, text_roots
+from capsa.guard.extractors._docx_math import Equations, read_equations
 from capsa.guard.extractors._docx_notes import Notes, append_notes
+from capsa.guard.extractors._office_charts import Charts, read_docx_charts, read_pptx_charts
 
 __all__ = ["HiddenTally", "WorkbookSurvey", "drop_hidden_runs", "drop_hidden_shapes",
            "guard_docx", "guard_pptx", "listening", "survey_workbook", "tally_notes",
@@ -73,6 +75,11 @@ class HiddenTally:
     """DOCX containers opened (`open_containers`): tracked changes read as accepted."""
     notes: Notes = field(default_factory=Notes)
     """DOCX footnotes and endnotes written after the body (`append_notes`)."""
+    equations: Equations = field(default_factory=Equations)
+    """DOCX equations read as linear text (`read_equations`)."""
+    charts: Charts = field(default_factory=Charts)
+    """DOCX and PPTX charts read as a paragraph where they stand, or left out unread
+    (`read_docx_charts`, `read_pptx_charts`)."""
 
 
 _TALLY: ContextVar[HiddenTally | None] = ContextVar("capsa_office_hidden", default=None)
@@ -98,9 +105,10 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
     if tally.shapes:
         notes.append(f"left out {tally.shapes} shape(s) hidden on their slide (PowerPoint's "
                      "selection pane): a reader never sees them")
-    for said in (tally.opened.note(), tally.notes.note()):
+    for said in (tally.opened.note(), tally.notes.note(), tally.equations.note()):
         if said is not None:
             notes.append(said)
+    notes.extend(tally.charts.notes())
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""
@@ -256,6 +264,8 @@ def drop_hidden_runs(document: Any) -> int:
 
 def _clean_docx(document: Any, tally: HiddenTally) -> None:
     tally.runs += drop_hidden_runs(document)  # first: a hidden run takes its text box with it
+    # before the notes: a chart copied from a note would be looked up in the body's part
+    tally.charts += read_docx_charts(document)
     notes = append_notes(document)  # the references left standing, then their notes' text
     if notes.footnotes or notes.endnotes:
         tally.runs += drop_hidden_runs(document)  # the notes' own hidden runs
@@ -264,12 +274,16 @@ def _clean_docx(document: Any, tally: HiddenTally) -> None:
     tally.opened = Opened(tally.opened.insertions + opened.insertions,
                           tally.opened.deletions + opened.deletions,
                           tally.opened.text_boxes + opened.text_boxes)
+    # last: an equation in a note, an insertion or a text box is where the reader sees it
+    equations = read_equations(document)
+    tally.equations = Equations(tally.equations.read + equations.read,
+                                tally.equations.hidden + equations.hidden)
 
 
 def guard_docx() -> None:
     """Make unstructured's DOCX partitioner open documents without their hidden runs, and
     with the text Word shows inside containers python-docx does not yield
-    (`capsa.guard.extractors._docx_containers`)."""
+    (`capsa.guard.extractors._docx_containers`), in notes, equations and charts."""
     _guard("unstructured.partition.docx", "docx", "Document", _clean_docx,
            "capsa cannot leave out Word's hidden text")
 
@@ -318,13 +332,15 @@ def drop_hidden_shapes(presentation: Any) -> tuple[int, list[int]]:
 
 
 def _count_shapes(presentation: Any, tally: HiddenTally) -> None:
-    removed, hidden = drop_hidden_shapes(presentation)
+    removed, hidden = drop_hidden_shapes(presentation)  # first: a hidden chart goes unread
     tally.shapes += removed
     tally.hidden_slides.extend(hidden)
+    tally.charts += read_pptx_charts(presentation)
 
 
 def guard_pptx() -> None:
-    """Make unstructured's PPTX partitioner open decks without their hidden shapes."""
+    """Make unstructured's PPTX partitioner open decks without their hidden shapes, and with
+    their charts' text (`capsa.guard.extractors._office_charts`)."""
     _guard("unstructured.partition.pptx", "pptx", "Presentation", _count_shapes,
            "capsa cannot leave out hidden shapes")
 
