@@ -459,8 +459,6 @@ def test_html_text_fostered_out_of_a_hidden_table_is_kept() -> None:
     assert "VISIBLE" in text
 
 
-@pytest.mark.xfail(strict=True, reason="loss (unstructured, not _drop_hidden): a <details> "
-                   "element loses its summary, which is always shown, and its content")
 def test_html_details_summary_and_content_are_kept() -> None:
     text, _ = extract("html", page("<details><summary>VISIBLE summary</summary>"
                                        "<p>More words.</p></details>"))

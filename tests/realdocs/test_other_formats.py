@@ -529,11 +529,11 @@ PAGE_ENCODING = {"unstructured-fake-html-cp1252.html": "cp1252"}
 """The encoding the source project reads a page with (unstructured's ingest test passes
 ``--encoding cp1252`` for this file); other pages declare UTF-8."""
 _GUESSED = pytest.mark.xfail(strict=True, reason=(
-    "a page with no charset declaration and not UTF-8 is decoded by unstructured's own "
-    "detector (capsa passes partition_html bytes without an encoding, "
-    "`_partitioner` in src/capsa/guard/extractors/unstructured.py): charset-normalizer reads this "
-    "cp1252 page as ISO-8859-5 and the Latin-1 letters become Cyrillic; capsa records no "
-    "encoding on Extracted.encoding and no note, unlike a text file"))
+    "a page with no charset declaration and not UTF-8 is decoded by capsa's detector "
+    "(`read_html` in src/capsa/guard/extractors/_html_charset.py), which reads this table "
+    "of every Latin-1 letter, with no word of any language, as ISO-8859-5: the letters "
+    "become Cyrillic. The guess is reported on Extracted.encoding, as for a text file "
+    "(the test below)"))
 
 
 def reference_page(path: Path) -> str:
@@ -580,7 +580,6 @@ def test_other_formats_html_in_a_guessed_code_page_keeps_its_ascii_words(
     assert "My First Heading" in text and "Some CP1252-specific characters:" in text
 
 
-@_GUESSED
 def test_other_formats_html_in_cp1252_without_a_charset_is_read_or_reported(
         outcomes: dict[str, list[Extracted | Omission]]) -> None:
     """Browsers read a page with no declared charset as windows-1252 (WHATWG encoding

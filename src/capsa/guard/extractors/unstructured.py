@@ -44,6 +44,8 @@ from capsa.guard.extractors._floors import (
     visible_chars,
 )
 from capsa.guard.extractors._floors import refuse as _refuse
+from capsa.guard.extractors._html_charset import HtmlText, read_html
+from capsa.guard.extractors._html_containers import open_containers as _open_containers
 from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
 from capsa.guard.extractors._html_hiding import ignored_self_closing
 from capsa.guard.extractors._office_hidden import (
@@ -151,6 +153,7 @@ class UnstructuredExtractor:
                         payload, pruned = book.payload, book.removed
             if kind == "html" and self.max_text_chars is not None:
                 check_html_text_floor(payload, self.max_text_chars)
+            page = _read_page(payload) if kind == "html" else None
             unsplit = repeated = None
             invitations: tuple[str, ...] = ()
             mail_notes: tuple[str, ...] = ()
@@ -166,7 +169,7 @@ class UnstructuredExtractor:
             listening = _HIDDEN_ELEMENTS.set(hidden)
             try:
                 with _office_listening() as office:
-                    elements = partition(payload)
+                    elements = partition(payload) if page is None else _partition_page(page.text)
             finally:
                 _HIDDEN_ELEMENTS.reset(listening)
         except _corruption_errors() as exc:
@@ -189,6 +192,11 @@ class UnstructuredExtractor:
             parsed = replace(parsed, notes=(*parsed.notes, (
                 f"left out {sum(hidden)} element(s) the page marks hidden (the hidden attribute, "
                 "or display:none or visibility:hidden in its style): a reader never sees them")))
+        if page is not None and page.encoding is not None:  # as for a text file
+            parsed = replace(parsed, encoding=page.encoding,
+                             encoding_confidence=page.confidence,
+                             notes=parsed.notes if page.note is None else (
+                                 page.note, *parsed.notes))
         if repeated is not None:  # a second rendering of the body, left out: said, not silent
             parsed = replace(parsed, notes=(*parsed.notes, repeated))
         if mail_notes:  # invitations read after the body, or handed back, and why
@@ -356,9 +364,7 @@ def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
 
         return lambda data: list(partition_xlsx(file=io.BytesIO(data)))
     if kind == "html":
-        from unstructured.partition.html import partition_html
-
-        return lambda data: list(partition_html(file=io.BytesIO(data)))
+        return _partition_page  # `extract` decodes the page first, to report its encoding
     if kind == "eml":
         from unstructured.partition.email import partition_email
 
@@ -520,7 +526,8 @@ class _DepthCheckedEtree:
     error log after each parse and refuses the file instead of letting a cut
     text through. It also removes the ``/`` of each ``/>`` HTML ignores before
     the parse (`ignored_self_closing`), since libxml2 would close the element
-    there, and then the hidden elements (`drop_hidden`).
+    there; then takes the hidden elements out (`drop_hidden`) and opens the
+    containers unstructured would drop whole (`_html_containers`).
     """
 
     def __init__(self, etree: Any) -> None:
@@ -542,6 +549,7 @@ class _DepthCheckedEtree:
                               "elements nest deeper than the HTML parser's limit of 256 levels "
                               f"(line {error.line}); its text would be cut there")
         removed = _drop_hidden(root)
+        _open_containers(root)  # after: a hidden form or details goes whole
         counted = _HIDDEN_ELEMENTS.get()
         if counted is not None:
             counted.append(removed)
@@ -578,6 +586,22 @@ def _guard_html_depth() -> None:
                            "lxml.etree.fromstring; capsa cannot see libxml2's depth cut")
     if not isinstance(current, _DepthCheckedEtree):
         setattr(html_partition, "etree", _DepthCheckedEtree(current))  # noqa: B010
+
+
+def _read_page(payload: bytes) -> HtmlText:
+    """An HTML file decoded as a browser picks its encoding (`read_html`), or refused."""
+    try:
+        return read_html(payload)
+    except UndecodableText as exc:
+        raise _refuse("undecodable", str(exc)) from None
+
+
+def _partition_page(page: str | bytes) -> list[Any]:
+    """unstructured's HTML partitioner on a page, decoded first (`_read_page`) when bytes."""
+    from unstructured.partition.html import partition_html
+
+    text = _read_page(page).text if isinstance(page, bytes) else page
+    return list(partition_html(text=text)) if text else []
 
 
 def _mail_as_bytes(payload: bytes) -> bytes:
