@@ -51,11 +51,11 @@ holds a picture and binary data, no text.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from capsa.guard.extractors._docx_containers import text_roots
+from capsa.guard.extractors._linear_math import OPENING, ROOTS, operand
 
 __all__ = ["Equations", "read_equations"]
 
@@ -72,9 +72,6 @@ _TEXT = frozenset({f"{_M}t", f"{_W}t"})
 _HIDING = (f"{_W}vanish", f"{_W}specVanish")
 _MAX_DEPTH = 64
 """Elements followed structurally; below this an equation is read as its text in order."""
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-_OPENING = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "|": "|"}
-_ROOTS = {"2": "√", "3": "∛", "4": "∜"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,31 +181,6 @@ def _on(value: str | None) -> bool:
     return value is not None and value.strip().lower() in ("", "1", "on", "true")
 
 
-def _operand(text: str) -> str:
-    """`text` as one operand of a script, a fraction or a root: bare when it is one symbol, a
-    number, a word (``lim``, ``max``, ``ij``) or already bracketed whole; in parentheses
-    otherwise."""
-    if len(text) <= 1 or text.isalpha() or _NUMBER.fullmatch(text) or _bracketed(text):
-        return text
-    return f"({text})"
-
-
-def _bracketed(text: str) -> bool:
-    """Whether `text` opens with a bracket that closes at its very end."""
-    closing = _OPENING.get(text[0])
-    if closing is None or text[-1] != closing or closing == "|":
-        return False
-    depth = 0
-    for position, ch in enumerate(text):
-        if ch == text[0]:
-            depth += 1
-        elif ch == closing:
-            depth -= 1
-            if depth == 0:
-                return position == len(text) - 1
-    return False
-
-
 def _hidden_run(run: Any) -> bool:
     properties = run.find(f"{_W}rPr")
     if properties is None:
@@ -310,33 +282,33 @@ class _Reader:
 
     def fraction(self, element: Any, depth: int) -> str:
         bar = "¦" if _value(element, "fPr", "type") == "noBar" else "/"
-        return (_operand(self.part(element, "num", depth)) + bar
-                + _operand(self.part(element, "den", depth)))
+        return (operand(self.part(element, "num", depth)) + bar
+                + operand(self.part(element, "den", depth)))
 
     def superscript(self, element: Any, depth: int) -> str:
-        return (_operand(self.part(element, "e", depth)) + "^"
-                + _operand(self.part(element, "sup", depth)))
+        return (operand(self.part(element, "e", depth)) + "^"
+                + operand(self.part(element, "sup", depth)))
 
     def subscript(self, element: Any, depth: int) -> str:
-        return (_operand(self.part(element, "e", depth)) + "_"
-                + _operand(self.part(element, "sub", depth)))
+        return (operand(self.part(element, "e", depth)) + "_"
+                + operand(self.part(element, "sub", depth)))
 
     def sub_superscript(self, element: Any, depth: int) -> str:
-        return (_operand(self.part(element, "e", depth)) + "_"
-                + _operand(self.part(element, "sub", depth)) + "^"
-                + _operand(self.part(element, "sup", depth)))
+        return (operand(self.part(element, "e", depth)) + "_"
+                + operand(self.part(element, "sub", depth)) + "^"
+                + operand(self.part(element, "sup", depth)))
 
     def prescript(self, element: Any, depth: int) -> str:
-        return ("_" + _operand(self.part(element, "sub", depth)) + "^"
-                + _operand(self.part(element, "sup", depth)) + " "
+        return ("_" + operand(self.part(element, "sub", depth)) + "^"
+                + operand(self.part(element, "sup", depth)) + " "
                 + self.part(element, "e", depth))
 
     def radical(self, element: Any, depth: int) -> str:
         base = self.part(element, "e", depth)
         degree = "" if _on(_value(element, "radPr", "degHide")) else self.part(
             element, "deg", depth).strip()
-        if not degree or degree in _ROOTS:
-            return _ROOTS[degree or "2"] + _operand(base)
+        if not degree or degree in ROOTS:
+            return ROOTS[degree or "2"] + operand(base)
         return f"√({degree}&{base})"
 
     def nary(self, element: Any, depth: int) -> str:
@@ -344,10 +316,10 @@ class _Reader:
         text = operator if operator else "∫"
         if not _on(_value(element, "naryPr", "subHide")):
             lower = self.part(element, "sub", depth)
-            text += "_" + _operand(lower) if lower else ""
+            text += "_" + operand(lower) if lower else ""
         if not _on(_value(element, "naryPr", "supHide")):
             upper = self.part(element, "sup", depth)
-            text += "^" + _operand(upper) if upper else ""
+            text += "^" + operand(upper) if upper else ""
         body = self.part(element, "e", depth)
         return f"{text} {body}" if body else text
 
@@ -363,29 +335,29 @@ class _Reader:
     def function(self, element: Any, depth: int) -> str:
         name = self.part(element, "fName", depth)
         argument = self.part(element, "e", depth)
-        if not argument or argument[0] in _OPENING:
+        if not argument or argument[0] in OPENING:
             return name + argument
         return f"{name} {argument}"
 
     def accent(self, element: Any, depth: int) -> str:
         mark = _value(element, "accPr", "chr")
-        return _operand(self.part(element, "e", depth)) + (mark if mark else "\u0302")
+        return operand(self.part(element, "e", depth)) + (mark if mark else "\u0302")
 
     def bar(self, element: Any, depth: int) -> str:
         over = _value(element, "barPr", "pos") == "top"
-        return _operand(self.part(element, "e", depth)) + ("\u0305" if over else "\u0332")
+        return operand(self.part(element, "e", depth)) + ("\u0305" if over else "\u0332")
 
     def group_character(self, element: Any, depth: int) -> str:
         mark = _value(element, "groupChrPr", "chr")
-        return _operand(self.part(element, "e", depth)) + (mark if mark else "\u23df")
+        return operand(self.part(element, "e", depth)) + (mark if mark else "\u23df")
 
     def lower_limit(self, element: Any, depth: int) -> str:
-        return (_operand(self.part(element, "e", depth)) + "_"
-                + _operand(self.part(element, "lim", depth)))
+        return (operand(self.part(element, "e", depth)) + "_"
+                + operand(self.part(element, "lim", depth)))
 
     def upper_limit(self, element: Any, depth: int) -> str:
-        return (_operand(self.part(element, "e", depth)) + "^"
-                + _operand(self.part(element, "lim", depth)))
+        return (operand(self.part(element, "e", depth)) + "^"
+                + operand(self.part(element, "lim", depth)))
 
     def equation_array(self, element: Any, depth: int) -> str:
         rows = self.parts(element, "e", depth)

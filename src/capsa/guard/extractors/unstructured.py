@@ -48,6 +48,7 @@ from capsa.guard.extractors._html_charset import HtmlText, read_html
 from capsa.guard.extractors._html_containers import open_containers as _open_containers
 from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
 from capsa.guard.extractors._html_hiding import ignored_self_closing
+from capsa.guard.extractors._html_math import annotate_math
 from capsa.guard.extractors._office_hidden import (
     WorkbookSurvey,
     guard_docx,
@@ -526,8 +527,9 @@ class _DepthCheckedEtree:
     error log after each parse and refuses the file instead of letting a cut
     text through. It also removes the ``/`` of each ``/>`` HTML ignores before
     the parse (`ignored_self_closing`), since libxml2 would close the element
-    there; then takes the hidden elements out (`drop_hidden`) and opens the
-    containers unstructured would drop whole (`_html_containers`).
+    there; then takes the hidden elements out (`drop_hidden`), opens the
+    containers unstructured would drop whole (`_html_containers`) and gives
+    MathML the linear text unstructured reads (`annotate_math`).
     """
 
     def __init__(self, etree: Any) -> None:
@@ -550,6 +552,7 @@ class _DepthCheckedEtree:
                               f"(line {error.line}); its text would be cut there")
         removed = _drop_hidden(root)
         _open_containers(root)  # after: a hidden form or details goes whole
+        annotate_math(root)
         counted = _HIDDEN_ELEMENTS.get()
         if counted is not None:
             counted.append(removed)
