@@ -58,6 +58,7 @@ from capsa.guard.extractors._office_hidden import (
     workbook_notes,
 )
 from capsa.guard.extractors._office_hidden import listening as _office_listening
+from capsa.guard.extractors._pdf_forms import PageFields, page_fields
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
@@ -692,11 +693,13 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
         if pages > max_pages:
             raise _refuse("too_many_pages", f"{pages} pages, over the limit of {max_pages}")
         texts: list[str] = []
+        shown: list[PageFields] = []
         counted = 0
         try:
             for page in reader.pages:
                 texts.append((page.extract_text() or "").strip())
-                counted += visible_chars(texts[-1])
+                shown.append(page_fields(page))  # drawn from annotations, not the content
+                counted += visible_chars(texts[-1]) + visible_chars(shown[-1].text)
                 if max_text_chars is not None and counted > max_text_chars:
                     raise text_floor_over(counted, max_text_chars,
                                            f"the first {len(texts)} of {pages} pages")
@@ -709,8 +712,23 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
     notes: tuple[str, ...] = ()
     if blank:
         texts, notes = _ocr_blank_pages(payload, texts, blank, ocr)
+    texts = [f"{text}\n\n{fields.text}".strip() if fields.text else text
+             for text, fields in zip(texts, shown, strict=True)]
     text, elements = assemble(page_pieces(texts))
-    return Parsed(text, notes=notes, elements=elements)
+    return Parsed(text, notes=(*notes, *_fields_notes(shown)), elements=elements)
+
+
+def _fields_notes(shown: list[PageFields]) -> tuple[str, ...]:
+    """What the pages' annotations added to the text, and what they hid."""
+    read, hidden = sum(page.fields for page in shown), sum(page.hidden for page in shown)
+    notes = []
+    if read:
+        notes.append(f"read {read} filled form field(s) and text box(es) from the pages' "
+                     "annotations, after each page's text ('Form fields: name: value')")
+    if hidden:
+        notes.append(f"left out {hidden} form field(s) or text box(es) flagged hidden or "
+                     "invisible: a reader never sees them")
+    return tuple(notes)
 
 
 def _open_owner_password_only(reader: Any) -> None:
