@@ -59,6 +59,8 @@ from capsa.guard.extractors._office_hidden import (
 )
 from capsa.guard.extractors._office_hidden import listening as _office_listening
 from capsa.guard.extractors._pdf_forms import PageFields, page_fields
+from capsa.guard.extractors._workbook import worksheets
+from capsa.guard.extractors._xlsx_drawings import Drawings, sheet_drawings
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
 from capsa.guard.limits import DEFAULT_LIMITS, ExtractionLimits
@@ -132,6 +134,7 @@ class UnstructuredExtractor:
         partition = _partitioner(kind)
         embedded: tuple[EmbeddedFile, ...] = ()
         survey = WorkbookSurvey()
+        drawn: dict[int, Drawings] = {}  # a workbook's charts and text boxes, by sheet
         pruned = 0
         try:
             if kind in _ZIPPED:
@@ -149,6 +152,8 @@ class UnstructuredExtractor:
                         check_text_floor(kind, archive, self.max_text_chars)
                     if kind == "xlsx":  # hidden sheets, rows and columns: kept, and said
                         survey = survey_workbook(archive)
+                        drawn = {sheet.number: sheet_drawings(archive, sheet.part)
+                                 for sheet in worksheets(archive)}
                     if kind == "epub":  # pandoc drops a <p>'s attributes: its hiding goes first
                         book = drop_hidden_chapters(payload, archive,
                                                     max_bytes=self.limits.max_uncompressed_bytes)
@@ -184,10 +189,12 @@ class UnstructuredExtractor:
         if kind in ("docx", "pptx") and not office.documents:
             raise RuntimeError(f"unstructured opened the {kind.upper()} without the loader "
                                "capsa guards; hidden text could not be left out")
-        parsed = _parsed(elements, embedded, mail=kind == "eml", after=invitations)
+        parsed = _parsed(elements, embedded, mail=kind == "eml", after=invitations,
+                         on_pages={number: sheet.paragraphs for number, sheet in drawn.items()})
         office_notes = tally_notes(office) + (workbook_notes(survey, {
             element.page for element in parsed.elements if element.page is not None})
             if kind == "xlsx" else ())
+        office_notes += _drawings_notes(list(drawn.values()))
         if office_notes:  # Word's hidden runs and hidden shapes left out; hidden slides kept
             parsed = replace(parsed, notes=(*parsed.notes, *office_notes))
         if sum(hidden):
@@ -226,9 +233,11 @@ class UnstructuredExtractor:
 
 
 def _parsed(elements: list[Any], embedded: tuple[EmbeddedFile, ...], *, mail: bool,
-            after: tuple[str, ...] = ()) -> Parsed:
+            after: tuple[str, ...] = (), on_pages: dict[int, list[str]] | None = None
+            ) -> Parsed:
     """unstructured's elements as capsa's: the text, its structure, the mail headers; each
-    of `after` (an e-mail's invitations) one more element at the end."""
+    of `after` (an e-mail's invitations) one more element at the end, and each of
+    `on_pages` (a sheet's charts and text boxes, by page) one after its page's last."""
     pieces: list[Piece] = []
     lost = 0
     for element in elements:
@@ -246,11 +255,35 @@ def _parsed(elements: list[Any], embedded: tuple[EmbeddedFile, ...], *, mail: bo
             parent_key=parent if isinstance(parent, str) else None,
             languages=tuple(languages) if isinstance(languages, list) else ()))
     pieces.extend(Piece(category="Text", text=extra) for extra in after)
+    for page, paragraphs in sorted((on_pages or {}).items()):
+        last = max((n for n, piece in enumerate(pieces) if piece.page == page), default=None)
+        if last is None:  # a sheet of drawings only: after the sheets before it
+            last = max((n for n, piece in enumerate(pieces)
+                        if piece.page is not None and piece.page < page), default=-1)
+        pieces[last + 1:last + 1] = [Piece(category="Text", text=paragraph, page=page)
+                                     for paragraph in paragraphs]
     text, structure = assemble(pieces)
     notes = (f"{lost} table(s) kept as the parser's flat text: its HTML of them lost cells "
              "(merged or malformed cells)",) if lost else ()
     return Parsed(text, embedded=embedded, elements=structure, notes=notes,
                   mail=_mail_headers(elements) if mail else None)
+
+
+def _drawings_notes(sheets: list[Drawings]) -> tuple[str, ...]:
+    """What a workbook's drawings added to its text, and what they hid."""
+    charts, boxes = sum(s.charts for s in sheets), sum(s.boxes for s in sheets)
+    hidden, unread = sum(s.hidden for s in sheets), sum(s.unread for s in sheets)
+    notes = []
+    if charts or boxes:
+        notes.append(f"read {charts} chart(s) and {boxes} text box(es) from the sheets' "
+                     "drawings, after each sheet's cells (openpyxl drops drawings)")
+    if hidden:
+        notes.append(f"left out {hidden} shape(s) or chart(s) hidden on their sheet: a reader "
+                     "never sees them")
+    if unread:
+        notes.append(f"left out {unread} chart(s) whose chart part is missing or unreadable: "
+                     "their text could not be read")
+    return tuple(notes)
 
 
 def _mail_headers(elements: list[Any]) -> MailHeaders | None:

@@ -1,0 +1,135 @@
+"""A worksheet's charts and text boxes, read after its cells.
+
+A workbook's charts and text boxes are text a reader sees on the sheet: a
+dashboard's chart titles and the figures its bars stand for, the note in a
+text box beside a table. openpyxl, which unstructured reads workbooks with,
+drops every drawing when it loads a file, so none of it reached the text,
+without a word said (measured with unstructured 0.27: a sheet holding a
+table and a bar chart read as the table alone).
+
+`sheet_drawings` reads one worksheet's drawing part (``xl/drawings/...``,
+related from the sheet) straight from the inspected archive, in the order
+its anchors stand on the sheet (by row, then column): each chart from its
+own part, as `capsa.guard.extractors._office_charts.chart_text` writes it
+(``Chart: Sales by region. Categories: North, South. Series: ...``), and
+each text box or shape as its paragraphs' text. Shapes a reader never sees
+(``hidden="1"`` in their properties, or in a group's) are left out and
+counted; a chart whose part is missing or unreadable is counted as unread.
+Pictures and connectors hold no text.
+
+`capsa.guard.extractors.unstructured` appends the paragraphs after their
+sheet's cells, with a note.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from capsa.guard.extractors._office_charts import chart_text
+from capsa.guard.extractors._workbook import parse_member, relationships
+
+__all__ = ["Drawings", "sheet_drawings"]
+
+_XDR = "{http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing}"
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_DRAWING = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/drawing"
+_ANCHORS = (f"{_XDR}twoCellAnchor", f"{_XDR}oneCellAnchor", f"{_XDR}absoluteAnchor")
+_MAX_DEPTH = 32
+"""Group shapes followed inside one another; deeper ones are not read."""
+
+
+@dataclass
+class Drawings:
+    """What one worksheet's drawings show, and what they hide."""
+
+    paragraphs: list[str] = field(default_factory=list)
+    charts: int = 0
+    boxes: int = 0
+    hidden: int = 0
+    """Shapes and charts flagged hidden, left out."""
+    unread: int = 0
+    """Charts whose part is missing or unreadable."""
+
+
+def sheet_drawings(archive: zipfile.ZipFile, sheet: str) -> Drawings:
+    """The charts and text boxes of the worksheet part `sheet` (a member name of the
+    inspected `archive`), in the order they stand on the sheet."""
+    found = Drawings()
+    for target, kind in relationships(archive, sheet).values():
+        if kind != _DRAWING:
+            continue
+        drawing = parse_member(archive, target)
+        if drawing is None:
+            continue
+        charts = relationships(archive, target)
+        anchors = sorted(enumerate(drawing.iterchildren(*_ANCHORS)), key=_place)
+        for _, anchor in anchors:
+            for shape in anchor:
+                _read(archive, shape, charts, found, 0)
+    return found
+
+
+def _place(numbered: tuple[int, Any]) -> tuple[int, int, int]:
+    """Where an anchor stands: its top-left cell (row, column), then document order."""
+    order, anchor = numbered
+    start = anchor.find(f"{_XDR}from")
+    if start is None:
+        return (1 << 30, 1 << 30, order)
+    return (_number(start.findtext(f"{_XDR}row")), _number(start.findtext(f"{_XDR}col")),
+            order)
+
+
+def _read(archive: zipfile.ZipFile, shape: Any, charts: dict[str, tuple[str, str]],
+          found: Drawings, depth: int) -> None:
+    tag = shape.tag
+    if tag not in (f"{_XDR}sp", f"{_XDR}grpSp", f"{_XDR}graphicFrame"):
+        return  # a picture, a connector, the anchor's position and size
+    if _hidden(shape):
+        found.hidden += any(True for _ in shape.iter(f"{_A}t", f"{_C}chart"))
+        return
+    if tag == f"{_XDR}grpSp":
+        if depth < _MAX_DEPTH:
+            for inner in shape:
+                _read(archive, inner, charts, found, depth + 1)
+        return
+    if tag == f"{_XDR}graphicFrame":
+        for reference in shape.iter(f"{_C}chart"):
+            target = charts.get(reference.get(_R_ID) or "")
+            root = parse_member(archive, target[0]) if target is not None else None
+            if root is None or root.tag != f"{_C}chartSpace":
+                found.unread += 1
+                continue
+            text = chart_text(root)
+            if text:
+                found.paragraphs.append(text)
+                found.charts += 1
+        return
+    body = shape.find(f"{_XDR}txBody")
+    if body is None:
+        return
+    lines = [" ".join("".join(t.text or "" for t in paragraph.iter(f"{_A}t")).split())
+             for paragraph in body.iter(f"{_A}p")]
+    text = "\n".join(line for line in lines if line)
+    if text:
+        found.paragraphs.append(text)
+        found.boxes += 1
+
+
+def _hidden(shape: Any) -> bool:
+    for properties in shape.iterchildren():
+        if properties.tag.endswith("Pr") and properties.tag.startswith(f"{_XDR}nv"):
+            flag = properties.find(f"{_XDR}cNvPr")
+            value = (flag.get("hidden") or "").strip().lower() if flag is not None else ""
+            return value in ("1", "true")
+    return False
+
+
+def _number(text: str | None) -> int:
+    try:
+        return int(text or "")
+    except ValueError:
+        return 0
