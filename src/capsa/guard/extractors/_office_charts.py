@@ -63,20 +63,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from capsa.guard.extractors._docx_containers import text_parts
+from capsa.guard.extractors._drawn import Kind, place_in_docx, place_in_pptx
 
 __all__ = ["Charts", "chart_text", "read_docx_charts", "read_pptx_charts"]
 
-_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-_P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
-_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
-_XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
-_DELETED = (f"{_W}del", f"{_W}moveFrom")
 _AXES = frozenset({f"{_C}catAx", f"{_C}valAx", f"{_C}dateAx", f"{_C}serAx"})
-_SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
 _DATE_CODE = re.compile(r"(?i)^[^0#?]*[dy]")
 """A number format that shows a date: a day or year code before any digit placeholder
 (once its ``[...]`` sections and quoted literals are taken out)."""
@@ -120,62 +114,15 @@ class Charts:
 def read_docx_charts(document: Any) -> Charts:
     """Write each chart of a python-docx `document`'s body, headers and footers as a
     paragraph after the paragraph it is anchored in; return what was read."""
-    found = Charts()
-    for part, root in text_parts(document):
-        last: dict[Any, Any] = {}  # anchor paragraph -> the chart paragraph written after it
-        for reference in list(root.iter(f"{_C}chart")):
-            anchor = next(reference.iterancestors(f"{_W}p"), None)
-            if (anchor is None or _not_drawn(reference)
-                    or next(reference.iterancestors(*_DELETED), None) is not None):
-                continue
-            text = _chart_text_of(part, reference.get(_R_ID))
-            if text is None:
-                found += Charts(unread=1)
-                continue
-            if not text:
-                continue
-            paragraph = _docx_paragraph(anchor, text)
-            last.get(anchor, anchor).addnext(paragraph)
-            last[anchor] = paragraph
-            found += Charts(read=1)
-    return found
+    placed = place_in_docx(document, CHART)
+    return Charts(placed.read, placed.unread)
 
 
 def read_pptx_charts(presentation: Any) -> Charts:
     """Lay a text box holding each chart's paragraph over each chart of a python-pptx
     `presentation`'s slides; return what was read."""
-    from pptx.shapes.graphfrm import GraphicFrame
-    from pptx.shapes.group import GroupShape
-
-    found = Charts()
-    done: set[int] = set()
-    for slide in presentation.slides:
-        if id(slide.element) in done:
-            continue  # two slide ids naming one slide part: read once
-        done.add(id(slide.element))
-        frames: list[Any] = []
-        pending = list(slide.shapes)
-        while pending:  # each frame gets its own text box: the order they are found is free
-            shape = pending.pop()
-            if isinstance(shape, GroupShape):
-                pending.extend(shape.shapes)
-            elif isinstance(shape, GraphicFrame) and shape.has_chart:
-                frames.append(shape)
-        next_id = _next_shape_id(slide.element) if frames else 0
-        for frame in frames:
-            element = frame._element
-            parent = element.getparent()
-            if parent is None or parent.tag not in _SHAPE_PARENTS:
-                continue
-            text = _chart_text_of(slide.part, element.chart_rId)
-            if text is None:
-                found += Charts(unread=1)
-                continue
-            if text:
-                element.addnext(_pptx_text_box(frame, text, next_id))
-                next_id += 1
-                found += Charts(read=1)
-    return found
+    placed = place_in_pptx(presentation, CHART)
+    return Charts(placed.read, placed.unread)
 
 
 def chart_text(chart_space: Any) -> str:
@@ -229,34 +176,6 @@ def _listed(items: list[str], separator: str) -> str:
 
 
 # ------------------------------------------------------------------------- the chart part
-
-
-def _chart_text_of(part: Any, ident: str | None) -> str | None:
-    """The chart paragraph of the part `part` relates as `ident`; None when that part is
-    missing, external, unparsable or not a chart."""
-    rel = part.rels.get(ident) if ident else None
-    if rel is None or rel.is_external:
-        return None
-    try:
-        root = _root(rel.target_part)
-    except Exception:  # noqa: BLE001 - a broken chart is one chart lost, not the document
-        return None
-    if root is None or root.tag != f"{_C}chartSpace":
-        return None
-    return chart_text(root)
-
-
-def _root(part: Any) -> Any:
-    """The part's parsed XML: the library's own when it parsed it (python-pptx's chart part),
-    else its bytes parsed here (python-docx keeps a chart as bytes), no entity resolved and
-    no network, after the DTD scan."""
-    element = getattr(part, "_element", None)
-    if element is not None:
-        return element
-    from lxml import etree
-
-    parser = etree.XMLParser(resolve_entities=False, no_network=True)
-    return etree.fromstring(part.blob, parser)
 
 
 def _title(title: Any) -> str:
@@ -332,61 +251,7 @@ def _line(text: str) -> str:
     return line if len(line) <= _MAX_LABEL else line[:_MAX_LABEL - 1] + "\u2026"
 
 
-# ---------------------------------------------------------------------------------- DOCX
-
-
-def _not_drawn(reference: Any) -> bool:
-    """Whether the ``c:chart`` is not a drawing's chart, or is the second copy of one: a
-    drawing's fallback (or a later choice) when an earlier choice draws a chart too."""
-    data = reference.getparent()
-    if data is None or data.tag != f"{_A}graphicData":
-        return True
-    for branch in reference.iterancestors(f"{_MC}Choice", f"{_MC}Fallback"):
-        alternatives = branch.getparent()
-        for earlier in alternatives if alternatives is not None else ():
-            if earlier is branch:
-                break
-            if any(True for _ in earlier.iter(f"{_C}chart")):
-                return True
-        break
-    return False
-
-
-def _docx_paragraph(anchor: Any, text: str) -> Any:
-    paragraph = anchor.makeelement(f"{_W}p", {})
-    run = paragraph.makeelement(f"{_W}r", {})
-    value = run.makeelement(f"{_W}t", {_XML_SPACE: "preserve"})
-    value.text = text
-    run.append(value)
-    paragraph.append(run)
-    return paragraph
-
-
-# ---------------------------------------------------------------------------------- PPTX
-
-
-def _pptx_text_box(frame: Any, text: str, ident: int) -> Any:
-    """A text box holding `text`, at `frame`'s place and size (as python-pptx reads them,
-    a placeholder's inherited from its layout)."""
-    from pptx.oxml import parse_xml
-
-    box = parse_xml(
-        f'<p:sp xmlns:p="{_P[1:-1]}" xmlns:a="{_A[1:-1]}"><p:nvSpPr>'
-        f'<p:cNvPr id="{ident}" name="Chart text"/><p:cNvSpPr txBox="1"/><p:nvPr/>'
-        '</p:nvSpPr><p:spPr><a:xfrm><a:off x="0" y="0"/><a:ext cx="0" cy="0"/></a:xfrm>'
-        "</p:spPr><p:txBody><a:bodyPr/><a:lstStyle/><a:p><a:r><a:t/></a:r></a:p></p:txBody>"
-        "</p:sp>")
-    offset = box.find(f".//{_A}off")
-    extent = box.find(f".//{_A}ext")
-    offset.set("x", str(frame.left or 0))
-    offset.set("y", str(frame.top or 0))
-    extent.set("cx", str(frame.width or 0))
-    extent.set("cy", str(frame.height or 0))
-    box.find(f".//{_A}t").text = text
-    return box
-
-
-def _next_shape_id(slide: Any) -> int:
-    """An id no shape on the slide uses (the largest plus one)."""
-    return max((_index(properties.get("id")) for properties in slide.iter(f"{_P}cNvPr")),
-               default=0) + 1
+CHART = Kind(reference=f"{_C}chart", relationship=_R_ID,
+             uri="http://schemas.openxmlformats.org/drawingml/2006/chart",
+             root=f"{_C}chartSpace", text=chart_text, box_name="Chart text")
+"""A chart, as `capsa.guard.extractors._drawn` places it."""

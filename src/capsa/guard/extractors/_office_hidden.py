@@ -29,7 +29,6 @@ writes it on the page numbers of every table of contents.
 from __future__ import annotations
 
 import importlib
-import posixpath
 import re
 import zipfile
 from collections.abc import Callable, Iterator
@@ -42,6 +41,12 @@ from capsa.guard.extractors._docx_containers import Opened, open_containers, tex
 from capsa.guard.extractors._docx_math import Equations, read_equations
 from capsa.guard.extractors._docx_notes import Notes, append_notes
 from capsa.guard.extractors._office_charts import Charts, read_docx_charts, read_pptx_charts
+from capsa.guard.extractors._office_diagrams import (
+    Diagrams,
+    read_docx_diagrams,
+    read_pptx_diagrams,
+)
+from capsa.guard.extractors._workbook import worksheets
 
 __all__ = ["HiddenTally", "WorkbookSurvey", "drop_hidden_runs", "drop_hidden_shapes",
            "guard_docx", "guard_pptx", "listening", "survey_workbook", "tally_notes",
@@ -51,7 +56,6 @@ _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _HIDING = (f"{_W}vanish", f"{_W}specVanish")
 _SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
 _MAX_CHAIN = 64
@@ -80,6 +84,9 @@ class HiddenTally:
     charts: Charts = field(default_factory=Charts)
     """DOCX and PPTX charts read as a paragraph where they stand, or left out unread
     (`read_docx_charts`, `read_pptx_charts`)."""
+    diagrams: Diagrams = field(default_factory=Diagrams)
+    """DOCX and PPTX SmartArt diagrams read as a paragraph where they stand, or left out
+    unread (`read_docx_diagrams`, `read_pptx_diagrams`)."""
 
 
 _TALLY: ContextVar[HiddenTally | None] = ContextVar("capsa_office_hidden", default=None)
@@ -109,6 +116,7 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
         if said is not None:
             notes.append(said)
     notes.extend(tally.charts.notes())
+    notes.extend(tally.diagrams.notes())
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""
@@ -266,6 +274,7 @@ def _clean_docx(document: Any, tally: HiddenTally) -> None:
     tally.runs += drop_hidden_runs(document)  # first: a hidden run takes its text box with it
     # before the notes: a chart copied from a note would be looked up in the body's part
     tally.charts += read_docx_charts(document)
+    tally.diagrams += read_docx_diagrams(document)  # for the same reason
     notes = append_notes(document)  # the references left standing, then their notes' text
     if notes.footnotes or notes.endnotes:
         tally.runs += drop_hidden_runs(document)  # the notes' own hidden runs
@@ -283,7 +292,8 @@ def _clean_docx(document: Any, tally: HiddenTally) -> None:
 def guard_docx() -> None:
     """Make unstructured's DOCX partitioner open documents without their hidden runs, and
     with the text Word shows inside containers python-docx does not yield
-    (`capsa.guard.extractors._docx_containers`), in notes, equations and charts."""
+    (`capsa.guard.extractors._docx_containers`), in notes, equations, charts and SmartArt
+    diagrams."""
     _guard("unstructured.partition.docx", "docx", "Document", _clean_docx,
            "capsa cannot leave out Word's hidden text")
 
@@ -336,11 +346,13 @@ def _count_shapes(presentation: Any, tally: HiddenTally) -> None:
     tally.shapes += removed
     tally.hidden_slides.extend(hidden)
     tally.charts += read_pptx_charts(presentation)
+    tally.diagrams += read_pptx_diagrams(presentation)
 
 
 def guard_pptx() -> None:
     """Make unstructured's PPTX partitioner open decks without their hidden shapes, and with
-    their charts' text (`capsa.guard.extractors._office_charts`)."""
+    their charts' and SmartArt diagrams' text (`capsa.guard.extractors._office_charts`,
+    `capsa.guard.extractors._office_diagrams`)."""
     _guard("unstructured.partition.pptx", "pptx", "Presentation", _count_shapes,
            "capsa cannot leave out hidden shapes")
 
@@ -387,15 +399,6 @@ def _guard(partition: str, attribute: str, opener: str,
 # ------------------------------------------------------------------------------------ XLSX
 
 
-_CONTENT_TYPES = "{http://schemas.openxmlformats.org/package/2006/content-types}"
-_RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
-_SPREADSHEET = "application/vnd.openxmlformats-officedocument.spreadsheetml."
-_WORKBOOK_TYPES = ("application/vnd.ms-excel.template.macroEnabled.main+xml",
-                   _SPREADSHEET + "template.main+xml",
-                   "application/vnd.ms-excel.sheet.macroEnabled.main+xml",
-                   _SPREADSHEET + "sheet.main+xml")
-"""In openpyxl's order of preference."""
-_WORKSHEET = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet"
 _HIDDEN_MARKS = (b"hidden", "hidden".encode("utf-16-le"), "hidden".encode("utf-16-be"))
 _CELL_REF = re.compile(r"([A-Z]{1,3})(\d+)")
 _MAX_COLUMN = 16384
@@ -425,38 +428,19 @@ def survey_workbook(archive: zipfile.ZipFile) -> WorkbookSurvey:
     """
     from lxml import etree  # an optional dependency: imported when a workbook is read
 
-    types = _parse(archive, "[Content_Types].xml")
-    if types is None:
-        return WorkbookSurvey()
-    overrides: dict[str | None, str] = {}
-    for item in types.iter(f"{_CONTENT_TYPES}Override"):
-        overrides.setdefault(item.get("ContentType"), (item.get("PartName") or "")[1:])
-    workbook = next((overrides[kind] for kind in _WORKBOOK_TYPES if kind in overrides), None)
-    book = _parse(archive, workbook) if workbook else None
-    sheets = book.find(f"{_S}sheets") if book is not None else None
-    if workbook is None or sheets is None:
-        return WorkbookSurvey()
-    targets = _relationships(archive, workbook)
     hidden_sheets: list[tuple[int, str, str]] = []
     hidden_cells: list[tuple[int, str, int, int]] = []
-    number = 0
-    for sheet in sheets.iter(f"{_S}sheet"):
-        target, kind = targets.get(sheet.get(_R_ID) or "", ("", ""))
-        if kind != _WORKSHEET:
-            continue
-        number += 1
-        name = sheet.get("name") or ""
-        state = (sheet.get("state") or "visible").strip()
-        if state != "visible":
-            hidden_sheets.append((number, name, state))
-        elif target in archive.NameToInfo and _names_hidden(archive, target):
-            with archive.open(target) as part:
+    for sheet in worksheets(archive):
+        if sheet.state != "visible":
+            hidden_sheets.append((sheet.number, sheet.name, sheet.state))
+        elif sheet.part in archive.NameToInfo and _names_hidden(archive, sheet.part):
+            with archive.open(sheet.part) as part:
                 try:
                     rows, columns = _hidden_with_values(part)
                 except etree.LxmlError:
                     rows = columns = 0  # openpyxl cannot read it either; the parse will say so
             if rows or columns:
-                hidden_cells.append((number, name, rows, columns))
+                hidden_cells.append((sheet.number, sheet.name, rows, columns))
     return WorkbookSurvey(tuple(hidden_sheets), tuple(hidden_cells))
 
 
@@ -488,32 +472,6 @@ def _shown(name: str) -> str:
     """A sheet name as a note shows it: quoted, one line, cut."""
     name = " ".join(name.split())
     return repr(name if len(name) <= _NAME_CHARS else name[:_NAME_CHARS - 1] + "\u2026")
-
-
-def _parse(archive: zipfile.ZipFile, name: str | None) -> Any:
-    if not name or name not in archive.NameToInfo:
-        return None
-    info = archive.getinfo(name)
-    with archive.open(info) as part:
-        data = part.read(info.file_size + 1)
-    from lxml import etree
-
-    try:
-        return etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True))
-    except etree.LxmlError:  # a part openpyxl cannot read either: nothing to say
-        return None
-
-
-def _relationships(archive: zipfile.ZipFile, part: str) -> dict[str, tuple[str, str]]:
-    base = posixpath.dirname(part)
-    rels = _parse(archive, posixpath.join(base, "_rels", posixpath.basename(part) + ".rels"))
-    found: dict[str, tuple[str, str]] = {}
-    for rel in rels.iter(f"{_RELATIONSHIPS}Relationship") if rels is not None else ():
-        target = rel.get("Target") or ""
-        joined = target if target.startswith("/") else posixpath.join("/", base, target)
-        found.setdefault(rel.get("Id") or "", (posixpath.normpath(joined).lstrip("/"),
-                                                rel.get("Type") or ""))
-    return found
 
 
 def _names_hidden(archive: zipfile.ZipFile, name: str) -> bool:
