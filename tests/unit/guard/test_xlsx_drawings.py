@@ -151,3 +151,26 @@ def test_real_workbooks_say_nothing_of_drawings_they_do_not_have(path: Path) -> 
     except Exception:  # a refused real file is another test's business
         pytest.skip("refused")
     assert not [note for note in parsed.notes if "drawings" in note]
+
+
+def test_a_chart_sheet_reads_after_the_worksheets_named_by_its_tab() -> None:
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "Data"
+    for row in [["Region", "2025"], ["North", 12], ["South", 7]]:
+        sheet.append(row)
+    overview = book.create_chartsheet("Overview")
+    bars = BarChart()
+    bars.title = "Sales by region"
+    bars.add_data(Reference(sheet, min_col=2, min_row=1, max_row=3), titles_from_data=True)
+    overview.add_chart(bars)
+    buffer = io.BytesIO()
+    book.save(buffer)
+
+    parsed = extract(buffer.getvalue())
+
+    assert parsed.text.split("\n\n") == ["Region\t2025\nNorth\t12\nSouth\t7",
+                                         "Chart sheet Overview: Chart: Sales by region. "
+                                         "Series: series 1."]
+    assert parsed.notes == (READ.format(1, 0),)

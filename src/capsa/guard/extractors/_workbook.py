@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Worksheet", "parse_member", "relationships", "worksheets"]
+__all__ = ["Worksheet", "chart_sheets", "parse_member", "relationships", "worksheets"]
 
 _CONTENT_TYPES = "{http://schemas.openxmlformats.org/package/2006/content-types}"
 _RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
@@ -28,6 +28,7 @@ _WORKBOOK_TYPES = ("application/vnd.ms-excel.template.macroEnabled.main+xml",
                    _SPREADSHEET + "sheet.main+xml")
 """In openpyxl's order of preference."""
 _WORKSHEET = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet"
+_CHARTSHEET = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/chartsheet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,22 @@ class Worksheet:
 def worksheets(archive: zipfile.ZipFile) -> list[Worksheet]:
     """The workbook's worksheets, found through the content types and the workbook's
     relationships as openpyxl finds them; empty when there is no workbook."""
+    found: list[Worksheet] = []
+    for name, state, target, kind in _sheets(archive):
+        if kind == _WORKSHEET:
+            found.append(Worksheet(len(found) + 1, name, state, target))
+    return found
+
+
+def chart_sheets(archive: zipfile.ZipFile) -> list[tuple[str, str]]:
+    """(name, member name) of each chart sheet, a sheet that is one chart: pandas and
+    openpyxl's readers list none of them."""
+    return [(name, target) for name, _, target, kind in _sheets(archive)
+            if kind == _CHARTSHEET]
+
+
+def _sheets(archive: zipfile.ZipFile) -> list[tuple[str, str, str, str]]:
+    """(name, state, member name, relationship type) of every sheet, in workbook order."""
     types = parse_member(archive, "[Content_Types].xml")
     if types is None:
         return []
@@ -58,12 +75,11 @@ def worksheets(archive: zipfile.ZipFile) -> list[Worksheet]:
     if workbook is None or sheets is None:
         return []
     targets = relationships(archive, workbook)
-    found: list[Worksheet] = []
+    found: list[tuple[str, str, str, str]] = []
     for sheet in sheets.iter(f"{_S}sheet"):
         target, kind = targets.get(sheet.get(_R_ID) or "", ("", ""))
-        if kind == _WORKSHEET:
-            found.append(Worksheet(len(found) + 1, sheet.get("name") or "",
-                                   (sheet.get("state") or "visible").strip(), target))
+        found.append((sheet.get("name") or "", (sheet.get("state") or "visible").strip(),
+                      target, kind))
     return found
 
 

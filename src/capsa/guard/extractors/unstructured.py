@@ -59,7 +59,7 @@ from capsa.guard.extractors._office_hidden import (
 )
 from capsa.guard.extractors._office_hidden import listening as _office_listening
 from capsa.guard.extractors._pdf_forms import PageFields, page_fields
-from capsa.guard.extractors._workbook import worksheets
+from capsa.guard.extractors._workbook import chart_sheets, worksheets
 from capsa.guard.extractors._xlsx_drawings import Drawings, sheet_drawings
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
@@ -135,6 +135,7 @@ class UnstructuredExtractor:
         embedded: tuple[EmbeddedFile, ...] = ()
         survey = WorkbookSurvey()
         drawn: dict[int, Drawings] = {}  # a workbook's charts and text boxes, by sheet
+        charted: list[tuple[str, Drawings]] = []  # its chart sheets' charts
         pruned = 0
         try:
             if kind in _ZIPPED:
@@ -154,6 +155,8 @@ class UnstructuredExtractor:
                         survey = survey_workbook(archive)
                         drawn = {sheet.number: sheet_drawings(archive, sheet.part)
                                  for sheet in worksheets(archive)}
+                        charted = [(name, sheet_drawings(archive, part))
+                                   for name, part in chart_sheets(archive)]
                     if kind == "epub":  # pandoc drops a <p>'s attributes: its hiding goes first
                         book = drop_hidden_chapters(payload, archive,
                                                     max_bytes=self.limits.max_uncompressed_bytes)
@@ -189,12 +192,14 @@ class UnstructuredExtractor:
         if kind in ("docx", "pptx") and not office.documents:
             raise RuntimeError(f"unstructured opened the {kind.upper()} without the loader "
                                "capsa guards; hidden text could not be left out")
-        parsed = _parsed(elements, embedded, mail=kind == "eml", after=invitations,
+        after = invitations + tuple(f"Chart sheet {name}: {paragraph}"
+                                    for name, sheet in charted for paragraph in sheet.paragraphs)
+        parsed = _parsed(elements, embedded, mail=kind == "eml", after=after,
                          on_pages={number: sheet.paragraphs for number, sheet in drawn.items()})
         office_notes = tally_notes(office) + (workbook_notes(survey, {
             element.page for element in parsed.elements if element.page is not None})
             if kind == "xlsx" else ())
-        office_notes += _drawings_notes(list(drawn.values()))
+        office_notes += _drawings_notes([*drawn.values(), *(sheet for _, sheet in charted)])
         if office_notes:  # Word's hidden runs and hidden shapes left out; hidden slides kept
             parsed = replace(parsed, notes=(*parsed.notes, *office_notes))
         if sum(hidden):
