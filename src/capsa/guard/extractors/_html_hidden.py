@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["drop_hidden", "hides", "remove_keeping_tail"]
+__all__ = ["drop_hidden", "remove_keeping_tail"]
 
 _CSS_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.DOTALL)
 _CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})[ \t\n\r\f]?|(.))", re.DOTALL)
@@ -72,21 +72,6 @@ class _Style:
 
 
 _NO_STYLE = _Style()
-
-
-def hides(element: Any) -> bool:
-    """Whether a browser shows nothing of `element` by its own attributes alone: the
-    ``hidden`` attribute (a style sheet's ``display: none``, which its inline style may
-    override), or an inline ``display: none`` or ``visibility: hidden`` / ``collapse``.
-
-    Custom properties and visibility inherited from ancestors are not seen here;
-    `drop_hidden` follows both.
-    """
-    style = _style_of(element)
-    custom = _resolved_custom({}, style.custom)
-    if _display_none(element, style, custom):
-        return True
-    return _visibility(style, custom, inherited=False)
 
 
 def drop_hidden(root: Any) -> int:

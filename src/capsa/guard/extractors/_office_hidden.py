@@ -46,7 +46,7 @@ from capsa.guard.extractors._office_diagrams import (
     read_docx_diagrams,
     read_pptx_diagrams,
 )
-from capsa.guard.extractors._workbook import worksheets
+from capsa.guard.extractors._workbook import Worksheet
 
 __all__ = ["HiddenTally", "WorkbookSurvey", "drop_hidden_runs", "drop_hidden_shapes",
            "guard_docx", "guard_pptx", "listening", "survey_workbook", "tally_notes",
@@ -416,12 +416,10 @@ class WorkbookSurvey:
     columns hold cells with a value."""
 
 
-def survey_workbook(archive: zipfile.ZipFile) -> WorkbookSurvey:
-    """Find the hidden sheets, rows and columns of the workbook in `archive`.
-
-    The workbook and its worksheets are found as openpyxl finds them (the
-    content types, then the workbook's relationships), and sheets are numbered
-    as pandas lists them: worksheets only, in workbook order. A sheet is read
+def survey_workbook(archive: zipfile.ZipFile, worksheets: list[Worksheet]) -> WorkbookSurvey:
+    """Find the hidden sheets, rows and columns of the workbook in `archive`, whose
+    `worksheets` are found by `capsa.guard.extractors._workbook.sheets` (as openpyxl finds
+    them, numbered as pandas lists them). A sheet is read
     for hidden rows and columns only when its bytes name ``hidden`` at all,
     and then streamed, one row in memory. Run after the DTD scan; parsed by
     lxml with entities never resolved and no network all the same.
@@ -430,7 +428,7 @@ def survey_workbook(archive: zipfile.ZipFile) -> WorkbookSurvey:
 
     hidden_sheets: list[tuple[int, str, str]] = []
     hidden_cells: list[tuple[int, str, int, int]] = []
-    for sheet in worksheets(archive):
+    for sheet in worksheets:
         if sheet.state != "visible":
             hidden_sheets.append((sheet.number, sheet.name, sheet.state))
         elif sheet.part in archive.NameToInfo and _names_hidden(archive, sheet.part):

@@ -1,6 +1,6 @@
 """A workbook's parts, found as openpyxl finds them, read from the inspected archive.
 
-`worksheets` lists the worksheets in the order pandas (and so unstructured)
+`sheets` lists the worksheets (and the chart sheets) in the order pandas (and so unstructured)
 numbers them; `parse_member` and `relationships` read one part and its
 relationships. Shared by the survey of hidden sheets, rows and columns
 (`capsa.guard.extractors._office_hidden`) and the reading of a sheet's
@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Worksheet", "chart_sheets", "parse_member", "relationships", "worksheets"]
+__all__ = ["Worksheet", "parse_member", "relationships", "sheets"]
 
 _CONTENT_TYPES = "{http://schemas.openxmlformats.org/package/2006/content-types}"
 _RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
@@ -44,21 +44,19 @@ class Worksheet:
     """Its member name in the archive (it may be missing)."""
 
 
-def worksheets(archive: zipfile.ZipFile) -> list[Worksheet]:
+def sheets(archive: zipfile.ZipFile) -> tuple[list[Worksheet], list[tuple[str, str]]]:
     """The workbook's worksheets, found through the content types and the workbook's
-    relationships as openpyxl finds them; empty when there is no workbook."""
+    relationships as openpyxl finds them, and (name, member name) of each chart sheet
+    (a sheet that is one chart, which pandas and openpyxl's readers list nowhere); both
+    empty when there is no workbook."""
     found: list[Worksheet] = []
+    charts: list[tuple[str, str]] = []
     for name, state, target, kind in _sheets(archive):
         if kind == _WORKSHEET:
             found.append(Worksheet(len(found) + 1, name, state, target))
-    return found
-
-
-def chart_sheets(archive: zipfile.ZipFile) -> list[tuple[str, str]]:
-    """(name, member name) of each chart sheet, a sheet that is one chart: pandas and
-    openpyxl's readers list none of them."""
-    return [(name, target) for name, _, target, kind in _sheets(archive)
-            if kind == _CHARTSHEET]
+        elif kind == _CHARTSHEET:
+            charts.append((name, target))
+    return found, charts
 
 
 def _sheets(archive: zipfile.ZipFile) -> list[tuple[str, str, str, str]]:

@@ -59,7 +59,7 @@ from capsa.guard.extractors._office_hidden import (
 )
 from capsa.guard.extractors._office_hidden import listening as _office_listening
 from capsa.guard.extractors._pdf_forms import PageFields, page_fields
-from capsa.guard.extractors._workbook import chart_sheets, worksheets
+from capsa.guard.extractors._workbook import sheets
 from capsa.guard.extractors._xlsx_drawings import Drawings, sheet_drawings
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
@@ -152,11 +152,12 @@ class UnstructuredExtractor:
                     if self.max_text_chars is not None:  # PPTX, XLSX, EPUB: parsed after the scan
                         check_text_floor(kind, archive, self.max_text_chars)
                     if kind == "xlsx":  # hidden sheets, rows and columns: kept, and said
-                        survey = survey_workbook(archive)
+                        worksheets, chart_sheets = sheets(archive)
+                        survey = survey_workbook(archive, worksheets)
                         drawn = {sheet.number: sheet_drawings(archive, sheet.part)
-                                 for sheet in worksheets(archive)}
+                                 for sheet in worksheets}
                         charted = [(name, sheet_drawings(archive, part))
-                                   for name, part in chart_sheets(archive)]
+                                   for name, part in chart_sheets]
                     if kind == "epub":  # pandoc drops a <p>'s attributes: its hiding goes first
                         book = drop_hidden_chapters(payload, archive,
                                                     max_bytes=self.limits.max_uncompressed_bytes)
