@@ -36,6 +36,19 @@ _DAMAGED_UTF8_SHARE = 0.005
 _MULTIBYTE_UTF8 = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|"
                              rb"[\xf0-\xf4][\x80-\xbf]{3}")
 _JOINERS = frozenset("\u200c\u200d")
+_PRESENTATION_TAGS = ("<compat>", "<font>", "<isolated>", "<initial>", "<medial>", "<final>")
+_LIGATURES = {
+    code: letters
+    for block in (range(0xFB00, 0xFE00), range(0xFE70, 0xFF00))
+    for code in block
+    if unicodedata.decomposition(chr(code)).startswith(_PRESENTATION_TAGS)
+    and len(letters := unicodedata.normalize("NFKC", chr(code))) <= 3}
+"""Presentation forms as their letters: the Latin ligatures (``ﬁ``, ``ﬂ``, ``ﬃ``), Hebrew's
+and Armenian's, and the Arabic letters' contextual shapes. They are glyphs a typesetter
+chose, not letters anyone types: pdflatex's text layer is full of ligatures and older
+producers' Arabic of shapes, and kept, ``deﬁnition`` matches no search for "definition".
+The few that spell a whole phrase (U+FDFA is 18 letters) stay as they are, so the text
+grows by at most three times, as NFC may."""
 # U+1F3F4, two to six tag letters or digits, CANCEL TAG: the RGI subdivision flags'
 # shape. Too short to smuggle a sentence, which is why other tag runs go.
 _EMOJI_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]"
@@ -83,9 +96,11 @@ def normalize(text: str) -> str:
     """Return text that is safe to place in a prompt and stable to compare.
 
     Unix newlines; lone surrogates become U+FFFD (so ``encode("utf-8")`` never
-    raises); NFC; control and format characters (C0/C1 except tab and newline,
-    bidi overrides, zero-width and tag characters, the BOM) removed; trailing
-    spaces removed; runs of more than two blank lines folded. Idempotent:
+    raises); NFC; presentation forms (``ﬁ``, Arabic letter shapes) as their
+    letters; control and format
+    characters (C0/C1 except tab and newline, bidi overrides, zero-width and
+    tag characters, the BOM) removed; trailing spaces removed; runs of more
+    than two blank lines folded. Idempotent:
     ``normalize(normalize(t)) == normalize(t)``.
 
     Examples:
@@ -123,7 +138,7 @@ def _normalize_lines(text: str) -> str:
         return _strip_trailing(_ASCII_CONTROL.sub("", text))
     if _has_surrogates(text):
         text = _SURROGATE.sub("\ufffd", text)
-    text = unicodedata.normalize("NFC", text)
+    text = unicodedata.normalize("NFC", text).translate(_LIGATURES)
     # Emoji tag sequences (the flags of England, Scotland, Wales) are kept
     # whole; every other tag character is removed (they smuggle invisible ASCII).
     pieces = _EMOJI_TAG_SEQUENCE.split(text)

@@ -232,7 +232,12 @@ def _one_char_at_a_time(text: str) -> str:
     import re
     import unicodedata
 
-    from capsa.guard.normalize import _EMOJI_TAG_SEQUENCE, _JOINERS, _STRIP_CATEGORIES
+    from capsa.guard.normalize import (
+        _EMOJI_TAG_SEQUENCE,
+        _JOINERS,
+        _LIGATURES,
+        _STRIP_CATEGORIES,
+    )
 
     def visible(ch: str) -> bool:
         return not ch.isascii() and unicodedata.category(ch) not in _STRIP_CATEGORIES
@@ -249,6 +254,7 @@ def _one_char_at_a_time(text: str) -> str:
 
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = unicodedata.normalize("NFC", re.sub("[\ud800-\udfff]", "\ufffd", text))
+    text = "".join(_LIGATURES.get(ord(ch), ch) for ch in text)
     pieces = _EMOJI_TAG_SEQUENCE.split(text)
     flags = _EMOJI_TAG_SEQUENCE.findall(text)
     text = "".join(strip(p) + (flags[i] if i < len(flags) else "") for i, p in enumerate(pieces))
@@ -260,7 +266,8 @@ _TRICKY = st.sampled_from(
     ["a", "Z", " ", "\t", "\n", "\r", "\r\n", "\x00", "\x1b", "\x7f", "\x85", "\u200b",
      "\u200c", "\u200d", "\u202e", "\u2066", "\ufeff", "\ud800", "\U000e0041", "\U0001f3f4",
      "\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f", "\u0301", "e", "ب",
-     "\U0001f468", "\U0001f469", "’", "\ue000", "\U000e0001", "\u0378", "漢"])
+     "\U0001f468", "\U0001f469", "’", "\ue000", "\U000e0001", "\u0378", "漢", "\ufb01",
+     "\ufb03", "\ufb13", "\ufefb", "\ufe70", "\ufdfa"])
 
 
 @given(st.lists(_TRICKY, max_size=60).map("".join))

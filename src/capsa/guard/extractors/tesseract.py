@@ -11,6 +11,7 @@ from typing import Any
 
 from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
 from capsa.guard.elements import assemble, page_pieces
+from capsa.guard.extractors._hyphenation import hyphenation_notes, join_hyphenated
 from capsa.guard.port import Parsed
 
 __all__ = ["TesseractExtractor"]
@@ -102,8 +103,9 @@ class TesseractExtractor:
                 except _DECODER_ERRORS as exc:  # truncated data, bad chunks
                     raise _corrupt(f"frame {index}", exc) from None
                 texts.append(self._recognise(pytesseract, frame, index))
-        text, elements = assemble(page_pieces(texts))
-        return Parsed(text, elements=elements)
+        mended = join_hyphenated(texts)
+        text, elements = assemble(page_pieces(mended.pages))
+        return Parsed(text, notes=hyphenation_notes(mended), elements=elements)
 
     def _recognise(self, pytesseract: Any, frame: Any, index: int) -> str:
         started = time.monotonic()

@@ -49,6 +49,7 @@ from capsa.guard.extractors._html_containers import open_containers as _open_con
 from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
 from capsa.guard.extractors._html_hiding import ignored_self_closing
 from capsa.guard.extractors._html_math import annotate_math
+from capsa.guard.extractors._hyphenation import hyphenation_notes, join_hyphenated
 from capsa.guard.extractors._office_hidden import (
     WorkbookSurvey,
     guard_docx,
@@ -751,10 +752,12 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
     notes: tuple[str, ...] = ()
     if blank:
         texts, notes = _ocr_blank_pages(payload, texts, blank, ocr)
+    mended = join_hyphenated(texts)
     texts = [f"{text}\n\n{fields.text}".strip() if fields.text else text
-             for text, fields in zip(texts, shown, strict=True)]
+             for text, fields in zip(mended.pages, shown, strict=True)]
     text, elements = assemble(page_pieces(texts))
-    return Parsed(text, notes=(*notes, *_fields_notes(shown)), elements=elements)
+    return Parsed(text, notes=(*notes, *hyphenation_notes(mended), *_fields_notes(shown)),
+                  elements=elements)
 
 
 def _fields_notes(shown: list[PageFields]) -> tuple[str, ...]:
