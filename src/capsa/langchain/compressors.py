@@ -139,6 +139,7 @@ class CapsaCompressor(BaseDocumentCompressor):
     ) -> Sequence[Document]:
         """Pack `documents` for `query`; return the kept ones as new documents."""
         kept, report = compress(documents, query, self._settings())
+        callbacks = _enclosing(callbacks)
         if _can_dispatch(callbacks):
             dispatch_custom_event(REPORT_EVENT, report, config=_event_config(callbacks))
         return kept
@@ -148,6 +149,7 @@ class CapsaCompressor(BaseDocumentCompressor):
     ) -> Sequence[Document]:
         """Async twin of `compress_documents`; packs in a worker thread (see `acompress`)."""
         kept, report = await acompress(documents, query, self._settings())
+        callbacks = _enclosing(callbacks)
         if _can_dispatch(callbacks):
             await adispatch_custom_event(REPORT_EVENT, report, config=_event_config(callbacks))
         return kept
@@ -284,6 +286,16 @@ def _kept_document(original: Document, handle: str, text: str, receipt: Receipt,
         metadata[EXCERPT_KEY] = [shown, len(original.page_content)]
     # the caller's own class, a subclass's fields kept: a copy, never the original changed
     return original.model_copy(update={"page_content": text, "metadata": metadata})
+
+
+def _enclosing(callbacks: Callbacks | None) -> Callbacks | None:
+    """The call's callbacks, else those of the run it is made in.
+
+    A chain step or a graph node that calls the compressor itself passes no
+    callbacks, yet runs inside a run whose handlers expect the report; outside
+    any run this is None, and nothing is sent.
+    """
+    return callbacks if callbacks is not None else ensure_config().get("callbacks")
 
 
 def _can_dispatch(callbacks: Callbacks | None) -> bool:
