@@ -32,8 +32,11 @@ which a model follows as it follows code:
 
 An equation inside a paragraph stays where it stands; a displayed equation
 keeps its own paragraph, or its own line when a paragraph holds text beside
-it. Runs Word hides (``w:vanish`` or ``w:specVanish`` set on the math run
-itself) and a phantom Word does not show (``m:phantPr/m:show`` off) are left
+it. Runs Word hides (``w:vanish`` or ``w:specVanish``, set on the math run
+itself or given by its character, paragraph or table style or the document
+defaults, as `capsa.guard.extractors._office_hidden` decides for any run:
+a paragraph whose style hides it hides its equations with its words) and a
+phantom Word does not show (``m:phantPr/m:show`` off) are left
 out, and counted; tracked deletions inside an equation are left out, as in
 the body. Structures are followed 64 elements deep; deeper than that, a
 crafted 10,000-level equation is read as its text in order by a loop, so
@@ -44,13 +47,13 @@ and the notes appended (`capsa.guard.extractors._docx_notes`), so an
 equation in a tracked insertion, a content control, a text box or a
 footnote is found where the reader sees it.
 
-Not read: a style that hides a math run (only direct formatting is looked
-at), and an equation embedded as an OLE object (Equation Editor 3.0), which
+Not read: an equation embedded as an OLE object (Equation Editor 3.0), which
 holds a picture and binary data, no text.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +72,6 @@ _UNREAD = (*_DELETED, f"{_W}txbxContent")
 drawing once the containers are opened (the copy written for old readers), which
 unstructured never reads either."""
 _TEXT = frozenset({f"{_M}t", f"{_W}t"})
-_HIDING = (f"{_W}vanish", f"{_W}specVanish")
 _MAX_DEPTH = 64
 """Elements followed structurally; below this an equation is read as its text in order."""
 
@@ -104,6 +106,7 @@ def read_equations(document: Any) -> Equations:
     reads neither); an empty one is left as it is.
     """
     read = hidden = 0
+    hidden_run = _hiding(document)
     for root in text_roots(document):
         done: set[Any] = set()
         for math in list(root.iter(*_MATH)):
@@ -112,7 +115,7 @@ def read_equations(document: Any) -> Equations:
             done.update(math.iter(*_MATH))  # an equation inside this one is read with it
             if next(math.iterancestors(*_UNREAD), None) is not None:
                 continue
-            reader = _Reader()
+            reader = _Reader(hidden_run)
             text = reader.linear(math, 0)
             if not text.strip():
                 continue
@@ -181,24 +184,29 @@ def _on(value: str | None) -> bool:
     return value is not None and value.strip().lower() in ("", "1", "on", "true")
 
 
-def _hidden_run(run: Any) -> bool:
-    properties = run.find(f"{_W}rPr")
-    if properties is None:
-        return False
-    for tag in _HIDING:
-        found = properties.find(tag)
-        if found is not None:
-            value = found.get(f"{_W}val")
-            if value is None or value.strip().lower() not in ("0", "false", "off"):
-                return True
-    return False
+def _hiding(document: Any) -> Callable[[Any], bool]:
+    """Whether Word hides a math run of `document`: the rule that leaves out the body's
+    hidden runs (`capsa.guard.extractors._office_hidden`), styles and defaults included,
+    since a math run (``m:r``) takes its run properties (``w:rPr``) from the same places."""
+    from capsa.guard.extractors import _office_hidden  # it imports this module: late
+
+    styles_root = None
+    try:
+        from docx.opc.constants import RELATIONSHIP_TYPE
+
+        styles_root = document.part.part_related_by(RELATIONSHIP_TYPE.STYLES).element
+    except (KeyError, ValueError, AttributeError):
+        pass  # no styles part (or two): only direct formatting hides, as for the body
+    styles = _office_hidden._Styles(styles_root)
+    return lambda run: _office_hidden._hidden_run(run, styles)
 
 
 class _Reader:
     """One equation's linear text; counts what it leaves out because Word does not show it."""
 
-    def __init__(self) -> None:
+    def __init__(self, hidden_run: Callable[[Any], bool]) -> None:
         self.hidden = 0
+        self._hidden_run = hidden_run
 
     def linear(self, element: Any, depth: int) -> str:
         """`element`'s linear text, structurally to `_MAX_DEPTH`, then as text in order."""
@@ -229,7 +237,7 @@ class _Reader:
         return [self.linear(found, depth) for found in element.iterchildren(f"{_M}{name}")]
 
     def _run(self, run: Any) -> str:
-        if _hidden_run(run):
+        if self._hidden_run(run):
             self.hidden += any(True for _ in run.iter(*_TEXT))
             return ""
         pieces = []
@@ -260,7 +268,7 @@ class _Reader:
             if tag in _TEXT:
                 pieces.append(current.text or "")
                 continue
-            if tag in (f"{_W}r", f"{_M}r") and _hidden_run(current):
+            if tag in (f"{_W}r", f"{_M}r") and self._hidden_run(current):
                 self.hidden += any(True for _ in current.iter(*_TEXT))
                 continue
             if tag == f"{_M}phant" and not self._shown(current):

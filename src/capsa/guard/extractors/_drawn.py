@@ -15,8 +15,11 @@ object stands, in a group too). The part is the one the library has already
 loaded from the inspected package, never an external target; a part the
 library keeps as bytes is parsed here with no entity resolved and no
 network. An object whose part is missing, external, unparsable or of
-another kind is counted as unread; one in a tracked deletion, or a drawing's
-second copy for older readers, is not read at all.
+another kind is counted as unread; one in a tracked deletion, or in a later
+branch of an ``mc:AlternateContent`` (a drawing's second copy for older
+readers, or whatever else a file puts there), is not read at all. Each part
+is read once however many objects name it: a page of references to one
+large chart would otherwise read it again for each.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def place_in_docx(document: Any, kind: Kind) -> Drawn:
     """Write each object of `kind` in a python-docx `document`'s body, headers and footers
     as a paragraph after the paragraph it is anchored in."""
     read = unread = 0
+    texts: dict[int, str | None] = {}
     for part, root in text_parts(document):
         last: dict[Any, Any] = {}  # anchor paragraph -> the paragraph written after it
         for reference in list(root.iter(kind.reference)):
@@ -77,7 +81,7 @@ def place_in_docx(document: Any, kind: Kind) -> Drawn:
             if (anchor is None or _not_drawn(reference, kind)
                     or next(reference.iterancestors(*_DELETED), None) is not None):
                 continue
-            text = _text_of(part, reference.get(kind.relationship), kind)
+            text = _text_of(part, reference.get(kind.relationship), kind, texts)
             if text is None:
                 unread += 1
             elif text:
@@ -96,6 +100,7 @@ def place_in_pptx(presentation: Any, kind: Kind) -> Drawn:
 
     read = unread = 0
     done: set[int] = set()
+    texts: dict[int, str | None] = {}
     for slide in presentation.slides:
         if id(slide.element) in done:
             continue  # two slide ids naming one slide part: read once
@@ -116,7 +121,7 @@ def place_in_pptx(presentation: Any, kind: Kind) -> Drawn:
             parent = element.getparent()
             if parent is None or parent.tag not in _SHAPE_PARENTS:
                 continue
-            text = _text_of(slide.part, reference.get(kind.relationship), kind)
+            text = _text_of(slide.part, reference.get(kind.relationship), kind, texts)
             if text is None:
                 unread += 1
             elif text:
@@ -126,14 +131,26 @@ def place_in_pptx(presentation: Any, kind: Kind) -> Drawn:
     return Drawn(read, unread)
 
 
-def _text_of(part: Any, ident: str | None, kind: Kind) -> str | None:
+def _text_of(part: Any, ident: str | None, kind: Kind, texts: dict[int, str | None]
+             ) -> str | None:
     """The paragraph of the part `part` relates as `ident`; None when that part is missing,
-    external, unparsable or not of `kind`."""
+    external, unparsable or not of `kind`. Each target part is read once, its paragraph
+    kept in `texts` (by the part's identity) for every other object naming it."""
     rel = part.rels.get(ident) if ident else None
     if rel is None or rel.is_external:
         return None
     try:
-        root = _root(rel.target_part)
+        target = rel.target_part
+    except Exception:  # noqa: BLE001 - a broken relationship is one object lost
+        return None
+    if id(target) not in texts:
+        texts[id(target)] = _read(target, kind)
+    return texts[id(target)]
+
+
+def _read(part: Any, kind: Kind) -> str | None:
+    try:
+        root = _root(part)
     except Exception:  # noqa: BLE001 - a broken part is one object lost, not the document
         return None
     if root is None or root.tag != kind.root:
@@ -155,19 +172,25 @@ def _root(part: Any) -> Any:
 
 
 def _not_drawn(reference: Any, kind: Kind) -> bool:
-    """Whether the reference is not a drawing's of `kind`, or is the second copy of one: a
-    drawing's fallback (or a later choice) when an earlier choice draws one too."""
+    """Whether the reference is not a drawing's of `kind`, or stands in a branch of an
+    ``mc:AlternateContent`` after its first, at any level.
+
+    Word and PowerPoint draw the first choice they understand, and they
+    understand every choice they write (``wps``, ``w14``, ``a14``, ...), as
+    LibreOffice does: a fallback is for Office 2007. An object there is the
+    same object drawn twice, or text no reader of a current version sees (a
+    chart behind a choice that shows a picture or a sentence). The cost: a
+    file whose choice needs a namespace no reader knows, so that its fallback
+    is the one drawn, loses that object's text, unsaid."""
     data = reference.getparent()
     if data is None or data.tag != f"{_A}graphicData" or data.get("uri") != kind.uri:
         return True
     for branch in reference.iterancestors(f"{_MC}Choice", f"{_MC}Fallback"):
         alternatives = branch.getparent()
-        for earlier in alternatives if alternatives is not None else ():
-            if earlier is branch:
-                break
-            if any(True for _ in earlier.iter(kind.reference)):
-                return True
-        break
+        first = next(alternatives.iterchildren(f"{_MC}Choice", f"{_MC}Fallback"), None) if (
+            alternatives is not None) else branch
+        if first is not branch:
+            return True
     return False
 
 

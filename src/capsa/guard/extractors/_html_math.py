@@ -14,14 +14,22 @@ Presentation MathML is read by its structure: tokens (``mi``, ``mn``,
 ``mo``, ``mtext``, ``ms``) as their text; ``mfrac``, ``msup``, ``msub``,
 ``msubsup``, ``munder``, ``mover``, ``munderover``, ``msqrt``, ``mroot``,
 ``mfenced``, ``mtable``; ``mphantom`` (drawn invisible) and annotations
-left out; any other element as its content in order, so no character is
-lost. Content followed 64 elements deep, then read as its text in order.
+left out; of an ``maction``, only the child it shows (its ``selection``, the
+first by default: the others appear only on a click or a hover, in the
+browsers that still implement it); any other element as its content in
+order, so no character is lost. Inside a token, the content of an element
+no browser draws (a ``script``, a ``style``, a ``template``:
+`capsa.guard.extractors._html_hiding.HIDING_ELEMENTS`) is left out, as
+unstructured leaves it out of the rest of the page; the ``alttext`` is written
+before unstructured strips those elements. Content followed 64 elements
+deep, then read as its text in order.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from capsa.guard.extractors._html_hiding import HIDING_ELEMENTS
 from capsa.guard.extractors._linear_math import OPENING, ROOTS, operand
 
 __all__ = ["annotate_math", "linear_mathml"]
@@ -69,6 +77,39 @@ def _name(element: Any) -> str:
     return tag.rsplit("}", 1)[-1].rsplit(":", 1)[-1].lower()
 
 
+def _drawn_text(element: Any) -> str:
+    """`element`'s text in order, without comments and without the content of the elements
+    no browser draws (`HIDING_ELEMENTS`), whose tails stay; a loop, never a recursion."""
+    pieces: list[str] = []
+    pending: list[Any] = [element]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            pieces.append(item)
+            continue
+        if not isinstance(item.tag, str) or _name(item) in HIDING_ELEMENTS:
+            continue
+        pieces.append(item.text or "")
+        for child in reversed(item):
+            if child.tail:
+                pending.append(child.tail)
+            pending.append(child)
+    return "".join(pieces)
+
+
+def _shown_child(action: Any, parts: list[Any]) -> Any:
+    """The child an ``maction`` shows: the one its ``selection`` names, the first when it
+    names none or names no child (MathML 3's rule; by default browsers draw the first
+    child only)."""
+    try:
+        chosen = int((action.get("selection") or "1").strip())
+    except ValueError:
+        chosen = 1
+    if not parts:
+        return None
+    return parts[chosen - 1] if 1 <= chosen <= len(parts) else parts[0]
+
+
 def _has_tex(math: Any) -> bool:
     return any((annotation.get("encoding") or "").strip().lower() in _TEX
                for annotation in math.iter("annotation"))
@@ -77,7 +118,7 @@ def _has_tex(math: Any) -> bool:
 def _after(base: Any) -> str:
     """A space after the limits of a big operator or a named one (``∑_(i=1)^n x_i``,
     ``lim_(n→∞) a_n``), so what it applies to stands apart."""
-    text = "".join(base.itertext()).strip()
+    text = _drawn_text(base).strip()
     return " " if text in _BIG_OPERATORS or (len(text) > 1 and text.isalpha()) else ""
 
 
@@ -100,11 +141,14 @@ class _Reader:
         if depth >= _MAX_DEPTH:
             return self._flat(element)
         if name in _TOKENS:
-            return "".join(element.itertext())
+            return _drawn_text(element)
         if name == "mspace":
             return " "
         parts = [child for child in element if _name(child)]
         depth += 1
+        if name == "maction":
+            shown = _shown_child(element, parts)
+            return self.read(shown, depth) if shown is not None else ""
         if name == "semantics":
             return self.read(parts[0], depth) if parts else ""
         if name == "mfrac" and len(parts) == 2:
@@ -149,7 +193,11 @@ class _Reader:
             if _name(current) in _SKIPPED:
                 continue
             if _name(current) in _TOKENS:
-                pieces.append("".join(current.itertext()))
+                pieces.append(_drawn_text(current))
                 continue
-            stack.extend(reversed([child for child in current if _name(child)]))
+            children = [child for child in current if _name(child)]
+            if _name(current) == "maction":
+                shown = _shown_child(current, children)
+                children = [shown] if shown is not None else []
+            stack.extend(reversed(children))
         return "".join(pieces)

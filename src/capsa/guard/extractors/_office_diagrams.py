@@ -62,8 +62,10 @@ and diagrams, the diagrams' paragraphs come first (each pass places its
 own paragraphs right after the anchor).
 
 Not read: SmartArt in a footnote or an endnote, on slide layouts and
-masters (unstructured reads no layout), inside an ``mc:AlternateContent``
-on a slide (python-pptx yields no such shape), connector labels, and the
+masters (unstructured reads no layout), in a branch of a slide's
+``mc:AlternateContent`` PowerPoint does not show (the branch it shows is put
+in place first, `capsa.guard.extractors._pptx_alternates`), connector
+labels, and the
 cached drawing (``dsp:drawing``): LibreOffice draws a diagram from it, so a
 file whose drawing says other words than its data shows a LibreOffice
 reader those other words, which this text does not hold.

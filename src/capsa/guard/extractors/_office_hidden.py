@@ -46,6 +46,7 @@ from capsa.guard.extractors._office_diagrams import (
     read_docx_diagrams,
     read_pptx_diagrams,
 )
+from capsa.guard.extractors._pptx_alternates import Alternates, read_alternates
 from capsa.guard.extractors._workbook import Worksheet
 
 __all__ = ["HiddenTally", "WorkbookSurvey", "drop_hidden_runs", "drop_hidden_shapes",
@@ -87,6 +88,9 @@ class HiddenTally:
     diagrams: Diagrams = field(default_factory=Diagrams)
     """DOCX and PPTX SmartArt diagrams read as a paragraph where they stand, or left out
     unread (`read_docx_diagrams`, `read_pptx_diagrams`)."""
+    alternates: Alternates = field(default_factory=Alternates)
+    """PPTX shapes written twice read as PowerPoint shows them, and their equations as
+    linear text (`read_alternates`)."""
 
 
 _TALLY: ContextVar[HiddenTally | None] = ContextVar("capsa_office_hidden", default=None)
@@ -117,6 +121,7 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
             notes.append(said)
     notes.extend(tally.charts.notes())
     notes.extend(tally.diagrams.notes())
+    notes.extend(tally.alternates.notes())
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""
@@ -342,6 +347,9 @@ def drop_hidden_shapes(presentation: Any) -> tuple[int, list[int]]:
 
 
 def _count_shapes(presentation: Any, tally: HiddenTally) -> None:
+    # the branch PowerPoint shows first: a hidden shape or a chart inside it is then one
+    # like any other
+    tally.alternates += read_alternates(presentation)
     removed, hidden = drop_hidden_shapes(presentation)  # first: a hidden chart goes unread
     tally.shapes += removed
     tally.hidden_slides.extend(hidden)
@@ -351,7 +359,8 @@ def _count_shapes(presentation: Any, tally: HiddenTally) -> None:
 
 def guard_pptx() -> None:
     """Make unstructured's PPTX partitioner open decks without their hidden shapes, and with
-    their charts' and SmartArt diagrams' text (`capsa.guard.extractors._office_charts`,
+    the text of shapes written twice (`capsa.guard.extractors._pptx_alternates`) and of
+    their charts and SmartArt diagrams (`capsa.guard.extractors._office_charts`,
     `capsa.guard.extractors._office_diagrams`)."""
     _guard("unstructured.partition.pptx", "pptx", "Presentation", _count_shapes,
            "capsa cannot leave out hidden shapes")

@@ -16,12 +16,15 @@ export value, ``gdpr: Yes``), each free-text annotation as its text, in the
 order a reader meets them on the page (top to bottom, then left to right).
 They are appended to the page's text as one paragraph, ``Form fields: ...``,
 with a note. Left out, as a reader never sees them: annotations flagged
-invisible, hidden or no-view, or drawn in no area of the page (no width or
-height, or off the page; all counted in the note), empty fields, boxes
-that are off, push buttons (their captions are the form's interface), and
-comments (sticky notes, highlights' pop-ups: beside the page, as Word's
-comments are). XFA forms, which draw their fields from XML no PDF viewer
-but Adobe's reads, are not read.
+invisible, hidden or no-view, in an optional content group (a layer) the
+document turns off, or drawn in no area of the page (no width or height,
+or outside the part of the page a viewer shows, its crop box within its
+media box), and password fields, whose value a viewer draws as dots (all
+counted in the note); empty fields, boxes that are off, push buttons
+(their captions are the form's interface), and comments (sticky notes,
+highlights' pop-ups: beside the page, as Word's comments are). An
+annotation the page lists twice is read once. XFA forms, which draw their
+fields from XML no PDF viewer but Adobe's reads, are not read.
 """
 
 from __future__ import annotations
@@ -34,10 +37,14 @@ __all__ = ["PageFields", "page_fields"]
 _HIDDEN_FLAGS = 1 | 2 | 32
 """Annotation flags Invisible, Hidden and NoView (PDF 32000 §12.5.3)."""
 _PUSH_BUTTON = 1 << 16
+_PASSWORD = 1 << 13
+"""A text field's Password flag (bit 14): its value is drawn as dots or asterisks."""
 _MAX_VALUE = 2_000
 """Characters of one value kept; a longer one is cut with an ellipsis."""
 _MAX_CHAIN = 32
 """Parents followed for a field's name and inherited value."""
+_MAX_EXPRESSION = 32
+"""Levels of an optional content visibility expression followed; deeper is taken as off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +66,21 @@ def page_fields(page: Any) -> PageFields:
     """
     found: list[tuple[float, float, str]] = []
     hidden = 0
-    box = _rectangle(page.get("/MediaBox"))
+    box = _page_area(page)
+    layers = _Layers(page)
     for reference in _annotations(page):
         try:
             annotation = reference.get_object()
             said = _said(annotation)
+            if said is None:
+                continue
+            rectangle = _rectangle(annotation.get("/Rect"))
+            shown = not (_flag(annotation, "/F") & _HIDDEN_FLAGS) and _visible(
+                rectangle, box) and not _masked(annotation) and layers.shows(
+                    annotation.get("/OC"))
         except Exception:  # noqa: BLE001 - a broken annotation is one value lost, not the page
             continue
-        if said is None:
-            continue
-        rectangle = _rectangle(annotation.get("/Rect"))
-        if _flag(annotation, "/F") & _HIDDEN_FLAGS or not _visible(rectangle, box):
+        if not shown:
             hidden += 1
             continue
         left, _, _, top = rectangle or (0.0, 0.0, 0.0, 0.0)
@@ -82,12 +93,106 @@ def page_fields(page: Any) -> PageFields:
 
 
 def _annotations(page: Any) -> list[Any]:
+    """The page's annotations, each once: a list naming one annotation 100,000 times (one
+    kilobyte per 150 names) would otherwise cost 100,000 reads of it, for one value drawn
+    in one place."""
     try:
         annotations = page.get("/Annots")
         annotations = annotations.get_object() if annotations is not None else None
     except Exception:  # noqa: BLE001 - an unreadable list is no annotations
         return []
-    return list(annotations) if isinstance(annotations, list) else []
+    if not isinstance(annotations, list):
+        return []
+    seen: set[object] = set()
+    unique = []
+    for reference in annotations:
+        key = _key(reference)
+        if key not in seen:
+            seen.add(key)
+            unique.append(reference)
+    return unique
+
+
+def _key(value: Any) -> object:
+    """What identifies a PDF object: its object number where it has one (a reference, or an
+    object read through one), else the Python object itself."""
+    reference = value if hasattr(value, "idnum") else getattr(value, "indirect_reference", None)
+    if reference is not None and hasattr(reference, "idnum"):
+        return (reference.idnum, reference.generation)
+    return id(value)
+
+
+def _resolved(value: Any) -> Any:
+    return value.get_object() if hasattr(value, "get_object") else value
+
+
+def _masked(annotation: Any) -> bool:
+    """Whether the annotation is a password field, which a viewer draws as dots."""
+    return (annotation.get("/Subtype") == "/Widget" and _inherited(annotation, "/FT") == "/Tx"
+            and bool(_flag_inherited(annotation, "/Ff") & _PASSWORD))
+
+
+class _Layers:
+    """The document's optional content (layers) as a viewer opens it: its default
+    configuration's ``/BaseState``, ``/ON`` and ``/OFF`` (PDF 32000 §8.11.4.3)."""
+
+    def __init__(self, page: Any) -> None:
+        self._off: set[object] = set()
+        self._on: set[object] = set()
+        self._base_off = False
+        try:
+            catalog = page.pdf.root_object
+            default = _resolved(_resolved(catalog.get("/OCProperties") or {}).get("/D") or {})
+            self._base_off = default.get("/BaseState") == "/OFF"
+            self._off = {_key(group) for group in _resolved(default.get("/OFF") or [])}
+            self._on = {_key(group) for group in _resolved(default.get("/ON") or [])}
+        except Exception:  # noqa: BLE001 - no readable configuration: every group is on
+            pass
+
+    def shows(self, content: Any, depth: int = 0) -> bool:
+        """Whether an annotation whose ``/OC`` is `content` (a group, a membership dictionary
+        or none) is drawn; what cannot be read is taken as off, which can only leave out."""
+        if content is None:
+            return True
+        if depth > _MAX_EXPRESSION:
+            return False
+        value = _resolved(content)
+        if isinstance(value, list):  # a visibility expression: [/And ...], [/Or ...], [/Not x]
+            operator, operands = (value[0], value[1:]) if value else (None, [])
+            states = [self.shows(operand, depth + 1) for operand in operands]
+            if operator == "/And" and states:
+                return all(states)
+            if operator == "/Or" and states:
+                return any(states)
+            return operator == "/Not" and len(states) == 1 and not states[0]
+        if not hasattr(value, "get"):
+            return False
+        if value.get("/Type") != "/OCMD":
+            return self._group_on(content)
+        if value.get("/VE") is not None:
+            return self.shows(value.get("/VE"), depth + 1)
+        groups = _resolved(value.get("/OCGs"))
+        members = [groups] if hasattr(groups, "get") else list(groups or [])
+        states = [self._group_on(group) for group in members]
+        if not states:
+            return True  # a membership naming no group has no effect
+        policy = value.get("/P") or "/AnyOn"
+        return {"/AllOn": all(states), "/AnyOff": not all(states),
+                "/AllOff": not any(states)}.get(str(policy), any(states))
+
+    def _group_on(self, group: Any) -> bool:
+        key = _key(group)
+        return key in self._on if self._base_off else key not in self._off
+
+
+def _page_area(page: Any) -> tuple[float, float, float, float] | None:
+    """The part of the page a viewer shows: its crop box within its media box."""
+    media = _rectangle(_resolved(page.get("/MediaBox")))
+    crop = _rectangle(_resolved(page.get("/CropBox")))
+    if media is None or crop is None:
+        return media or crop
+    return (max(media[0], crop[0]), max(media[1], crop[1]), min(media[2], crop[2]),
+            min(media[3], crop[3]))
 
 
 def _said(annotation: Any) -> str | None:

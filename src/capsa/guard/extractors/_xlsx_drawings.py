@@ -8,14 +8,17 @@ without a word said (measured with unstructured 0.27: a sheet holding a
 table and a bar chart read as the table alone).
 
 `sheet_drawings` reads one worksheet's drawing part (``xl/drawings/...``,
-related from the sheet) straight from the inspected archive, in the order
+the one its ``<drawing r:id>`` names) straight from the inspected archive,
+in the order
 its anchors stand on the sheet (by row, then column): each chart from its
 own part, as `capsa.guard.extractors._office_charts.chart_text` writes it
 (``Chart: Sales by region. Categories: North, South. Series: ...``), and
 each text box or shape as its paragraphs' text. Shapes a reader never sees
 (``hidden="1"`` in their properties, or in a group's) are left out and
 counted; a chart whose part is missing or unreadable is counted as unread.
-Pictures and connectors hold no text.
+Pictures and connectors hold no text. A drawing part the sheet relates
+but never names is drawn by neither Excel nor LibreOffice, and is not
+read; a chart named by many anchors is read once.
 
 `capsa.guard.extractors.unstructured` appends the paragraphs after their
 sheet's cells, with a note.
@@ -35,6 +38,7 @@ __all__ = ["Drawings", "sheet_drawings"]
 _XDR = "{http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+_S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _DRAWING = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/drawing"
 _ANCHORS = (f"{_XDR}twoCellAnchor", f"{_XDR}oneCellAnchor", f"{_XDR}absoluteAnchor")
@@ -59,18 +63,49 @@ def sheet_drawings(archive: zipfile.ZipFile, sheet: str) -> Drawings:
     """The charts and text boxes of the worksheet part `sheet` (a member name of the
     inspected `archive`), in the order they stand on the sheet."""
     found = Drawings()
-    for target, kind in relationships(archive, sheet).values():
-        if kind != _DRAWING:
-            continue
-        drawing = parse_member(archive, target)
-        if drawing is None:
-            continue
-        charts = relationships(archive, target)
-        anchors = sorted(enumerate(drawing.iterchildren(*_ANCHORS)), key=_place)
-        for _, anchor in anchors:
-            for shape in anchor:
-                _read(archive, shape, charts, found, 0)
+    related = relationships(archive, sheet)
+    if not any(kind == _DRAWING for _, kind in related.values()):
+        return found  # the common case: no drawing, and the sheet is not read again
+    target, kind = related.get(_drawing_id(archive, sheet) or "", ("", ""))
+    drawing = parse_member(archive, target) if kind == _DRAWING else None
+    if drawing is None:
+        return found
+    charts = relationships(archive, target)
+    texts: dict[str, str | None] = {}
+    anchors = sorted(enumerate(drawing.iterchildren(*_ANCHORS)), key=_place)
+    for _, anchor in anchors:
+        for shape in anchor:
+            _read(archive, shape, charts, found, 0, texts)
     return found
+
+
+def _drawing_id(archive: zipfile.ZipFile, sheet: str) -> str | None:
+    """The relationship id the sheet's ``<drawing>`` names (a sheet has at most one), or None.
+
+    Excel and LibreOffice draw that part alone: another drawing related from
+    the sheet is shown by neither, so its text is no reader's (and a sheet
+    relating one drawing 50,000 times would have it read 50,000 times).
+    Streamed, one row in memory.
+    """
+    from lxml import etree
+
+    if sheet not in archive.NameToInfo:
+        return None
+    with archive.open(sheet) as part:
+        try:
+            for _, element in etree.iterparse(part, events=("end",),
+                                              tag=(f"{_S}drawing", f"{_S}row"),
+                                              resolve_entities=False, no_network=True):
+                if element.tag == f"{_S}drawing":
+                    found: str | None = element.get(_R_ID)
+                    return found
+                element.clear()
+                parent = element.getparent()
+                while parent is not None and element.getprevious() is not None:
+                    del parent[0]  # read: dropped, so memory stays one row deep
+        except etree.LxmlError:
+            return None  # openpyxl cannot read the sheet either; the parse will say so
+    return None
 
 
 def _place(numbered: tuple[int, Any]) -> tuple[int, int, int]:
@@ -84,7 +119,7 @@ def _place(numbered: tuple[int, Any]) -> tuple[int, int, int]:
 
 
 def _read(archive: zipfile.ZipFile, shape: Any, charts: dict[str, tuple[str, str]],
-          found: Drawings, depth: int) -> None:
+          found: Drawings, depth: int, texts: dict[str, str | None]) -> None:
     tag = shape.tag
     if tag not in (f"{_XDR}sp", f"{_XDR}grpSp", f"{_XDR}graphicFrame"):
         return  # a picture, a connector, the anchor's position and size
@@ -94,16 +129,20 @@ def _read(archive: zipfile.ZipFile, shape: Any, charts: dict[str, tuple[str, str
     if tag == f"{_XDR}grpSp":
         if depth < _MAX_DEPTH:
             for inner in shape:
-                _read(archive, inner, charts, found, depth + 1)
+                _read(archive, inner, charts, found, depth + 1, texts)
         return
     if tag == f"{_XDR}graphicFrame":
         for reference in shape.iter(f"{_C}chart"):
             target = charts.get(reference.get(_R_ID) or "")
-            root = parse_member(archive, target[0]) if target is not None else None
-            if root is None or root.tag != f"{_C}chartSpace":
+            name = target[0] if target is not None else ""
+            if name not in texts:
+                root = parse_member(archive, name)
+                texts[name] = chart_text(root) if (
+                    root is not None and root.tag == f"{_C}chartSpace") else None
+            text = texts[name]
+            if text is None:
                 found.unread += 1
                 continue
-            text = chart_text(root)
             if text:
                 found.paragraphs.append(text)
                 found.charts += 1

@@ -1,0 +1,165 @@
+"""PowerPoint shapes written twice, for new readers and old: read as PowerPoint shows them.
+
+PowerPoint 2010 and later write a shape that uses a newer feature inside
+``mc:AlternateContent``: a ``mc:Choice`` for readers that know the feature
+and a ``mc:Fallback`` for those that do not, usually a picture of the shape.
+A text box holding an equation is one: its whole text is in the choice, the
+equation as ``a14:m``, and the fallback is a picture of it. python-pptx
+yields neither branch, so unstructured lost the whole text box without a
+word ("Mass-energy equivalence says E=mc² for every body at rest." read as
+nothing).
+
+`read_alternates` puts the branch PowerPoint shows in the content's place,
+before the hidden-shape pass, so a hidden shape inside it is left out like
+any other and a chart or diagram inside it is read by its own pass. The
+branch shown is the first choice whose required namespaces PowerPoint
+understands (`_UNDERSTOOD`), else the fallback: a choice that requires
+something PowerPoint does not know is never shown, so its text is not read
+(a choice is also a place to hide words). Each equation (``a14:m``) becomes
+a run of its linear text, as Word's do
+(`capsa.guard.extractors._docx_math`), with the mathematical italic letters
+PowerPoint writes (``𝑚𝑐``) as plain ones, since a search types ``mc``.
+Alternates nest; each is resolved once, outermost first, in one pass over
+the slide (at most `_MAX_ALTERNATES` a slide; past that they stay unread).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from capsa.guard.extractors._docx_math import _Reader
+
+__all__ = ["Alternates", "read_alternates"]
+
+_P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+_A14 = "{http://schemas.microsoft.com/office/drawing/2010/main}"
+_SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
+_MAX_ALTERNATES = 10_000
+_UNDERSTOOD = frozenset({
+    "http://schemas.openxmlformats.org/presentationml/2006/main",
+    "http://schemas.openxmlformats.org/drawingml/2006/main",
+    "http://schemas.openxmlformats.org/officeDocument/2006/math",
+    "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
+    "http://schemas.microsoft.com/office/drawing/2010/main",            # a14
+    "http://schemas.microsoft.com/office/drawing/2012/main",            # a15
+    "http://schemas.microsoft.com/office/drawing/2014/main",            # a16
+    "http://schemas.microsoft.com/office/drawing/2014/chartex",         # cx
+    "http://schemas.microsoft.com/office/drawing/2016/ink",             # aink
+    "http://schemas.microsoft.com/office/drawing/2016/SVG/main",        # asvg
+    "http://schemas.microsoft.com/office/drawing/2017/model3d",         # am3d
+    "http://schemas.microsoft.com/office/powerpoint/2010/main",         # p14
+    "http://schemas.microsoft.com/office/powerpoint/2012/main",         # p15
+    "http://schemas.microsoft.com/office/powerpoint/2015/09/main",      # p159
+    "http://schemas.microsoft.com/office/powerpoint/2016/slidezoom",    # pslz
+    "http://schemas.microsoft.com/office/powerpoint/2016/sectionzoom",  # psez
+    "http://schemas.microsoft.com/office/powerpoint/2017/10/main",      # p1710
+})
+"""The namespaces PowerPoint (2016 and later) knows, so a choice requiring them is what it
+draws; any other requirement makes it fall back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Alternates:
+    """What `read_alternates` did to one presentation."""
+
+    shapes: int = 0
+    """``mc:AlternateContent`` on slides now read as the branch PowerPoint shows."""
+    equations: int = 0
+    """Equations (``a14:m``) now read as linear text."""
+
+    def __add__(self, other: Alternates) -> Alternates:
+        return Alternates(self.shapes + other.shapes, self.equations + other.equations)
+
+    def notes(self) -> tuple[str, ...]:
+        """The extraction notes; none when the deck has no alternate content."""
+        said = []
+        if self.shapes:
+            said.append(f"read {self.shapes} shape(s) PowerPoint writes twice, for newer and "
+                        "older readers, as PowerPoint shows them (python-pptx reads neither)")
+        if self.equations:
+            said.append(f"read {self.equations} equation(s) in slides as linear text: a "
+                        "fraction as a/b, a power as x^2, an index as x_i, a root as √x")
+        return tuple(said)
+
+
+def read_alternates(presentation: Any) -> Alternates:
+    """Put, on each slide of a python-pptx `presentation`, the branch PowerPoint shows in
+    place of each alternate content among the shapes, and write its equations as runs."""
+    shapes = equations = 0
+    done: set[int] = set()
+    for slide in presentation.slides:
+        element = slide.element
+        if id(element) in done:
+            continue  # two slide ids naming one slide part: read once
+        done.add(id(element))
+        tree = element.find(f"{_P}cSld/{_P}spTree")
+        if tree is None:
+            continue
+        # each branch is chosen before anything moves: a moved choice may lose the
+        # namespace declarations its requirements are read by
+        found = list(tree.iter(f"{_MC}AlternateContent"))[:_MAX_ALTERNATES]
+        shown = [_shown(alternate) for alternate in found]
+        dropped: set[Any] = set()
+        for alternate, branch in zip(found, shown, strict=True):
+            # document order: an outer alternate is resolved before those inside it
+            if alternate not in dropped and alternate.getparent().tag in _SHAPE_PARENTS:
+                dropped.update(_resolve(alternate, branch))
+                shapes += 1
+        for math in list(tree.iter(f"{_A14}m")):
+            if math.getparent().tag == f"{_A}p" and _write_equation(math):
+                equations += 1
+    return Alternates(shapes, equations)
+
+
+def _shown(alternate: Any) -> Any:
+    """The branch of `alternate` PowerPoint shows: its first understood choice, else its
+    fallback (None when it has neither)."""
+    choice = next((choice for choice in alternate.iterchildren(f"{_MC}Choice")
+                   if _understood(choice)), None)
+    return choice if choice is not None else alternate.find(f"{_MC}Fallback")
+
+
+def _resolve(alternate: Any, shown: Any) -> list[Any]:
+    """Replace `alternate` by the children of its `shown` branch, in order; return the
+    alternates inside the branches not shown, which go with them."""
+    parent = alternate.getparent()
+    at = parent.index(alternate)
+    parent.remove(alternate)
+    for offset, child in enumerate(list(shown) if shown is not None else ()):
+        parent.insert(at + offset, child)
+    return [inner for branch in alternate if branch is not shown
+            for inner in branch.iter(f"{_MC}AlternateContent")]
+
+
+def _understood(choice: Any) -> bool:
+    """Whether every namespace `choice` requires is one PowerPoint knows."""
+    prefixes = (choice.get("Requires") or "").split()
+    return bool(prefixes) and all(choice.nsmap.get(prefix) in _UNDERSTOOD
+                                  for prefix in prefixes)
+
+
+def _write_equation(math: Any) -> bool:
+    """Replace an ``a14:m`` by a DrawingML run holding its linear text; False when empty."""
+    text = _plain_letters(_Reader(lambda run: False).linear(math, 0))  # DrawingML hides no run
+    if not text.strip():
+        return False
+    run = math.makeelement(f"{_A}r", {})
+    run.append(run.makeelement(f"{_A}rPr", {"lang": "en-US"}))
+    shown = run.makeelement(f"{_A}t", {})
+    shown.text = text
+    run.append(shown)
+    run.tail = math.tail
+    math.getparent().replace(math, run)
+    return True
+
+
+def _plain_letters(text: str) -> str:
+    """Mathematical alphanumeric symbols (``𝑚``, ``𝐱``, ``ℎ``) as the letters and digits
+    they style: the style is the equation's typography, the letter is what is searched."""
+    return "".join(unicodedata.normalize("NFKC", ch)
+                   if "\U0001d400" <= ch <= "\U0001d7ff" or ch == "\u210e" else ch
+                   for ch in text)
