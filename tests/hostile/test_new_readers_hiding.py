@@ -127,8 +127,6 @@ def test_a_chart_or_diagram_in_a_drawings_fallback_stays_out(
     assert "Plan" not in text and "shown1" in text
 
 
-@pytest.mark.xfail(strict=True, reason="_docx_containers._second_copy reads a fallback's text "
-                   "box whenever the choice holds no text box; not a file this session may edit")
 def test_a_text_box_in_a_drawings_fallback_stays_out(real_pool: IsolatedExtractor) -> None:
     box = (f'<w:r><w:pict><v:shape xmlns:v="urn:schemas-microsoft-com:vml"><v:textbox>'
            f"<w:txbxContent>{paragraph(run('hidden1'))}</w:txbxContent></v:textbox></v:shape>"
@@ -406,9 +404,6 @@ def test_a_visible_chart_sheet_is_read_by_its_tab(real_pool: IsolatedExtractor) 
     assert "Chart sheet Overview: Chart: Sales by region" in done.text
 
 
-@pytest.mark.xfail(strict=True, reason="a hidden chart sheet's text is kept without the note "
-                   "hidden worksheets get: _workbook.sheets drops the chart sheet's state and "
-                   "unstructured.workbook notes name worksheets only (unstructured.py)")
 @pytest.mark.parametrize("state", ["hidden", "veryHidden"])
 def test_a_hidden_chart_sheet_is_named_in_a_note(real_pool: IsolatedExtractor,
                                                  state: str) -> None:
@@ -645,10 +640,6 @@ def test_an_maction_shows_its_selected_child(real_pool: IsolatedExtractor) -> No
     assert "hidden1" not in text and "Area y m." in text
 
 
-@pytest.mark.xfail(strict=True, reason="a closed <details> is read whole without a word, while "
-                   "the rule for text one click away (a hidden slide, a hidden sheet) is kept and "
-                   "named in a note; the note needs unstructured.py, which discards "
-                   "_html_containers.open_containers' count")
 def test_a_closed_details_body_is_named_in_a_note(real_pool: IsolatedExtractor) -> None:
     done = page_text(real_pool, "<details><summary>shown2</summary><p>collapsed</p></details>")
 

@@ -60,3 +60,22 @@ def test_an_html_mail_body_in_a_form_is_read() -> None:
 
 def extract_mail(mail: bytes) -> Parsed:
     return UnstructuredExtractor().extract("eml", None, mail, max_pages=5)
+
+
+FOLDED = ("kept the text of {} collapsed section(s) (<details> without open): a reader sees "
+          "it once the section is unfolded")
+
+
+@pytest.mark.parametrize(("body", "folded"), [
+    ("<details><summary>Q?</summary><p>answer</p></details>", 1),
+    ("<details><summary>Q?</summary>bare answer</details>", 1),
+    ("<details>no summary at all</details>", 1),
+    ("<details><summary>Q1?</summary>a</details><details><summary>Q2?</summary>b</details>", 2),
+    ("<details open><summary>Q?</summary><p>answer</p></details>", 0),
+    ("<details><summary>Only a summary</summary></details><p>text</p>", 0),
+    ("<details><summary>Q?</summary><p hidden>secret</p></details><p>text</p>", 0),
+])
+def test_a_closed_details_section_with_text_is_named_in_a_note(body: str, folded: int) -> None:
+    notes = extract(body).notes
+    assert [note for note in notes if "collapsed" in note] == (
+        [FOLDED.format(folded)] if folded else [])

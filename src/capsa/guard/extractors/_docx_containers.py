@@ -46,6 +46,7 @@ __all__ = ["Opened", "open_containers", "text_parts", "text_roots"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+_BRANCHES = frozenset({f"{_MC}Choice", f"{_MC}Fallback"})
 _TEXT_ROOTS = frozenset({f"{_W}document", f"{_W}hdr", f"{_W}ftr"})
 """The parts whose text unstructured reads: the main document, its headers and footers."""
 _INSERTED = (f"{_W}ins", f"{_W}moveTo")
@@ -170,16 +171,14 @@ def _move_text_boxes(root: Any) -> int:
 
 
 def _second_copy(box: Any) -> bool:
-    """Whether `box` is in a drawing's fallback (or a later choice) whose first choice holds
-    a text box too: the same text, written twice for readers of two versions of the format."""
+    """Whether `box` stands in a branch of an ``mc:AlternateContent`` after its first, at any
+    level: Word draws the first choice (it understands every choice it writes, as
+    LibreOffice does), so a later branch is the same text written again for Word 2007, or
+    text no current reader shows (`capsa.guard.extractors._drawn` reads charts so too)."""
     for branch in box.iterancestors(f"{_MC}Choice", f"{_MC}Fallback"):
         alternatives = branch.getparent()
         if alternatives is None:
-            return False
-        for earlier in alternatives:
-            if earlier is branch:
-                return False
-            if any(True for _ in earlier.iter(f"{_W}txbxContent")):
-                return True
-        return False
+            return True
+        if next((child for child in alternatives if child.tag in _BRANCHES), None) is not branch:
+            return True
     return False

@@ -13,6 +13,9 @@ text of the page itself, and a reader sees it:
 - ``<dialog open>``: a dialog shown when the page opens (a closed
   ``<dialog>`` is hidden by the browser's own style sheet and stays out).
 
+A closed ``<details>`` is read whole, with a note (`closed_details` counts
+them), as a hidden slide's or sheet's text is kept and named.
+
 `open_containers` renames each of these to ``div`` in the tree libxml2 has
 just parsed, before unstructured reads it, so their content reads as a
 ``div``'s does. The form controls inside a form (``input``, ``button``,
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OPENED", "open_containers"]
+__all__ = ["OPENED", "closed_details", "open_containers"]
 
 OPENED = frozenset({"form", "details", "summary", "figure"})
 """Elements always opened; ``dialog`` is opened when it has the ``open`` attribute."""
@@ -41,3 +44,26 @@ def open_containers(root: Any) -> int:
     for element in found:
         element.tag = "div"
     return len(found)
+
+
+
+def closed_details(root: Any) -> int:
+    """How many ``<details>`` without ``open`` hold text beyond their summary: read whole,
+    and named in a note, since a reader sees that text only once it is unfolded."""
+    if root is None:
+        return 0
+    return sum(1 for details in root.iter("details")
+               if details.get("open") is None and _folded_text(details))
+
+
+def _folded_text(details: Any) -> bool:
+    """Whether `details` holds text outside its summary."""
+    if (details.text or "").strip():
+        return True
+    for child in details:
+        if (child.tail or "").strip():
+            return True
+        if (isinstance(child.tag, str) and child.tag != "summary"
+                and any(piece.strip() for piece in child.itertext())):
+            return True
+    return False

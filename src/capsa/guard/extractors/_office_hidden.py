@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 import re
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -451,12 +451,15 @@ def survey_workbook(archive: zipfile.ZipFile, worksheets: list[Worksheet]) -> Wo
     return WorkbookSurvey(tuple(hidden_sheets), tuple(hidden_cells))
 
 
-def workbook_notes(survey: WorkbookSurvey, pages: set[int]) -> tuple[str, ...]:
+def workbook_notes(survey: WorkbookSurvey, pages: set[int],
+                   charts: Sequence[Worksheet] = ()) -> tuple[str, ...]:
     """Notes on the hidden parts of a workbook whose text was kept (`pages`: sheet numbers
-    that have text)."""
+    that have text; `charts`: the chart sheets whose chart was read)."""
     notes: list[str] = []
     sheets = [(number, name, state) for number, name, state in survey.hidden_sheets
               if number in pages]
+    sheets += [(sheet.number, sheet.name, sheet.state) for sheet in charts
+               if sheet.state != "visible"]
     if sheets:
         named = ", ".join(f"{_shown(name)} ({_STATES.get(state, 'hidden')})"
                           for _, name, state in sheets[:_NAMES_SHOWN])

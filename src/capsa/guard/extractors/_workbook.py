@@ -44,18 +44,18 @@ class Worksheet:
     """Its member name in the archive (it may be missing)."""
 
 
-def sheets(archive: zipfile.ZipFile) -> tuple[list[Worksheet], list[tuple[str, str]]]:
+def sheets(archive: zipfile.ZipFile) -> tuple[list[Worksheet], list[Worksheet]]:
     """The workbook's worksheets, found through the content types and the workbook's
-    relationships as openpyxl finds them, and (name, member name) of each chart sheet
-    (a sheet that is one chart, which pandas and openpyxl's readers list nowhere); both
+    relationships as openpyxl finds them, and its chart sheets (a sheet that is one chart,
+    which pandas and openpyxl's readers list nowhere; numbered among chart sheets); both
     empty when there is no workbook."""
     found: list[Worksheet] = []
-    charts: list[tuple[str, str]] = []
+    charts: list[Worksheet] = []
     for name, state, target, kind in _sheets(archive):
         if kind == _WORKSHEET:
             found.append(Worksheet(len(found) + 1, name, state, target))
         elif kind == _CHARTSHEET:
-            charts.append((name, target))
+            charts.append(Worksheet(len(charts) + 1, name, state, target))
     return found, charts
 
 

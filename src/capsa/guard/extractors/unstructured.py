@@ -45,6 +45,7 @@ from capsa.guard.extractors._floors import (
 )
 from capsa.guard.extractors._floors import refuse as _refuse
 from capsa.guard.extractors._html_charset import HtmlText, read_html
+from capsa.guard.extractors._html_containers import closed_details
 from capsa.guard.extractors._html_containers import open_containers as _open_containers
 from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
 from capsa.guard.extractors._html_hiding import ignored_self_closing
@@ -60,7 +61,7 @@ from capsa.guard.extractors._office_hidden import (
 )
 from capsa.guard.extractors._office_hidden import listening as _office_listening
 from capsa.guard.extractors._pdf_forms import PageFields, page_fields
-from capsa.guard.extractors._workbook import sheets
+from capsa.guard.extractors._workbook import Worksheet, sheets
 from capsa.guard.extractors._xlsx_drawings import Drawings, sheet_drawings
 from capsa.guard.extractors.mail import read_mail
 from capsa.guard.extractors.pdf_ocr import OcrSettings, ocr_available, ocr_pages
@@ -136,7 +137,7 @@ class UnstructuredExtractor:
         embedded: tuple[EmbeddedFile, ...] = ()
         survey = WorkbookSurvey()
         drawn: dict[int, Drawings] = {}  # a workbook's charts and text boxes, by sheet
-        charted: list[tuple[str, Drawings]] = []  # its chart sheets' charts
+        charted: list[tuple[Worksheet, Drawings]] = []  # its chart sheets' charts
         pruned = 0
         try:
             if kind in _ZIPPED:
@@ -157,8 +158,8 @@ class UnstructuredExtractor:
                         survey = survey_workbook(archive, worksheets)
                         drawn = {sheet.number: sheet_drawings(archive, sheet.part)
                                  for sheet in worksheets}
-                        charted = [(name, sheet_drawings(archive, part))
-                                   for name, part in chart_sheets]
+                        charted = [(sheet, sheet_drawings(archive, sheet.part))
+                                   for sheet in chart_sheets]
                     if kind == "epub":  # pandoc drops a <p>'s attributes: its hiding goes first
                         book = drop_hidden_chapters(payload, archive,
                                                     max_bytes=self.limits.max_uncompressed_bytes)
@@ -178,12 +179,15 @@ class UnstructuredExtractor:
                 if parts.mended is not None:  # a boundary quoted, a mislabelled part relabelled
                     payload = parts.mended
             hidden: list[int] = [pruned]  # an EPUB's, then each HTML parse's
+            folded: list[int] = []  # each HTML parse's closed <details> with text
             listening = _HIDDEN_ELEMENTS.set(hidden)
+            unfolding = _FOLDED_SECTIONS.set(folded)
             try:
                 with _office_listening() as office:
                     elements = partition(payload) if page is None else _partition_page(page.text)
             finally:
                 _HIDDEN_ELEMENTS.reset(listening)
+                _FOLDED_SECTIONS.reset(unfolding)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
         except Exception as exc:
@@ -194,12 +198,14 @@ class UnstructuredExtractor:
         if kind in ("docx", "pptx") and not office.documents:
             raise RuntimeError(f"unstructured opened the {kind.upper()} without the loader "
                                "capsa guards; hidden text could not be left out")
-        after = invitations + tuple(f"Chart sheet {name}: {paragraph}"
-                                    for name, sheet in charted for paragraph in sheet.paragraphs)
+        after = invitations + tuple(f"Chart sheet {sheet.name}: {paragraph}"
+                                    for sheet, drawn_sheet in charted
+                                    for paragraph in drawn_sheet.paragraphs)
         parsed = _parsed(elements, embedded, mail=kind == "eml", after=after,
                          on_pages={number: sheet.paragraphs for number, sheet in drawn.items()})
         office_notes = tally_notes(office) + (workbook_notes(survey, {
-            element.page for element in parsed.elements if element.page is not None})
+            element.page for element in parsed.elements if element.page is not None},
+            charts=[sheet for sheet, drawn_sheet in charted if drawn_sheet.paragraphs])
             if kind == "xlsx" else ())
         office_notes += _drawings_notes([*drawn.values(), *(sheet for _, sheet in charted)])
         if office_notes:  # Word's hidden runs and hidden shapes left out; hidden slides kept
@@ -208,6 +214,10 @@ class UnstructuredExtractor:
             parsed = replace(parsed, notes=(*parsed.notes, (
                 f"left out {sum(hidden)} element(s) the page marks hidden (the hidden attribute, "
                 "or display:none or visibility:hidden in its style): a reader never sees them")))
+        if sum(folded):
+            parsed = replace(parsed, notes=(*parsed.notes, (
+                f"kept the text of {sum(folded)} collapsed section(s) (<details> without open): "
+                "a reader sees it once the section is unfolded")))
         if page is not None and page.encoding is not None:  # as for a text file
             parsed = replace(parsed, encoding=page.encoding,
                              encoding_confidence=page.confidence,
@@ -592,11 +602,15 @@ class _DepthCheckedEtree:
                               "elements nest deeper than the HTML parser's limit of 256 levels "
                               f"(line {error.line}); its text would be cut there")
         removed = _drop_hidden(root)
+        folded = closed_details(root)
         _open_containers(root)  # after: a hidden form or details goes whole
         annotate_math(root)
         counted = _HIDDEN_ELEMENTS.get()
         if counted is not None:
             counted.append(removed)
+        unfolded = _FOLDED_SECTIONS.get()
+        if unfolded is not None:
+            unfolded.append(folded)
         return root
 
 
@@ -619,6 +633,9 @@ _HIDDEN_ELEMENTS: ContextVar[list[int] | None] = ContextVar("capsa_hidden_elemen
                                                            default=None)
 """Where `_DepthCheckedEtree` counts the hidden elements it removed, per parse, while
 `UnstructuredExtractor.extract` listens."""
+_FOLDED_SECTIONS: ContextVar[list[int] | None] = ContextVar("capsa_folded_sections",
+                                                            default=None)
+"""Where it counts, per parse, the closed ``<details>`` whose text was kept (`closed_details`)."""
 
 
 def _guard_html_depth() -> None:
