@@ -571,8 +571,6 @@ def test_one_annotation_listed_90000_times_is_read_once(real_pool: IsolatedExtra
     assert text.count("shown1") == 1
 
 
-@pytest.mark.xfail(strict=True, reason="_pdf_forms reads /V and never the appearance stream a "
-                   "viewer draws; a field whose /AP draws nothing still gives its value")
 def test_a_field_whose_appearance_draws_nothing_stays_out(real_pool: IsolatedExtractor) -> None:
     def blank(writer: PdfWriter, page: DictionaryObject) -> None:
         stream = DecodedStreamObject()

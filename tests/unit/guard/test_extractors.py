@@ -362,6 +362,33 @@ def test_unstructured_refuses_malformed_ooxml_as_corrupt() -> None:
     assert "XMLSyntaxError" in error.detail
 
 
+def test_unstructured_refuses_a_part_without_an_element_its_format_requires_as_corrupt(
+        ) -> None:
+    pptx = pytest.importorskip("pptx")
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])
+    data = CategoryChartData()
+    data.categories = ["North", "South"]
+    data.add_series("Sales", (12, 7))
+    slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(4),
+                           Inches(2), data)
+    saved = io.BytesIO()
+    deck.save(saved)
+    with zipfile.ZipFile(saved) as package:
+        members = {name: package.read(name) for name in package.namelist()}
+    members["ppt/slides/slide1.xml"] = re.sub(  # a graphic frame must say where it stands
+        rb"<p:xfrm>.*?</p:xfrm>", b"", members["ppt/slides/slide1.xml"])
+
+    error = preflight_refusal("pptx", zip_of(members))
+
+    assert error.reason == "corrupt"
+    assert "InvalidXmlError" in error.detail and "p:xfrm" in error.detail
+
+
 @pytest.mark.parametrize(("kind", "missing", "named"), [
     ("docx", "word/document.xml", "word/document.xml"),
     ("docx", "word/styles.xml", "word/styles.xml"),

@@ -31,7 +31,8 @@ pytest.importorskip("unstructured")
 
 READ = ("read {} filled form field(s) and text box(es) from the pages' annotations, after "
         "each page's text ('Form fields: name: value')")
-HIDDEN = ("left out {} form field(s) or text box(es) flagged hidden or invisible: a reader "
+HIDDEN = ("left out {} form field(s) or text box(es) a viewer does not show (flagged hidden, "
+          "off the page, in a layer turned off, a password, or drawn as nothing): a reader "
           "never sees them")
 REAL_FORM = Path("/work/shared/realdocs/pdf/012-libreoffice-form/libreoffice-form.pdf")
 
@@ -148,3 +149,47 @@ def test_libreoffices_sample_form_keeps_its_filled_names() -> None:
     parsed = extract(REAL_FORM.read_bytes())
 
     assert parsed.text.endswith("Form fields: First Name: Alice; First Name_2: Bob.")
+
+
+def with_appearance(content: bytes, *, regenerate: bool = False) -> bytes:
+    """A form of one filled field whose stored appearance (``/AP /N``) draws `content`."""
+    from pypdf.generic import BooleanObject, DecodedStreamObject
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(form(widget("Name", "Alice Moreau")))))
+    stream = DecodedStreamObject()
+    stream.set_data(content)
+    stream.update({NameObject("/Type"): NameObject("/XObject"),
+                   NameObject("/Subtype"): NameObject("/Form"),
+                   NameObject("/BBox"): ArrayObject(FloatObject(n) for n in (0, 0, 200, 20))})
+    field = writer.pages[0]["/Annots"][0].get_object()
+    field[NameObject("/AP")] = DictionaryObject({NameObject("/N"): writer._add_object(stream)})
+    if regenerate:
+        writer._root_object["/AcroForm"].get_object()[NameObject("/NeedAppearances")] = (
+            BooleanObject(True))
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("content", [
+    b"/Tx BMC BT /Helv 12 Tf 2 5 Td (Alice Moreau) Tj ET EMC",
+    b"BT /Helv 12 Tf [(Alice) -250 (Moreau)] TJ ET",
+    b"q /Fm1 Do Q",  # an XObject of its own, which may draw the text
+])
+def test_a_field_whose_stored_appearance_draws_text_is_read(content: bytes) -> None:
+    assert extract(with_appearance(content)).text.endswith("Form fields: Name: Alice Moreau.")
+
+
+@pytest.mark.parametrize("content", [b"", b"/Tx BMC EMC", b"0 0 1 rg 0 0 200 20 re f"])
+def test_a_field_whose_stored_appearance_draws_no_text_is_left_out_and_counted(
+        content: bytes) -> None:
+    parsed = extract(with_appearance(content))
+
+    assert "Alice" not in parsed.text
+    assert parsed.notes == (HIDDEN.format(1),)
+
+
+def test_a_form_asking_viewers_to_redraw_its_fields_shows_them_whatever_is_stored() -> None:
+    parsed = extract(with_appearance(b"", regenerate=True))
+
+    assert parsed.text.endswith("Form fields: Name: Alice Moreau.")

@@ -29,6 +29,7 @@ fields from XML no PDF viewer but Adobe's reads, are not read.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,7 @@ def page_fields(page: Any) -> PageFields:
     hidden = 0
     box = _page_area(page)
     layers = _Layers(page)
+    regenerated = _regenerated(page)
     for reference in _annotations(page):
         try:
             annotation = reference.get_object()
@@ -77,7 +79,7 @@ def page_fields(page: Any) -> PageFields:
             rectangle = _rectangle(annotation.get("/Rect"))
             shown = not (_flag(annotation, "/F") & _HIDDEN_FLAGS) and _visible(
                 rectangle, box) and not _masked(annotation) and layers.shows(
-                    annotation.get("/OC"))
+                    annotation.get("/OC")) and (regenerated or _appears(annotation))
         except Exception:  # noqa: BLE001 - a broken annotation is one value lost, not the page
             continue
         if not shown:
@@ -90,6 +92,42 @@ def page_fields(page: Any) -> PageFields:
     found.sort(key=lambda item: (item[0], item[1]))
     return PageFields("Form fields: " + "; ".join(said for _, _, said in found) + ".",
                       len(found), hidden)
+
+
+_DRAWS = re.compile(rb"(?<![A-Za-z*])(?:Tj|TJ|Do)(?![A-Za-z*])|['\"]")
+"""A content operator that may draw text: showing a string (``Tj``, ``TJ``, ``'``, ``"``) or
+painting an XObject (``Do``), which may hold text of its own."""
+_MAX_APPEARANCE = 1 << 20
+"""Bytes of an appearance stream searched for `_DRAWS`; a longer one is taken as drawing."""
+
+
+def _regenerated(page: Any) -> bool:
+    """Whether the form asks viewers to draw its fields from their values
+    (``/AcroForm /NeedAppearances true``), so no stored appearance hides one."""
+    try:
+        form = _resolved(page.pdf.root_object.get("/AcroForm") or {})
+        return bool(_resolved(form.get("/NeedAppearances")))
+    except Exception:  # noqa: BLE001 - an unreadable form dictionary asks for nothing
+        return False
+
+
+def _appears(annotation: Any) -> bool:
+    """Whether a viewer drawing the annotation's stored appearance (``/AP /N``) may show text.
+
+    An annotation with no stored appearance is drawn from its value; one whose
+    appearance stream has no operator that shows a string or paints an
+    XObject draws nothing of its value (a filled field made invisible that
+    way), and is left out. What cannot be read is taken as drawn.
+    """
+    appearance = _resolved(annotation.get("/AP"))
+    normal = _resolved(appearance.get("/N")) if hasattr(appearance, "get") else None
+    if normal is None or not hasattr(normal, "get_data"):
+        return True  # none, or one per state (a check box's): drawn from the value
+    try:
+        data = normal.get_data()
+    except Exception:  # noqa: BLE001 - an undecodable stream: a viewer may still draw it
+        return True
+    return len(data) > _MAX_APPEARANCE or _DRAWS.search(data) is not None
 
 
 def _annotations(page: Any) -> list[Any]:

@@ -370,11 +370,14 @@ _MEANT: tuple[tuple[str, str, RejectionReason], ...] = (
     ("UnprocessableEntityError", "Not a valid XLSX", "corrupt"),
     ("KeyError", "There is no item named", "corrupt"),
     ("KeyError", "no relationship ", "corrupt"),
+    ("InvalidXmlError", "required ", "corrupt"),
 )
 """(exception class, how its message begins, the refusal it means) for the parsers'
 exceptions that mean a broken file: a package whose manifest, content
 types or relationships name a member it lacks (unstructured's EPUB error;
-zipfile's and python-pptx's `KeyError`). unstructured's `UnprocessableEntityError`
+zipfile's and python-pptx's `KeyError`), or a part without an element the
+format requires (python-pptx's and python-docx's `InvalidXmlError`: a
+graphic frame without its position). unstructured's `UnprocessableEntityError`
 also says "over unstructured's own limit" (pixels, cells), which is no fault of
 the file's: that, and anything else, stays a failure of the parser (``raised``)."""
 
@@ -785,8 +788,9 @@ def _fields_notes(shown: list[PageFields]) -> tuple[str, ...]:
         notes.append(f"read {read} filled form field(s) and text box(es) from the pages' "
                      "annotations, after each page's text ('Form fields: name: value')")
     if hidden:
-        notes.append(f"left out {hidden} form field(s) or text box(es) flagged hidden or "
-                     "invisible: a reader never sees them")
+        notes.append(f"left out {hidden} form field(s) or text box(es) a viewer does not "
+                     "show (flagged hidden, off the page, in a layer turned off, a password, "
+                     "or drawn as nothing): a reader never sees them")
     return tuple(notes)
 
 
