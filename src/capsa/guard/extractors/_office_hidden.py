@@ -37,6 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from capsa.guard.extractors._docx_chunks import Chunks, read_alt_chunks
 from capsa.guard.extractors._docx_containers import Opened, open_containers, text_roots
 from capsa.guard.extractors._docx_math import Equations, read_equations
 from capsa.guard.extractors._docx_notes import Notes, append_notes
@@ -60,6 +61,8 @@ _S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _HIDING = (f"{_W}vanish", f"{_W}specVanish")
 _SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
 _MAX_CHAIN = 64
+HtmlReader = Callable[[bytes, str | None], list[str]]
+"""Reads an HTML page's bytes (and its declared charset) into its elements' texts."""
 _NAME_CHARS = 40
 _NAMES_SHOWN = 10
 
@@ -88,6 +91,8 @@ class HiddenTally:
     diagrams: Diagrams = field(default_factory=Diagrams)
     """DOCX and PPTX SmartArt diagrams read as a paragraph where they stand, or left out
     unread (`read_docx_diagrams`, `read_pptx_diagrams`)."""
+    chunks: Chunks = field(default_factory=Chunks)
+    """DOCX embedded HTML or text (``w:altChunk``) read where it stands (`read_alt_chunks`)."""
     alternates: Alternates = field(default_factory=Alternates)
     """PPTX shapes written twice read as PowerPoint shows them, and their equations as
     linear text (`read_alternates`)."""
@@ -122,6 +127,7 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
     notes.extend(tally.charts.notes())
     notes.extend(tally.diagrams.notes())
     notes.extend(tally.alternates.notes())
+    notes.extend(tally.chunks.notes())
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""
@@ -275,7 +281,9 @@ def drop_hidden_runs(document: Any) -> int:
     return sum(_drop_runs(root, styles) for root in text_roots(document))
 
 
-def _clean_docx(document: Any, tally: HiddenTally) -> None:
+def _clean_docx(document: Any, tally: HiddenTally, html: HtmlReader) -> None:
+    # first: the chunks' paragraphs are the body's, for every pass after
+    tally.chunks += read_alt_chunks(document, html)
     tally.runs += drop_hidden_runs(document)  # first: a hidden run takes its text box with it
     # before the notes: a chart copied from a note would be looked up in the body's part
     tally.charts += read_docx_charts(document)
@@ -294,12 +302,14 @@ def _clean_docx(document: Any, tally: HiddenTally) -> None:
                                 tally.equations.hidden + equations.hidden)
 
 
-def guard_docx() -> None:
+def guard_docx(html: HtmlReader) -> None:
     """Make unstructured's DOCX partitioner open documents without their hidden runs, and
     with the text Word shows inside containers python-docx does not yield
-    (`capsa.guard.extractors._docx_containers`), in notes, equations, charts and SmartArt
-    diagrams."""
-    _guard("unstructured.partition.docx", "docx", "Document", _clean_docx,
+    (`capsa.guard.extractors._docx_containers`), in notes, equations, charts, SmartArt
+    diagrams and embedded HTML or text (`capsa.guard.extractors._docx_chunks`, read by
+    `html` as an HTML file is)."""
+    _guard("unstructured.partition.docx", "docx", "Document",
+           lambda document, tally: _clean_docx(document, tally, html),
            "capsa cannot leave out Word's hidden text")
 
 

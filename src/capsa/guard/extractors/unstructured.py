@@ -404,7 +404,7 @@ def _partitioner(kind: str) -> Callable[[bytes], list[Any]]:
     _offline_spacy()
     _guard_html_depth()
     if kind == "docx":
-        guard_docx()
+        guard_docx(_chunk_texts)
         from unstructured.partition.docx import partition_docx
 
         return lambda data: list(partition_docx(file=io.BytesIO(data)))
@@ -666,6 +666,21 @@ def _partition_page(page: str | bytes) -> list[Any]:
 
     text = _read_page(page).text if isinstance(page, bytes) else page
     return list(partition_html(text=text)) if text else []
+
+
+def _chunk_texts(payload: bytes, charset: str | None) -> list[str]:
+    """An HTML part embedded in a DOCX (``w:altChunk``), read as an HTML file is: decoded as
+    its archive declares or as a browser picks, its hidden elements left out; the text of
+    each of its elements."""
+    text: str | None = None
+    if charset:
+        try:
+            text = payload.decode(codecs.lookup(charset).name)
+        except (LookupError, UnicodeDecodeError):
+            text = None  # as if undeclared: the page's own declaration, else the detector
+    page = text if text is not None else _read_page(payload).text
+    return [str(element.text) for element in _partition_page(page)
+            if str(element.text).strip()]
 
 
 def _mail_as_bytes(payload: bytes) -> bytes:

@@ -1,0 +1,132 @@
+"""Word's embedded foreign content (``w:altChunk``), read where it stands.
+
+A DOCX may hold a part in another format, an HTML page, a web archive
+(MHT) or plain text, and say with ``w:altChunk`` where it goes. Word
+imports it when the file is opened, so a reader sees it as part of the
+document. Generators write these to fill a template with HTML
+(html-docx-js writes a whole document as one MHT chunk; the OpenXML SDK
+and docx4j merge HTML that way), and python-docx yields nothing for one:
+unstructured read such a document as empty, or lost the merged sections.
+
+`read_alt_chunks` replaces each chunk, in the parsed document, by one
+paragraph per element of its text, before anything else reads the body. An
+HTML or MHT chunk is read as an HTML file is, through the same partitioner
+and the same rules: its encoding as a browser picks it, its hidden elements
+left out and counted, its forms, details and figures opened
+(`capsa.guard.extractors.unstructured`). A plain-text chunk is decoded as a
+text file is, a paragraph a line. A chunk in any other format (RTF, another
+DOCX) or whose part is missing, external or undecodable is left out and
+named in a note: Word would show it, capsa cannot read it here.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from capsa.guard.extractors._docx_containers import text_parts
+
+__all__ = ["Chunks", "read_alt_chunks"]
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+_HTML = frozenset({"text/html", "application/xhtml+xml"})
+_ARCHIVES = frozenset({"message/rfc822", "multipart/related", "application/x-mimearchive"})
+_PLAIN = frozenset({"text/plain"})
+
+
+@dataclass(frozen=True, slots=True)
+class Chunks:
+    """What `read_alt_chunks` did to one document."""
+
+    read: int = 0
+    """Chunks whose text now stands where they do."""
+    unread: int = 0
+    """Chunks left out: a format capsa does not read here, or a missing or broken part."""
+
+    def __add__(self, other: Chunks) -> Chunks:
+        return Chunks(self.read + other.read, self.unread + other.unread)
+
+    def notes(self) -> tuple[str, ...]:
+        """The extraction notes; none when the document has no chunk."""
+        said = []
+        if self.read:
+            said.append(f"read {self.read} embedded HTML or text part(s) (w:altChunk) where "
+                        "they stand, as Word imports them")
+        if self.unread:
+            said.append(f"left out {self.unread} embedded part(s) (w:altChunk) in a format "
+                        "capsa does not read inside a DOCX (RTF, another DOCX) or that is "
+                        "missing: Word shows them")
+        return tuple(said)
+
+
+def read_alt_chunks(document: Any, html: Callable[[bytes, str | None], list[str]]) -> Chunks:
+    """Replace each ``w:altChunk`` of a python-docx `document`'s body, headers and footers by
+    paragraphs of its text; `html` reads an HTML chunk's bytes (and its declared charset,
+    if any) into the texts of its elements, as an HTML file is read."""
+    read = unread = 0
+    for part, root in text_parts(document):
+        for chunk in list(root.iter(f"{_W}altChunk")):
+            parent = chunk.getparent()
+            if parent is None:
+                continue
+            texts = _texts(part, chunk.get(_R_ID), html)
+            if texts is None:
+                unread += 1
+                continue
+            at = parent.index(chunk)
+            parent.remove(chunk)
+            for offset, text in enumerate(texts):
+                parent.insert(at + offset, _paragraph(chunk, text))
+            read += 1
+    return Chunks(read, unread)
+
+
+def _texts(part: Any, ident: str | None, html: Callable[[bytes, str | None], list[str]]
+           ) -> list[str] | None:
+    """The texts of the chunk `part` relates as `ident`; None when capsa cannot read it."""
+    rel = part.rels.get(ident) if ident else None
+    if rel is None or rel.is_external:
+        return None
+    try:
+        target = rel.target_part
+        kind = str(target.content_type).split(";")[0].strip().lower()
+        blob = bytes(target.blob)
+        if kind in _HTML:
+            return html(blob, None)
+        if kind in _ARCHIVES:
+            return _archive_texts(blob, html)
+        if kind in _PLAIN:
+            from capsa.guard.normalize import detect_and_decode
+
+            return [line for line in detect_and_decode(blob).text.splitlines() if line.strip()]
+    except Exception:  # noqa: BLE001 - a chunk capsa cannot read is one part lost, and named
+        return None
+    return None
+
+
+def _archive_texts(blob: bytes, html: Callable[[bytes, str | None], list[str]]
+                   ) -> list[str] | None:
+    """A web archive's page (its first HTML part), as `html` reads it."""
+    message = email.message_from_bytes(blob, policy=email.policy.default)
+    for piece in message.walk():
+        if piece.get_content_type() in _HTML:
+            payload = piece.get_payload(decode=True)
+            if isinstance(payload, bytes):
+                return html(payload, piece.get_content_charset())
+    return None
+
+
+def _paragraph(anchor: Any, text: str) -> Any:
+    """A ``w:p`` holding `text` in one run, made in `anchor`'s document."""
+    paragraph = anchor.makeelement(f"{_W}p", {})
+    run = anchor.makeelement(f"{_W}r", {})
+    shown = anchor.makeelement(f"{_W}t", {_XML_SPACE: "preserve"})
+    shown.text = text
+    run.append(shown)
+    paragraph.append(run)
+    return paragraph
