@@ -164,3 +164,16 @@ def test_an_html_chunk_declaring_a_doctype_refuses_the_file_as_any_such_part_doe
     with pytest.raises(IngestionRejected) as refused:
         read(document({"c1": ("text/html", b"<!DOCTYPE html><p>shown1</p>")}, "{chunk:c1}"))
     assert refused.value.reason == "forbidden_xml"
+
+
+@pytest.mark.parametrize("wrapped", [
+    '{p}<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/'
+    '2006"><mc:Choice Requires="w14" xmlns:w14="http://schemas.microsoft.com/office/word/2010/'
+    'wordml"><w:p/></mc:Choice><mc:Fallback>{chunk:c1}</mc:Fallback></mc:AlternateContent>',
+    "<w:del w:id=\"1\" w:author=\"a\">{chunk:c1}</w:del>{p}",
+])
+def test_a_chunk_word_does_not_import_is_not_read(wrapped: str) -> None:
+    body = wrapped.replace("{p}", paragraph("shown1"))
+    text, notes = read(document({"c1": ("text/html", b"<p>hidden1 copy</p>")}, body))
+    assert "hidden1" not in text
+    assert not any("altChunk" in note for note in notes)

@@ -16,7 +16,9 @@ left out and counted, its forms, details and figures opened
 (`capsa.guard.extractors.unstructured`). A plain-text chunk is decoded as a
 text file is, a paragraph a line. A chunk in any other format (RTF, another
 DOCX) or whose part is missing, external or undecodable is left out and
-named in a note: Word would show it, capsa cannot read it here.
+named in a note: Word would show it, capsa cannot read it here. A chunk in
+a later branch of an ``mc:AlternateContent`` or in a tracked deletion is
+not read, as Word does not import it.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capsa.guard.extractors._docx_containers import text_parts
+from capsa.guard.extractors._docx_containers import in_later_branch, text_parts
 
 __all__ = ["Chunks", "read_alt_chunks"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_DELETED = (f"{_W}del", f"{_W}moveFrom")
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 _HTML = frozenset({"text/html", "application/xhtml+xml"})
@@ -72,8 +75,9 @@ def read_alt_chunks(document: Any, html: Callable[[bytes, str | None], list[str]
     for part, root in text_parts(document):
         for chunk in list(root.iter(f"{_W}altChunk")):
             parent = chunk.getparent()
-            if parent is None:
-                continue
+            if (parent is None or in_later_branch(chunk)
+                    or next(chunk.iterancestors(*_DELETED), None) is not None):
+                continue  # a copy for older readers, or deleted: Word imports neither
             texts = _texts(part, chunk.get(_R_ID), html)
             if texts is None:
                 unread += 1

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Opened", "open_containers", "text_parts", "text_roots"]
+__all__ = ["Opened", "in_later_branch", "open_containers", "text_parts", "text_roots"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
@@ -149,7 +149,7 @@ def _move_text_boxes(root: Any) -> int:
     """Move each text box's paragraphs after the paragraph it is anchored in."""
     moved = 0
     for box in list(root.iter(f"{_W}txbxContent")):
-        if _second_copy(box):
+        if in_later_branch(box):
             continue
         anchor = next(box.iterancestors(f"{_W}p"), None)
         while (anchor is not None
@@ -170,11 +170,12 @@ def _move_text_boxes(root: Any) -> int:
     return moved
 
 
-def _second_copy(box: Any) -> bool:
-    """Whether `box` stands in a branch of an ``mc:AlternateContent`` after its first, at any
-    level: Word draws the first choice (it understands every choice it writes, as
-    LibreOffice does), so a later branch is the same text written again for Word 2007, or
-    text no current reader shows (`capsa.guard.extractors._drawn` reads charts so too)."""
+def in_later_branch(box: Any) -> bool:
+    """Whether `box` (a text box, or any element) stands in a branch of an
+    ``mc:AlternateContent`` after its first, at any level: Word draws the first
+    choice (it understands every choice it writes, as LibreOffice does), so a
+    later branch is the same text written again for Word 2007, or text no
+    current reader shows (`capsa.guard.extractors._drawn` reads charts so too)."""
     for branch in box.iterancestors(f"{_MC}Choice", f"{_MC}Fallback"):
         alternatives = branch.getparent()
         if alternatives is None:
