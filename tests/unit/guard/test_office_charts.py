@@ -343,3 +343,82 @@ def test_hidden_runs_beside_a_chart_are_still_counted() -> None:
     parsed = extract("docx", with_chart(paragraph(run("hidden1", "<w:vanish/>"), chart_run())))
 
     assert parsed.notes == (RUNS_NOTE.format(1), READ.format(1))
+
+
+# ------------------------------------------------------------ the newer kinds (chartex)
+
+CX = "http://schemas.microsoft.com/office/drawing/2014/chartex"
+CX1 = "http://schemas.microsoft.com/office/drawing/2015/9/8/chartex"
+CHARTEX_TYPE = "application/vnd.ms-office.chartex+xml"
+WATERFALL = ("Chart: Cash flow. Axis titles: Month. Categories: Start, Sales, Costs, End. "
+             "Series: EUR k (100, 40, -25, 115).")
+
+
+def chartex_xml(*, title: str = "Cash flow", extra_series: str = "", points: str = "") -> str:
+    """A waterfall chart part as Office 2016 writes one (``cx:chartSpace``)."""
+    values = points or ('<cx:pt idx="0">100</cx:pt><cx:pt idx="1">40</cx:pt>'
+                        '<cx:pt idx="2">-25</cx:pt><cx:pt idx="3">115</cx:pt>')
+    return (f'<cx:chartSpace xmlns:cx="{CX}" xmlns:a="http://schemas.openxmlformats.org/'
+            'drawingml/2006/main"><cx:chartData><cx:data id="0">'
+            '<cx:strDim type="cat"><cx:f>Sheet1!$A$2:$A$5</cx:f><cx:lvl ptCount="4">'
+            '<cx:pt idx="0">Start</cx:pt><cx:pt idx="1">Sales</cx:pt><cx:pt idx="2">Costs</cx:pt>'
+            '<cx:pt idx="3">End</cx:pt></cx:lvl></cx:strDim>'
+            f'<cx:numDim type="val"><cx:lvl ptCount="4" formatCode="General">{values}</cx:lvl>'
+            '</cx:numDim></cx:data></cx:chartData><cx:chart>'
+            f'<cx:title><cx:tx><cx:txData><cx:v>{title}</cx:v></cx:txData></cx:tx></cx:title>'
+            '<cx:plotArea><cx:plotAreaRegion><cx:series layoutId="waterfall">'
+            '<cx:tx><cx:txData><cx:f>Sheet1!$B$1</cx:f><cx:v>EUR k</cx:v></cx:txData></cx:tx>'
+            f'<cx:dataId val="0"/></cx:series>{extra_series}</cx:plotAreaRegion>'
+            '<cx:axis id="0"><cx:catScaling/><cx:title><cx:tx><cx:rich><a:p><a:r><a:t>Month'
+            '</a:t></a:r></a:p></cx:rich></cx:tx></cx:title></cx:axis>'
+            '</cx:plotArea></cx:chart></cx:chartSpace>')
+
+
+def chartex_run(fallback: str = "This chart isn't available in your version of Word.") -> str:
+    """A run holding a newer chart as Word writes one: the chart in a choice that requires
+    the chartex namespace, a sentence (or picture) for older readers in the fallback."""
+    box = text_box(paragraph(run(fallback)))
+    return ('<w:r><mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-'
+            f'compatibility/2006"><mc:Choice xmlns:cx1="{CX1}" Requires="cx1"><w:drawing>'
+            '<wp:inline xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/'
+            'wordprocessingDrawing"><wp:extent cx="5486400" cy="3200400"/><wp:docPr id="2" '
+            'name="Chart 2"/><a:graphic xmlns:a="http://schemas.openxmlformats.org/drawingml/'
+            f'2006/main"><a:graphicData uri="{CX}"><cx:chart xmlns:cx="{CX}" xmlns:r="{R}" '
+            'r:id="rIdchartex"/></a:graphicData></a:graphic></wp:inline></w:drawing>'
+            f"</mc:Choice><mc:Fallback>{box}</mc:Fallback></mc:AlternateContent></w:r>")
+
+
+def with_chartex(body: str, xml: str | None = None) -> bytes:
+    return docx(body, parts={"chartex": ("charts/chartEx1.xml", CHARTEX_TYPE,
+                                         xml if xml is not None else chartex_xml())})
+
+
+def test_a_newer_chart_in_a_docx_is_read_and_its_fallback_sentence_is_not() -> None:
+    parsed = extract("docx", with_chartex(paragraph(run("Before.")) + paragraph(chartex_run())
+                                          + paragraph(run("After."))))
+
+    assert parsed.text == f"Before.\n\n{WATERFALL}\n\nAfter."
+    assert READ.format(1) in parsed.notes
+
+
+def test_a_newer_charts_series_name_their_data_sets_and_the_rest_is_left_out() -> None:
+    from lxml import etree
+
+    from capsa.guard.extractors._office_charts import chartex_text
+
+    second = ('<cx:series layoutId="waterfall"><cx:tx><cx:txData><cx:v>Plan</cx:v></cx:txData>'
+              '</cx:tx><cx:dataId val="9"/></cx:series>')  # names a data set the part lacks
+    points = ('<cx:pt idx="1">40</cx:pt><cx:pt idx="0">100</cx:pt><cx:pt idx="2">n/a</cx:pt>'
+              '<cx:pt idx="3">NaN</cx:pt>')
+    text = chartex_text(etree.fromstring(chartex_xml(extra_series=second, points=points)))
+
+    assert text == ("Chart: Cash flow. Axis titles: Month. Categories: Start, Sales, Costs, "
+                    "End. Series: EUR k (100, 40).")
+
+
+def test_a_newer_chart_part_without_a_chart_reads_as_nothing() -> None:
+    parsed = extract("docx", with_chartex(paragraph(run("Body.")) + paragraph(chartex_run()),
+                                          xml=f'<cx:chartSpace xmlns:cx="{CX}"/>'))
+
+    assert parsed.text == "Body."
+    assert "Chart" not in parsed.text and "available" not in parsed.text

@@ -193,3 +193,28 @@ def test_a_form_asking_viewers_to_redraw_its_fields_shows_them_whatever_is_store
     parsed = extract(with_appearance(b"", regenerate=True))
 
     assert parsed.text.endswith("Form fields: Name: Alice Moreau.")
+
+
+@pytest.mark.parametrize(("inner", "shown"), [
+    (b"BT /Helv 12 Tf 2 5 Td (Alice Moreau) Tj ET", True),  # the form XObject draws the text
+    (b"", False),  # it draws nothing: neither does the appearance
+])
+def test_an_appearance_painting_a_form_xobject_is_read_by_what_that_xobject_draws(
+        inner: bytes, shown: bool) -> None:
+    from pypdf.generic import DecodedStreamObject
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(with_appearance(b"q /Fm1 Do Q"))))
+    nested = DecodedStreamObject()
+    nested.set_data(inner)
+    nested.update({NameObject("/Type"): NameObject("/XObject"),
+                   NameObject("/Subtype"): NameObject("/Form"),
+                   NameObject("/BBox"): ArrayObject(FloatObject(n) for n in (0, 0, 200, 20))})
+    appearance = writer.pages[0]["/Annots"][0].get_object()["/AP"]["/N"].get_object()
+    appearance[NameObject("/Resources")] = DictionaryObject({NameObject("/XObject"): (
+        DictionaryObject({NameObject("/Fm1"): writer._add_object(nested)}))})
+    buffer = io.BytesIO()
+    writer.write(buffer)
+
+    parsed = extract(buffer.getvalue())
+
+    assert ("Alice Moreau" in parsed.text) is shown

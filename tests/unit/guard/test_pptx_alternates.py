@@ -227,3 +227,38 @@ def test_a_chart_in_the_shown_branch_is_read_and_one_in_the_fallback_is_not() ->
     text, notes = read(out.getvalue())
     assert "Shown series" in text and "Fallen series" not in text
     assert SHAPES_NOTE.format(1) in notes
+
+
+def test_a_newer_chart_on_a_slide_is_read_and_its_fallback_sentence_is_not() -> None:
+    from tests.unit.guard.test_office_charts import CHARTEX_TYPE, CX, WATERFALL, chartex_xml
+
+    frame = ('<p:graphicFrame><p:nvGraphicFramePr><p:cNvPr id="30" name="Chart 3"/>'
+             '<p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr><p:xfrm><a:off x="914400" '
+             'y="1828800"/><a:ext cx="5486400" cy="2743200"/></p:xfrm><a:graphic>'
+             f'<a:graphicData uri="{CX}"><cx:chart xmlns:cx="{CX}" '
+             'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" '
+             'r:id="rIdCx"/></a:graphicData></a:graphic></p:graphicFrame>')
+    choice = ('<mc:Choice xmlns:cx1="http://schemas.microsoft.com/office/drawing/2015/9/8/'
+              f'chartex" Requires="cx1">{frame}</mc:Choice>')
+    fallback = box(31, run("This chart isn't available in your version of PowerPoint."))
+    shapes = (f'<mc:AlternateContent xmlns:mc="{MC}">{choice}<mc:Fallback>{fallback}'
+              "</mc:Fallback></mc:AlternateContent>")
+    payload = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(deck(box(2, run("Cash flow slide")), shapes))) as source, \
+            zipfile.ZipFile(payload, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            part = source.read(info)
+            if info.filename == "ppt/slides/_rels/slide1.xml.rels":
+                part = part.replace(b"</Relationships>", (
+                    b'<Relationship Id="rIdCx" Type="http://schemas.microsoft.com/office/2014/'
+                    b'relationships/chartEx" Target="../charts/chartEx1.xml"/>'
+                    b"</Relationships>"))
+            elif info.filename == "[Content_Types].xml":
+                part = part.replace(b"</Types>", (
+                    f'<Override PartName="/ppt/charts/chartEx1.xml" ContentType="{CHARTEX_TYPE}"/>'
+                    "</Types>").encode())
+            target.writestr(info, part)
+        target.writestr("ppt/charts/chartEx1.xml", chartex_xml())
+    text, notes = read(payload.getvalue())
+    assert WATERFALL in text and "isn't available" not in text
+    assert SHAPES_NOTE.format(1) in notes

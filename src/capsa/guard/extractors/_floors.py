@@ -357,7 +357,16 @@ def _on_slide(shape: ElementTree.Element, inherits_on_slide: bool) -> bool:
 
 
 def _runs_text(element: ElementTree.Element) -> int:
-    return visible_chars("".join(run.text or "" for run in element.iter(f"{_A}t")))
+    """The text runs of `element`, less those inside an ``mc:AlternateContent``: the parser
+    reads one branch of it (`capsa.guard.extractors._pptx_alternates`), so the floor counts
+    none (a nested one is taken off twice, which only lowers the floor)."""
+    counted = visible_chars("".join(run.text or "" for run in element.iter(f"{_A}t")))
+    for alternate in element.iter(_ALTERNATE):
+        counted -= visible_chars("".join(run.text or "" for run in alternate.iter(f"{_A}t")))
+    return max(counted, 0)
+
+
+_ALTERNATE = "{http://schemas.openxmlformats.org/markup-compatibility/2006}AlternateContent"
 
 
 # --------------------------------------------------------------------------------- XLSX

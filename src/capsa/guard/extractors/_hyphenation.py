@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["Joined", "hyphenation_notes", "join_hyphenated"]
+__all__ = ["Joined", "hyphenation_notes", "join_hyphenated", "joinable_hyphens"]
 
 _BREAK = re.compile(
     r"(?<![\w\-\u2010])(?P<head>[\w\-\u2010]*[^\W\d_])(?P<mark>[-\u00ad\u2010])[ \t]*\n[ \t]*"
@@ -93,3 +93,13 @@ def hyphenation_notes(mended: Joined) -> tuple[str, ...]:
         return ()
     return (f"joined {mended.joined + mended.kept} word(s) the layout hyphenated at a line end "
             f"({mended.kept} keeping a hyphen the document spells them with)",)
+
+
+_LINE_END_HYPHEN = re.compile(r"[-\u2010][ \t]*\n")
+
+
+def joinable_hyphens(page: str) -> int:
+    """How many hyphens `join_hyphenated` could take out of `page`: at most one for each
+    hyphen at a line end. A floor counted before the join subtracts them, so that it never
+    refuses a page whose joined text fits."""
+    return len(_LINE_END_HYPHEN.findall(page))

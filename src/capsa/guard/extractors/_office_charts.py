@@ -49,9 +49,12 @@ follows its paragraph out of the box). A chart whose part is missing,
 external or not a chart is left out and counted. A chart inside a tracked
 deletion is left out, as Word shows it struck through.
 
-Not read: a chart in a footnote or an endnote, the newer chart kinds
-(``cx:chart``: waterfall, funnel, treemap, whose drawings carry a picture
-for older readers), data labels a chart writes itself, charts on slide
+The newer kinds (``cx:chart``: waterfall, funnel, histogram, treemap,
+sunburst, box and whisker; Office 2016 and later) are read the same way from
+their own part (`chartex_text`); their drawings carry a picture or a
+sentence for older readers in a later branch, which is not read.
+
+Not read: a chart in a footnote or an endnote, data labels a chart writes itself, charts on slide
 layouts and masters (unstructured reads no layout), and a workbook's charts.
 """
 
@@ -69,6 +72,7 @@ __all__ = ["Charts", "chart_text", "read_docx_charts", "read_pptx_charts"]
 
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+_CX = "{http://schemas.microsoft.com/office/drawing/2014/chartex}"
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _AXES = frozenset({f"{_C}catAx", f"{_C}valAx", f"{_C}dateAx", f"{_C}serAx"})
 _DATE_CODE = re.compile(r"(?i)^[^0#?]*[dy]")
@@ -114,15 +118,15 @@ class Charts:
 def read_docx_charts(document: Any) -> Charts:
     """Write each chart of a python-docx `document`'s body, headers and footers as a
     paragraph after the paragraph it is anchored in; return what was read."""
-    placed = place_in_docx(document, CHART)
-    return Charts(placed.read, placed.unread)
+    placed = [place_in_docx(document, kind) for kind in (CHART, CHARTEX)]
+    return Charts(sum(one.read for one in placed), sum(one.unread for one in placed))
 
 
 def read_pptx_charts(presentation: Any) -> Charts:
     """Lay a text box holding each chart's paragraph over each chart of a python-pptx
     `presentation`'s slides; return what was read."""
-    placed = place_in_pptx(presentation, CHART)
-    return Charts(placed.read, placed.unread)
+    placed = [place_in_pptx(presentation, kind) for kind in (CHART, CHARTEX)]
+    return Charts(sum(one.read for one in placed), sum(one.unread for one in placed))
 
 
 def chart_text(chart_space: Any) -> str:
@@ -255,3 +259,93 @@ CHART = Kind(reference=f"{_C}chart", relationship=_R_ID,
              uri="http://schemas.openxmlformats.org/drawingml/2006/chart",
              root=f"{_C}chartSpace", text=chart_text, box_name="Chart text")
 """A chart, as `capsa.guard.extractors._drawn` places it."""
+
+
+# ------------------------------------------------------------ the newer kinds (chartex)
+
+
+def chartex_text(chart_space: Any) -> str:
+    """The paragraph a newer chart's part (``cx:chartSpace``: waterfall, funnel, histogram,
+    box and whisker, treemap, sunburst, Pareto, region map) reads as, written as a chart's.
+
+    Its data is kept apart from its series: ``cx:chartData`` holds numbered
+    data sets, each with dimensions (``cx:strDim`` categories, ``cx:numDim``
+    values or sizes) whose points are the element text itself, and each
+    series names its set (``cx:dataId``). A hierarchy (treemap, sunburst)
+    keeps its innermost level, its first ``cx:lvl``, as a chart's categories do.
+    """
+    chart = chart_space.find(f"{_CX}chart")
+    if chart is None:
+        return ""
+    data = {item.get("id"): item for item in chart_space.iterfind(f"{_CX}chartData/{_CX}data")}
+    title = _chartex_label(chart.find(f"{_CX}title"))
+    plot = chart.find(f"{_CX}plotArea")
+    axes = [] if plot is None else [
+        text for axis in plot.iterchildren(f"{_CX}axis")
+        for text in [_chartex_label(axis.find(f"{_CX}title"))] if text]
+    series = [] if plot is None else list(plot.iterfind(f"{_CX}plotAreaRegion/{_CX}series"))
+    categories: list[str] = []
+    named: list[str] = []
+    for number, one in enumerate(series, start=1):
+        identity = one.find(f"{_CX}dataId")
+        source = data.get(identity.get("val") if identity is not None else None)
+        if source is None:
+            continue
+        if not categories:
+            categories = _chartex_points(source, f"{_CX}strDim", ("cat",)) or _chartex_points(
+                source, f"{_CX}numDim", ("cat", "x"), numbers=True)
+        if len(named) < _MAX_SERIES:
+            name = _chartex_label(one) or f"series {number}"
+            values = _chartex_points(source, f"{_CX}numDim", ("val", "size", "y"), numbers=True)
+            named.append(f"{name} ({_listed(values, ', ')})" if values else name)
+    if len(series) > _MAX_SERIES:
+        named.append(f"and {len(series) - _MAX_SERIES:,} more")
+    if not (title or axes or categories or named):
+        return ""
+    said = [f"Chart: {title}." if title else "Chart."]
+    if axes:
+        said.append(f"Axis titles: {'; '.join(axes)}.")
+    if categories:
+        said.append(f"Categories: {_listed(categories, ', ')}.")
+    if named:
+        said.append(f"Series: {'; '.join(named)}.")
+    return " ".join(said)
+
+
+def _chartex_label(holder: Any) -> str:
+    """A title's or series' text: its literal (``cx:tx/cx:txData/cx:v``), else its rich
+    text's paragraphs."""
+    if holder is None:
+        return ""
+    literal = holder.find(f"{_CX}tx/{_CX}txData/{_CX}v")
+    if literal is not None and (literal.text or "").strip():
+        return _line(literal.text or "")
+    rich = holder.find(f"{_CX}tx/{_CX}rich")
+    if rich is None:
+        return ""
+    return _line(" ".join("".join(text.text or "" for text in paragraph.iter(f"{_A}t"))
+                          for paragraph in rich.iter(f"{_A}p")))
+
+
+def _chartex_points(data: Any, tag: str, kinds: tuple[str, ...], *,
+                    numbers: bool = False) -> list[str]:
+    """The points of `data`'s first dimension `tag` whose ``type`` is one of `kinds`, from its
+    first level, in index order; with `numbers`, only the finite numbers, written plainly."""
+    dimension = next((found for found in data.iterchildren(tag) if found.get("type") in kinds),
+                     None)
+    level = dimension.find(f"{_CX}lvl") if dimension is not None else None
+    if level is None:
+        return []
+    points: dict[int, str] = {}
+    for point in level.iterchildren(f"{_CX}pt"):
+        text = _line(point.text or "")
+        if numbers:
+            text = _number(text, dated=False)
+        if text:
+            points.setdefault(_index(point.get("idx")), text)
+    return [points[index] for index in sorted(points)]
+
+
+CHARTEX = Kind(reference=f"{_CX}chart", relationship=_R_ID, uri=_CX[1:-1],
+               root=f"{_CX}chartSpace", text=chartex_text, box_name="Chart text")
+"""A chart of the newer kinds (``cx:chart``), as `capsa.guard.extractors._drawn` places it."""

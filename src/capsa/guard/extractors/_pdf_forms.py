@@ -94,40 +94,74 @@ def page_fields(page: Any) -> PageFields:
                       len(found), hidden)
 
 
-_DRAWS = re.compile(rb"(?<![A-Za-z*])(?:Tj|TJ|Do)(?![A-Za-z*])|['\"]")
-"""A content operator that may draw text: showing a string (``Tj``, ``TJ``, ``'``, ``"``) or
-painting an XObject (``Do``), which may hold text of its own."""
+_SHOWS = re.compile(rb"(?<![A-Za-z*])(?:Tj|TJ)(?![A-Za-z*])|['\"]")
+"""A content operator that shows a string: ``Tj``, ``TJ``, ``'`` or ``"``."""
+_PAINTS = re.compile(rb"/([^\s/\[\]()<>{}%]+)\s+Do(?![A-Za-z*])")
+"""An XObject painted by name (``/Fm1 Do``)."""
 _MAX_APPEARANCE = 1 << 20
-"""Bytes of an appearance stream searched for `_DRAWS`; a longer one is taken as drawing."""
+"""Bytes of appearance streams searched; past them, the appearance is taken as drawing."""
+_MAX_NESTING = 8
+"""Form XObjects followed inside an appearance; deeper is taken as drawing."""
 
 
 def _regenerated(page: Any) -> bool:
     """Whether the form asks viewers to draw its fields from their values
-    (``/AcroForm /NeedAppearances true``), so no stored appearance hides one."""
+    (``/AcroForm /NeedAppearances true``), so no stored appearance hides one. Only the
+    boolean true asks: pypdf's boolean objects are truthy whatever their value, and a
+    string or a name is no boolean."""
     try:
         form = _resolved(page.pdf.root_object.get("/AcroForm") or {})
-        return bool(_resolved(form.get("/NeedAppearances")))
+        flag = _resolved(form.get("/NeedAppearances"))
     except Exception:  # noqa: BLE001 - an unreadable form dictionary asks for nothing
         return False
+    return getattr(flag, "value", None) is True or flag is True
 
 
 def _appears(annotation: Any) -> bool:
     """Whether a viewer drawing the annotation's stored appearance (``/AP /N``) may show text.
 
     An annotation with no stored appearance is drawn from its value; one whose
-    appearance stream has no operator that shows a string or paints an
-    XObject draws nothing of its value (a filled field made invisible that
-    way), and is left out. What cannot be read is taken as drawn.
+    appearance shows no string, in its own stream or in the form XObjects it
+    paints, draws nothing of its value (a filled field made invisible that
+    way), and is left out. An image it paints may be a picture of the text, so
+    counts as drawing; so does what cannot be read, or more than
+    `_MAX_APPEARANCE` bytes or `_MAX_NESTING` levels of it.
     """
     appearance = _resolved(annotation.get("/AP"))
     normal = _resolved(appearance.get("/N")) if hasattr(appearance, "get") else None
     if normal is None or not hasattr(normal, "get_data"):
         return True  # none, or one per state (a check box's): drawn from the value
+    budget = [_MAX_APPEARANCE]
     try:
-        data = normal.get_data()
+        return _shows(normal, 0, budget, set())
     except Exception:  # noqa: BLE001 - an undecodable stream: a viewer may still draw it
         return True
-    return len(data) > _MAX_APPEARANCE or _DRAWS.search(data) is not None
+
+
+def _shows(stream: Any, depth: int, budget: list[int], seen: set[object]) -> bool:
+    """Whether the content `stream` shows a string, itself or through the XObjects it
+    paints (each followed once); `budget` holds the bytes still to search."""
+    if depth > _MAX_NESTING:
+        return True
+    data = stream.get_data()
+    budget[0] -= len(data)
+    if budget[0] < 0 or _SHOWS.search(data) is not None:
+        return True
+    resources = _resolved(stream.get("/Resources"))
+    found = _resolved(resources.get("/XObject")) if hasattr(resources, "get") else None
+    objects: Any = found if hasattr(found, "get") else {}
+    for name in dict.fromkeys(match.group(1) for match in _PAINTS.finditer(data)):
+        painted = _resolved(objects.get("/" + name.decode("latin-1")))
+        if painted is None or not hasattr(painted, "get_data"):
+            return True  # a name the resources do not hold: taken as drawing
+        if painted.get("/Subtype") != "/Form":
+            return True  # an image: perhaps a picture of the text
+        key = _key(painted)
+        if key not in seen:
+            seen.add(key)
+            if _shows(painted, depth + 1, budget, seen):
+                return True
+    return False
 
 
 def _annotations(page: Any) -> list[Any]:

@@ -21,6 +21,8 @@ a run of its linear text, as Word's do
 PowerPoint writes (``𝑚𝑐``) as plain ones, since a search types ``mc``.
 Alternates nest; each is resolved once, outermost first, in one pass over
 the slide (at most `_MAX_ALTERNATES` a slide; past that they stay unread).
+One among a text body's paragraphs or a paragraph's runs is resolved the
+same way (`_TEXT_PARENTS`): python-pptx yields neither branch there either.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _A14 = "{http://schemas.microsoft.com/office/drawing/2010/main}"
 _SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
+_TEXT_PARENTS = frozenset({f"{_P}txBody", f"{_A}txBody", f"{_A}p"})
+"""Where an alternate holds text rather than shapes: paragraphs of a text body, or runs
+and equations of a paragraph. python-pptx yields neither branch there either, and a
+reader of markup compatibility resolves an alternate wherever it stands."""
+_RESOLVED_PARENTS = _SHAPE_PARENTS | _TEXT_PARENTS
 _MAX_ALTERNATES = 10_000
 _UNDERSTOOD = frozenset({
     "http://schemas.openxmlformats.org/presentationml/2006/main",
@@ -48,6 +55,14 @@ _UNDERSTOOD = frozenset({
     "http://schemas.microsoft.com/office/drawing/2012/main",            # a15
     "http://schemas.microsoft.com/office/drawing/2014/main",            # a16
     "http://schemas.microsoft.com/office/drawing/2014/chartex",         # cx
+    "http://schemas.microsoft.com/office/drawing/2015/9/8/chartex",     # cx1 ... cx8: the
+    "http://schemas.microsoft.com/office/drawing/2015/10/21/chartex",   # newer chart kinds
+    "http://schemas.microsoft.com/office/drawing/2016/5/9/chartex",
+    "http://schemas.microsoft.com/office/drawing/2016/5/10/chartex",
+    "http://schemas.microsoft.com/office/drawing/2016/5/11/chartex",
+    "http://schemas.microsoft.com/office/drawing/2016/5/12/chartex",
+    "http://schemas.microsoft.com/office/drawing/2016/5/13/chartex",
+    "http://schemas.microsoft.com/office/drawing/2016/5/14/chartex",
     "http://schemas.microsoft.com/office/drawing/2016/ink",             # aink
     "http://schemas.microsoft.com/office/drawing/2016/SVG/main",        # asvg
     "http://schemas.microsoft.com/office/drawing/2017/model3d",         # am3d
@@ -106,7 +121,7 @@ def read_alternates(presentation: Any) -> Alternates:
         dropped: set[Any] = set()
         for alternate, branch in zip(found, shown, strict=True):
             # document order: an outer alternate is resolved before those inside it
-            if alternate not in dropped and alternate.getparent().tag in _SHAPE_PARENTS:
+            if alternate not in dropped and alternate.getparent().tag in _RESOLVED_PARENTS:
                 dropped.update(_resolve(alternate, branch))
                 shapes += 1
         for math in list(tree.iter(f"{_A14}m")):

@@ -50,7 +50,11 @@ from capsa.guard.extractors._html_containers import open_containers as _open_con
 from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
 from capsa.guard.extractors._html_hiding import ignored_self_closing
 from capsa.guard.extractors._html_math import annotate_math
-from capsa.guard.extractors._hyphenation import hyphenation_notes, join_hyphenated
+from capsa.guard.extractors._hyphenation import (
+    hyphenation_notes,
+    join_hyphenated,
+    joinable_hyphens,
+)
 from capsa.guard.extractors._office_hidden import (
     WorkbookSurvey,
     guard_docx,
@@ -774,7 +778,8 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
             for page in reader.pages:
                 texts.append((page.extract_text() or "").strip())
                 shown.append(page_fields(page))  # drawn from annotations, not the content
-                counted += visible_chars(texts[-1]) + visible_chars(shown[-1].text)
+                counted += (visible_chars(texts[-1]) - joinable_hyphens(texts[-1])
+                            + visible_chars(shown[-1].text))
                 if max_text_chars is not None and counted > max_text_chars:
                     raise text_floor_over(counted, max_text_chars,
                                            f"the first {len(texts)} of {pages} pages")
