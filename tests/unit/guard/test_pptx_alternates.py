@@ -187,10 +187,10 @@ def test_a_deck_without_alternates_says_nothing_new() -> None:
 
 def test_thousands_of_alternates_are_read_in_one_pass() -> None:
     shapes = [alternate(("a14", box(100 + n, run(f"word{n}"), top=1)), fallback=PICTURE)
-              for n in range(3_000)]
+              for n in range(1_000)]
     text, notes = read(deck(*shapes))
-    assert "word0" in text and "word2999" in text and "fallback" not in text
-    assert SHAPES_NOTE.format(3_000) in notes
+    assert "word0" in text and "word999" in text and "fallback" not in text
+    assert SHAPES_NOTE.format(1_000) in notes
 
 
 def test_a_chart_in_the_shown_branch_is_read_and_one_in_the_fallback_is_not() -> None:

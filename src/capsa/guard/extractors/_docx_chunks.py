@@ -27,14 +27,22 @@ from __future__ import annotations
 
 import email
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any
 
 from capsa.guard.extractors._docx_containers import in_later_branch, text_parts
+from capsa.guard.extractors._floors import text_floor_over, visible_chars
 from capsa.guard.extractors._html_charset import _codec
 
-__all__ = ["Chunks", "read_alt_chunks"]
+__all__ = ["CHUNK_CEILING", "Chunks", "read_alt_chunks"]
+
+CHUNK_CEILING: ContextVar[int | None] = ContextVar("capsa_chunk_ceiling", default=None)
+"""The parse's ``max_text_chars`` while a DOCX is read: the chunks' text counts against it
+as it is written, since the pre-parse floor counts the document's own runs only, and 400
+chunks naming one 3,000-paragraph page would put 1.2 million paragraphs before the
+parser, past its time limit, before the text limit could refuse the file."""
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _DELETED = (f"{_W}del", f"{_W}moveFrom")
@@ -79,17 +87,22 @@ def read_alt_chunks(document: Any, html: Callable[[bytes, str | None], list[str]
     """Replace each ``w:altChunk`` of a python-docx `document`'s body, headers and footers by
     paragraphs of its text; `html` reads an HTML chunk's bytes (and its declared charset,
     if any) into the texts of its elements, as an HTML file is read."""
-    read = unread = 0
+    read = unread = written = 0
+    read_parts: dict[int, list[str] | None] = {}  # each part read once, however often named
     for part, root in text_parts(document):
         for chunk in list(root.iter(f"{_W}altChunk")):
             parent = chunk.getparent()
             if (parent is None or in_later_branch(chunk)
                     or next(chunk.iterancestors(*_DELETED), None) is not None):
                 continue  # a copy for older readers, or deleted: Word imports neither
-            texts = _texts(part, chunk.get(_R_ID), html)
+            texts = _texts(part, chunk.get(_R_ID), html, read_parts)
             if texts is None:
                 unread += 1
                 continue
+            written += sum(visible_chars(text) for text in texts)
+            ceiling = CHUNK_CEILING.get()
+            if ceiling is not None and written > ceiling:
+                raise text_floor_over(written, ceiling, "its embedded parts (w:altChunk)")
             at = parent.index(chunk)
             parent.remove(chunk)
             for offset, text in enumerate(texts):
@@ -98,14 +111,29 @@ def read_alt_chunks(document: Any, html: Callable[[bytes, str | None], list[str]
     return Chunks(read, unread)
 
 
-def _texts(part: Any, ident: str | None, html: Callable[[bytes, str | None], list[str]]
-           ) -> list[str] | None:
-    """The texts of the chunk `part` relates as `ident`; None when capsa cannot read it."""
+def _texts(part: Any, ident: str | None, html: Callable[[bytes, str | None], list[str]],
+           read_parts: dict[int, list[str] | None]) -> list[str] | None:
+    """The texts of the chunk `part` relates as `ident`; None when capsa cannot read it.
+
+    A target part is read once and its texts kept in `read_parts` (by its
+    identity): 400 chunks naming one 3,000-paragraph page parsed it 400 times,
+    past the parse's time limit, before any text limit could refuse the file.
+    """
     rel = part.rels.get(ident) if ident else None
     if rel is None or rel.is_external:
         return None
     try:
         target = rel.target_part
+    except Exception:  # noqa: BLE001 - a broken relationship is one part lost, and named
+        return None
+    if id(target) not in read_parts:
+        read_parts[id(target)] = _read(target, html)
+    return read_parts[id(target)]
+
+
+def _read(target: Any, html: Callable[[bytes, str | None], list[str]]) -> list[str] | None:
+    """The texts of one chunk part; None when capsa cannot read it."""
+    try:
         kind = str(target.content_type).split(";")[0].strip().lower()
         blob = bytes(target.blob)
         if kind in _HTML:

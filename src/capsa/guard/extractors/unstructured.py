@@ -34,6 +34,7 @@ from typing import Any
 from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
 from capsa.guard.archive import open_inspected
 from capsa.guard.elements import MailHeaders, Piece, assemble, mail_from_wire, page_pieces
+from capsa.guard.extractors._docx_chunks import CHUNK_CEILING
 from capsa.guard.extractors._epub_hidden import drop_hidden_chapters
 from capsa.guard.extractors._floors import (
     check_docx_text_floor,
@@ -186,12 +187,14 @@ class UnstructuredExtractor:
             folded: list[int] = []  # each HTML parse's closed <details> with text
             listening = _HIDDEN_ELEMENTS.set(hidden)
             unfolding = _FOLDED_SECTIONS.set(folded)
+            ceiling = CHUNK_CEILING.set(self.max_text_chars)
             try:
                 with _office_listening() as office:
                     elements = partition(payload) if page is None else _partition_page(page.text)
             finally:
                 _HIDDEN_ELEMENTS.reset(listening)
                 _FOLDED_SECTIONS.reset(unfolding)
+                CHUNK_CEILING.reset(ceiling)
         except _corruption_errors() as exc:
             raise _refuse("corrupt", f"{type(exc).__name__}: {exc}") from None
         except Exception as exc:
