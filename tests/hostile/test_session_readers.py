@@ -36,7 +36,7 @@ from tests.unit.guard.test_pdf_forms import form, widget
 from tests.unit.guard.test_pptx_alternates import A14, MC, box, deck, equation
 from tests.unit.guard.test_pptx_alternates import run as pptx_run
 
-from capsa.errors import ExtractionFailed, IngestionRejected
+from capsa.errors import IngestionRejected
 from capsa.guard import Attachment, Extracted, IsolatedExtractor, extract_attachment
 from capsa.guard.extractors._floors import visible_chars
 from capsa.guard.extractors._hyphenation import join_hyphenated
@@ -45,6 +45,7 @@ from capsa.guard.normalize import _LIGATURES, normalize
 from capsa.guard.samples import build_pdf, stream
 
 from .conftest import PARSE_LIMITS
+from .test_new_readers_hiding import finishes_typed
 
 pytest.importorskip("unstructured")
 pytest.importorskip("pptx")
@@ -63,16 +64,8 @@ def markers(pool: IsolatedExtractor, label: str, payload: bytes) -> list[str]:
     return MARKER.findall(extracted(pool, label, payload).text)
 
 
-def typed(pool: IsolatedExtractor, label: str, payload: bytes) -> Extracted | None:
-    """The file's text, or None when it ended in a typed capsa error other than ``raised``."""
-    try:
-        return extracted(pool, label, payload)
-    except IngestionRejected:
-        return None
-    except ExtractionFailed as failure:
-        cause, detail = failure.cause, failure.detail
-    assert cause != "raised", detail
-    return None
+typed = finishes_typed
+"""The file's text, or None when it ended in a typed capsa error other than ``raised``."""
 
 
 # ------------------------------------------------------------------ PowerPoint alternates

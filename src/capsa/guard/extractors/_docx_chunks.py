@@ -33,6 +33,7 @@ from email.message import Message
 from typing import Any
 
 from capsa.guard.extractors._docx_containers import in_later_branch, text_parts
+from capsa.guard.extractors._drawn import docx_paragraph
 from capsa.guard.extractors._floors import text_floor_over, visible_chars
 from capsa.guard.extractors._html_charset import _codec
 
@@ -47,7 +48,6 @@ parser, past its time limit, before the text limit could refuse the file."""
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _DELETED = (f"{_W}del", f"{_W}moveFrom")
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
-_XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 _HTML = frozenset({"text/html", "application/xhtml+xml"})
 _ARCHIVES = frozenset({"message/rfc822", "multipart/related", "application/x-mimearchive"})
 _PLAIN = frozenset({"text/plain"})
@@ -106,7 +106,7 @@ def read_alt_chunks(document: Any, html: Callable[[bytes, str | None], list[str]
             at = parent.index(chunk)
             parent.remove(chunk)
             for offset, text in enumerate(texts):
-                parent.insert(at + offset, _paragraph(chunk, text))
+                parent.insert(at + offset, docx_paragraph(chunk, text))
             read += 1
     return Chunks(read, unread)
 
@@ -195,14 +195,3 @@ def _charset(label: str | None) -> str | None:
         return None
     name = label.strip().lower()
     return _UTF16.get(name) or _codec(name.encode("ascii", "replace"))
-
-
-def _paragraph(anchor: Any, text: str) -> Any:
-    """A ``w:p`` holding `text` in one run, made in `anchor`'s document."""
-    paragraph = anchor.makeelement(f"{_W}p", {})
-    run = anchor.makeelement(f"{_W}r", {})
-    shown = anchor.makeelement(f"{_W}t", {_XML_SPACE: "preserve"})
-    shown.text = text
-    run.append(shown)
-    paragraph.append(run)
-    return paragraph

@@ -28,14 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capsa.guard.extractors._docx_containers import text_parts
+from capsa.guard.extractors._docx_containers import in_later_branch, text_parts
 
-__all__ = ["Drawn", "Kind", "place_in_docx", "place_in_pptx"]
+__all__ = ["Drawn", "Kind", "docx_paragraph", "place_in_docx", "place_in_pptx"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
-_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 _DELETED = (f"{_W}del", f"{_W}moveFrom")
 _SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
@@ -85,7 +84,7 @@ def place_in_docx(document: Any, kind: Kind) -> Drawn:
             if text is None:
                 unread += 1
             elif text:
-                paragraph = _docx_paragraph(anchor, text)
+                paragraph = docx_paragraph(anchor, text)
                 last.get(anchor, anchor).addnext(paragraph)
                 last[anchor] = paragraph
                 read += 1
@@ -185,16 +184,11 @@ def _not_drawn(reference: Any, kind: Kind) -> bool:
     data = reference.getparent()
     if data is None or data.tag != f"{_A}graphicData" or data.get("uri") != kind.uri:
         return True
-    for branch in reference.iterancestors(f"{_MC}Choice", f"{_MC}Fallback"):
-        alternatives = branch.getparent()
-        first = next(alternatives.iterchildren(f"{_MC}Choice", f"{_MC}Fallback"), None) if (
-            alternatives is not None) else branch
-        if first is not branch:
-            return True
-    return False
+    return in_later_branch(reference)
 
 
-def _docx_paragraph(anchor: Any, text: str) -> Any:
+def docx_paragraph(anchor: Any, text: str) -> Any:
+    """A ``w:p`` holding `text` in one run, made in `anchor`'s document."""
     paragraph = anchor.makeelement(f"{_W}p", {})
     run = paragraph.makeelement(f"{_W}r", {})
     value = run.makeelement(f"{_W}t", {_XML_SPACE: "preserve"})

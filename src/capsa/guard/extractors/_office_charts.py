@@ -160,6 +160,11 @@ def chart_text(chart_space: Any) -> str:
         named.append(f"{name} ({_listed(values, ', ')})" if values else name)
     if len(series) > _MAX_SERIES:
         named.append(f"and {len(series) - _MAX_SERIES:,} more")
+    return _said(title, axes, categories, named)
+
+
+def _said(title: str, axes: list[str], categories: list[str], named: list[str]) -> str:
+    """A chart's paragraph from its parts; ``""`` when it has none."""
     if not (title or axes or categories or named):
         return ""
     said = [f"Chart: {title}." if title else "Chart."]
@@ -300,16 +305,7 @@ def chartex_text(chart_space: Any) -> str:
             named.append(f"{name} ({_listed(values, ', ')})" if values else name)
     if len(series) > _MAX_SERIES:
         named.append(f"and {len(series) - _MAX_SERIES:,} more")
-    if not (title or axes or categories or named):
-        return ""
-    said = [f"Chart: {title}." if title else "Chart."]
-    if axes:
-        said.append(f"Axis titles: {'; '.join(axes)}.")
-    if categories:
-        said.append(f"Categories: {_listed(categories, ', ')}.")
-    if named:
-        said.append(f"Series: {'; '.join(named)}.")
-    return " ".join(said)
+    return _said(title, axes, categories, named)
 
 
 def _chartex_label(holder: Any) -> str:
