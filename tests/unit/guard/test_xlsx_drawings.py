@@ -174,3 +174,40 @@ def test_a_chart_sheet_reads_after_the_worksheets_named_by_its_tab() -> None:
                                          "Chart sheet Overview: Chart: Sales by region. "
                                          "Series: series 1."]
     assert parsed.notes == (READ.format(1, 0),)
+
+
+def test_a_newer_chart_excel_writes_twice_is_read_and_its_fallback_sentence_is_not() -> None:
+    from tests.unit.guard.test_office_charts import CHARTEX_TYPE, CX, WATERFALL, chartex_xml
+
+    old_readers = "This chart is not available in your version of Excel."
+
+    frame = ('<xdr:graphicFrame macro=""><xdr:nvGraphicFramePr><xdr:cNvPr id="4" '
+             'name="Chart 4"/><xdr:cNvGraphicFramePr/></xdr:nvGraphicFramePr><xdr:xfrm/>'
+             f'<a:graphic><a:graphicData uri="{CX}"><cx:chart xmlns:cx="{CX}" xmlns:r="http://'
+             'schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="rIdCx"/>'
+             "</a:graphicData></a:graphic></xdr:graphicFrame>")
+    twice = ('<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-'
+             'compatibility/2006"><mc:Choice xmlns:cx1="http://schemas.microsoft.com/office/'
+             f'drawing/2015/9/8/chartex" Requires="cx1">{anchor(8, frame)}</mc:Choice>'
+             f"<mc:Fallback>{anchor(8, text_box(old_readers))}</mc:Fallback>"
+             "</mc:AlternateContent>")
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(with_drawing(workbook(), twice))) as source, \
+            zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/drawings/_rels/drawing1.xml.rels":
+                data = data.replace(b"</Relationships>", (
+                    b'<Relationship Id="rIdCx" Type="http://schemas.microsoft.com/office/2014/'
+                    b'relationships/chartEx" Target="../charts/chartEx1.xml"/></Relationships>'))
+            elif info.filename == "[Content_Types].xml":
+                data = data.replace(b"</Types>", (
+                    f'<Override PartName="/xl/charts/chartEx1.xml" ContentType="{CHARTEX_TYPE}"/>'
+                    "</Types>").encode())
+            target.writestr(info, data)
+        target.writestr("xl/charts/chartEx1.xml", chartex_xml())
+
+    parsed = UnstructuredExtractor().extract("xlsx", None, out.getvalue(), max_pages=5)
+
+    assert WATERFALL in parsed.text and "not available" not in parsed.text
+    assert READ.format(2, 0) in parsed.notes

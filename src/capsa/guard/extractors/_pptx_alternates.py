@@ -33,7 +33,7 @@ from typing import Any
 
 from capsa.guard.extractors._docx_math import _Reader
 
-__all__ = ["Alternates", "read_alternates"]
+__all__ = ["Alternates", "read_alternates", "shown_branch"]
 
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -117,7 +117,7 @@ def read_alternates(presentation: Any) -> Alternates:
         # each branch is chosen before anything moves: a moved choice may lose the
         # namespace declarations its requirements are read by
         found = list(tree.iter(f"{_MC}AlternateContent"))[:_MAX_ALTERNATES]
-        shown = [_shown(alternate) for alternate in found]
+        shown = [shown_branch(alternate) for alternate in found]
         dropped: set[Any] = set()
         for alternate, branch in zip(found, shown, strict=True):
             # document order: an outer alternate is resolved before those inside it
@@ -130,7 +130,7 @@ def read_alternates(presentation: Any) -> Alternates:
     return Alternates(shapes, equations)
 
 
-def _shown(alternate: Any) -> Any:
+def shown_branch(alternate: Any) -> Any:
     """The branch of `alternate` PowerPoint shows: its first understood choice, else its
     fallback (None when it has neither)."""
     choice = next((choice for choice in alternate.iterchildren(f"{_MC}Choice")

@@ -30,7 +30,8 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from capsa.guard.extractors._office_charts import chart_text
+from capsa.guard.extractors._office_charts import chart_text, chartex_text
+from capsa.guard.extractors._pptx_alternates import shown_branch
 from capsa.guard.extractors._workbook import parse_member, relationships
 
 __all__ = ["Drawings", "sheet_drawings"]
@@ -41,7 +42,12 @@ _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _DRAWING = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/drawing"
+_CX = "{http://schemas.microsoft.com/office/drawing/2014/chartex}"
+_ALTERNATE = "{http://schemas.openxmlformats.org/markup-compatibility/2006}AlternateContent"
 _ANCHORS = (f"{_XDR}twoCellAnchor", f"{_XDR}oneCellAnchor", f"{_XDR}absoluteAnchor")
+_CHART_TAGS = (f"{_C}chart", f"{_CX}chart")
+_READERS = {f"{_C}chartSpace": chart_text, f"{_CX}chartSpace": chartex_text}
+"""A chart part's root, and how it reads: a chart, or one of the newer kinds."""
 _MAX_DEPTH = 32
 """Group shapes followed inside one another; deeper ones are not read."""
 
@@ -72,10 +78,25 @@ def sheet_drawings(archive: zipfile.ZipFile, sheet: str) -> Drawings:
         return found
     charts = relationships(archive, target)
     texts: dict[str, str | None] = {}
-    anchors = sorted(enumerate(drawing.iterchildren(*_ANCHORS)), key=_place)
+    anchors = sorted(enumerate(_anchors(drawing)), key=_place)
     for _, anchor in anchors:
         for shape in anchor:
             _read(archive, shape, charts, found, 0, texts)
+    return found
+
+
+def _anchors(drawing: Any) -> list[Any]:
+    """The drawing's anchors in document order, with those of each ``mc:AlternateContent``
+    taken from the branch Excel draws (`shown_branch`): Excel writes the newer chart kinds
+    that way, the chart in a choice and a sentence for older readers in the fallback."""
+    found: list[Any] = []
+    for child in drawing.iterchildren():
+        if child.tag in _ANCHORS:
+            found.append(child)
+        elif child.tag == _ALTERNATE:
+            branch = shown_branch(child)
+            if branch is not None:
+                found.extend(branch.iterchildren(*_ANCHORS))
     return found
 
 
@@ -124,7 +145,7 @@ def _read(archive: zipfile.ZipFile, shape: Any, charts: dict[str, tuple[str, str
     if tag not in (f"{_XDR}sp", f"{_XDR}grpSp", f"{_XDR}graphicFrame"):
         return  # a picture, a connector, the anchor's position and size
     if _hidden(shape):
-        found.hidden += any(True for _ in shape.iter(f"{_A}t", f"{_C}chart"))
+        found.hidden += any(True for _ in shape.iter(f"{_A}t", *_CHART_TAGS))
         return
     if tag == f"{_XDR}grpSp":
         if depth < _MAX_DEPTH:
@@ -132,13 +153,13 @@ def _read(archive: zipfile.ZipFile, shape: Any, charts: dict[str, tuple[str, str
                 _read(archive, inner, charts, found, depth + 1, texts)
         return
     if tag == f"{_XDR}graphicFrame":
-        for reference in shape.iter(f"{_C}chart"):
+        for reference in shape.iter(*_CHART_TAGS):
             target = charts.get(reference.get(_R_ID) or "")
             name = target[0] if target is not None else ""
             if name not in texts:
                 root = parse_member(archive, name)
-                texts[name] = chart_text(root) if (
-                    root is not None and root.tag == f"{_C}chartSpace") else None
+                reader = _READERS.get(root.tag) if root is not None else None
+                texts[name] = reader(root) if reader is not None else None
             text = texts[name]
             if text is None:
                 found.unread += 1
