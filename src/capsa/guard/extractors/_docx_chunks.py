@@ -35,7 +35,7 @@ from typing import Any
 from capsa.guard.extractors._docx_containers import in_later_branch, text_parts
 from capsa.guard.extractors._drawn import docx_paragraph
 from capsa.guard.extractors._floors import text_floor_over, visible_chars
-from capsa.guard.extractors._html_charset import _codec
+from capsa.guard.extractors._html_charset import browser_codec
 
 __all__ = ["CHUNK_CEILING", "Chunks", "read_alt_chunks"]
 
@@ -194,4 +194,4 @@ def _charset(label: str | None) -> str | None:
     if label is None:
         return None
     name = label.strip().lower()
-    return _UTF16.get(name) or _codec(name.encode("ascii", "replace"))
+    return _UTF16.get(name) or browser_codec(name.encode("ascii", "replace"))

@@ -60,7 +60,7 @@ from typing import Any
 from capsa.guard.extractors._docx_containers import text_roots
 from capsa.guard.extractors._linear_math import OPENING, ROOTS, operand
 
-__all__ = ["Equations", "read_equations"]
+__all__ = ["Equations", "linear_text", "read_equations"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
@@ -123,6 +123,12 @@ def read_equations(document: Any) -> Equations:
             read += max(1, len(math.findall(f"{_M}oMath")))  # a display holds one or more
             hidden += reader.hidden
     return Equations(read, hidden)
+
+
+def linear_text(math: Any) -> str:
+    """The linear text of one Office Math element, read where no run can be hidden (a
+    PowerPoint equation, ``a14:m``: DrawingML has no hidden-text property)."""
+    return _Reader(lambda run: False).linear(math, 0)
 
 
 def _replace(math: Any, text: str) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from capsa.guard.normalize import UndecodableText, detect_and_decode
 
-__all__ = ["HtmlText", "declared_charset", "read_html"]
+__all__ = ["HtmlText", "browser_codec", "declared_charset", "read_html"]
 
 _PRESCAN_BYTES = 1024
 _COMMENT = re.compile(rb"<!--.*?(?:-->|\Z)", re.DOTALL)
@@ -130,7 +130,7 @@ def declared_charset(head: bytes) -> str | None:
             content = _CONTENT_CHARSET.search(attributes.get(b"content", b""))
             if content is not None:
                 label = next(part for part in content.groups() if part is not None)
-        if label is not None and (codec := _codec(label)) is not None:
+        if label is not None and (codec := browser_codec(label)) is not None:
             return codec
     return None
 
@@ -165,7 +165,7 @@ def read_html(payload: bytes) -> HtmlText:
     return HtmlText(decoded.text, decoded.encoding, decoded.confidence)
 
 
-def _codec(label: bytes) -> str | None:
+def browser_codec(label: bytes) -> str | None:
     """The Python codec an Encoding Standard `label` names, or None when a browser does not
     know it."""
     try:

@@ -31,7 +31,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from capsa.guard.extractors._docx_math import _Reader
+from capsa.guard.extractors._docx_math import linear_text
 
 __all__ = ["Alternates", "read_alternates", "shown_branch"]
 
@@ -159,7 +159,7 @@ def _understood(choice: Any) -> bool:
 
 def _write_equation(math: Any) -> bool:
     """Replace an ``a14:m`` by a DrawingML run holding its linear text; False when empty."""
-    text = _plain_letters(_Reader(lambda run: False).linear(math, 0))  # DrawingML hides no run
+    text = _plain_letters(linear_text(math))
     if not text.strip():
         return False
     run = math.makeelement(f"{_A}r", {})
