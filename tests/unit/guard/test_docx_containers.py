@@ -70,7 +70,8 @@ def text_box(content: str, *, vml_only: bool = False) -> str:
                f'"{WPS}"><wps:wsp xmlns:wps="{WPS}"><wps:txbx><w:txbxContent>{content}'
                "</w:txbxContent></wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:anchor>"
                "</w:drawing>")
-    return (f'<w:r><mc:AlternateContent xmlns:mc="{MC}"><mc:Choice Requires="wps">{drawing}'
+    return (f'<w:r><mc:AlternateContent xmlns:mc="{MC}" xmlns:wps="{WPS}"><mc:Choice '
+            f'Requires="wps">{drawing}'
             f"</mc:Choice><mc:Fallback>{vml}</mc:Fallback></mc:AlternateContent></w:r>")
 
 

@@ -19,8 +19,8 @@ plain-text chunk is decoded as a text file is, a paragraph a line. A chunk
 in any other format (RTF, another DOCX) or whose part is missing, external
 or undecodable is left out and named in a note: Word would show it, capsa
 cannot read it here. A chunk in
-a later branch of an ``mc:AlternateContent`` or in a tracked deletion is
-not read, as Word does not import it.
+a branch of an ``mc:AlternateContent`` Word does not draw, or in a tracked
+deletion, is not read, as Word does not import it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from email.message import Message
 from typing import Any
 
-from capsa.guard.extractors._docx_containers import in_later_branch, text_parts
+from capsa.guard.extractors._alternates import WORD, in_unshown_branch
+from capsa.guard.extractors._docx_containers import text_parts
 from capsa.guard.extractors._drawn import docx_paragraph
 from capsa.guard.extractors._floors import text_floor_over, visible_chars
 from capsa.guard.extractors._html_charset import browser_codec
@@ -92,7 +93,7 @@ def read_alt_chunks(document: Any, html: Callable[[bytes, str | None], list[str]
     for part, root in text_parts(document):
         for chunk in list(root.iter(f"{_W}altChunk")):
             parent = chunk.getparent()
-            if (parent is None or in_later_branch(chunk)
+            if (parent is None or in_unshown_branch(chunk, WORD)
                     or next(chunk.iterancestors(*_DELETED), None) is not None):
                 continue  # a copy for older readers, or deleted: Word imports neither
             texts = _texts(part, chunk.get(_R_ID), html, read_parts)

@@ -18,8 +18,10 @@ from what Word shows.
 memory, before unstructured reads it: each container is replaced by its
 content, so its runs become the paragraph's and its paragraphs the body's
 (or the table cell's); a text box's paragraphs follow the paragraph it is
-anchored in (a drawing carries its text box twice, for new and old readers
-of the format, and only the first copy is taken). Tracked deletions
+anchored in. `resolve_alternates` runs before every other pass: content
+written twice for newer and older readers (``mc:AlternateContent``, which
+python-docx does not yield: a text box's drawing and its VML copy, an
+emoji) becomes the branch Word draws (`capsa.guard.extractors._alternates`). Tracked deletions
 (``w:del``, ``w:moveFrom``) stay where they are, which unstructured never
 reads: the text is the document as Word shows it by default, every change
 accepted, and a note says how many changes there were, since a reader asked
@@ -29,7 +31,8 @@ Run after the hidden-run pass (`capsa.guard.extractors._office_hidden`), so
 a text box anchored in a hidden run goes with its run, and a hidden run
 inside an insertion or a content control is found where it stands.
 
-Not opened: embedded foreign content (``w:altChunk``) and comments.
+Not opened: comments. Embedded foreign content (``w:altChunk``) is read
+by `capsa.guard.extractors._docx_chunks`.
 Footnotes and endnotes are appended after the body
 (`capsa.guard.extractors._docx_notes`), equations read as linear text
 (`capsa.guard.extractors._docx_math`) and charts from their parts
@@ -42,11 +45,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Opened", "in_later_branch", "open_containers", "text_parts", "text_roots"]
+from capsa.guard.extractors._alternates import WORD, in_unshown_branch, resolve
+
+__all__ = ["Opened", "open_containers", "resolve_alternates", "text_parts", "text_roots"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
-_BRANCHES = frozenset({f"{_MC}Choice", f"{_MC}Fallback"})
+_W16SE = "{http://schemas.microsoft.com/office/word/2015/wordml/symex}"
+_MAX_ALTERNATES = 10_000
 _TEXT_ROOTS = frozenset({f"{_W}document", f"{_W}hdr", f"{_W}ftr"})
 """The parts whose text unstructured reads: the main document, its headers and footers."""
 _INSERTED = (f"{_W}ins", f"{_W}moveTo")
@@ -149,7 +154,7 @@ def _move_text_boxes(root: Any) -> int:
     """Move each text box's paragraphs after the paragraph it is anchored in."""
     moved = 0
     for box in list(root.iter(f"{_W}txbxContent")):
-        if in_later_branch(box):
+        if in_unshown_branch(box, WORD):
             continue
         anchor = next(box.iterancestors(f"{_W}p"), None)
         while (anchor is not None
@@ -170,16 +175,45 @@ def _move_text_boxes(root: Any) -> int:
     return moved
 
 
-def in_later_branch(box: Any) -> bool:
-    """Whether `box` (a text box, or any element) stands in a branch of an
-    ``mc:AlternateContent`` after its first, at any level: Word draws the first
-    choice (it understands every choice it writes, as LibreOffice does), so a
-    later branch is the same text written again for Word 2007, or text no
-    current reader shows (`capsa.guard.extractors._drawn` reads charts so too)."""
-    for branch in box.iterancestors(f"{_MC}Choice", f"{_MC}Fallback"):
-        alternatives = branch.getparent()
-        if alternatives is None:
-            return True
-        if next((child for child in alternatives if child.tag in _BRANCHES), None) is not branch:
-            return True
-    return False
+def resolve_alternates(document: Any) -> int:
+    """Put the branch Word draws in place of each ``mc:AlternateContent`` in a python-docx
+    `document`'s text parts (`capsa.guard.extractors._alternates`); return how many
+    that held text outside a drawing (runs, a paragraph, an emoji) are now read.
+
+    Word writes an emoji as a symbol extension (``w16se:symEx``, its code
+    point in an attribute) with the character as the fallback; the
+    extension is written here as that character, which is what Word draws.
+    Alternates inside an element's properties (a run's font for an emoji)
+    carry no text and stay as they are.
+    """
+    read = 0
+    for root in text_roots(document):
+        for content in resolve(root, WORD, where=_holds_content_below, limit=_MAX_ALTERNATES):
+            symbols = [found for child in content for found in child.iter(f"{_W16SE}symEx")]
+            for symbol in symbols:
+                _write_symbol(symbol)
+            if symbols or any(_holds_text(child) and not _drawn(child) for child in content):
+                read += 1
+    return read
+
+
+def _holds_content_below(parent: Any) -> bool:
+    return not parent.tag.endswith("Pr")
+
+
+def _drawn(element: Any) -> bool:
+    """Whether `element` is or holds a drawing (text boxes are counted as they move)."""
+    return next(element.iter(f"{_W}drawing", f"{_W}pict"), None) is not None
+
+
+def _write_symbol(symbol: Any) -> None:
+    """Replace a ``w16se:symEx`` by a ``w:t`` of the character it names (nothing if none)."""
+    try:
+        point = int(symbol.get(f"{_W16SE}char") or "", 16)
+        character = chr(point) if not 0xD800 <= point <= 0xDFFF and point >= 0x20 else ""
+    except (ValueError, OverflowError):
+        character = ""
+    text = symbol.makeelement(f"{_W}t", {})
+    text.text = character
+    text.tail = symbol.tail
+    symbol.getparent().replace(symbol, text)

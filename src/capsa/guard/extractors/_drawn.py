@@ -15,9 +15,10 @@ object stands, in a group too). The part is the one the library has already
 loaded from the inspected package, never an external target; a part the
 library keeps as bytes is parsed here with no entity resolved and no
 network. An object whose part is missing, external, unparsable or of
-another kind is counted as unread; one in a tracked deletion, or in a later
-branch of an ``mc:AlternateContent`` (a drawing's second copy for older
-readers, or whatever else a file puts there), is not read at all. Each part
+another kind is counted as unread; one in a tracked deletion, or in a branch
+of an ``mc:AlternateContent`` the application does not draw (a drawing's
+second copy for older readers, or whatever else a file puts there), is not
+read at all. Each part
 is read once however many objects name it: a page of references to one
 large chart would otherwise read it again for each.
 """
@@ -28,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capsa.guard.extractors._docx_containers import in_later_branch, text_parts
+from capsa.guard.extractors._alternates import POWERPOINT, WORD, in_unshown_branch
+from capsa.guard.extractors._docx_containers import text_parts
 
 __all__ = ["Drawn", "Kind", "docx_paragraph", "place_in_docx", "place_in_pptx"]
 
@@ -77,7 +79,7 @@ def place_in_docx(document: Any, kind: Kind) -> Drawn:
         last: dict[Any, Any] = {}  # anchor paragraph -> the paragraph written after it
         for reference in list(root.iter(kind.reference)):
             anchor = next(reference.iterancestors(f"{_W}p"), None)
-            if (anchor is None or _not_drawn(reference, kind)
+            if (anchor is None or _not_drawn(reference, kind, WORD)
                     or next(reference.iterancestors(*_DELETED), None) is not None):
                 continue
             text = _text_of(part, reference.get(kind.relationship), kind, texts)
@@ -112,7 +114,7 @@ def place_in_pptx(presentation: Any, kind: Kind) -> Drawn:
                 pending.extend(shape.shapes)
             elif isinstance(shape, GraphicFrame):
                 reference = shape._element.find(f"{_A}graphic/{_A}graphicData/{kind.reference}")
-                if reference is not None and not _not_drawn(reference, kind):
+                if reference is not None and not _not_drawn(reference, kind, POWERPOINT):
                     frames.append((shape, reference))
         next_id = _next_shape_id(slide.element) if frames else 0
         for frame, reference in frames:
@@ -170,21 +172,18 @@ def _root(part: Any) -> Any:
     return etree.fromstring(part.blob, parser)
 
 
-def _not_drawn(reference: Any, kind: Kind) -> bool:
+def _not_drawn(reference: Any, kind: Kind, understood: frozenset[str]) -> bool:
     """Whether the reference is not a drawing's of `kind`, or stands in a branch of an
-    ``mc:AlternateContent`` after its first, at any level.
+    ``mc:AlternateContent`` the application (knowing `understood`) does not draw.
 
-    Word and PowerPoint draw the first choice they understand, and they
-    understand every choice they write (``wps``, ``w14``, ``a14``, ...), as
-    LibreOffice does: a fallback is for Office 2007. An object there is the
-    same object drawn twice, or text no reader of a current version sees (a
-    chart behind a choice that shows a picture or a sentence). The cost: a
-    file whose choice needs a namespace no reader knows, so that its fallback
-    is the one drawn, loses that object's text, unsaid."""
+    Word and PowerPoint draw the first choice whose requirements they know, else
+    the fallback (`capsa.guard.extractors._alternates`); an object in another
+    branch is the same object written again for older readers, or text no
+    reader sees (a chart behind a choice that shows a picture or a sentence)."""
     data = reference.getparent()
     if data is None or data.tag != f"{_A}graphicData" or data.get("uri") != kind.uri:
         return True
-    return in_later_branch(reference)
+    return in_unshown_branch(reference, understood)
 
 
 def docx_paragraph(anchor: Any, text: str) -> Any:

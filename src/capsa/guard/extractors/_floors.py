@@ -160,8 +160,31 @@ def _relationships(archive: zipfile.ZipFile, part: str) -> dict[str, tuple[str, 
 
 
 _DOCX_TEXT = re.compile(rb"<w:t(?:\s[^>]*)?>([^<]*)</w:t>")
-_DOCX_SKIPPED = re.compile(rb"<w:txbxContent\b.*?</w:txbxContent>|<mc:Fallback\b.*?</mc:Fallback>",
-                           re.DOTALL)
+_DOCX_TEXT_BOX = re.compile(rb"<w:txbxContent\b.*?</w:txbxContent>", re.DOTALL)
+_DOCX_ALTERNATE = re.compile(rb"<(/?)mc:AlternateContent\b[^>]*?(/?)>")
+
+
+def _outside_alternates(xml: bytes) -> bytes:
+    """`xml` less each ``mc:AlternateContent``, nested ones with it: the parser reads the
+    one branch Word draws (`capsa.guard.extractors._alternates`), which depends on what
+    the branches require, so the floor counts neither. An alternate left open takes the
+    rest of `xml` with it, which only lowers the floor."""
+    kept: list[bytes] = []
+    depth = start = 0
+    for tag in _DOCX_ALTERNATE.finditer(xml):
+        closing, empty = tag.group(1), tag.group(2)
+        if empty or not closing:
+            if depth == 0:
+                kept.append(xml[start:tag.start()])
+                start = tag.end()
+            depth += 0 if empty else 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                start = tag.end()
+    if depth == 0:
+        kept.append(xml[start:])
+    return b"".join(kept)
 
 
 def check_docx_text_floor(archive: zipfile.ZipFile, limit: int) -> None:
@@ -212,8 +235,10 @@ def _docx_visible_text(xml: bytes) -> int:
     unstructured strips one leading bullet from a list item's text and drops a
     paragraph left empty, so a leading bullet is not counted: the floor stays a floor.
     """
-    if b"<w:txbxContent" in xml or b"<mc:Fallback" in xml:
-        xml = _DOCX_SKIPPED.sub(b"", xml)
+    if b"<mc:AlternateContent" in xml:
+        xml = _outside_alternates(xml)
+    if b"<w:txbxContent" in xml:
+        xml = _DOCX_TEXT_BOX.sub(b"", xml)
     counted = 0
     for paragraph in _DOCX_PARAGRAPH.split(xml):
         text = b"".join(_DOCX_TEXT.findall(paragraph)).decode("utf-8", "replace")

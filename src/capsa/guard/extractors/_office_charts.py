@@ -52,7 +52,7 @@ deletion is left out, as Word shows it struck through.
 The newer kinds (``cx:chart``: waterfall, funnel, histogram, treemap,
 sunburst, box and whisker; Office 2016 and later) are read the same way from
 their own part (`chartex_text`); their drawings carry a picture or a
-sentence for older readers in a later branch, which is not read.
+sentence for older readers in the fallback, which is not read.
 
 Not read: a chart in a footnote or an endnote, data labels a chart writes itself, charts on slide
 layouts and masters (unstructured reads no layout), and a workbook's charts.

@@ -38,7 +38,12 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from capsa.guard.extractors._docx_chunks import Chunks, read_alt_chunks
-from capsa.guard.extractors._docx_containers import Opened, open_containers, text_roots
+from capsa.guard.extractors._docx_containers import (
+    Opened,
+    open_containers,
+    resolve_alternates,
+    text_roots,
+)
 from capsa.guard.extractors._docx_math import Equations, read_equations
 from capsa.guard.extractors._docx_notes import Notes, append_notes
 from capsa.guard.extractors._office_charts import Charts, read_docx_charts, read_pptx_charts
@@ -93,6 +98,9 @@ class HiddenTally:
     unread (`read_docx_diagrams`, `read_pptx_diagrams`)."""
     chunks: Chunks = field(default_factory=Chunks)
     """DOCX embedded HTML or text (``w:altChunk``) read where it stands (`read_alt_chunks`)."""
+    alternates_read: int = 0
+    """DOCX runs, paragraphs and emoji Word writes twice, now read as Word draws them
+    (`resolve_alternates`)."""
     alternates: Alternates = field(default_factory=Alternates)
     """PPTX shapes written twice read as PowerPoint shows them, and their equations as
     linear text (`read_alternates`)."""
@@ -126,6 +134,9 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
             notes.append(said)
     notes.extend(tally.charts.notes())
     notes.extend(tally.diagrams.notes())
+    if tally.alternates_read:
+        notes.append(f"read {tally.alternates_read} passage(s) Word writes twice, for newer "
+                     "and older readers, as Word shows them (python-docx reads neither)")
     notes.extend(tally.alternates.notes())
     notes.extend(tally.chunks.notes())
     if tally.hidden_slides:
@@ -282,7 +293,9 @@ def drop_hidden_runs(document: Any) -> int:
 
 
 def _clean_docx(document: Any, tally: HiddenTally, html: HtmlReader) -> None:
-    # first: the chunks' paragraphs are the body's, for every pass after
+    # first: every pass after sees the branch Word draws, and nothing of the others
+    tally.alternates_read += resolve_alternates(document)
+    # the chunks' paragraphs are the body's, for every pass after
     tally.chunks += read_alt_chunks(document, html)
     tally.runs += drop_hidden_runs(document)  # first: a hidden run takes its text box with it
     # before the notes: a chart copied from a note would be looked up in the body's part
@@ -290,6 +303,7 @@ def _clean_docx(document: Any, tally: HiddenTally, html: HtmlReader) -> None:
     tally.diagrams += read_docx_diagrams(document)  # for the same reason
     notes = append_notes(document)  # the references left standing, then their notes' text
     if notes.footnotes or notes.endnotes:
+        tally.alternates_read += resolve_alternates(document)  # the notes' own
         tally.runs += drop_hidden_runs(document)  # the notes' own hidden runs
     tally.notes = notes
     opened = open_containers(document)

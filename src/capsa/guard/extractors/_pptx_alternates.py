@@ -9,13 +9,10 @@ yields neither branch, so unstructured lost the whole text box without a
 word ("Mass-energy equivalence says E=mc² for every body at rest." read as
 nothing).
 
-`read_alternates` puts the branch PowerPoint shows in the content's place,
-before the hidden-shape pass, so a hidden shape inside it is left out like
-any other and a chart or diagram inside it is read by its own pass. The
-branch shown is the first choice whose required namespaces PowerPoint
-understands (`_UNDERSTOOD`), else the fallback: a choice that requires
-something PowerPoint does not know is never shown, so its text is not read
-(a choice is also a place to hide words). Each equation (``a14:m``) becomes
+`read_alternates` puts the branch PowerPoint shows in the content's place
+(`capsa.guard.extractors._alternates`, by what PowerPoint knows), before the
+hidden-shape pass, so a hidden shape inside it is left out like any other
+and a chart or diagram inside it is read by its own pass. Each equation (``a14:m``) becomes
 a run of its linear text, as Word's do
 (`capsa.guard.extractors._docx_math`), with the mathematical italic letters
 PowerPoint writes (``𝑚𝑐``) as plain ones, since a search types ``mc``.
@@ -31,13 +28,13 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from capsa.guard.extractors._alternates import POWERPOINT, resolve
 from capsa.guard.extractors._docx_math import linear_text
 
-__all__ = ["Alternates", "read_alternates", "shown_branch"]
+__all__ = ["Alternates", "read_alternates"]
 
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
-_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _A14 = "{http://schemas.microsoft.com/office/drawing/2010/main}"
 _SHAPE_PARENTS = frozenset({f"{_P}spTree", f"{_P}grpSp"})
 _TEXT_PARENTS = frozenset({f"{_P}txBody", f"{_A}txBody", f"{_A}p"})
@@ -46,35 +43,6 @@ and equations of a paragraph. python-pptx yields neither branch there either, an
 reader of markup compatibility resolves an alternate wherever it stands."""
 _RESOLVED_PARENTS = _SHAPE_PARENTS | _TEXT_PARENTS
 _MAX_ALTERNATES = 10_000
-_UNDERSTOOD = frozenset({
-    "http://schemas.openxmlformats.org/presentationml/2006/main",
-    "http://schemas.openxmlformats.org/drawingml/2006/main",
-    "http://schemas.openxmlformats.org/officeDocument/2006/math",
-    "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
-    "http://schemas.microsoft.com/office/drawing/2010/main",            # a14
-    "http://schemas.microsoft.com/office/drawing/2012/main",            # a15
-    "http://schemas.microsoft.com/office/drawing/2014/main",            # a16
-    "http://schemas.microsoft.com/office/drawing/2014/chartex",         # cx
-    "http://schemas.microsoft.com/office/drawing/2015/9/8/chartex",     # cx1 ... cx8: the
-    "http://schemas.microsoft.com/office/drawing/2015/10/21/chartex",   # newer chart kinds
-    "http://schemas.microsoft.com/office/drawing/2016/5/9/chartex",
-    "http://schemas.microsoft.com/office/drawing/2016/5/10/chartex",
-    "http://schemas.microsoft.com/office/drawing/2016/5/11/chartex",
-    "http://schemas.microsoft.com/office/drawing/2016/5/12/chartex",
-    "http://schemas.microsoft.com/office/drawing/2016/5/13/chartex",
-    "http://schemas.microsoft.com/office/drawing/2016/5/14/chartex",
-    "http://schemas.microsoft.com/office/drawing/2016/ink",             # aink
-    "http://schemas.microsoft.com/office/drawing/2016/SVG/main",        # asvg
-    "http://schemas.microsoft.com/office/drawing/2017/model3d",         # am3d
-    "http://schemas.microsoft.com/office/powerpoint/2010/main",         # p14
-    "http://schemas.microsoft.com/office/powerpoint/2012/main",         # p15
-    "http://schemas.microsoft.com/office/powerpoint/2015/09/main",      # p159
-    "http://schemas.microsoft.com/office/powerpoint/2016/slidezoom",    # pslz
-    "http://schemas.microsoft.com/office/powerpoint/2016/sectionzoom",  # psez
-    "http://schemas.microsoft.com/office/powerpoint/2017/10/main",      # p1710
-})
-"""The namespaces PowerPoint (2016 and later) knows, so a choice requiring them is what it
-draws; any other requirement makes it fall back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,47 +82,15 @@ def read_alternates(presentation: Any) -> Alternates:
         tree = element.find(f"{_P}cSld/{_P}spTree")
         if tree is None:
             continue
-        # each branch is chosen before anything moves: a moved choice may lose the
-        # namespace declarations its requirements are read by
-        found = list(tree.iter(f"{_MC}AlternateContent"))[:_MAX_ALTERNATES]
-        shown = [shown_branch(alternate) for alternate in found]
-        dropped: set[Any] = set()
-        for alternate, branch in zip(found, shown, strict=True):
-            # document order: an outer alternate is resolved before those inside it
-            if alternate not in dropped and alternate.getparent().tag in _RESOLVED_PARENTS:
-                dropped.update(_resolve(alternate, branch))
-                shapes += 1
+        shapes += len(resolve(tree, POWERPOINT, where=_resolvable, limit=_MAX_ALTERNATES))
         for math in list(tree.iter(f"{_A14}m")):
             if math.getparent().tag == f"{_A}p" and _write_equation(math):
                 equations += 1
     return Alternates(shapes, equations)
 
 
-def shown_branch(alternate: Any) -> Any:
-    """The branch of `alternate` PowerPoint shows: its first understood choice, else its
-    fallback (None when it has neither)."""
-    choice = next((choice for choice in alternate.iterchildren(f"{_MC}Choice")
-                   if _understood(choice)), None)
-    return choice if choice is not None else alternate.find(f"{_MC}Fallback")
-
-
-def _resolve(alternate: Any, shown: Any) -> list[Any]:
-    """Replace `alternate` by the children of its `shown` branch, in order; return the
-    alternates inside the branches not shown, which go with them."""
-    parent = alternate.getparent()
-    at = parent.index(alternate)
-    parent.remove(alternate)
-    for offset, child in enumerate(list(shown) if shown is not None else ()):
-        parent.insert(at + offset, child)
-    return [inner for branch in alternate if branch is not shown
-            for inner in branch.iter(f"{_MC}AlternateContent")]
-
-
-def _understood(choice: Any) -> bool:
-    """Whether every namespace `choice` requires is one PowerPoint knows."""
-    prefixes = (choice.get("Requires") or "").split()
-    return bool(prefixes) and all(choice.nsmap.get(prefix) in _UNDERSTOOD
-                                  for prefix in prefixes)
+def _resolvable(parent: Any) -> bool:
+    return parent.tag in _RESOLVED_PARENTS
 
 
 def _write_equation(math: Any) -> bool:

@@ -30,8 +30,8 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from capsa.guard.extractors._alternates import EXCEL, shown_branch
 from capsa.guard.extractors._office_charts import chart_text, chartex_text
-from capsa.guard.extractors._pptx_alternates import shown_branch
 from capsa.guard.extractors._workbook import parse_member, relationships
 
 __all__ = ["Drawings", "sheet_drawings"]
@@ -94,7 +94,7 @@ def _anchors(drawing: Any) -> list[Any]:
         if child.tag in _ANCHORS:
             found.append(child)
         elif child.tag == _ALTERNATE:
-            branch = shown_branch(child)
+            branch = shown_branch(child, EXCEL)
             if branch is not None:
                 found.extend(branch.iterchildren(*_ANCHORS))
     return found
