@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capsa.guard.extractors._alternates import WORD, in_unshown_branch, resolve
+from capsa.guard.extractors._docx_glyphs import symbol_extension
 
 __all__ = ["Opened", "open_containers", "resolve_alternates", "text_parts", "text_roots"]
 
@@ -191,7 +192,7 @@ def resolve_alternates(document: Any) -> int:
         for content in resolve(root, WORD, where=_holds_content_below, limit=_MAX_ALTERNATES):
             symbols = [found for child in content for found in child.iter(f"{_W16SE}symEx")]
             for symbol in symbols:
-                _write_symbol(symbol)
+                symbol_extension(symbol)
             if symbols or any(_holds_text(child) and not _drawn(child) for child in content):
                 read += 1
     return read
@@ -204,16 +205,3 @@ def _holds_content_below(parent: Any) -> bool:
 def _drawn(element: Any) -> bool:
     """Whether `element` is or holds a drawing (text boxes are counted as they move)."""
     return next(element.iter(f"{_W}drawing", f"{_W}pict"), None) is not None
-
-
-def _write_symbol(symbol: Any) -> None:
-    """Replace a ``w16se:symEx`` by a ``w:t`` of the character it names (nothing if none)."""
-    try:
-        point = int(symbol.get(f"{_W16SE}char") or "", 16)
-        character = chr(point) if not 0xD800 <= point <= 0xDFFF and point >= 0x20 else ""
-    except (ValueError, OverflowError):
-        character = ""
-    text = symbol.makeelement(f"{_W}t", {})
-    text.text = character
-    text.tail = symbol.tail
-    symbol.getparent().replace(symbol, text)

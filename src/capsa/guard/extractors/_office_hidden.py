@@ -44,6 +44,7 @@ from capsa.guard.extractors._docx_containers import (
     resolve_alternates,
     text_roots,
 )
+from capsa.guard.extractors._docx_glyphs import read_glyphs
 from capsa.guard.extractors._docx_math import Equations, read_equations
 from capsa.guard.extractors._docx_notes import Notes, append_notes
 from capsa.guard.extractors._office_charts import Charts, read_docx_charts, read_pptx_charts
@@ -306,6 +307,7 @@ def _clean_docx(document: Any, tally: HiddenTally, html: HtmlReader) -> None:
         tally.alternates_read += resolve_alternates(document)  # the notes' own
         tally.runs += drop_hidden_runs(document)  # the notes' own hidden runs
     tally.notes = notes
+    read_glyphs(text_roots(document))  # symbols and phonetic guides, wherever they stand
     opened = open_containers(document)
     tally.opened = Opened(tally.opened.insertions + opened.insertions,
                           tally.opened.deletions + opened.deletions,
