@@ -18,14 +18,20 @@ def sensitivity(bench_scripts: Any) -> Any:
     return bench_scripts.load("capsule_sensitivity")
 
 
-def test_the_goal_rules_bill_as_capsule_py_does(sensitivity: Any) -> None:
-    rows = sensitivity.chats("wide")
+@pytest.fixture(scope="module")
+def wide(sensitivity: Any) -> Any:
+    """The wide chats, played once for the module: each test only reads them."""
+    return sensitivity.chats("wide")
+
+
+def test_the_goal_rules_bill_as_capsule_py_does(sensitivity: Any, wide: Any) -> None:
+    rows = wide
     sensitivity.check_reproduction(rows)  # raises SystemExit on any difference
     assert set(rows) == {"full history", "capsa", "budget 150"}
 
 
-def test_every_rule_and_shape_gives_a_ratio_for_every_row(sensitivity: Any) -> None:
-    rows = sensitivity.chats("wide")
+def test_every_rule_and_shape_gives_a_ratio_for_every_row(sensitivity: Any, wide: Any) -> None:
+    rows = wide
     rules = {*sensitivity.GOAL_RULES, *sensitivity.OTHER_RULES}
     for shape in sensitivity.SHAPES.values():
         table = sensitivity.ratios(rows, shape)
@@ -35,8 +41,8 @@ def test_every_rule_and_shape_gives_a_ratio_for_every_row(sensitivity: Any) -> N
 
 
 def test_counting_by_a_real_tokenizer_changes_the_counts_and_restores_them(
-        sensitivity: Any) -> None:
-    rows = sensitivity.chats("wide")
+        sensitivity: Any, wide: Any) -> None:
+    rows = wide
     before = sensitivity.ratios(rows, {})
 
     with sensitivity.counted_by(lambda text: len(text)) as count:  # a token per character

@@ -53,6 +53,7 @@ from capsa.guard.extractors._office_diagrams import (
     read_docx_diagrams,
     read_pptx_diagrams,
 )
+from capsa.guard.extractors._office_objects import Objects, docx_objects, pptx_objects
 from capsa.guard.extractors._pptx_alternates import Alternates, read_alternates
 from capsa.guard.extractors._workbook import Worksheet
 
@@ -99,6 +100,9 @@ class HiddenTally:
     unread (`read_docx_diagrams`, `read_pptx_diagrams`)."""
     chunks: Chunks = field(default_factory=Chunks)
     """DOCX embedded HTML or text (``w:altChunk``) read where it stands (`read_alt_chunks`)."""
+    objects: Objects = field(default_factory=Objects)
+    """DOCX and PPTX embedded objects' files, handed back to be read on their own
+    (`docx_objects`, `pptx_objects`)."""
     alternates_read: int = 0
     """DOCX runs, paragraphs and emoji Word writes twice, now read as Word draws them
     (`resolve_alternates`)."""
@@ -140,6 +144,7 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
                      "and older readers, as Word shows them (python-docx reads neither)")
     notes.extend(tally.alternates.notes())
     notes.extend(tally.chunks.notes())
+    notes.extend(tally.objects.notes())
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""
@@ -302,6 +307,7 @@ def _clean_docx(document: Any, tally: HiddenTally, html: HtmlReader) -> None:
     # before the notes: a chart copied from a note would be looked up in the body's part
     tally.charts += read_docx_charts(document)
     tally.diagrams += read_docx_diagrams(document)  # for the same reason
+    tally.objects += docx_objects(document)  # for the same reason
     notes = append_notes(document)  # the references left standing, then their notes' text
     if notes.footnotes or notes.endnotes:
         tally.alternates_read += resolve_alternates(document)  # the notes' own
@@ -381,6 +387,7 @@ def _count_shapes(presentation: Any, tally: HiddenTally) -> None:
     tally.hidden_slides.extend(hidden)
     tally.charts += read_pptx_charts(presentation)
     tally.diagrams += read_pptx_diagrams(presentation)
+    tally.objects += pptx_objects(presentation)
 
 
 def guard_pptx() -> None:

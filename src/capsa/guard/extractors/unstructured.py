@@ -208,6 +208,7 @@ class UnstructuredExtractor:
         after = invitations + tuple(f"Chart sheet {sheet.name}: {paragraph}"
                                     for sheet, drawn_sheet in charted
                                     for paragraph in drawn_sheet.paragraphs)
+        embedded += office.objects.files  # a Word or PowerPoint file's embedded objects
         parsed = _parsed(elements, embedded, mail=kind == "eml", after=after,
                          on_pages={number: sheet.paragraphs for number, sheet in drawn.items()})
         office_notes = tally_notes(office) + (workbook_notes(survey, {

@@ -1,0 +1,117 @@
+"""Files embedded in a Word document or a PowerPoint deck, handed back to be read on their own.
+
+A worksheet pasted into a report, or a document dropped onto a slide, is an
+OLE object: the page shows a picture of it, and the file itself is a part of
+the package (``word/embeddings/Microsoft_Excel_Worksheet.xlsx``, or an
+``oleObject1.bin`` container for older formats). unstructured reads none of
+it, so a report's figures in an embedded table were lost without a word.
+
+`docx_objects` and `pptx_objects` find the objects a reader sees, after the
+hiding passes (an object in a hidden run, a hidden shape, a tracked deletion
+or a branch the application does not draw is not one), and hand each
+object's part back as an `EmbeddedFile`, once however many objects name it.
+The guard then runs it through the whole pipeline as a file of its own, as
+it does an e-mail's attachment: inspected, sniffed, parsed in a fresh
+isolated parser, under the parent's share of the limits, and listed in the
+parent's text; what it cannot read is an omission with its reason. A linked
+object (its file outside the package) is not read; an object whose part is
+missing is counted (`Objects.missing`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from capsa.guard.extractors._alternates import POWERPOINT, WORD, in_unshown_branch
+from capsa.guard.extractors._docx_containers import text_parts
+from capsa.guard.port import EmbeddedFile
+
+__all__ = ["Objects", "docx_objects", "pptx_objects"]
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+_O = "{urn:schemas-microsoft-com:office:office}"
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_DELETED = (f"{_W}del", f"{_W}moveFrom")
+
+
+@dataclass(frozen=True, slots=True)
+class Objects:
+    """The embedded objects of one document."""
+
+    files: tuple[EmbeddedFile, ...] = ()
+    """Each embedded part once, in the order the document first names it."""
+    missing: int = 0
+    """Objects whose part is missing, external or unreadable."""
+
+    def __add__(self, other: Objects) -> Objects:
+        return Objects(self.files + other.files, self.missing + other.missing)
+
+    def notes(self) -> tuple[str, ...]:
+        """The extraction note; none when every object's part was found."""
+        if not self.missing:
+            return ()
+        return (f"left out {self.missing} embedded object(s) whose file is missing from the "
+                "package: the page shows only their picture",)
+
+
+def docx_objects(document: Any) -> Objects:
+    """The embedded objects (``o:OLEObject Type="Embed"``) of a python-docx `document`'s
+    body, headers and footers, as Word shows them."""
+    collected = _Collected()
+    for part, root in text_parts(document):
+        for ole in root.iter(f"{_O}OLEObject"):
+            if ((ole.get("Type") or "Embed") != "Embed"
+                    or next(ole.iterancestors(*_DELETED), None) is not None
+                    or in_unshown_branch(ole, WORD)):
+                continue
+            collected.take(part, ole.get(_R_ID))
+    return collected.objects()
+
+
+def pptx_objects(presentation: Any) -> Objects:
+    """The embedded objects (``p:oleObj`` holding ``p:embed``) on a python-pptx
+    `presentation`'s slides, as PowerPoint shows them."""
+    collected = _Collected()
+    done: set[int] = set()
+    for slide in presentation.slides:
+        if id(slide.element) in done:
+            continue  # two slide ids naming one slide part: read once
+        done.add(id(slide.element))
+        tree = slide.element.find(f"{_P}cSld/{_P}spTree")
+        for ole in tree.iter(f"{_P}oleObj") if tree is not None else ():
+            if ole.find(f"{_P}embed") is None or in_unshown_branch(ole, POWERPOINT):
+                continue  # a linked object, or a copy PowerPoint does not draw
+            collected.take(slide.part, ole.get(_R_ID))
+    return collected.objects()
+
+
+class _Collected:
+    def __init__(self) -> None:
+        self.files: list[EmbeddedFile] = []
+        self.missing = 0
+        self._seen: set[int] = set()
+
+    def take(self, part: Any, ident: str | None) -> None:
+        rel = part.rels.get(ident) if ident else None
+        target: Any = None
+        try:
+            if rel is not None and not rel.is_external:
+                target = rel.target_part
+        except Exception:  # noqa: BLE001 - a broken relationship is one object lost, counted
+            target = None
+        blob = getattr(target, "blob", None)
+        if target is None or not blob:
+            self.missing += 1
+            return
+        if id(target) in self._seen:
+            return
+        self._seen.add(id(target))
+        name = posixpath.basename(str(target.partname)) or "object"
+        self.files.append(EmbeddedFile(name=name, media_type=target.content_type or None,
+                                       payload=bytes(blob)))
+
+    def objects(self) -> Objects:
+        return Objects(tuple(self.files), self.missing)

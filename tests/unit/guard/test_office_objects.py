@@ -1,0 +1,194 @@
+"""Files embedded in Word documents and PowerPoint decks are read on their own, as attachments.
+
+A worksheet pasted into a report is an OLE object: the page shows its
+picture, the package holds the file, and unstructured read none of it
+(`capsa.guard.extractors._office_objects`). Each object's file comes back
+through the whole guard as a child of its document, labelled
+``report.docx/Microsoft_Excel_Worksheet.xlsx``, or as an omission with its
+reason; objects a reader does not see are not handed back. Documents are
+built part by part and read by the production pool.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from openpyxl import Workbook
+from tests.hostile._cfb import compound_file
+from tests.unit.guard.test_office_hidden import docx, paragraph, run
+
+from capsa.guard import Attachment, Extracted, ExtractionLimits, Omission, extract_attachment
+
+pytest.importorskip("unstructured")
+pytest.importorskip("pptx")
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+OLE = "application/vnd.openxmlformats-officedocument.oleObject"
+MISSING_NOTE = ("left out {} embedded object(s) whose file is missing from the package: the "
+                "page shows only their picture")
+
+
+def workbook(*rows: tuple[object, ...]) -> bytes:
+    book = Workbook()
+    for row in rows:
+        book.active.append(row)
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return buffer.getvalue()
+
+
+def ole_object(ident: str = "rIdpackage", *, kind: str = "Embed", hidden: bool = False) -> str:
+    """A run holding an OLE object as Word writes it: a picture, and the object naming its part."""
+    properties = "<w:rPr><w:vanish/></w:rPr>" if hidden else ""
+    return (f'<w:r>{properties}<w:object><v:shape xmlns:v="urn:schemas-microsoft-com:vml" '
+            'style="width:300pt;height:80pt"/><o:OLEObject xmlns:o="urn:schemas-microsoft-'
+            f'com:office:office" Type="{kind}" ProgID="Excel.Sheet.12" ShapeID="_x0000_i1025" '
+            f'r:id="{ident}"/></w:object></w:r>')
+
+
+def report(*body: str, name: str = "embeddings/Microsoft_Excel_Worksheet.xlsx",
+           media_type: str = XLSX, payload: bytes | None = None) -> bytes:
+    embedded = payload if payload is not None else workbook(("Berth", "Tonnage"),
+                                                            ("North", 142))
+    return docx("".join(body), parts={"package": (name, media_type, embedded)})
+
+
+def extracted(label: str, payload: bytes) -> Extracted:
+    return extract_attachment(Attachment(label=label, payload=payload))
+
+
+# ------------------------------------------------------------------------------- Word
+
+
+def test_a_worksheet_embedded_in_a_report_is_read_as_its_child() -> None:
+    got = extracted("report.docx", report(paragraph(run("Tonnage by berth:")),
+                                          f"<w:p>{ole_object()}</w:p>"))
+
+    (child,) = got.attachments
+    assert isinstance(child, Extracted)
+    assert child.label == "report.docx/Microsoft_Excel_Worksheet.xlsx"
+    assert child.parent == "report.docx" and child.kind == "xlsx"
+    assert child.text == "Berth\tTonnage\nNorth\t142"
+    assert got.text.startswith("Tonnage by berth:\n\nAttached:\n- Microsoft_Excel_Worksheet.xlsx (")
+    assert got.text.endswith("extracted separately)")
+
+
+@pytest.mark.parametrize("where", [
+    "hidden run", "tracked deletion", "linked", "undrawn branch",
+])
+def test_an_object_no_reader_sees_is_not_handed_back(where: str) -> None:
+    if where == "hidden run":
+        body = f"<w:p>{ole_object(hidden=True)}</w:p>"
+    elif where == "tracked deletion":
+        body = f'<w:p><w:del w:id="1" w:author="a">{ole_object()}</w:del></w:p>'
+    elif where == "linked":
+        body = f'<w:p>{ole_object(kind="Link")}</w:p>'
+    else:
+        body = ('<w:p><mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-'
+                'compatibility/2006" xmlns:zz="urn:nobody"><mc:Choice Requires="zz">'
+                f"{ole_object()}</mc:Choice><mc:Fallback>{run('shown1')}</mc:Fallback>"
+                "</mc:AlternateContent></w:p>")
+    got = extracted("report.docx", report(paragraph(run("Tonnage by berth.")), body))
+
+    assert got.attachments == ()
+    assert "Attached" not in got.text and "North" not in got.text
+
+
+def test_one_file_named_by_many_objects_is_handed_back_once() -> None:
+    got = extracted("report.docx", report(*(f"<w:p>{ole_object()}</w:p>" for _ in range(50))))
+
+    assert [child.label for child in got.attachments] == [
+        "report.docx/Microsoft_Excel_Worksheet.xlsx"]
+
+
+def test_an_object_whose_file_is_missing_is_named_in_a_note() -> None:
+    got = extracted("report.docx", report(paragraph(run("Tonnage by berth.")),
+                                          f"<w:p>{ole_object('rId404')}</w:p>"))
+
+    assert got.attachments == ()
+    assert MISSING_NOTE.format(1) in got.notes
+
+
+def test_an_object_capsa_cannot_read_is_an_omission_with_its_reason() -> None:
+    # Word wraps a file of any other kind (a packager object) in an OLE container
+    package = compound_file({("\x01Ole10Native",): b"\x10\x00\x00\x00" + b"\x00" * 600})
+    got = extracted("report.docx", report(paragraph(run("See the object.")),
+                                          f"<w:p>{ole_object()}</w:p>",
+                                          name="embeddings/oleObject1.bin", media_type=OLE,
+                                          payload=package))
+
+    (child,) = got.attachments
+    assert isinstance(child, Omission)
+    assert child.label == "report.docx/oleObject1.bin" and child.reason == "unsupported_type"
+    assert "oleObject1.bin (" in got.text and "not extracted: unsupported_type)" in got.text
+
+
+def test_a_document_embedded_in_a_document_is_read_as_deep_as_the_limit_allows() -> None:
+    inner = report(paragraph(run("Inner memo.")), f"<w:p>{ole_object()}</w:p>")
+    outer = report(paragraph(run("Outer report.")), f"<w:p>{ole_object()}</w:p>",
+                   name="embeddings/Microsoft_Word_Document.docx", media_type=DOCX,
+                   payload=inner)
+    label = "outer.docx/Microsoft_Word_Document.docx/Microsoft_Excel_Worksheet.xlsx"
+
+    got = extracted("outer.docx", outer)  # the attachment preset: one level down
+    (child,) = got.attachments
+    assert isinstance(child, Extracted) and child.text.startswith("Inner memo.")
+    (grandchild,) = child.attachments
+    assert isinstance(grandchild, Omission) and grandchild.label == label
+    assert grandchild.reason == "nested_too_deep"
+    assert "2 levels deep, over the limit of 1 (max_nesting_depth)" in grandchild.detail
+
+    deeper = ExtractionLimits.for_attachments().model_copy(update={"max_nesting_depth": 2})
+    got = extract_attachment(Attachment(label="outer.docx", payload=outer), limits=deeper)
+    (child,) = got.attachments
+    assert isinstance(child, Extracted)
+    (grandchild,) = child.attachments
+    assert isinstance(grandchild, Extracted) and grandchild.text == "Berth\tTonnage\nNorth\t142"
+
+
+# -------------------------------------------------------------------------- PowerPoint
+
+
+def deck(*, hidden: bool = False) -> bytes:
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    presentation = Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    slide.shapes.title.text = "Tonnage by berth"
+    frame = slide.shapes.add_ole_object(io.BytesIO(workbook(("Berth", "Tonnage"),
+                                                             ("South", 97))),
+                                        "Excel.Sheet.12", Inches(1), Inches(2))
+    if hidden:
+        frame._element.xpath("./p:nvGraphicFramePr/p:cNvPr")[0].set("hidden", "1")
+    buffer = io.BytesIO()
+    presentation.save(buffer)
+    return buffer.getvalue()
+
+
+def test_a_worksheet_on_a_slide_is_read_as_its_child() -> None:
+    got = extracted("deck.pptx", deck())
+
+    (child,) = got.attachments
+    assert isinstance(child, Extracted) and child.kind == "xlsx"
+    assert child.label.startswith("deck.pptx/") and child.text == "Berth\tTonnage\nSouth\t97"
+    assert got.text.startswith("Tonnage by berth")
+
+
+def test_a_hidden_object_on_a_slide_is_not_handed_back() -> None:
+    got = extracted("deck.pptx", deck(hidden=True))
+
+    assert got.attachments == ()
+
+
+def test_the_embedded_file_is_the_packages_own_bytes() -> None:
+    payload = deck()
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        (inside,) = [archive.read(name) for name in archive.namelist()
+                     if name.startswith("ppt/embeddings/")]
+
+    (child,) = extracted("deck.pptx", payload).attachments
+    assert isinstance(child, Extracted) and child.byte_size == len(inside)
