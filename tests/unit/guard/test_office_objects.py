@@ -192,3 +192,64 @@ def test_the_embedded_file_is_the_packages_own_bytes() -> None:
 
     (child,) = extracted("deck.pptx", payload).attachments
     assert isinstance(child, Extracted) and child.byte_size == len(inside)
+
+
+# ------------------------------------------------------------------------------- Excel
+
+X14 = "http://schemas.microsoft.com/office/spreadsheetml/2009/9/main"
+
+
+def book_with_object(objects: str, *, embedded: bytes | None = None) -> bytes:
+    """A workbook whose first sheet lists `objects` (``oleObject`` elements naming
+    ``rIdole``) after its cells, and relates an embedded report as ``rIdole``."""
+    source = zipfile.ZipFile(io.BytesIO(workbook(("Berth", "Tonnage"), ("East", 61))))
+    buffer = io.BytesIO()
+    inner = embedded if embedded is not None else docx(paragraph(run("Embedded memo.")))
+    with source, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                data = data.replace(b"</sheetData>", b"</sheetData><oleObjects>"
+                                    + objects.encode() + b"</oleObjects>")
+            target.writestr(info, data)
+        target.writestr("xl/worksheets/_rels/sheet1.xml.rels", (
+            '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+            'relationships"><Relationship Id="rIdole" Type="http://schemas.openxmlformats.org/'
+            'officeDocument/2006/relationships/package" '
+            'Target="../embeddings/Microsoft_Word_Document.docx"/></Relationships>'))
+        target.writestr("xl/embeddings/Microsoft_Word_Document.docx", inner)
+    return buffer.getvalue()
+
+
+def excel_object(ident: str = "rIdole") -> str:
+    return (f'<oleObject xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/'
+            f'relationships" progId="Word.Document.12" shapeId="1025" r:id="{ident}"/>')
+
+
+def test_a_document_embedded_in_a_worksheet_is_read_as_its_child() -> None:
+    # Excel writes the object twice: a choice for Excel 2010 and later, a fallback
+    written_twice = (f'<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-'
+                     f'compatibility/2006" xmlns:x14="{X14}"><mc:Choice Requires="x14">'
+                     f"{excel_object()}</mc:Choice><mc:Fallback>{excel_object()}</mc:Fallback>"
+                     "</mc:AlternateContent>")
+    got = extracted("berths.xlsx", book_with_object(written_twice))
+
+    (child,) = got.attachments
+    assert isinstance(child, Extracted)
+    assert child.label == "berths.xlsx/Microsoft_Word_Document.docx"
+    assert child.kind == "docx" and child.text == "Embedded memo."
+    assert got.text.startswith("Berth\tTonnage\nEast\t61")
+    assert "Microsoft_Word_Document.docx (" in got.text
+
+
+def test_a_worksheet_object_naming_nothing_is_named_in_a_note() -> None:
+    got = extracted("berths.xlsx", book_with_object(excel_object("rId404")))
+
+    assert got.attachments == ()
+    assert MISSING_NOTE.format(1) in got.notes
+
+
+def test_a_worksheet_without_objects_hands_nothing_back() -> None:
+    got = extracted("berths.xlsx", workbook(("Berth", "Tonnage"), ("East", 61)))
+
+    assert got.attachments == () and got.text == "Berth\tTonnage\nEast\t61"

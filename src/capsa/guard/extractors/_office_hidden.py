@@ -144,7 +144,6 @@ def tally_notes(tally: HiddenTally) -> tuple[str, ...]:
                      "and older readers, as Word shows them (python-docx reads neither)")
     notes.extend(tally.alternates.notes())
     notes.extend(tally.chunks.notes())
-    notes.extend(tally.objects.notes())
     if tally.hidden_slides:
         numbers = ", ".join(map(str, tally.hidden_slides[:_NAMES_SHOWN]))
         more = ", ..." if len(tally.hidden_slides) > _NAMES_SHOWN else ""

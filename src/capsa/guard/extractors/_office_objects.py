@@ -6,7 +6,7 @@ the package (``word/embeddings/Microsoft_Excel_Worksheet.xlsx``, or an
 ``oleObject1.bin`` container for older formats). unstructured reads none of
 it, so a report's figures in an embedded table were lost without a word.
 
-`docx_objects` and `pptx_objects` find the objects a reader sees, after the
+`docx_objects`, `pptx_objects` and `xlsx_objects` find the objects a reader sees, after the
 hiding passes (an object in a hidden run, a hidden shape, a tracked deletion
 or a branch the application does not draw is not one), and hand each
 object's part back as an `EmbeddedFile`, once however many objects name it.
@@ -21,20 +21,28 @@ missing is counted (`Objects.missing`).
 from __future__ import annotations
 
 import posixpath
+import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capsa.guard.extractors._alternates import POWERPOINT, WORD, in_unshown_branch
+from capsa.guard.extractors._alternates import EXCEL, POWERPOINT, WORD, in_unshown_branch
 from capsa.guard.extractors._docx_containers import text_parts
+from capsa.guard.extractors._workbook import relationships
 from capsa.guard.port import EmbeddedFile
 
-__all__ = ["Objects", "docx_objects", "pptx_objects"]
+__all__ = ["Objects", "docx_objects", "pptx_objects", "xlsx_objects"]
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _O = "{urn:schemas-microsoft-com:office:office}"
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _DELETED = (f"{_W}del", f"{_W}moveFrom")
+_EMBEDDING_TYPES = frozenset({
+    "http://schemas.openxmlformats.org/officeDocument/2006/relationships/package",
+    "http://schemas.openxmlformats.org/officeDocument/2006/relationships/oleObject",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,58 @@ def pptx_objects(presentation: Any) -> Objects:
                 continue  # a linked object, or a copy PowerPoint does not draw
             collected.take(slide.part, ole.get(_R_ID))
     return collected.objects()
+
+
+def xlsx_objects(archive: zipfile.ZipFile, sheets: Sequence[str]) -> Objects:
+    """The embedded objects (``oleObject``) of the worksheet parts `sheets` (member names
+    of the inspected `archive`), in sheet order: Excel lists them after the sheet's cells.
+
+    A sheet is read again, streamed and one row deep, only when it relates an embedded
+    part; of an ``mc:AlternateContent`` the branch Excel draws names the object.
+    """
+    files: list[EmbeddedFile] = []
+    missing = 0
+    seen: set[str] = set()
+    for sheet in sheets:
+        related = relationships(archive, sheet)
+        if not any(kind in _EMBEDDING_TYPES for _, kind in related.values()):
+            continue  # the common case: nothing embedded, and the sheet is not read again
+        for ident in _object_ids(archive, sheet):
+            target, kind = related.get(ident, ("", ""))
+            if kind not in _EMBEDDING_TYPES or target not in archive.NameToInfo:
+                missing += 1
+            elif target not in seen:
+                seen.add(target)
+                info = archive.getinfo(target)
+                with archive.open(info) as part:
+                    payload = part.read(info.file_size + 1)
+                files.append(EmbeddedFile(name=posixpath.basename(target) or "object",
+                                          media_type=None, payload=payload))
+    return Objects(tuple(files), missing)
+
+
+def _object_ids(archive: zipfile.ZipFile, sheet: str) -> list[str]:
+    """The relationship ids of the objects the sheet's ``oleObjects`` lists, as Excel
+    draws them; streamed, so a sheet of a million rows holds one row in memory."""
+    from lxml import etree
+
+    found: list[str] = []
+    with archive.open(sheet) as part:
+        try:
+            for _, element in etree.iterparse(part, events=("end",),
+                                              tag=(f"{_S}oleObjects", f"{_S}row"),
+                                              resolve_entities=False, no_network=True):
+                if element.tag == f"{_S}oleObjects":
+                    found.extend(ole.get(_R_ID) or "" for ole in element.iter(f"{_S}oleObject")
+                                 if not in_unshown_branch(ole, EXCEL))
+                    break
+                element.clear()
+                parent = element.getparent()
+                while parent is not None and element.getprevious() is not None:
+                    del parent[0]  # read: dropped, so memory stays one row deep
+        except etree.LxmlError:
+            return found  # openpyxl cannot read the sheet either; the parse will say so
+    return found
 
 
 class _Collected:

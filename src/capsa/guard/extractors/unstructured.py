@@ -65,6 +65,7 @@ from capsa.guard.extractors._office_hidden import (
     workbook_notes,
 )
 from capsa.guard.extractors._office_hidden import listening as _office_listening
+from capsa.guard.extractors._office_objects import Objects, xlsx_objects
 from capsa.guard.extractors._pdf_forms import PageFields, page_fields
 from capsa.guard.extractors._workbook import Worksheet, sheets
 from capsa.guard.extractors._xlsx_drawings import Drawings, sheet_drawings
@@ -141,6 +142,7 @@ class UnstructuredExtractor:
         partition = _partitioner(kind)
         embedded: tuple[EmbeddedFile, ...] = ()
         survey = WorkbookSurvey()
+        objects = Objects()  # a workbook's embedded objects
         drawn: dict[int, Drawings] = {}  # a workbook's charts and text boxes, by sheet
         charted: list[tuple[Worksheet, Drawings]] = []  # its chart sheets' charts
         pruned = 0
@@ -165,6 +167,7 @@ class UnstructuredExtractor:
                                  for sheet in worksheets}
                         charted = [(sheet, sheet_drawings(archive, sheet.part))
                                    for sheet in chart_sheets]
+                        objects = xlsx_objects(archive, [sheet.part for sheet in worksheets])
                     if kind == "epub":  # pandoc drops a <p>'s attributes: its hiding goes first
                         book = drop_hidden_chapters(payload, archive,
                                                     max_bytes=self.limits.max_uncompressed_bytes)
@@ -208,7 +211,8 @@ class UnstructuredExtractor:
         after = invitations + tuple(f"Chart sheet {sheet.name}: {paragraph}"
                                     for sheet, drawn_sheet in charted
                                     for paragraph in drawn_sheet.paragraphs)
-        embedded += office.objects.files  # a Word or PowerPoint file's embedded objects
+        objects += office.objects  # a Word or PowerPoint file's embedded objects
+        embedded += objects.files
         parsed = _parsed(elements, embedded, mail=kind == "eml", after=after,
                          on_pages={number: sheet.paragraphs for number, sheet in drawn.items()})
         office_notes = tally_notes(office) + (workbook_notes(survey, {
@@ -216,6 +220,7 @@ class UnstructuredExtractor:
             charts=[sheet for sheet, drawn_sheet in charted if drawn_sheet.paragraphs])
             if kind == "xlsx" else ())
         office_notes += _drawings_notes([*drawn.values(), *(sheet for _, sheet in charted)])
+        office_notes += objects.notes()
         if office_notes:  # Word's hidden runs and hidden shapes left out; hidden slides kept
             parsed = replace(parsed, notes=(*parsed.notes, *office_notes))
         if sum(hidden):
