@@ -49,3 +49,25 @@ def test_llama_index_reader_yields_each_attachment_with_its_parent(
     assert labels[0] == PARENT
     assert f"{PARENT}/Inspection rules.eml/berths.csv" in labels
     assert len({doc.id_ for doc in docs}) == len(docs)
+
+
+def test_a_worksheet_embedded_in_a_report_reaches_both_adapters_as_a_document(
+        pool: IsolatedExtractor, tmp_path: Path) -> None:
+    from tests.unit.guard.test_office_hidden import paragraph, run
+    from tests.unit.guard.test_office_objects import ole_object, report
+
+    from capsa.langchain import CapsaLoader
+    from capsa.llama_index import CapsaReader
+
+    path = tmp_path / "report.docx"
+    path.write_bytes(report(paragraph(run("Tonnage by berth:")), f"<w:p>{ole_object()}</w:p>"))
+    child = "report.docx/Microsoft_Excel_Worksheet.xlsx"
+
+    langchain = CapsaLoader(path, extractor=pool).load()
+    llama = CapsaReader(extractor=pool).load_data(path)
+
+    for docs in (langchain, llama):
+        by_label = {doc.metadata["capsa_label"]: doc for doc in docs}
+        assert list(by_label) == ["report.docx", child]
+        assert by_label[child].metadata["capsa_parent"] == "report.docx"
+    assert "North\t142" in langchain[1].page_content and "North\t142" in llama[1].text
