@@ -171,6 +171,9 @@ def test_an_html_chunk_declaring_a_doctype_refuses_the_file_as_any_such_part_doe
     '2006"><mc:Choice Requires="w14" xmlns:w14="http://schemas.microsoft.com/office/word/2010/'
     'wordml"><w:p/></mc:Choice><mc:Fallback>{chunk:c1}</mc:Fallback></mc:AlternateContent>',
     "<w:del w:id=\"1\" w:author=\"a\">{chunk:c1}</w:del>{p}",
+    # in an element's properties: no place for content, and nothing is read or counted
+    "<w:p><w:pPr>{chunk:c1}</w:pPr></w:p>{p}",
+    "<w:sdt><w:sdtPr>{chunk:c1}</w:sdtPr><w:sdtContent>{p}</w:sdtContent></w:sdt>",
 ])
 def test_a_chunk_word_does_not_import_is_not_read(wrapped: str) -> None:
     body = wrapped.replace("{p}", paragraph("shown1"))

@@ -93,9 +93,9 @@ def read_alt_chunks(document: Any, html: Callable[[bytes, str | None], list[str]
     for part, root in text_parts(document):
         for chunk in list(root.iter(f"{_W}altChunk")):
             parent = chunk.getparent()
-            if (parent is None or in_unshown_branch(chunk, WORD)
+            if (parent is None or parent.tag.endswith("Pr") or in_unshown_branch(chunk, WORD)
                     or next(chunk.iterancestors(*_DELETED), None) is not None):
-                continue  # a copy for older readers, or deleted: Word imports neither
+                continue  # in properties, a copy for older readers, or deleted: not imported
             texts = _texts(part, chunk.get(_R_ID), html, read_parts)
             if texts is None:
                 unread += 1
