@@ -253,3 +253,37 @@ def test_a_worksheet_without_objects_hands_nothing_back() -> None:
     got = extracted("berths.xlsx", workbook(("Berth", "Tonnage"), ("East", 61)))
 
     assert got.attachments == () and got.text == "Berth\tTonnage\nEast\t61"
+
+
+def test_objects_past_what_the_limit_leaves_are_counted_and_the_report_is_still_read() -> None:
+    two = report(paragraph(run("Two tables.")), f"<w:p>{ole_object()}</w:p>",
+                 f"<w:p>{ole_object('rIdsecond')}</w:p>")
+    with zipfile.ZipFile(io.BytesIO(two)) as source:  # relate a second workbook as rIdsecond
+        members = {info.filename: source.read(info) for info in source.infolist()}
+    members["word/_rels/document.xml.rels"] = members["word/_rels/document.xml.rels"].replace(
+        b"</Relationships>", b'<Relationship Id="rIdsecond" Type="http://schemas.openxmlformats'
+        b'.org/officeDocument/2006/relationships/package" Target="embeddings/Second.xlsx"/>'
+        b"</Relationships>")
+    members["word/embeddings/Second.xlsx"] = workbook(("Berth", "Tonnage"), ("West", 7))
+    members["[Content_Types].xml"] = members["[Content_Types].xml"].replace(
+        b"</Types>", f'<Default Extension="xlsx" ContentType="{XLSX}"/></Types>'.encode())
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for name, data in members.items():
+            target.writestr(name, data)
+    payload = buffer.getvalue()
+    first = len(members["word/embeddings/Microsoft_Excel_Worksheet.xlsx"])
+    declared = sum(len(data) for data in members.values())
+    # room for the document and its first workbook, not the second
+    limits = ExtractionLimits.for_attachments().model_copy(update={
+        "max_uncompressed_bytes": declared + len(payload) + first + 100})
+
+    got = extract_attachment(Attachment(label="report.docx", payload=payload), limits=limits)
+
+    assert got.text.startswith("Two tables.")
+    assert [child.label for child in got.attachments] == [
+        "report.docx/Microsoft_Excel_Worksheet.xlsx"]
+    (note,) = [note for note in got.notes if "embedded object" in note]
+    second = len(members["word/embeddings/Second.xlsx"])
+    assert note == (f"left out 1 embedded object(s) of {second} bytes: the files inside one "
+                    f"file share the {first + 100} bytes it leaves of max_uncompressed_bytes")

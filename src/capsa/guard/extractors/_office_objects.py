@@ -53,16 +53,51 @@ class Objects:
     """Each embedded part once, in the order the document first names it."""
     missing: int = 0
     """Objects whose part is missing, external or unreadable."""
+    over: tuple[int, ...] = ()
+    """The sizes of the files left out because the files inside took more than `within`'s
+    budget."""
+    budget: int = 0
+    """That budget, in bytes, when any file went over it."""
 
     def __add__(self, other: Objects) -> Objects:
-        return Objects(self.files + other.files, self.missing + other.missing)
+        return Objects(self.files + other.files, self.missing + other.missing,
+                       self.over + other.over, max(self.budget, other.budget))
+
+    def within(self, budget: int) -> Objects:
+        """The files that fit in `budget` bytes together, in order; the rest counted.
+
+        The guard charges the files found inside one against what is left of
+        ``max_uncompressed_bytes`` once the file itself (its bytes, and what its parts
+        declare) is charged, and refuses the whole file when they take more: an
+        embedded workbook must not cost the report its own text. So they are cut
+        here to that budget. A file found inside another shares what the files
+        before it left, which the parser does not know: there an embedded object
+        can still take its document past the limit, refused as ``archive_too_large``.
+        """
+        kept: list[EmbeddedFile] = []
+        over: list[int] = []
+        left = budget
+        for found in self.files:
+            if len(found.payload) <= left:
+                kept.append(found)
+                left -= len(found.payload)
+            else:
+                over.append(len(found.payload))
+        if not over:
+            return self
+        return Objects(tuple(kept), self.missing, (*self.over, *over), budget)
 
     def notes(self) -> tuple[str, ...]:
-        """The extraction note; none when every object's part was found."""
-        if not self.missing:
-            return ()
-        return (f"left out {self.missing} embedded object(s) whose file is missing from the "
-                "package: the page shows only their picture",)
+        """The extraction notes; none when every object's file was handed back."""
+        said = []
+        if self.missing:
+            said.append(f"left out {self.missing} embedded object(s) whose file is missing "
+                        "from the package: the page shows only their picture")
+        if self.over:
+            said.append(f"left out {len(self.over)} embedded object(s) of {sum(self.over)} "
+                        f"bytes: the files inside one file share the {self.budget} bytes it "
+                        "leaves of max_uncompressed_bytes")
+        return tuple(said)
 
 
 def docx_objects(document: Any) -> Objects:

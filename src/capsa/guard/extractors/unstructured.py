@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from capsa.errors import ExtractionFailed, IngestionRejected, RejectionReason
-from capsa.guard.archive import open_inspected
+from capsa.guard.archive import inspect_archive, open_inspected
 from capsa.guard.elements import MailHeaders, Piece, assemble, mail_from_wire, page_pieces
 from capsa.guard.extractors._docx_chunks import CHUNK_CEILING
 from capsa.guard.extractors._epub_hidden import drop_hidden_chapters
@@ -212,6 +212,9 @@ class UnstructuredExtractor:
                                     for sheet, drawn_sheet in charted
                                     for paragraph in drawn_sheet.paragraphs)
         objects += office.objects  # a Word or PowerPoint file's embedded objects
+        if objects.files:  # what the guard will allow them: see Objects.within
+            objects = objects.within(self.limits.max_uncompressed_bytes - len(payload)
+                                     - inspect_archive(payload, self.limits, label="<payload>"))
         embedded += objects.files
         parsed = _parsed(elements, embedded, mail=kind == "eml", after=after,
                          on_pages={number: sheet.paragraphs for number, sheet in drawn.items()})
