@@ -51,6 +51,7 @@ from capsa.guard.extractors._html_containers import open_containers as _open_con
 from capsa.guard.extractors._html_hidden import drop_hidden as _drop_hidden
 from capsa.guard.extractors._html_hiding import ignored_self_closing
 from capsa.guard.extractors._html_math import annotate_math
+from capsa.guard.extractors._html_ruby import spell_out_ruby
 from capsa.guard.extractors._hyphenation import (
     hyphenation_notes,
     join_hyphenated,
@@ -597,7 +598,8 @@ class _DepthCheckedEtree:
     error log after each parse and refuses the file instead of letting a cut
     text through. It also removes the ``/`` of each ``/>`` HTML ignores before
     the parse (`ignored_self_closing`), since libxml2 would close the element
-    there; then takes the hidden elements out (`drop_hidden`), opens the
+    there; then takes the hidden elements out (`drop_hidden`), writes phonetic guides
+    as a word and its reading (`spell_out_ruby`), opens the
     containers unstructured would drop whole (`_html_containers`) and gives
     MathML the linear text unstructured reads (`annotate_math`).
     """
@@ -621,6 +623,7 @@ class _DepthCheckedEtree:
                               "elements nest deeper than the HTML parser's limit of 256 levels "
                               f"(line {error.line}); its text would be cut there")
         removed = _drop_hidden(root)
+        spell_out_ruby(root)  # after: a hidden reading stays out
         folded = closed_details(root)
         _open_containers(root)  # after: a hidden form or details goes whole
         annotate_math(root)
