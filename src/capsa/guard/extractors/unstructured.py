@@ -68,6 +68,7 @@ from capsa.guard.extractors._office_hidden import (
 from capsa.guard.extractors._office_hidden import listening as _office_listening
 from capsa.guard.extractors._office_objects import Objects, xlsx_objects
 from capsa.guard.extractors._pdf_forms import PageFields, page_fields
+from capsa.guard.extractors._pdf_glyphs import undecodable
 from capsa.guard.extractors._workbook import Worksheet, sheets
 from capsa.guard.extractors._xlsx_drawings import Drawings, sheet_drawings
 from capsa.guard.extractors.mail import read_mail
@@ -803,10 +804,17 @@ def _read_pdf(reader_type: Any, payload: bytes, max_pages: int, not_decrypted: A
     if partial:
         raise ExtractionFailed(f"pypdf stopped early: {partial[0]}", label="<payload>",
                                cause="incomplete")
-    blank = [number for number, text in enumerate(texts) if not text]
+    garbled = [number for number, text in enumerate(texts) if undecodable(text)]
     notes: tuple[str, ...] = ()
+    if garbled:  # a text layer that says nothing is no text layer: OCR reads what is drawn
+        notes = (f"{len(garbled)} of {pages} pages have a text layer whose fonts map to no "
+                 "characters (unmapped glyph names, control or private-use codes): read as "
+                 "pages without one",)
+        texts = ["" if number in garbled else text for number, text in enumerate(texts)]
+    blank = [number for number, text in enumerate(texts) if not text]
     if blank:
-        texts, notes = _ocr_blank_pages(payload, texts, blank, ocr)
+        texts, read = _ocr_blank_pages(payload, texts, blank, ocr)
+        notes += read
     mended = join_hyphenated(texts)
     texts = [f"{text}\n\n{fields.text}".strip() if fields.text else text
              for text, fields in zip(mended.pages, shown, strict=True)]
