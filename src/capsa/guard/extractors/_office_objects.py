@@ -28,7 +28,7 @@ from typing import Any
 
 from capsa.guard.extractors._alternates import EXCEL, POWERPOINT, WORD, in_unshown_branch
 from capsa.guard.extractors._docx_containers import text_parts
-from capsa.guard.extractors._workbook import relationships
+from capsa.guard.extractors._workbook import after_cells, relationships
 from capsa.guard.port import EmbeddedFile
 
 __all__ = ["Objects", "docx_objects", "pptx_objects", "xlsx_objects"]
@@ -161,26 +161,10 @@ def xlsx_objects(archive: zipfile.ZipFile, sheets: Sequence[str]) -> Objects:
 
 def _object_ids(archive: zipfile.ZipFile, sheet: str) -> list[str]:
     """The relationship ids of the objects the sheet's ``oleObjects`` lists, as Excel
-    draws them; streamed, so a sheet of a million rows holds one row in memory."""
-    from lxml import etree
-
-    found: list[str] = []
-    with archive.open(sheet) as part:
-        try:
-            for _, element in etree.iterparse(part, events=("end",),
-                                              tag=(f"{_S}oleObjects", f"{_S}row"),
-                                              resolve_entities=False, no_network=True):
-                if element.tag == f"{_S}oleObjects":
-                    found.extend(ole.get(_R_ID) or "" for ole in element.iter(f"{_S}oleObject")
-                                 if not in_unshown_branch(ole, EXCEL))
-                    break
-                element.clear()
-                parent = element.getparent()
-                while parent is not None and element.getprevious() is not None:
-                    del parent[0]  # read: dropped, so memory stays one row deep
-        except etree.LxmlError:
-            return found  # openpyxl cannot read the sheet either; the parse will say so
-    return found
+    draws them."""
+    listed = after_cells(archive, sheet, f"{_S}oleObjects")
+    return [ole.get(_R_ID) or "" for ole in listed.iter(f"{_S}oleObject")
+            if not in_unshown_branch(ole, EXCEL)] if listed is not None else []
 
 
 class _Collected:

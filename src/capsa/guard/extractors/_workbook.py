@@ -2,7 +2,8 @@
 
 `sheets` lists the worksheets (and the chart sheets) in the order pandas (and so unstructured)
 numbers them; `parse_member` and `relationships` read one part and its
-relationships. Shared by the survey of hidden sheets, rows and columns
+relationships; `after_cells` streams a sheet to an element that follows its
+cells. Shared by the survey of hidden sheets, rows and columns
 (`capsa.guard.extractors._office_hidden`) and the reading of a sheet's
 drawings (`capsa.guard.extractors._xlsx_drawings`). Every part is parsed
 by lxml with entities never resolved and no network, after the DTD scan.
@@ -15,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Worksheet", "parse_member", "relationships", "sheets"]
+__all__ = ["Worksheet", "after_cells", "parse_member", "relationships", "sheets"]
 
 _CONTENT_TYPES = "{http://schemas.openxmlformats.org/package/2006/content-types}"
 _RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
@@ -109,3 +110,30 @@ def relationships(archive: zipfile.ZipFile, part: str) -> dict[str, tuple[str, s
         found.setdefault(rel.get("Id") or "", (posixpath.normpath(joined).lstrip("/"),
                                                 rel.get("Type") or ""))
     return found
+
+
+def after_cells(archive: zipfile.ZipFile, sheet: str, tag: str) -> Any:
+    """The sheet's first element named `tag` (``{ns}drawing``, ``{ns}oleObjects``), or None.
+
+    Such elements follow the sheet's cells, so the sheet is streamed to them with
+    one row in memory: a sheet of a million rows is read, never held. None too
+    when the sheet is missing or not well-formed (openpyxl cannot read it either,
+    and the parse will say so).
+    """
+    from lxml import etree
+
+    if sheet not in archive.NameToInfo:
+        return None
+    with archive.open(sheet) as part:
+        try:
+            for _, element in etree.iterparse(part, events=("end",), tag=(tag, f"{_S}row"),
+                                              resolve_entities=False, no_network=True):
+                if element.tag == tag:
+                    return element
+                element.clear()
+                parent = element.getparent()
+                while parent is not None and element.getprevious() is not None:
+                    del parent[0]  # read: dropped, so memory stays one row deep
+        except etree.LxmlError:
+            return None
+    return None

@@ -32,7 +32,7 @@ from typing import Any
 
 from capsa.guard.extractors._alternates import EXCEL, shown_branch
 from capsa.guard.extractors._office_charts import chart_text, chartex_text
-from capsa.guard.extractors._workbook import parse_member, relationships
+from capsa.guard.extractors._workbook import after_cells, parse_member, relationships
 
 __all__ = ["Drawings", "sheet_drawings"]
 
@@ -106,27 +106,11 @@ def _drawing_id(archive: zipfile.ZipFile, sheet: str) -> str | None:
     Excel and LibreOffice draw that part alone: another drawing related from
     the sheet is shown by neither, so its text is no reader's (and a sheet
     relating one drawing 50,000 times would have it read 50,000 times).
-    Streamed, one row in memory.
+    Streamed, one row in memory (`after_cells`).
     """
-    from lxml import etree
-
-    if sheet not in archive.NameToInfo:
-        return None
-    with archive.open(sheet) as part:
-        try:
-            for _, element in etree.iterparse(part, events=("end",),
-                                              tag=(f"{_S}drawing", f"{_S}row"),
-                                              resolve_entities=False, no_network=True):
-                if element.tag == f"{_S}drawing":
-                    found: str | None = element.get(_R_ID)
-                    return found
-                element.clear()
-                parent = element.getparent()
-                while parent is not None and element.getprevious() is not None:
-                    del parent[0]  # read: dropped, so memory stays one row deep
-        except etree.LxmlError:
-            return None  # openpyxl cannot read the sheet either; the parse will say so
-    return None
+    drawing = after_cells(archive, sheet, f"{_S}drawing")
+    found: str | None = drawing.get(_R_ID) if drawing is not None else None
+    return found
 
 
 def _place(numbered: tuple[int, Any]) -> tuple[int, int, int]:
