@@ -7,9 +7,13 @@ read by the real `unstructured` partitioner.
 
 from __future__ import annotations
 
+import io
+import zipfile
+
 import pytest
 
 from capsa.guard.extractors import default_router
+from capsa.guard.samples import epub_chapters, epub_with
 
 pytest.importorskip("unstructured")
 
@@ -45,3 +49,16 @@ def test_a_hidden_reading_stays_out() -> None:
 
 def test_pinyin_over_hanzi_reads_the_same_way() -> None:
     assert read("html", html("<ruby>北<rt>běi</rt>京<rt>jīng</rt></ruby>")) == "北京(běijīng)"
+
+
+def test_a_guide_in_an_epub_chapter_reads_the_same_way() -> None:
+    # pandoc passes <ruby> on as HTML, which is then read as any page is
+    book = epub_chapters([["MARKER"]])
+    with zipfile.ZipFile(io.BytesIO(book)) as source:
+        chapter = source.read("c.xhtml").decode()
+    chapter = chapter.replace("MARKER", "これは<ruby>漢<rt>かん</rt>字<rt>じ</rt></ruby>です")
+
+    parsed = default_router().extract("epub", None, epub_with(book, {"c.xhtml": chapter.encode()}),
+                                      max_pages=5)
+
+    assert (parsed if isinstance(parsed, str) else parsed.text) == "これは漢字(かんじ)です"
