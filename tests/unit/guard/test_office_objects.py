@@ -12,6 +12,7 @@ built part by part and read by the production pool.
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 
 import pytest
@@ -20,6 +21,7 @@ from tests.hostile._cfb import compound_file
 from tests.unit.guard.test_office_hidden import docx, paragraph, run
 
 from capsa.guard import Attachment, Extracted, ExtractionLimits, Omission, extract_attachment
+from capsa.guard.samples import pdf_with_text
 
 pytest.importorskip("unstructured")
 pytest.importorskip("pptx")
@@ -124,6 +126,56 @@ def test_an_object_capsa_cannot_read_is_an_omission_with_its_reason() -> None:
     assert isinstance(child, Omission)
     assert child.label == "report.docx/oleObject1.bin" and child.reason == "unsupported_type"
     assert "oleObject1.bin (" in got.text and "not extracted: unsupported_type)" in got.text
+
+
+def packager(label: str, inner: bytes, *, flags: int = 2, size: int | None = None) -> bytes:
+    """An embedded OLE object as Office's packager writes a file it has no server for: the
+    file's label, path and bytes in a ``\x01Ole10Native`` stream."""
+    temp = f"C:\\Users\\x\\AppData\\Local\\Temp\\{label}\x00".encode("cp1252")
+    body = (struct.pack("<H", flags) + label.encode("cp1252") + b"\x00"
+            + f"C:\\reports\\{label}".encode("cp1252") + b"\x00" + b"\x00\x00\x03\x00"
+            + struct.pack("<I", len(temp)) + temp
+            + struct.pack("<I", len(inner) if size is None else size) + inner)
+    return compound_file({("\x01Ole10Native",): struct.pack("<I", len(body)) + body})
+
+
+def test_a_file_office_wraps_in_a_packager_object_is_read_as_itself() -> None:
+    inner = b"Berth rota: North opens at dawn, South at noon.\n"
+    got = extracted("report.docx", report(paragraph(run("See the rota.")),
+                                          f"<w:p>{ole_object()}</w:p>",
+                                          name="embeddings/oleObject1.bin", media_type=OLE,
+                                          payload=packager("rota.txt", inner)))
+
+    (child,) = got.attachments
+    assert isinstance(child, Extracted)
+    assert child.label == "report.docx/rota.txt" and child.kind == "text"
+    assert child.text == inner.decode().strip()
+
+
+def test_a_pdf_in_an_acrobat_object_is_read_as_a_pdf() -> None:
+    pdf = pdf_with_text(["Tariff sheet 2026"])
+    got = extracted("report.docx", report(f"<w:p>{ole_object()}</w:p>",
+                                          name="embeddings/oleObject1.bin", media_type=OLE,
+                                          payload=compound_file({("CONTENTS",): pdf})))
+
+    (child,) = got.attachments
+    assert isinstance(child, Extracted) and child.kind == "pdf"
+    assert child.label == "report.docx/oleObject1.pdf" and child.text == "Tariff sheet 2026"
+
+
+@pytest.mark.parametrize("broken", [
+    {"flags": 3}, {"size": 10**6}, {"size": 2**32 - 1},
+])
+def test_a_packager_stream_laid_out_otherwise_is_handed_back_as_it_is(
+        broken: dict[str, int]) -> None:
+    payload = packager("rota.txt", b"Berth rota.", **broken)
+    got = extracted("report.docx", report(f"<w:p>{ole_object()}</w:p>",
+                                          name="embeddings/oleObject1.bin", media_type=OLE,
+                                          payload=payload))
+
+    (child,) = got.attachments
+    assert isinstance(child, Omission) and child.label == "report.docx/oleObject1.bin"
+    assert child.reason == "unsupported_type"
 
 
 def test_a_document_embedded_in_a_document_is_read_as_deep_as_the_limit_allows() -> None:

@@ -13,7 +13,9 @@ object's part back as an `EmbeddedFile`, once however many objects name it.
 The guard then runs it through the whole pipeline as a file of its own, as
 it does an e-mail's attachment: inspected, sniffed, parsed in a fresh
 isolated parser, under the parent's share of the limits, and listed in the
-parent's text; what it cannot read is an omission with its reason. A linked
+parent's text; what it cannot read is an omission with its reason. A file
+wrapped in an OLE container (a packager object, a PDF) is taken out of it
+first (`capsa.guard.extractors._ole_native`). A linked
 object (its file outside the package) is not read; an object whose part is
 missing is counted (`Objects.missing`).
 """
@@ -28,6 +30,7 @@ from typing import Any
 
 from capsa.guard.extractors._alternates import EXCEL, POWERPOINT, WORD, in_unshown_branch
 from capsa.guard.extractors._docx_containers import text_parts
+from capsa.guard.extractors._ole_native import unwrapped
 from capsa.guard.extractors._workbook import after_cells, relationships
 from capsa.guard.port import EmbeddedFile
 
@@ -154,8 +157,7 @@ def xlsx_objects(archive: zipfile.ZipFile, sheets: Sequence[str]) -> Objects:
                 info = archive.getinfo(target)
                 with archive.open(info) as part:
                     payload = part.read(info.file_size + 1)
-                files.append(EmbeddedFile(name=posixpath.basename(target) or "object",
-                                          media_type=None, payload=payload))
+                files.append(_embedded(posixpath.basename(target), None, payload))
     return Objects(tuple(files), missing)
 
 
@@ -165,6 +167,15 @@ def _object_ids(archive: zipfile.ZipFile, sheet: str) -> list[str]:
     listed = after_cells(archive, sheet, f"{_S}oleObjects")
     return [ole.get(_R_ID) or "" for ole in listed.iter(f"{_S}oleObject")
             if not in_unshown_branch(ole, EXCEL)] if listed is not None else []
+
+
+def _embedded(name: str, media_type: str | None, payload: bytes) -> EmbeddedFile:
+    """The file an object's part holds: the file a packager or PDF container wraps
+    (`capsa.guard.extractors._ole_native`), else the part itself."""
+    inner = unwrapped(name, payload)
+    if inner is not None:
+        return EmbeddedFile(name=inner[0], media_type=None, payload=inner[1])
+    return EmbeddedFile(name=name or "object", media_type=media_type, payload=payload)
 
 
 class _Collected:
@@ -188,9 +199,8 @@ class _Collected:
         if id(target) in self._seen:
             return
         self._seen.add(id(target))
-        name = posixpath.basename(str(target.partname)) or "object"
-        self.files.append(EmbeddedFile(name=name, media_type=target.content_type or None,
-                                       payload=bytes(blob)))
+        self.files.append(_embedded(posixpath.basename(str(target.partname)),
+                                    target.content_type or None, bytes(blob)))
 
     def objects(self) -> Objects:
         return Objects(tuple(self.files), self.missing)
