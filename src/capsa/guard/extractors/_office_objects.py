@@ -1,4 +1,4 @@
-"""Files embedded in a Word document or a PowerPoint deck, handed back to be read on their own.
+"""Files embedded in Word, PowerPoint and Excel files, handed back to be read on their own.
 
 A worksheet pasted into a report, or a document dropped onto a slide, is an
 OLE object: the page shows a picture of it, and the file itself is a part of
@@ -6,18 +6,18 @@ the package (``word/embeddings/Microsoft_Excel_Worksheet.xlsx``, or an
 ``oleObject1.bin`` container for older formats). unstructured reads none of
 it, so a report's figures in an embedded table were lost without a word.
 
-`docx_objects`, `pptx_objects` and `xlsx_objects` find the objects a reader sees, after the
-hiding passes (an object in a hidden run, a hidden shape, a tracked deletion
-or a branch the application does not draw is not one), and hand each
-object's part back as an `EmbeddedFile`, once however many objects name it.
-The guard then runs it through the whole pipeline as a file of its own, as
-it does an e-mail's attachment: inspected, sniffed, parsed in a fresh
-isolated parser, under the parent's share of the limits, and listed in the
-parent's text; what it cannot read is an omission with its reason. A file
-wrapped in an OLE container (a packager object, a PDF) is taken out of it
-first (`capsa.guard.extractors._ole_native`). A linked
-object (its file outside the package) is not read; an object whose part is
-missing is counted (`Objects.missing`).
+`docx_objects`, `pptx_objects` and `xlsx_objects` find the objects a reader
+sees, after the hiding passes (an object in a hidden run, a hidden shape, a
+tracked deletion or a branch the application does not draw is not one), and
+hand each object's part back as an `EmbeddedFile`, once however many objects
+name it. The guard then runs it through the whole pipeline as a file of its
+own, as it does an e-mail's attachment: inspected, sniffed, parsed in a
+fresh isolated parser, under the parent's share of the limits, and listed in
+the parent's text; what it cannot read is an omission with its reason. A
+file wrapped in an OLE container (a packager object, a PDF) is taken out of
+it first (`capsa.guard.extractors._ole_native`). A linked object (its file
+outside the package) is not read; an object whose part is missing is
+counted (`Objects.missing`).
 """
 
 from __future__ import annotations
