@@ -102,3 +102,26 @@ def test_symbols_and_guides_in_a_footnote_are_read() -> None:
     parts = notes_part("footnote", {1: note})
 
     assert extract("docx", docx(body, parts=parts)).text.endswith("[1] Note β東(ひがし)")
+
+
+# ---------------------------------------------------------------- text in the Symbol font
+
+
+def symbol_run(text: str, fonts: str = 'w:ascii="Symbol" w:hAnsi="Symbol"') -> str:
+    return (f'<w:r><w:rPr><w:rFonts {fonts}/></w:rPr><w:t xml:space="preserve">{text}</w:t>'
+            "</w:r>")
+
+
+@pytest.mark.parametrize(("typed", "shown"), [
+    ("a", "α"), ("abg", "αβγ"), ("W = 2p", "Ω = 2π"), ("\uf061\uf062", "αβ"),
+    ("\uf0b7", "•"), ("x\u00e9", "ξ\u00e9"),  # a code Symbol draws nothing for stays as typed
+])
+def test_letters_typed_in_the_symbol_font_read_as_it_draws_them(typed: str, shown: str) -> None:
+    assert text_of(run("the "), symbol_run(typed), run(" term")) == f"the {shown} term"
+
+
+def test_only_a_run_whose_own_fonts_are_symbol_changes() -> None:
+    east_asian_only = symbol_run("abc", 'w:eastAsia="Symbol"')
+
+    assert text_of(run("a "), east_asian_only, run(" b")) == "a abc b"
+    assert text_of(symbol_run("Symbol", 'w:ascii="Times New Roman"')) == "Symbol"

@@ -15,6 +15,11 @@ shows more:
   (``w16se:symEx``) whose fallback is the character
   (`capsa.guard.extractors._alternates`): `symbol_extension` writes the
   character it names.
+- **Text typed in the Symbol font**: a run whose own fonts are Symbol draws
+  its letters as that font's (``a`` as α), as documents from Word 97 and
+  their conversions hold them, sometimes as the private-use codes
+  (U+F061) that normalisation would strip. Each letter is written as the
+  character drawn; a font set only by a style is not looked up.
 - **A phonetic guide** (``w:ruby``: furigana over Japanese kanji, pinyin over
   Chinese): the base text and its reading, as ``漢字(かんじ)``, as an HTML
   page writes ruby with ``rp`` parentheses. The base was lost whole
@@ -61,7 +66,28 @@ def read_glyphs(roots: Any) -> int:
         for ruby in list(root.iter(f"{_W}ruby")):
             if _spell_out(ruby):
                 written += 1
+        for run in root.iter(f"{_W}r"):
+            if _in_symbol_font(run):
+                for text in run.iterchildren(f"{_W}t"):
+                    text.text = "".join(_symbol_letter(char) for char in text.text or "")
+                written += 1
     return written
+
+
+def _in_symbol_font(run: Any) -> bool:
+    """Whether the run's own fonts (``w:rFonts``) set the Symbol font for its letters."""
+    fonts = run.find(f"{_W}rPr/{_W}rFonts")
+    return fonts is not None and any(
+        (fonts.get(f"{_W}{which}") or "").strip().lower() in _SYMBOL_FONTS
+        for which in ("ascii", "hAnsi"))
+
+
+def _symbol_letter(char: str) -> str:
+    """What the Symbol font draws for `char`, typed as a letter (``a``) or as its
+    private-use code (U+F061); any other character is drawn by a fallback font as itself."""
+    point = ord(char)
+    byte = point - 0xF000 if 0xF020 <= point <= 0xF0FF else point
+    return SYMBOL_FONT.get(byte, char) if byte <= 0xFF else char
 
 
 def symbol_extension(symbol: Any) -> None:
