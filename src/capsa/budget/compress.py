@@ -20,6 +20,8 @@ kept. The utility of a sentence is
   each weighted;
 - *lead bonus*: a small bonus for a passage's first sentence, which usually
   says what the passage is about;
+- *the subject beside*: a passage's first sentence, relevant or not, is a
+  candidate once the sentence after it is kept (`_State.queue_subject`);
 - *dense bonus*: at tight budgets (under `_DENSE_BELOW` of the passages'
   tokens), a bonus for every sentence of a passage already kept from, so a
   tenth of a retrieval holds a few dense excerpts instead of many fragments
@@ -92,6 +94,9 @@ _COVERAGE_DECAY = 0.2
 """How much a query term counts each further time it is covered."""
 _DENSE_BONUS = 0.2
 """Added to the utility of every sentence of a passage already kept from, at tight budgets."""
+_SUBJECT_BESIDE = True
+"""Queue a passage's first sentence, relevant or not, once the sentence after it is kept
+(`_State.queue_subject`)."""
 _DENSE_BELOW = 0.15
 """The budget, as a share of the competing passages' tokens, under which `_DENSE_BONUS` applies."""
 _DENSE_REACH = 64
@@ -789,11 +794,11 @@ class _State:
 
     def run(self) -> None:
         heap, pop, push, utility = self.heap, heapq.heappop, heapq.heappush, self.utility
-        dense, kept = self.dense, self.kept
+        kept = self.kept
         while heap:
             negative, n, k, version = pop(heap)
-            if dense and k in kept.get(n, ()):
-                continue  # an entry `densify` outran, for a sentence already kept
+            if k in kept.get(n, ()):
+                continue  # an entry `densify` or `queue_subject` outran: already kept
             if version != self.version:  # terms were covered since: its utility may have fallen
                 current = utility(n, k)
                 if current < -negative - 1e-12:
@@ -837,6 +842,29 @@ class _State:
             heapq.heappush(self.heap, (-self.utility(n, waiting), n, waiting, self.version))
         if self.dense:
             self.densify(n, k, opened)
+        elif k == 1 and _SUBJECT_BESIDE and not self.eligible(n, 0):
+            self.queue_subject(n)
+
+    def queue_subject(self, n: int) -> None:
+        """Passage `n`'s second sentence was kept: its first may now be chosen, relevant or not.
+
+        A passage's first sentence names what the rest is about, and the
+        sentences after it lean on it ("Prior to the presidency, he was the
+        Governor of Arkansas", after "William Jefferson Clinton … is an
+        American politician"). That opening often shares no word with the
+        question, so it sits below the relevance floor and was never a
+        candidate, and a packet kept the fact about an unnamed "he"; when the
+        question asks for that subject ("which former Governor of
+        Arkansas?"), the name it needs was the sentence left out. Queued here
+        at its own utility (the lead bonus, no other), it competes with what
+        is left. Only right before a kept sentence, as `densify` queues only
+        neighbours: it then reads as that sentence's opening, never as filler
+        apart from the evidence; queueing it before a later kept sentence lost
+        answers. Above `_DENSE_BELOW` only; below, `densify` does this and
+        more. Measured over every set's development part with
+        ``benchmarks/ablation.py`` (docs/benchmarks.md).
+        """
+        heapq.heappush(self.heap, (-self.utility(n, 0), n, 0, self.version))
 
     def densify(self, n: int, k: int, opened: bool) -> None:
         """Sentence `k` of passage `n` was kept: the passage's sentences gain `dense`.
