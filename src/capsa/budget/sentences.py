@@ -183,7 +183,8 @@ def _split_run(text: str, start: int, end: int, out: list[tuple[int, int]]) -> N
                 sentence_start = stop
             continue
         follower = _NEXT_START.match(text, stop, end)
-        if follower is None or _is_abbreviation(text, sentence_start, match.start(), follower):
+        if (follower is None or _is_abbreviation(text, sentence_start, match.start(), follower)
+                or _aside_runs_on(text, follower.start(1), end)):
             continue
         _add_clauses(text, sentence_start, stop, out)
         sentence_start = stop
@@ -211,6 +212,28 @@ def _add_clauses(text: str, start: int, end: int, out: list[tuple[int, int]]) ->
             _add_capped(text, piece, stop, out, cap=_LONGEST_CLAUSE)
             piece = stop
     _add_capped(text, piece, end, out, cap=_LONGEST_CLAUSE)
+
+
+_ASIDE = re.compile(r"[(\[][^()\[\]\n.!?]{0,120}[)\]]\s+[a-z]")
+"""A bracketed aside with no stop inside it, then a lower-case word: the middle of a sentence."""
+
+
+def _aside_runs_on(text: str, at: int, end: int) -> bool:
+    """Whether what follows a stop is a bracketed aside the same sentence runs on after.
+
+    "Rear Adm. J. Edward Snyder, USN (Ret.)  (October 23, 1924 – November 4,
+    2007) was notable as the captain": a bracket after a stop reads as a new
+    sentence's opening, but a sentence does not go on in lower case after a
+    closing bracket, so the stop was an abbreviation's (here one that
+    `_ABBREVIATIONS` does not list). An aside that is a sentence of its own
+    ("(This is an aside.)") holds its stop and is left alone.
+
+    Examples:
+        >>> [t[a:b] for t in ["He retired (Ret.) (in 1990) and died."]
+        ...  for a, b in split_sentences(t)]
+        ['He retired (Ret.) (in 1990) and died.']
+    """
+    return _ASIDE.match(text, at, end) is not None
 
 
 def _is_abbreviation(text: str, start: int, dot: int, follower: re.Match[str]) -> bool:

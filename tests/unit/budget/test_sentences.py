@@ -32,6 +32,21 @@ def test_split_sentences_keeps_abbreviations_and_initials_inside_a_sentence(text
     assert sentences(text) == [text]
 
 
+@pytest.mark.parametrize("text", [
+    "Rear Adm. J. Edward Snyder, USN (Ret.)  (October 23, 1924 – November 4, 2007) was notable.",
+    "He served in the Navy (ret.) (1950 to 1972) and then taught.",
+    "The line closed (temp.) [see map] in winter.",
+])
+def test_a_stop_before_a_bracketed_aside_the_sentence_runs_on_after_is_no_end(text: str) -> None:
+    assert sentences(text) == [text]
+
+
+def test_a_bracketed_sentence_of_its_own_is_still_one() -> None:
+    assert sentences("It ended (see below). (This is an aside.) Then more.") == [
+        "It ended (see below).", "(This is an aside.)", "Then more."]
+    assert sentences("It ended. (1950) Then more.") == ["It ended.", "(1950) Then more."]
+
+
 def test_split_sentences_never_splits_decimals() -> None:
     assert sentences("The rate is EUR 0.32 per km. Pi is 3.14.") == [
         "The rate is EUR 0.32 per km.", "Pi is 3.14."]
