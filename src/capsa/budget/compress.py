@@ -121,7 +121,7 @@ def _leans_back(sentence: str) -> bool:
         False
     """
     first = sentence.lstrip()[:1]
-    if first.islower() or first in "([":
+    if first.islower() or first in ("(", "["):
         return True
     return not _ANAPHORS.isdisjoint(_LOWER_WORD.findall(sentence.lower()))
 
