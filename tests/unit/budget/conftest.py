@@ -1,13 +1,29 @@
-"""Builders for budget tests: passages and tokenizers written in code."""
+"""Builders for budget tests: passages and tokenizers written in code, and benchmark rows."""
 
 from __future__ import annotations
 
+import json
 import re
+import string
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from capsa.budget import Passage
+
+
+def answer_form(text: str) -> str:
+    """SQuAD's answer normalisation, as the benchmarks count an answer kept."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def qa_row(path: Path, question_id: str) -> dict[str, object]:
+    """One question of a benchmark set (``benchmarks/data/*-qa.jsonl``), by its id."""
+    return next(row for line in path.read_text("utf-8").splitlines()
+                if (row := json.loads(line))["question_id"] == question_id)
+
 
 TAG = re.compile(r"<\s*/?\s*(?:context|document)\b[^>]*>", re.IGNORECASE)
 """Anything a reader could take for one of capsa's container tags."""

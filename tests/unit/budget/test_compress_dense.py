@@ -11,26 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from pathlib import Path
 
 import pytest
 
 from capsa.budget import Budget, Passage, compress, estimate_tokens, pack
 
+from .conftest import answer_form, qa_row
+
 ROOT = Path(__file__).resolve().parents[3]
 DOCSTRINGS = ROOT / "benchmarks" / "data" / "docstrings-qa.jsonl"
 PYDOCS = ROOT / "benchmarks" / "data" / "pydocs-qa.jsonl"
-
-
-def _normalise(text: str) -> str:
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
-
-
-def _row(path: Path, question_id: str) -> dict[str, object]:
-    return next(row for line in path.read_text("utf-8").splitlines()
-                if (row := json.loads(line))["question_id"] == question_id)
 
 
 def _packed(row: dict[str, object], share: float) -> str:
@@ -47,10 +38,10 @@ def test_a_tight_budget_keeps_the_sentence_beside_the_best_evidence(question_id:
     # lru_cache's "typed", median_low's name above its description, testzip's
     # name above "Read all the files and check the CRC": each answer sits beside
     # the sentence that matches the question, in the same chunk.
-    row = _row(DOCSTRINGS, question_id)
+    row = qa_row(DOCSTRINGS, question_id)
     answers = row["answers_objects"]
     assert isinstance(answers, list)
-    assert _normalise(answers[0]["spans"][0]) in _normalise(_packed(row, 0.10))
+    assert answer_form(answers[0]["spans"][0]) in answer_form(_packed(row, 0.10))
 
 
 def test_the_same_questions_lose_their_answer_without_the_rule(
@@ -60,10 +51,10 @@ def test_the_same_questions_lose_their_answer_without_the_rule(
     monkeypatch.setattr(compress, "_DENSE_BONUS", 0.0)
     lost = 0
     for question_id in ("docstrings-027", "docstrings-043"):
-        row = _row(DOCSTRINGS, question_id)
+        row = qa_row(DOCSTRINGS, question_id)
         answers = row["answers_objects"]
         assert isinstance(answers, list)
-        lost += _normalise(answers[0]["spans"][0]) not in _normalise(_packed(row, 0.10))
+        lost += answer_form(answers[0]["spans"][0]) not in answer_form(_packed(row, 0.10))
     assert lost == 2
 
 
@@ -76,7 +67,7 @@ def test_above_the_tight_share_the_rule_changes_no_packet(
 
 
 def test_a_densified_packet_stays_in_budget_and_keeps_no_sentence_twice() -> None:
-    row = _row(DOCSTRINGS, "docstrings-006")
+    row = qa_row(DOCSTRINGS, "docstrings-006")
     contexts = row["contexts"]
     assert isinstance(contexts, list)
     texts = [c["paragraph_text"] for c in contexts]
